@@ -1,0 +1,406 @@
+#include "proxy/client.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "proxy/log.h"
+
+/* Read size per uv read, Redis's PROTO_IOBUF_LEN. */
+#define CLIENT_READ_CHUNK (16 * 1024)
+#define CLIENT_KEEP_BYTES (64 * 1024)
+
+static void client_on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
+static void client_process_input(client_session *c);
+
+/* ---- the reply slot queue ---- */
+
+static client_slot *slot_at(client_session *c, size_t i)
+{
+    return &c->slots[(c->slot_head + i) % c->slot_cap];
+}
+
+static client_slot *slot_push(client_session *c, client_slot_kind kind)
+{
+    if (c->slot_len == c->slot_cap) {
+        size_t ncap = c->slot_cap ? c->slot_cap * 2 : 32;
+        client_slot *n = vp_malloc(ncap * sizeof(*n));
+        for (size_t i = 0; i < c->slot_len; i++) n[i] = *slot_at(c, i);
+        free(c->slots);
+        c->slots = n;
+        c->slot_cap = ncap;
+        c->slot_head = 0;
+    }
+    client_slot *s = slot_at(c, c->slot_len++);
+    s->kind = kind;
+    s->len = 0;
+    s->data = NULL;
+    return s;
+}
+
+static void slot_pop(client_session *c)
+{
+    client_slot *s = slot_at(c, 0);
+    free(s->data);
+    s->data = NULL;
+    c->slot_head = (c->slot_head + 1) % c->slot_cap;
+    c->slot_len--;
+}
+
+/* Local replies at the front of the queue have nothing to wait for. */
+static void client_release_ready(client_session *c)
+{
+    while (c->slot_len && slot_at(c, 0)->kind == SLOT_READY) {
+        client_slot *s = slot_at(c, 0);
+        outq_add_copy(&c->out, s->data, s->len);
+        slot_pop(c);
+    }
+}
+
+/* ---- output ---- */
+
+static void client_maybe_finish(client_session *c)
+{
+    if (c->close_when_done && !c->closing && c->slot_len == 0 && outq_size(&c->out) == 0) client_close(c);
+}
+
+static void client_flush(client_session *c)
+{
+    if (c->closing) return;
+    int rc = outq_flush(&c->out);
+    if (rc < 0) {
+        vp_log(VP_LOG_VERBOSE, "client %llu %s: write failed: %s", c->id, c->addr, uv_strerror(rc));
+        client_close(c);
+        return;
+    }
+    /* A slow reader must not make the proxy hold an unbounded reply stream. */
+    if (c->up && outq_size(&c->out) > (size_t)c->srv->conf.buffer_limit) upstream_pause_reading(c->up);
+    client_maybe_finish(c);
+}
+
+static void client_on_written(outq *q, int status)
+{
+    client_session *c = q->owner;
+    if (c->closing) return;
+    if (status < 0) {
+        vp_log(VP_LOG_VERBOSE, "client %llu %s: write failed: %s", c->id, c->addr, uv_strerror(status));
+        client_close(c);
+        return;
+    }
+    if (c->up && outq_size(q) <= (size_t)c->srv->conf.buffer_limit / 2) upstream_resume_reading(c->up);
+    client_maybe_finish(c);
+}
+
+/* A reply the proxy makes itself, queued in request order. */
+static void client_add_local(client_session *c, const char *p, size_t n)
+{
+    if (c->up) {
+        upstream_local_mode m = upstream_local_reply(c->up, c);
+        if (m == UP_LOCAL_DROP) return;
+        if (m == UP_LOCAL_AFTER_BARRIER) slot_push(c, SLOT_WAITING);
+    }
+    c->srv->stats.local_replies++;
+    if (c->slot_len == 0) {
+        outq_add_copy(&c->out, p, n);
+        return;
+    }
+    client_slot *s = slot_push(c, SLOT_READY);
+    s->data = vp_malloc(n);
+    memcpy(s->data, p, n);
+    s->len = n;
+}
+
+static void client_add_error(client_session *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void client_add_error(client_session *c, const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(msg, sizeof(msg) - 2, fmt, ap);
+    va_end(ap);
+    if (n < 0) return;
+    if ((size_t)n > sizeof(msg) - 3) n = (int)sizeof(msg) - 3;
+    /* Error lines cannot hold CR or LF. */
+    for (int i = 0; i < n; i++)
+        if (msg[i] == '\r' || msg[i] == '\n') msg[i] = ' ';
+    memcpy(msg + n, "\r\n", 2);
+    client_add_local(c, msg, (size_t)n + 2);
+}
+
+/* ---- input ---- */
+
+static void client_stop_reading(client_session *c)
+{
+    if (c->reading) {
+        uv_read_stop(&c->h.stream);
+        c->reading = 0;
+    }
+}
+
+static void client_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
+{
+    (void)suggested;
+    client_session *c = h->data;
+    vp_buf_reserve(&c->in, CLIENT_READ_CHUNK);
+    *buf = uv_buf_init(c->in.data + c->in.len, (unsigned int)(c->in.cap - c->in.len));
+}
+
+static void client_start_reading(client_session *c)
+{
+    if (!c->reading && !c->input_done && !c->closing) {
+        c->reading = 1;
+        uv_read_start(&c->h.stream, client_alloc, client_on_read);
+    }
+}
+
+/* Redis answers a protocol error and closes the connection after the reply;
+ * the replies owed for earlier requests go out first. */
+static void client_protocol_error(client_session *c, const char *msg)
+{
+    c->srv->stats.protocol_errors++;
+    vp_log(VP_LOG_VERBOSE, "client %llu %s: %s", c->id, c->addr, msg);
+    client_add_error(c, "ERR %s", msg);
+    c->input_done = 1;
+    c->close_when_done = 1;
+    client_stop_reading(c);
+}
+
+static void client_dispatch(client_session *c, const resp_arg *argv, int argc, const char *p, size_t n)
+{
+    if (c->answering_unavailable) {
+        client_add_error(c, "ERR upstream unavailable: %s: %s", c->srv->conf.upstream, c->up_error);
+        return;
+    }
+    cmd_kind kind = cmd_classify(argc, argv);
+    if (kind == CMD_REPLICATION) c->opaque = 1;
+    if (upstream_forward(c->up, c, p, n, kind)) slot_push(c, SLOT_WAITING);
+}
+
+static void client_process_input(client_session *c)
+{
+    if (c->closing || c->input_done) return;
+    if (c->in_pos == c->in.len) return;
+    if (!c->up && !c->answering_unavailable) c->up = upstream_open(c->srv, c); /* retry */
+    if (c->up && !upstream_is_ready(c->up)) {
+        /* Hold requests until the connect settles, one way or the other. */
+        if (c->in.len > (size_t)c->srv->conf.buffer_limit) client_stop_reading(c);
+        return;
+    }
+
+    size_t limit = (size_t)c->srv->conf.buffer_limit;
+    while (c->in_pos < c->in.len && !c->input_done) {
+        const char *p = c->in.data + c->in_pos;
+        size_t avail = c->in.len - c->in_pos;
+        if (c->opaque) {
+            if (c->up) upstream_forward_bytes(c->up, p, avail);
+            c->in_pos += avail;
+            break;
+        }
+        size_t used = 0;
+        resp_req_status st = resp_request_parse(&c->parser, p, avail, &used);
+        if (st == RESP_REQ_INCOMPLETE) break;
+        if (st == RESP_REQ_ERROR) {
+            client_protocol_error(c, resp_request_error(&c->parser));
+            break;
+        }
+        if (st == RESP_REQ_COMMAND) client_dispatch(c, c->parser.argv, c->parser.argc, p, used);
+        else if (c->up) upstream_forward_bytes(c->up, p, used); /* keeps the pieces contiguous */
+        c->in_pos += used;
+        /* Upstream not keeping up: leave the rest in the buffer for later. */
+        if (c->up && upstream_backlog(c->up) > limit) {
+            client_stop_reading(c);
+            break;
+        }
+    }
+
+    /* The forwarded pieces point into `in`: write them before compacting. */
+    if (c->up) {
+        int rc = upstream_flush(c->up);
+        if (rc < 0) {
+            client_upstream_lost(c, uv_strerror(rc));
+            return;
+        }
+    }
+    if (c->input_done) {
+        c->in.len = c->in_pos = 0; /* nothing more will be parsed */
+    } else {
+        vp_buf_consume(&c->in, c->in_pos);
+        c->in_pos = 0;
+    }
+    vp_buf_shrink(&c->in, CLIENT_KEEP_BYTES);
+    client_flush(c);
+}
+
+static void client_on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
+{
+    (void)buf;
+    client_session *c = s->data;
+    if (nread == 0) return;
+    if (nread < 0) {
+        /* Like Redis: a client that closes (or half-closes) its side is gone,
+         * and what it was owed is dropped with its upstream connection. */
+        vp_log(VP_LOG_DEBUG, "client %llu %s: %s", c->id, c->addr,
+               nread == UV_EOF ? "closed the connection" : uv_strerror((int)nread));
+        client_close(c);
+        return;
+    }
+    c->in.len += (size_t)nread;
+    client_process_input(c);
+}
+
+/* ---- upstream events ---- */
+
+void client_upstream_ready(client_session *c)
+{
+    client_start_reading(c);
+    client_process_input(c);
+}
+
+void client_upstream_failed(client_session *c, const char *reason)
+{
+    c->up = NULL;
+    snprintf(c->up_error, sizeof(c->up_error), "%s", reason);
+    vp_log(VP_LOG_WARNING, "upstream %s unavailable: %s", c->srv->conf.upstream, reason);
+    /* Every request already here gets the error now; later ones retry. */
+    c->answering_unavailable = 1;
+    client_process_input(c);
+    c->answering_unavailable = 0;
+    client_start_reading(c);
+}
+
+void client_upstream_lost(client_session *c, const char *reason)
+{
+    if (c->up) {
+        upstream_close(c->up);
+        c->up = NULL;
+    }
+    vp_log(VP_LOG_VERBOSE, "client %llu %s: upstream connection lost (%s); closing after delivering what arrived",
+           c->id, c->addr, reason);
+    /* What the upstream never answered will not be answered: drop those
+     * slots (and the local replies queued behind them), deliver the rest. */
+    while (c->slot_len) slot_pop(c);
+    c->input_done = 1;
+    c->close_when_done = 1;
+    client_stop_reading(c);
+    client_flush(c);
+}
+
+void client_reply(client_session *c, const char *p, size_t n, int done)
+{
+    if (c->closing) return;
+    if (p) outq_add(&c->out, p, n);
+    if (!done) return;
+    if (c->slot_len == 0 || slot_at(c, 0)->kind != SLOT_WAITING) {
+        /* Cannot happen while local replies are made ready at once; keep the
+         * stream going rather than lose bytes. */
+        vp_log(VP_LOG_WARNING, "client %llu: reply with no waiting slot", c->id);
+        return;
+    }
+    slot_pop(c);
+    client_release_ready(c);
+}
+
+void client_push(client_session *c, const char *p, size_t n)
+{
+    if (!c->closing) outq_add(&c->out, p, n);
+}
+
+void client_round_end(client_session *c)
+{
+    client_flush(c);
+}
+
+void client_upstream_drained(client_session *c)
+{
+    if (c->closing || c->input_done) return;
+    client_start_reading(c);
+    client_process_input(c);
+}
+
+/* ---- lifetime ---- */
+
+static void client_close_cb(uv_handle_t *h)
+{
+    client_session *c = h->data;
+    outq_free(&c->out);
+    vp_buf_free(&c->in);
+    resp_request_free(&c->parser);
+    while (c->slot_len) slot_pop(c);
+    free(c->slots);
+    free(c);
+}
+
+void client_close(client_session *c)
+{
+    if (c->closing) return;
+    c->closing = 1;
+    if (c->up) {
+        upstream_close(c->up);
+        c->up = NULL;
+    }
+    if (c->prev) c->prev->next = c->next;
+    else c->srv->clients = c->next;
+    if (c->next) c->next->prev = c->prev;
+    c->srv->stats.clients_connected--;
+    vp_log(VP_LOG_DEBUG, "client %llu %s: closed", c->id, c->addr);
+    uv_close(&c->h.handle, client_close_cb);
+}
+
+static void client_describe(client_session *c, int is_unix)
+{
+    if (is_unix) {
+        snprintf(c->addr, sizeof(c->addr), "unix");
+        return;
+    }
+    struct sockaddr_storage ss;
+    int len = sizeof(ss);
+    char ip[INET6_ADDRSTRLEN] = "?";
+    int port = 0;
+    if (uv_tcp_getpeername(&c->h.tcp, (struct sockaddr *)&ss, &len) == 0) {
+        if (ss.ss_family == AF_INET) {
+            uv_ip4_name((struct sockaddr_in *)&ss, ip, sizeof(ip));
+            port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
+        } else if (ss.ss_family == AF_INET6) {
+            uv_ip6_name((struct sockaddr_in6 *)&ss, ip, sizeof(ip));
+            port = ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
+        }
+    }
+    snprintf(c->addr, sizeof(c->addr), "%s:%d", ip, port);
+}
+
+void client_accept(vp_server *srv, uv_stream_t *listener, int is_unix)
+{
+    client_session *c = vp_malloc(sizeof(*c));
+    memset(c, 0, sizeof(*c));
+    c->srv = srv;
+    c->id = ++srv->next_client_id;
+    int rc = is_unix ? uv_pipe_init(srv->loop, &c->h.pipe, 0) : uv_tcp_init(srv->loop, &c->h.tcp);
+    if (rc < 0) {
+        vp_log(VP_LOG_WARNING, "accept: cannot init handle: %s", uv_strerror(rc));
+        free(c);
+        return;
+    }
+    c->h.handle.data = c;
+    c->prev = NULL;
+    c->next = srv->clients;
+    if (srv->clients) srv->clients->prev = c;
+    srv->clients = c;
+    srv->stats.clients_connected++;
+    srv->stats.connections_received++;
+    outq_init(&c->out, &c->h.stream, c, client_on_written);
+    resp_request_init(&c->parser, &srv->limits);
+
+    rc = uv_accept(listener, &c->h.stream);
+    if (rc < 0) {
+        vp_log(VP_LOG_WARNING, "accept failed: %s", uv_strerror(rc));
+        client_close(c);
+        return;
+    }
+    if (!is_unix) uv_tcp_nodelay(&c->h.tcp, 1);
+    client_describe(c, is_unix);
+    vp_log(VP_LOG_DEBUG, "client %llu %s: connected", c->id, c->addr);
+    /* Connect upstream at once so the first request does not pay for it. */
+    c->up = upstream_open(srv, c);
+    client_start_reading(c);
+}

@@ -1,0 +1,89 @@
+/* client.h - one client connection (a session).
+ *
+ * Reads requests, cuts them with the request parser, forwards them to its
+ * upstream connection, and writes replies back in request order. The order is
+ * kept by a queue of reply slots, one per request that will be answered: a
+ * slot either waits for the upstream's reply or already holds a reply the
+ * proxy made itself (a protocol error, "upstream unavailable"). Slots leave
+ * the queue only from the front, so a reply the proxy makes never overtakes
+ * an upstream reply still owed.
+ *
+ * Ownership: the session owns its input buffer (requests are forwarded as
+ * pieces pointing into it, so it is compacted only after the upstream's
+ * flush), its slots and the bytes of its local replies, its output queue and
+ * its upstream connection (closed with it). It frees itself in the close
+ * callback of its handle. */
+#ifndef VP_CLIENT_H
+#define VP_CLIENT_H
+
+#include <uv.h>
+
+#include "protocol/resp_request.h"
+#include "proxy/buffer.h"
+#include "proxy/outq.h"
+#include "proxy/server.h"
+#include "proxy/upstream.h"
+
+typedef enum client_slot_kind {
+    SLOT_WAITING, /* the upstream owes this reply */
+    SLOT_READY    /* the proxy's own reply, in data/len */
+} client_slot_kind;
+
+typedef struct client_slot {
+    client_slot_kind kind;
+    size_t len;
+    char *data; /* owned; NULL while waiting */
+} client_slot;
+
+typedef struct client_session {
+    vp_server *srv;
+    unsigned long long id;
+    union {
+        uv_handle_t handle;
+        uv_stream_t stream;
+        uv_tcp_t tcp;
+        uv_pipe_t pipe;
+    } h;
+    char addr[64];
+
+    vp_buf in;     /* bytes read; in[in_pos..] not yet parsed */
+    size_t in_pos;
+    resp_request_parser parser;
+
+    upstream_conn *up; /* NULL between a failed connect and the next request */
+    char up_error[160];
+    int answering_unavailable; /* answer what is buffered with up_error */
+
+    client_slot *slots; /* ring */
+    size_t slot_head, slot_len, slot_cap;
+
+    outq out;
+
+    unsigned reading : 1;
+    unsigned input_done : 1;       /* read no more (protocol error, upstream lost) */
+    unsigned close_when_done : 1;  /* close once every slot is answered and written */
+    unsigned closing : 1;
+    unsigned opaque : 1;           /* after SYNC/PSYNC: bytes, not commands */
+
+    struct client_session *prev, *next;
+} client_session;
+
+/* A new connection on a listener. */
+void client_accept(vp_server *srv, uv_stream_t *listener, int is_unix);
+void client_close(client_session *c);
+
+/* Called by the upstream connection. */
+void client_upstream_ready(client_session *c);
+void client_upstream_failed(client_session *c, const char *reason);
+void client_upstream_lost(client_session *c, const char *reason);
+/* Bytes of the reply owed to the oldest waiting slot (p NULL: nothing to
+ * write, e.g. our barrier); `done` on its last piece. */
+void client_reply(client_session *c, const char *p, size_t n, int done);
+/* Bytes that answer no slot: pushes, subscribe-mode and MONITOR streams. */
+void client_push(client_session *c, const char *p, size_t n);
+/* The upstream finished a read round: write what it gave us. */
+void client_round_end(client_session *c);
+/* The upstream's output queue drained: read requests again. */
+void client_upstream_drained(client_session *c);
+
+#endif

@@ -1,0 +1,57 @@
+#include "proxy/command.h"
+
+#include <string.h>
+
+int cmd_arg_is(const resp_arg *a, const char *lower)
+{
+    size_t n = strlen(lower);
+    if (a->len != n) return 0;
+    for (size_t i = 0; i < n; i++) {
+        char c = a->ptr[i];
+        if (c >= 'A' && c <= 'Z') c = (char)(c + 32);
+        if (c != lower[i]) return 0;
+    }
+    return 1;
+}
+
+/* The hot path: most commands are rejected by length and first letter
+ * before any string comparison. */
+cmd_kind cmd_classify(int argc, const resp_arg *argv)
+{
+    if (argc < 1) return CMD_PLAIN;
+    const resp_arg *name = &argv[0];
+    if (name->len < 4 || name->len > 12) return CMD_PLAIN;
+    switch (name->ptr[0] | 0x20) {
+    case 'c':
+        if (argc == 3 && cmd_arg_is(name, "client") && cmd_arg_is(&argv[1], "reply")) {
+            if (cmd_arg_is(&argv[2], "on")) return CMD_CLIENT_REPLY_ON;
+            if (cmd_arg_is(&argv[2], "off")) return CMD_CLIENT_REPLY_OFF;
+            if (cmd_arg_is(&argv[2], "skip")) return CMD_CLIENT_REPLY_SKIP;
+        }
+        return CMD_PLAIN;
+    case 'd':
+        return cmd_arg_is(name, "discard") ? CMD_DISCARD : CMD_PLAIN;
+    case 'e':
+        return cmd_arg_is(name, "exec") ? CMD_EXEC : CMD_PLAIN;
+    case 'm':
+        if (cmd_arg_is(name, "multi")) return CMD_MULTI;
+        if (cmd_arg_is(name, "monitor")) return CMD_MONITOR;
+        return CMD_PLAIN;
+    case 'p':
+        if (cmd_arg_is(name, "psubscribe") || cmd_arg_is(name, "punsubscribe")) return CMD_SUBSCRIBE;
+        if (cmd_arg_is(name, "psync")) return CMD_REPLICATION;
+        return CMD_PLAIN;
+    case 'r':
+        return cmd_arg_is(name, "reset") ? CMD_RESET : CMD_PLAIN;
+    case 's':
+        if (cmd_arg_is(name, "subscribe") || cmd_arg_is(name, "ssubscribe") ||
+            cmd_arg_is(name, "sunsubscribe"))
+            return CMD_SUBSCRIBE;
+        if (cmd_arg_is(name, "sync")) return CMD_REPLICATION;
+        return CMD_PLAIN;
+    case 'u':
+        return cmd_arg_is(name, "unsubscribe") ? CMD_SUBSCRIBE : CMD_PLAIN;
+    default:
+        return CMD_PLAIN;
+    }
+}

@@ -1,0 +1,32 @@
+/* command.h - what the proxy must know about a command before forwarding it.
+ *
+ * Almost every command is answered by exactly one reply, and the proxy only
+ * needs to count. The exceptions change how many replies come back, or turn
+ * the connection into a stream the proxy cannot count: those are classified
+ * here, by name (case-insensitive, as Redis does) and, for CLIENT REPLY, by
+ * argument. */
+#ifndef VP_COMMAND_H
+#define VP_COMMAND_H
+
+#include "protocol/resp_request.h"
+
+typedef enum cmd_kind {
+    CMD_PLAIN = 0,    /* one reply */
+    CMD_SUBSCRIBE,    /* (P|S)(UN)SUBSCRIBE: replies per channel, then pushes */
+    CMD_MONITOR,      /* +OK, then a stream of every command */
+    CMD_RESET,        /* +RESET; leaves subscribe/monitor/multi/reply-off state */
+    CMD_MULTI,
+    CMD_EXEC,
+    CMD_DISCARD,
+    CMD_CLIENT_REPLY_ON,
+    CMD_CLIENT_REPLY_OFF,
+    CMD_CLIENT_REPLY_SKIP,
+    CMD_REPLICATION   /* SYNC/PSYNC: the connection becomes a replication stream */
+} cmd_kind;
+
+cmd_kind cmd_classify(int argc, const resp_arg *argv);
+
+/* Case-insensitive comparison of an argument with a lower-case literal. */
+int cmd_arg_is(const resp_arg *a, const char *lower);
+
+#endif

@@ -1,0 +1,256 @@
+#include "proxy/config.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+void conf_defaults(vp_config *c)
+{
+    memset(c, 0, sizeof(*c));
+    snprintf(c->bind, sizeof(c->bind), "127.0.0.1");
+    c->port = 6380;
+    c->tcp_backlog = 511;
+    snprintf(c->upstream, sizeof(c->upstream), "127.0.0.1:6379");
+    snprintf(c->upstream_host, sizeof(c->upstream_host), "127.0.0.1");
+    c->upstream_port = 6379;
+    c->connect_timeout_ms = 2000;
+    c->proto_max_bulk_len = 512LL * 1024 * 1024;
+    c->proto_max_multibulk_len = INT_MAX;
+    c->buffer_limit = 1024 * 1024;
+    c->loglevel = VP_LOG_NOTICE;
+}
+
+static int parse_ll(const char *s, long long min, long long max, long long *out)
+{
+    if (!*s) return -1;
+    errno = 0;
+    char *end;
+    long long v = strtoll(s, &end, 10);
+    if (errno || *end || v < min || v > max) return -1;
+    *out = v;
+    return 0;
+}
+
+int conf_parse_memory(const char *s, long long *out)
+{
+    const char *u = s;
+    while (*u && (isdigit((unsigned char)*u) || (u == s && *u == '-'))) u++;
+    long long mul;
+    if (*u == '\0') mul = 1;
+    else if (!strcasecmp(u, "b")) mul = 1;
+    else if (!strcasecmp(u, "k")) mul = 1000;
+    else if (!strcasecmp(u, "kb")) mul = 1024;
+    else if (!strcasecmp(u, "m")) mul = 1000 * 1000;
+    else if (!strcasecmp(u, "mb")) mul = 1024 * 1024;
+    else if (!strcasecmp(u, "g")) mul = 1000LL * 1000 * 1000;
+    else if (!strcasecmp(u, "gb")) mul = 1024LL * 1024 * 1024;
+    else return -1;
+    char num[32];
+    size_t n = (size_t)(u - s);
+    if (n == 0 || n >= sizeof(num)) return -1;
+    memcpy(num, s, n);
+    num[n] = '\0';
+    long long v;
+    if (parse_ll(num, 0, LLONG_MAX / mul, &v) < 0) return -1;
+    *out = v * mul;
+    return 0;
+}
+
+int conf_parse_upstream(vp_config *c, const char *value, char *err, size_t errlen)
+{
+    if (strlen(value) >= CONF_ADDR_MAX) {
+        snprintf(err, errlen, "upstream address too long");
+        return -1;
+    }
+    if (!strncmp(value, "unix:", 5) || value[0] == '/') {
+        const char *path = value[0] == '/' ? value : value + 5;
+        if (!*path) {
+            snprintf(err, errlen, "empty unix socket path in upstream '%s'", value);
+            return -1;
+        }
+        snprintf(c->upstream, sizeof(c->upstream), "%s", path);
+        snprintf(c->upstream_host, sizeof(c->upstream_host), "%s", path);
+        c->upstream_port = 0;
+        return 0;
+    }
+    const char *colon = strrchr(value, ':');
+    if (!colon || colon == value) {
+        snprintf(err, errlen, "upstream must be host:port or a unix socket path, got '%s'", value);
+        return -1;
+    }
+    long long port;
+    if (parse_ll(colon + 1, 1, 65535, &port) < 0) {
+        snprintf(err, errlen, "invalid upstream port in '%s'", value);
+        return -1;
+    }
+    const char *h = value;
+    size_t hl = (size_t)(colon - value);
+    if (h[0] == '[' && hl >= 2 && h[hl - 1] == ']') { /* [::1]:6379 */
+        h++;
+        hl -= 2;
+    }
+    memcpy(c->upstream_host, h, hl);
+    c->upstream_host[hl] = '\0';
+    c->upstream_port = (int)port;
+    snprintf(c->upstream, sizeof(c->upstream), "%s", value);
+    return 0;
+}
+
+typedef enum { T_STRING, T_PORT, T_INT, T_MEMORY, T_OCTAL, T_LOGLEVEL, T_UPSTREAM } conf_type;
+
+typedef struct conf_directive {
+    const char *name;
+    conf_type type;
+    size_t offset;
+    long long min, max;
+} conf_directive;
+
+#define OFF(f) offsetof(vp_config, f)
+static const conf_directive conf_directives[] = {
+    {"bind", T_STRING, OFF(bind), 0, 0},
+    {"port", T_PORT, OFF(port), 0, 65535},
+    {"unixsocket", T_STRING, OFF(unixsocket), 0, 0},
+    {"unixsocketperm", T_OCTAL, OFF(unixsocketperm), 0, 0777},
+    {"tcp-backlog", T_INT, OFF(tcp_backlog), 1, 65535},
+    {"upstream", T_UPSTREAM, 0, 0, 0},
+    {"connect-timeout", T_INT, OFF(connect_timeout_ms), 1, 3600 * 1000},
+    {"proto-max-bulk-len", T_MEMORY, OFF(proto_max_bulk_len), 1024 * 1024, LLONG_MAX},
+    {"proto-max-multibulk-len", T_INT, OFF(proto_max_multibulk_len), 1, INT_MAX},
+    {"buffer-limit", T_MEMORY, OFF(buffer_limit), 16 * 1024, 1024LL * 1024 * 1024},
+    {"loglevel", T_LOGLEVEL, OFF(loglevel), 0, 0},
+};
+
+int conf_set(vp_config *c, const char *name, const char *value, char *err, size_t errlen)
+{
+    const conf_directive *d = NULL;
+    for (size_t i = 0; i < sizeof(conf_directives) / sizeof(conf_directives[0]); i++) {
+        if (!strcasecmp(name, conf_directives[i].name)) d = &conf_directives[i];
+    }
+    if (!d) {
+        snprintf(err, errlen, "unknown directive '%s'", name);
+        return -1;
+    }
+    char *field = (char *)c + d->offset;
+    long long v;
+    switch (d->type) {
+    case T_STRING:
+        if (strlen(value) >= CONF_ADDR_MAX) {
+            snprintf(err, errlen, "'%s' value too long", name);
+            return -1;
+        }
+        snprintf(field, CONF_ADDR_MAX, "%s", value);
+        return 0;
+    case T_PORT:
+    case T_INT:
+        if (parse_ll(value, d->min, d->max, &v) < 0) {
+            snprintf(err, errlen, "'%s' must be an integer between %lld and %lld, got '%s'", name, d->min,
+                     d->max, value);
+            return -1;
+        }
+        if (d->type == T_PORT) *(int *)field = (int)v;
+        else if (d->offset == OFF(tcp_backlog)) *(int *)field = (int)v;
+        else *(long long *)field = v;
+        return 0;
+    case T_MEMORY:
+        if (conf_parse_memory(value, &v) < 0 || v < d->min || v > d->max) {
+            snprintf(err, errlen, "'%s' must be a size between %lld and %lld bytes (units k kb m mb g gb), got '%s'",
+                     name, d->min, d->max, value);
+            return -1;
+        }
+        *(long long *)field = v;
+        return 0;
+    case T_OCTAL: {
+        char *end;
+        errno = 0;
+        long m = strtol(value, &end, 8);
+        if (!*value || *end || errno || m < 0 || m > 0777) {
+            snprintf(err, errlen, "'%s' must be an octal mode like 700, got '%s'", name, value);
+            return -1;
+        }
+        *(int *)field = (int)m;
+        return 0;
+    }
+    case T_LOGLEVEL:
+        if (vp_log_parse_level(value, (vp_log_level *)field) < 0) {
+            snprintf(err, errlen, "'loglevel' must be debug, verbose, notice or warning, got '%s'", value);
+            return -1;
+        }
+        return 0;
+    case T_UPSTREAM:
+        return conf_parse_upstream(c, value, err, errlen);
+    }
+    return -1;
+}
+
+/* Split a line into at most `max` words; "double quoted" words may hold
+ * spaces. Returns the word count or -1 on an unbalanced quote. */
+static int conf_split(char *line, char **words, int max)
+{
+    int n = 0;
+    char *p = line;
+    for (;;) {
+        while (*p && isspace((unsigned char)*p)) p++;
+        if (!*p) return n;
+        if (n == max) return max + 1;
+        if (*p == '"') {
+            char *end = strchr(p + 1, '"');
+            if (!end) return -1;
+            *end = '\0';
+            words[n++] = p + 1;
+            p = end + 1;
+            if (*p && !isspace((unsigned char)*p)) return -1;
+        } else {
+            words[n++] = p;
+            while (*p && !isspace((unsigned char)*p)) p++;
+            if (*p) *p++ = '\0';
+        }
+    }
+}
+
+int conf_load_file(vp_config *c, const char *path, char *err, size_t errlen)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+        return -1;
+    }
+    char line[4096];
+    int lineno = 0;
+    int rc = 0;
+    while (fgets(line, sizeof(line), f)) {
+        lineno++;
+        size_t len = strlen(line);
+        if (len == sizeof(line) - 1 && line[len - 1] != '\n') {
+            snprintf(err, errlen, "%s:%d: line too long", path, lineno);
+            rc = -1;
+            break;
+        }
+        char *hash = line;
+        while (isspace((unsigned char)*hash)) hash++;
+        if (*hash == '#' || *hash == '\0') continue;
+        char *words[3];
+        int n = conf_split(line, words, 2);
+        char why[512];
+        if (n < 0) {
+            snprintf(err, errlen, "%s:%d: unbalanced quotes", path, lineno);
+            rc = -1;
+            break;
+        }
+        if (n != 2) {
+            snprintf(err, errlen, "%s:%d: '%s' takes exactly one value", path, lineno, words[0]);
+            rc = -1;
+            break;
+        }
+        if (conf_set(c, words[0], words[1], why, sizeof(why)) < 0) {
+            snprintf(err, errlen, "%s:%d: %s", path, lineno, why);
+            rc = -1;
+            break;
+        }
+    }
+    fclose(f);
+    return rc;
+}

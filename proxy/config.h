@@ -1,0 +1,43 @@
+/* config.h - verbproxy's settings, from conf/verbproxy.conf style files
+ * ("directive value", '#' comments, Redis-style) and command-line flags.
+ * Every directive can also be given as a flag: `--port 7000` is the same as
+ * the line `port 7000`; flags are applied after the file. */
+#ifndef VP_CONFIG_H
+#define VP_CONFIG_H
+
+#include <stddef.h>
+
+#include "proxy/log.h"
+
+#define CONF_ADDR_MAX 256
+
+typedef struct vp_config {
+    char bind[CONF_ADDR_MAX];       /* TCP listen address */
+    int port;                       /* TCP listen port; 0 = no TCP listener */
+    char unixsocket[CONF_ADDR_MAX]; /* unix listen socket path, "" = none */
+    int unixsocketperm;             /* octal mode for the unix socket, 0 = umask */
+    int tcp_backlog;
+
+    char upstream[CONF_ADDR_MAX];      /* as written: host:port or a socket path */
+    char upstream_host[CONF_ADDR_MAX]; /* host, or the unix socket path */
+    int upstream_port;                 /* 0 for a unix socket */
+    long long connect_timeout_ms;
+
+    long long proto_max_bulk_len;
+    long long proto_max_multibulk_len;
+    long long buffer_limit; /* bytes queued towards one side before reading the other pauses */
+
+    vp_log_level loglevel;
+} vp_config;
+
+void conf_defaults(vp_config *c);
+/* Apply one directive. Returns 0, or -1 with a reason in err. */
+int conf_set(vp_config *c, const char *name, const char *value, char *err, size_t errlen);
+/* Load a file. Returns 0, or -1 with "path:line: reason" in err. */
+int conf_load_file(vp_config *c, const char *path, char *err, size_t errlen);
+/* Redis's memory units: 1k=1000 1kb=1024 1m 1mb 1g 1gb, case-insensitive. */
+int conf_parse_memory(const char *s, long long *out);
+/* "host:port", "[v6]:port" or a path starting with '/' or "unix:". */
+int conf_parse_upstream(vp_config *c, const char *value, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,21 @@
+/* listener.h - the listening sockets (TCP and, optionally, a unix socket)
+ * that hand new connections to client_accept(). Owned by main. */
+#ifndef VP_LISTENER_H
+#define VP_LISTENER_H
+
+#include <uv.h>
+
+#include "proxy/server.h"
+
+typedef struct vp_listener {
+    vp_server *srv;
+    uv_tcp_t tcp;
+    uv_pipe_t pipe;
+    int has_tcp, has_unix;
+} vp_listener;
+
+/* Bind and listen per srv->conf. Returns 0, or -1 with the reason in err. */
+int listener_start(vp_listener *l, vp_server *srv, char *err, size_t errlen);
+void listener_close(vp_listener *l);
+
+#endif

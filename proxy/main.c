@@ -1,0 +1,113 @@
+/* main.c - start-up: settings from the file and the flags, listeners, the
+ * loop, and a clean stop on SIGINT/SIGTERM. */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "proxy/client.h"
+#include "proxy/config.h"
+#include "proxy/listener.h"
+#include "proxy/log.h"
+#include "proxy/server.h"
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "Usage: verbproxy [--config FILE] [--DIRECTIVE VALUE ...]\n"
+            "\n"
+            "A RESP proxy in front of one Redis. Every directive of the config file\n"
+            "(see conf/verbproxy.conf) can be given as a flag; flags override the file.\n"
+            "\n"
+            "  --config FILE          read settings from FILE first\n"
+            "  --port N               TCP port to listen on (default 6380; 0 = none)\n"
+            "  --bind ADDR            address to listen on (default 127.0.0.1)\n"
+            "  --unixsocket PATH      also listen on a unix socket\n"
+            "  --upstream ADDR        upstream Redis: host:port or a unix socket path\n"
+            "                         (default 127.0.0.1:6379)\n"
+            "  --connect-timeout MS   upstream connect timeout (default 2000)\n"
+            "  --loglevel LEVEL       debug, verbose, notice or warning\n"
+            "  --help                 this text\n"
+            "  --version              the version\n");
+}
+
+static vp_listener listener;
+
+static void on_signal(uv_signal_t *h, int signum)
+{
+    vp_server *srv = h->data;
+    vp_log(VP_LOG_NOTICE, "received %s, shutting down", signum == SIGINT ? "SIGINT" : "SIGTERM");
+    listener_close(&listener);
+    while (srv->clients) client_close(srv->clients);
+    stats_log(&srv->stats);
+    uv_stop(srv->loop);
+}
+
+int main(int argc, char **argv)
+{
+    static vp_server srv;
+    conf_defaults(&srv.conf);
+    char err[1024];
+
+    /* The file first, wherever --config appears, then the flags in order. */
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            usage(stdout);
+            return 0;
+        }
+        if (!strcmp(argv[i], "--version") || !strcmp(argv[i], "-v")) {
+            printf("verbproxy %s\n", VP_VERSION);
+            return 0;
+        }
+    }
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--config")) {
+            if (i + 1 >= argc) {
+                fprintf(stderr, "verbproxy: --config needs a file\n");
+                return 1;
+            }
+            if (conf_load_file(&srv.conf, argv[i + 1], err, sizeof(err)) < 0) {
+                fprintf(stderr, "verbproxy: bad config: %s\n", err);
+                return 1;
+            }
+            i++;
+        }
+    }
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--config")) {
+            i++;
+            continue;
+        }
+        if (strncmp(argv[i], "--", 2) != 0 || i + 1 >= argc) {
+            fprintf(stderr, "verbproxy: unexpected argument '%s' (try --help)\n", argv[i]);
+            return 1;
+        }
+        if (conf_set(&srv.conf, argv[i] + 2, argv[i + 1], err, sizeof(err)) < 0) {
+            fprintf(stderr, "verbproxy: bad flag %s: %s\n", argv[i], err);
+            return 1;
+        }
+        i++;
+    }
+
+    vp_log_threshold = srv.conf.loglevel;
+    srv.limits.max_bulk_len = srv.conf.proto_max_bulk_len;
+    srv.limits.max_multibulk_len = srv.conf.proto_max_multibulk_len;
+    srv.loop = uv_default_loop();
+    signal(SIGPIPE, SIG_IGN);
+
+    if (listener_start(&listener, &srv, err, sizeof(err)) < 0) {
+        vp_log(VP_LOG_WARNING, "%s", err);
+        return 1;
+    }
+    vp_log(VP_LOG_NOTICE, "verbproxy %s ready, upstream %s", VP_VERSION, srv.conf.upstream);
+
+    uv_signal_t sigint, sigterm;
+    uv_signal_init(srv.loop, &sigint);
+    uv_signal_init(srv.loop, &sigterm);
+    sigint.data = sigterm.data = &srv;
+    uv_signal_start(&sigint, on_signal, SIGINT);
+    uv_signal_start(&sigterm, on_signal, SIGTERM);
+
+    uv_run(srv.loop, UV_RUN_DEFAULT);
+    return 0;
+}

@@ -1,0 +1,55 @@
+/* outq.h - the output queue of one stream (a client or an upstream socket).
+ *
+ * A processing round (one read callback) adds pieces with outq_add(); they are
+ * NOT copied: they point at bytes the caller still holds (its input buffer, a
+ * reply in the upstream's read buffer). outq_flush() at the end of the round
+ * hands them to the kernel in one uv_try_write() (one syscall per batch) and
+ * copies only what the kernel did not take, so the common case never copies
+ * forwarded bytes. Whatever is copied goes out by uv_write from `inflight`
+ * while new bytes gather in `pending`; the two swap when a write completes.
+ *
+ * Ownership: the outq owns `pending` and `inflight`. Pieces belong to the
+ * caller and must stay unchanged until outq_flush() returns. The owner calls
+ * outq_free() only after the stream's handle is closed (libuv has then
+ * cancelled and called back any write in flight). */
+#ifndef VP_OUTQ_H
+#define VP_OUTQ_H
+
+#include <uv.h>
+
+#include "proxy/buffer.h"
+
+#define OUTQ_MAX_PIECES 32
+
+typedef struct outq outq;
+/* Called when a uv_write completes: status < 0 is a write error, otherwise the
+ * queue may have drained (outq_size() tells). */
+typedef void (*outq_written_cb)(outq *q, int status);
+
+struct outq {
+    uv_stream_t *stream;
+    void *owner; /* passed back through q->owner in the callback */
+    outq_written_cb on_written;
+
+    uv_buf_t pieces[OUTQ_MAX_PIECES];
+    int npieces;
+    size_t piece_bytes;
+
+    vp_buf pending;  /* copied bytes waiting for the write in flight */
+    vp_buf inflight; /* bytes handed to uv_write */
+    int writing;
+    uv_write_t req;
+};
+
+void outq_init(outq *q, uv_stream_t *stream, void *owner, outq_written_cb cb);
+/* Queue bytes without copying them; they must outlive the next outq_flush(). */
+void outq_add(outq *q, const char *p, size_t n);
+/* Queue bytes by copying them now (for bytes about to disappear). */
+void outq_add_copy(outq *q, const char *p, size_t n);
+/* Send what the round gathered; returns 0 or a libuv error (stream broken). */
+int outq_flush(outq *q);
+/* Bytes accepted but not yet written to the kernel. */
+size_t outq_size(const outq *q);
+void outq_free(outq *q);
+
+#endif

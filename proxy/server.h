@@ -1,0 +1,23 @@
+/* server.h - the process-wide state: the loop, the settings, the counters and
+ * the list of live client sessions (walked at shutdown). One per process. */
+#ifndef VP_SERVER_H
+#define VP_SERVER_H
+
+#include <uv.h>
+
+#include "protocol/resp_request.h"
+#include "proxy/config.h"
+#include "proxy/stats.h"
+
+struct client_session;
+
+typedef struct vp_server {
+    uv_loop_t *loop;
+    vp_config conf;
+    resp_request_limits limits;
+    vp_stats stats;
+    struct client_session *clients; /* intrusive list, newest first */
+    unsigned long long next_client_id;
+} vp_server;
+
+#endif

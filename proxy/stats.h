@@ -1,0 +1,22 @@
+/* stats.h - counters the proxy keeps about itself. Plain integers bumped on
+ * the event loop thread; read by the shutdown log and, later, by the metrics
+ * endpoint. */
+#ifndef VP_STATS_H
+#define VP_STATS_H
+
+typedef struct vp_stats {
+    unsigned long long connections_received;
+    unsigned long long clients_connected;
+    unsigned long long commands_forwarded;
+    unsigned long long local_replies;
+    unsigned long long protocol_errors;
+    unsigned long long upstream_connects;
+    unsigned long long upstream_connect_failures;
+    unsigned long long upstream_lost;
+    unsigned long long barriers_sent;
+} vp_stats;
+
+/* One log line with every counter (at shutdown). */
+void stats_log(const vp_stats *s);
+
+#endif

@@ -1,0 +1,515 @@
+#include "proxy/upstream.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "proxy/client.h"
+#include "proxy/log.h"
+
+/* Read size per uv read, Redis's PROTO_IOBUF_LEN. */
+#define UP_READ_CHUNK (16 * 1024)
+/* A reply still incomplete past this size is handed on piece by piece
+ * instead of being held whole: this bounds what the proxy holds per reply. */
+#define UP_STREAM_THRESHOLD (16 * 1024)
+#define UP_KEEP_BYTES (64 * 1024)
+
+#define BARRIER_CMD "*2\r\n$4\r\nPING\r\n$17\r\nverbproxy:barrier\r\n"
+/* Its answer outside and inside RESP2 subscribe mode. */
+#define BARRIER_REPLY "$17\r\nverbproxy:barrier\r\n"
+#define BARRIER_REPLY_SUBSCRIBED "*2\r\n$4\r\npong\r\n$17\r\nverbproxy:barrier\r\n"
+#define RESET_REPLY "+RESET\r\n"
+
+typedef enum up_route {
+    ROUTE_REPLY,   /* the client's oldest waiting slot */
+    ROUTE_PUSH,    /* straight to the client, out of band / uncounted */
+    ROUTE_SWALLOW, /* our barrier's answer */
+    ROUTE_RESET    /* a +RESET that ends raw mode */
+} up_route;
+
+static void up_close_cb(uv_handle_t *h);
+static void up_on_connect(uv_connect_t *req, int status);
+static void up_on_written(outq *q, int status);
+
+/* ---- the FIFO of what the upstream owes ---- */
+
+static void fifo_push(upstream_conn *up, struct client_session *c, up_entry_kind kind)
+{
+    if (up->fifo_len == up->fifo_cap) {
+        size_t ncap = up->fifo_cap ? up->fifo_cap * 2 : 64;
+        up_entry *n = vp_malloc(ncap * sizeof(*n));
+        for (size_t i = 0; i < up->fifo_len; i++) n[i] = up->fifo[(up->fifo_head + i) % up->fifo_cap];
+        free(up->fifo);
+        up->fifo = n;
+        up->fifo_cap = ncap;
+        up->fifo_head = 0;
+    }
+    up->fifo[(up->fifo_head + up->fifo_len) % up->fifo_cap] = (up_entry){c, kind};
+    up->fifo_len++;
+}
+
+static up_entry *fifo_head(upstream_conn *up)
+{
+    return up->fifo_len ? &up->fifo[up->fifo_head] : NULL;
+}
+
+static void fifo_pop(upstream_conn *up)
+{
+    up->fifo_head = (up->fifo_head + 1) % up->fifo_cap;
+    up->fifo_len--;
+}
+
+/* ---- connecting ---- */
+
+static void up_release_handle(uv_handle_t *h)
+{
+    if (!uv_is_closing(h)) uv_close(h, up_close_cb);
+}
+
+void upstream_close(upstream_conn *up)
+{
+    if (up->state == UPSTREAM_CLOSED) return;
+    up->state = UPSTREAM_CLOSED;
+    up->client = NULL;
+    uv_timer_stop(&up->timer);
+    up_release_handle((uv_handle_t *)&up->timer);
+    if (up->resolving) uv_cancel((uv_req_t *)&up->resolve_req); /* its callback drops the last ref */
+    if (up->stream_inited) up_release_handle(&up->h.handle);
+}
+
+static void up_maybe_free(upstream_conn *up)
+{
+    if (up->handles_open > 0 || up->resolving) return;
+    outq_free(&up->out);
+    vp_buf_free(&up->in);
+    free(up->fifo);
+    free(up);
+}
+
+static void up_close_cb(uv_handle_t *h)
+{
+    upstream_conn *up = h->data;
+    up->handles_open--;
+    up_maybe_free(up);
+}
+
+/* A connect that did not succeed: tell the client once, then go away. */
+static void up_fail(upstream_conn *up, const char *reason)
+{
+    struct client_session *c = up->client;
+    char why[160];
+    snprintf(why, sizeof(why), "%s", reason);
+    up->srv->stats.upstream_connect_failures++;
+    vp_log(VP_LOG_VERBOSE, "upstream %s: connect failed: %s", up->srv->conf.upstream, why);
+    upstream_close(up);
+    if (c) client_upstream_failed(c, why);
+}
+
+/* Mid-session loss: the client gets what already arrived, then is closed. */
+static void up_lost(upstream_conn *up, const char *reason)
+{
+    struct client_session *c = up->client;
+    up->srv->stats.upstream_lost++;
+    vp_log(VP_LOG_VERBOSE, "upstream %s: connection lost: %s", up->srv->conf.upstream, reason);
+    upstream_close(up);
+    if (c) client_upstream_lost(c, reason);
+}
+
+static void up_on_timeout(uv_timer_t *t)
+{
+    upstream_conn *up = t->data;
+    if (up->state != UPSTREAM_CONNECTING) return;
+    if (up->error[0]) up_fail(up, up->error); /* a failure parked by upstream_open */
+    else up_fail(up, "connection timed out");
+}
+
+static int up_start_connect(upstream_conn *up, const struct sockaddr *sa)
+{
+    vp_server *srv = up->srv;
+    int rc = uv_tcp_init(srv->loop, &up->h.tcp);
+    if (rc < 0) return rc;
+    up->h.handle.data = up;
+    up->stream_inited = 1;
+    up->handles_open++;
+    uv_tcp_nodelay(&up->h.tcp, 1);
+    return uv_tcp_connect(&up->connect_req, &up->h.tcp, sa, up_on_connect);
+}
+
+static void up_on_resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *res)
+{
+    upstream_conn *up = req->data;
+    up->resolving = 0;
+    if (up->state == UPSTREAM_CLOSED) {
+        if (res) uv_freeaddrinfo(res);
+        up_maybe_free(up);
+        return;
+    }
+    if (status < 0) {
+        char why[128];
+        snprintf(why, sizeof(why), "cannot resolve host: %s", uv_strerror(status));
+        up_fail(up, why);
+        return;
+    }
+    int rc = up_start_connect(up, res->ai_addr);
+    uv_freeaddrinfo(res);
+    if (rc < 0) up_fail(up, uv_strerror(rc));
+}
+
+upstream_conn *upstream_open(vp_server *srv, struct client_session *client)
+{
+    upstream_conn *up = vp_malloc(sizeof(*up));
+    memset(up, 0, sizeof(*up));
+    up->srv = srv;
+    up->client = client;
+    up->state = UPSTREAM_CONNECTING;
+    up->connect_req.data = up;
+    up->resolve_req.data = up;
+    uv_timer_init(srv->loop, &up->timer);
+    up->timer.data = up;
+    up->handles_open = 1;
+    outq_init(&up->out, &up->h.stream, up, up_on_written);
+    srv->stats.upstream_connects++;
+
+    const vp_config *conf = &srv->conf;
+    int rc = 0;
+    if (conf->upstream_port == 0) {
+        rc = uv_pipe_init(srv->loop, &up->h.pipe, 0);
+        if (rc == 0) {
+            up->h.handle.data = up;
+            up->stream_inited = 1;
+            up->handles_open++;
+            uv_pipe_connect(&up->connect_req, &up->h.pipe, conf->upstream_host, up_on_connect);
+        }
+    } else {
+        struct sockaddr_storage ss;
+        if (uv_ip4_addr(conf->upstream_host, conf->upstream_port, (struct sockaddr_in *)&ss) == 0 ||
+            uv_ip6_addr(conf->upstream_host, conf->upstream_port, (struct sockaddr_in6 *)&ss) == 0) {
+            rc = up_start_connect(up, (struct sockaddr *)&ss);
+        } else {
+            char port[16];
+            snprintf(port, sizeof(port), "%d", conf->upstream_port);
+            struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
+            rc = uv_getaddrinfo(srv->loop, &up->resolve_req, up_on_resolved, conf->upstream_host, port, &hints);
+            if (rc == 0) up->resolving = 1;
+        }
+    }
+    if (rc < 0) {
+        /* Report from the loop, never from inside the caller. */
+        snprintf(up->error, sizeof(up->error), "%s", uv_strerror(rc));
+        uv_timer_start(&up->timer, up_on_timeout, 0, 0);
+    } else {
+        uv_timer_start(&up->timer, up_on_timeout, (uint64_t)conf->connect_timeout_ms, 0);
+    }
+    return up;
+}
+
+int upstream_is_ready(const upstream_conn *up)
+{
+    return up->state == UPSTREAM_READY;
+}
+
+/* ---- reading replies ---- */
+
+static void up_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
+{
+    (void)suggested;
+    upstream_conn *up = h->data;
+    vp_buf_reserve(&up->in, UP_READ_CHUNK);
+    *buf = uv_buf_init(up->in.data + up->in.len, (unsigned int)(up->in.cap - up->in.len));
+}
+
+static int bytes_are(const char *p, size_t n, const char *lit)
+{
+    size_t l = strlen(lit);
+    return n == l && memcmp(p, lit, l) == 0;
+}
+
+/* Where does the reply starting at p go? `whole` says p..p+n is all of it. */
+static up_route up_decide(upstream_conn *up, const char *p, size_t n, int whole)
+{
+    if (up->framer.type == '>') return ROUTE_PUSH;
+    up_entry *e;
+    while ((e = fifo_head(up)) && e->kind == UP_RAW_START) {
+        up->raw_rx = 1;
+        fifo_pop(up);
+    }
+    if (!up->raw_rx) {
+        if (e && e->kind == UP_REPLY) return ROUTE_REPLY;
+        vp_log(VP_LOG_WARNING, "upstream %s: reply nobody asked for; passing it on", up->srv->conf.upstream);
+        return ROUTE_PUSH;
+    }
+    if (e && whole) {
+        if (e->kind == UP_BARRIER && (bytes_are(p, n, BARRIER_REPLY) || bytes_are(p, n, BARRIER_REPLY_SUBSCRIBED)))
+            return ROUTE_SWALLOW;
+        if (e->kind == UP_RESET && bytes_are(p, n, RESET_REPLY)) return ROUTE_RESET;
+    }
+    return ROUTE_PUSH;
+}
+
+/* Hand n bytes of the current reply on; `done` marks its last piece. Returns
+ * 0, or -1 once the connection was closed under us (client went away). */
+static void up_deliver(upstream_conn *up, const char *p, size_t n, int done)
+{
+    up_entry *e = fifo_head(up);
+    struct client_session *c = e && up->route != ROUTE_PUSH ? e->client : up->client;
+    switch (up->route) {
+    case ROUTE_PUSH:
+        if (c) client_push(c, p, n);
+        return;
+    case ROUTE_REPLY:
+    case ROUTE_RESET:
+        if (done) fifo_pop(up);
+        if (up->route == ROUTE_RESET && done) {
+            up->raw_rx = 0;
+        }
+        if (c) client_reply(c, p, n, done);
+        return;
+    case ROUTE_SWALLOW: {
+        fifo_pop(up);
+        /* Counting resumes if the connection is out of subscribe mode, not
+         * monitoring, and nothing was sent after this barrier. */
+        if (bytes_are(p, n, BARRIER_REPLY) && !up->monitor && up->fifo_len == 0 && up->raw_tx &&
+            up->raw_sent_since_barrier == 0) {
+            up->raw_tx = 0;
+            up->raw_rx = 0;
+        }
+        if (c) client_reply(c, NULL, 0, 1);
+        return;
+    }
+    }
+}
+
+static void up_process(upstream_conn *up)
+{
+    while (up->in_pos < up->in.len && up->state == UPSTREAM_READY) {
+        const char *base = up->in.data + up->in_pos;
+        size_t avail = up->in.len - up->in_pos;
+        if (up->opaque_rx) {
+            up->route = ROUTE_PUSH;
+            up_deliver(up, base, avail, 0);
+            up->in_pos += avail;
+            break;
+        }
+        if (!up->streaming && fifo_head(up) && fifo_head(up)->kind == UP_OPAQUE_START) {
+            fifo_pop(up);
+            up->opaque_rx = 1;
+            continue;
+        }
+        size_t used = 0;
+        resp_frame_status st = resp_frame_scan(&up->framer, base, avail, &used);
+        if (st == RESP_FRAME_ERROR) {
+            vp_log(VP_LOG_WARNING, "upstream %s: unreadable reply (%s); closing", up->srv->conf.upstream,
+                   up->framer.error);
+            up_lost(up, "protocol error from upstream");
+            return;
+        }
+        if (st == RESP_FRAME_DONE) {
+            if (!up->streaming) up->route = up_decide(up, base, used, 1);
+            up->streaming = 0;
+            up->in_pos += used;
+            up_deliver(up, base, used, 1);
+            continue;
+        }
+        /* Partial: hold a small reply back until it is whole (a reply is
+         * then handed on in one piece and can be recognised); stream a big
+         * one. */
+        if (!up->streaming) {
+            if (up->framer.consumed < UP_STREAM_THRESHOLD) {
+                resp_frame_reset(&up->framer);
+                break;
+            }
+            up->route = up_decide(up, base, used, 0);
+            up->streaming = 1;
+        }
+        up->in_pos += used;
+        if (used) up_deliver(up, base, used, 0);
+        break;
+    }
+}
+
+static void up_on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
+{
+    (void)buf;
+    upstream_conn *up = s->data;
+    if (nread == 0) return;
+    if (nread < 0) {
+        up_lost(up, nread == UV_EOF ? "connection closed by upstream" : uv_strerror((int)nread));
+        return;
+    }
+    up->in.len += (size_t)nread;
+    up_process(up);
+    /* The client's output may point into `in`: flush it before compacting. */
+    if (up->client) client_round_end(up->client);
+    if (up->state == UPSTREAM_CLOSED) return;
+    vp_buf_consume(&up->in, up->in_pos);
+    up->in_pos = 0;
+    vp_buf_shrink(&up->in, UP_KEEP_BYTES);
+}
+
+static void up_on_connect(uv_connect_t *req, int status)
+{
+    upstream_conn *up = req->data;
+    if (status == UV_ECANCELED || up->state != UPSTREAM_CONNECTING) return;
+    uv_timer_stop(&up->timer);
+    if (status < 0) {
+        up_fail(up, uv_strerror(status));
+        return;
+    }
+    up->state = UPSTREAM_READY;
+    up->reading = 1;
+    uv_read_start(&up->h.stream, up_alloc, up_on_read);
+    vp_log(VP_LOG_DEBUG, "upstream %s: connected", up->srv->conf.upstream);
+    if (up->client) client_upstream_ready(up->client);
+}
+
+/* ---- sending requests ---- */
+
+static void up_on_written(outq *q, int status)
+{
+    upstream_conn *up = q->owner;
+    if (up->state == UPSTREAM_CLOSED) return;
+    if (status < 0) {
+        up_lost(up, uv_strerror(status));
+        return;
+    }
+    if (up->client && outq_size(q) == 0) client_upstream_drained(up->client);
+}
+
+void upstream_forward_bytes(upstream_conn *up, const char *p, size_t n)
+{
+    outq_add(&up->out, p, n);
+}
+
+int upstream_forward(upstream_conn *up, struct client_session *c, const char *p, size_t n, cmd_kind kind)
+{
+    outq_add(&up->out, p, n);
+    up->srv->stats.commands_forwarded++;
+
+    /* RESET and CLIENT REPLY ON always answer, and clear the reply switches. */
+    if (kind == CMD_RESET) {
+        fifo_push(up, c, up->raw_tx ? UP_RESET : UP_REPLY);
+        up->raw_tx = up->monitor = up->in_multi = up->multi_special = 0;
+        up->reply_off = up->skip_next = 0;
+        return 1;
+    }
+
+    int replies = 1;    /* does this command answer? */
+    int enter_raw = 0;  /* does counting stop after it? */
+    if (up->in_multi) {
+        switch (kind) {
+        case CMD_EXEC:
+            up->in_multi = 0;
+            enter_raw = up->multi_special;
+            break;
+        case CMD_DISCARD:
+            up->in_multi = 0;
+            break;
+        case CMD_PLAIN:
+        case CMD_MULTI:
+            break;
+        default: /* queued now, changes the connection at EXEC */
+            up->multi_special = 1;
+            break;
+        }
+    } else {
+        switch (kind) {
+        case CMD_MULTI:
+            up->in_multi = 1;
+            up->multi_special = 0;
+            break;
+        case CMD_SUBSCRIBE:
+            replies = 0;
+            enter_raw = 1;
+            break;
+        case CMD_MONITOR:
+            replies = 0;
+            enter_raw = 1;
+            up->monitor = 1;
+            break;
+        case CMD_CLIENT_REPLY_OFF:
+            up->reply_off = 1;
+            replies = 0;
+            break;
+        case CMD_CLIENT_REPLY_SKIP:
+            up->skip_next = 1;
+            return 0; /* its own reply is skipped too; the skip applies to the next command */
+        case CMD_CLIENT_REPLY_ON:
+            up->reply_off = 0;
+            up->skip_next = 0;
+            break;
+        case CMD_REPLICATION:
+            fifo_push(up, c, UP_OPAQUE_START);
+            up->raw_tx = 1;
+            return 0;
+        default:
+            break;
+        }
+    }
+    if (kind != CMD_CLIENT_REPLY_ON) {
+        if (up->reply_off) replies = 0;
+        else if (up->skip_next) {
+            up->skip_next = 0;
+            replies = 0;
+        }
+    }
+
+    int counted = 0;
+    if (up->raw_tx) {
+        up->raw_sent_since_barrier++;
+    } else if (replies) {
+        fifo_push(up, c, UP_REPLY);
+        counted = 1;
+    }
+    if (enter_raw && !up->raw_tx) {
+        fifo_push(up, c, UP_RAW_START);
+        up->raw_tx = 1;
+        up->raw_sent_since_barrier = 0;
+    }
+    return counted;
+}
+
+upstream_local_mode upstream_local_reply(upstream_conn *up, struct client_session *c)
+{
+    if (up->reply_off) return UP_LOCAL_DROP;
+    if (up->skip_next) {
+        /* The skip was meant for this command; Redis still holds it, so let
+         * a PING take it there. */
+        up->skip_next = 0;
+        outq_add(&up->out, "PING\r\n", 6);
+        if (up->raw_tx) up->raw_sent_since_barrier++;
+        return UP_LOCAL_DROP;
+    }
+    if (!up->raw_tx) return UP_LOCAL_DIRECT;
+    outq_add(&up->out, BARRIER_CMD, sizeof(BARRIER_CMD) - 1);
+    fifo_push(up, c, UP_BARRIER);
+    up->raw_sent_since_barrier = 0;
+    up->srv->stats.barriers_sent++;
+    return UP_LOCAL_AFTER_BARRIER;
+}
+
+int upstream_flush(upstream_conn *up)
+{
+    if (up->state != UPSTREAM_READY) return 0;
+    return outq_flush(&up->out);
+}
+
+size_t upstream_backlog(const upstream_conn *up)
+{
+    return outq_size(&up->out);
+}
+
+void upstream_pause_reading(upstream_conn *up)
+{
+    if (up->state == UPSTREAM_READY && up->reading) {
+        uv_read_stop(&up->h.stream);
+        up->reading = 0;
+    }
+}
+
+void upstream_resume_reading(upstream_conn *up)
+{
+    if (up->state == UPSTREAM_READY && !up->reading) {
+        up->reading = 1;
+        uv_read_start(&up->h.stream, up_alloc, up_on_read);
+    }
+}

@@ -1,0 +1,131 @@
+/* upstream.h - one connection to the upstream Redis.
+ *
+ * It writes the requests it is given, frames the replies that come back
+ * (protocol/resp_frame) and hands each reply to the client session that is
+ * owed it. What is owed is a FIFO of entries, one per reply the upstream will
+ * send, in send order; each entry names its client. Today each client has its
+ * own upstream connection (so all Redis connection state just works), but
+ * nothing here assumes that entries all belong to one client: that is the
+ * step to shared, batched connections.
+ *
+ * Counting replies. Nearly every command gets exactly one reply. The
+ * exceptions are tracked on the send side (command.h): CLIENT REPLY OFF/SKIP
+ * remove replies; MULTI ... EXEC count one reply per command; and SUBSCRIBE or
+ * MONITOR turn the connection into a stream whose replies cannot be counted
+ * ("raw" mode). In raw mode every reply goes straight to the client in arrival
+ * order. When the proxy must place a reply of its own after what the upstream
+ * still owes (an error it makes itself), it sends a barrier,
+ * `PING verbproxy:barrier`, and releases its reply when the barrier's answer
+ * comes back; that answer also tells whether the connection left subscribe
+ * mode (RESP2 answers a PING in subscribe mode with ["pong", arg]), and if so
+ * and nothing else is in flight, counting resumes. RESET leaves raw mode when
+ * its +RESET arrives. RESP3 pushes ('>') are out of band in every mode.
+ *
+ * Lifetime: created by the client session; freed by itself after
+ * upstream_close() once libuv has closed its handles. After a failure or
+ * upstream_close() it never calls the client again. */
+#ifndef VP_UPSTREAM_H
+#define VP_UPSTREAM_H
+
+#include <uv.h>
+
+#include "protocol/resp_frame.h"
+#include "proxy/buffer.h"
+#include "proxy/command.h"
+#include "proxy/outq.h"
+#include "proxy/server.h"
+
+struct client_session;
+
+typedef enum up_entry_kind {
+    UP_REPLY,      /* one reply for the client's oldest waiting slot */
+    UP_BARRIER,    /* the answer to our barrier PING: swallowed, releases a waiting slot */
+    UP_RESET,      /* RESET sent in raw mode: its +RESET ends raw mode */
+    UP_RAW_START,  /* from here on replies are not counted (no reply of its own) */
+    UP_OPAQUE_START /* from here on the stream is not RESP (SYNC/PSYNC) */
+} up_entry_kind;
+
+typedef struct up_entry {
+    struct client_session *client;
+    up_entry_kind kind;
+} up_entry;
+
+typedef enum upstream_state {
+    UPSTREAM_CONNECTING,
+    UPSTREAM_READY,
+    UPSTREAM_CLOSED
+} upstream_state;
+
+typedef enum upstream_local_mode {
+    UP_LOCAL_DIRECT,        /* queue the local reply behind what is owed */
+    UP_LOCAL_AFTER_BARRIER, /* a barrier was sent: queue a waiting slot, then the reply */
+    UP_LOCAL_DROP           /* the client asked for no reply (CLIENT REPLY OFF/SKIP) */
+} upstream_local_mode;
+
+typedef struct upstream_conn {
+    vp_server *srv;
+    struct client_session *client; /* NULL once detached */
+    upstream_state state;
+
+    union {
+        uv_handle_t handle;
+        uv_stream_t stream;
+        uv_tcp_t tcp;
+        uv_pipe_t pipe;
+    } h;
+    uv_connect_t connect_req;
+    uv_getaddrinfo_t resolve_req;
+    uv_timer_t timer; /* connect timeout */
+    int handles_open; /* handles not yet closed: freed when it reaches 0 */
+    int stream_inited;
+    int resolving;
+    char error[128];
+
+    outq out; /* requests; pieces point into the client's input buffer */
+
+    /* Replies: `in` holds bytes read; in[in_pos..] is not yet handed on. A
+     * small reply is handed on whole; one that grows past the stream
+     * threshold is handed on piece by piece (`streaming`). */
+    vp_buf in;
+    size_t in_pos;
+    resp_framer framer;
+    int streaming;
+    int route; /* where the reply being streamed goes */
+    int reading;
+    int paused;
+
+    up_entry *fifo; /* ring */
+    size_t fifo_head, fifo_len, fifo_cap;
+
+    /* Connection state, tracked as requests are sent. */
+    unsigned raw_tx : 1;    /* requests now sent are not counted */
+    unsigned raw_rx : 1;    /* replies now arriving are not counted */
+    unsigned opaque_rx : 1; /* replies are not RESP any more */
+    unsigned monitor : 1;
+    unsigned in_multi : 1;
+    unsigned multi_special : 1; /* a queued command will change counting at EXEC */
+    unsigned reply_off : 1;
+    unsigned skip_next : 1;
+    unsigned long raw_sent_since_barrier;
+} upstream_conn;
+
+/* Start connecting for `client`. Never fails synchronously: a failure is
+ * reported through client_upstream_failed() from the loop. */
+upstream_conn *upstream_open(vp_server *srv, struct client_session *client);
+int upstream_is_ready(const upstream_conn *up);
+/* Send one request (bytes stay the caller's until upstream_flush()). Returns 1
+ * if a reply will come back for it, so the client queues a waiting slot. */
+int upstream_forward(upstream_conn *up, struct client_session *c, const char *p, size_t n, cmd_kind kind);
+/* Bytes with no reply of their own (empty lines, a replication stream). */
+void upstream_forward_bytes(upstream_conn *up, const char *p, size_t n);
+/* The client is about to answer a command itself: how must it queue it? */
+upstream_local_mode upstream_local_reply(upstream_conn *up, struct client_session *c);
+/* End of a client's input round: write. Returns 0 or a libuv error. */
+int upstream_flush(upstream_conn *up);
+size_t upstream_backlog(const upstream_conn *up);
+void upstream_pause_reading(upstream_conn *up);
+void upstream_resume_reading(upstream_conn *up);
+/* Detach and close; the object frees itself later. Never calls the client. */
+void upstream_close(upstream_conn *up);
+
+#endif
