@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Runs every test from nothing: installs what is missing, then
+#  1. the optimised build: criterion unit tests + integration tests against a
+#     real redis-server and the real verbproxy binary (the tests start both);
+#  2. the same suite built with AddressSanitizer + UBSan;
+#  3. the libFuzzer targets for the request parser and the reply framer, for
+#     VP_FUZZ_SECONDS each (default 30).
+# Exit status is non-zero if anything failed.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+source scripts/deps.sh
+vp_install_deps "${VP_BUILD_DEPS[@]}" libcriterion-dev redis-server redis-tools clang libclang-rt-14-dev
+
+jobs=$(nproc)
+fuzz_seconds=${VP_FUZZ_SECONDS:-30}
+status=0
+
+run_suite() { # name build-dir cmake-args...
+    local name=$1 dir=$2
+    shift 2
+    echo "==> [$name] build"
+    cmake -S . -B "$dir" "$@" >/dev/null
+    cmake --build "$dir" -j"$jobs" >/dev/null
+    echo "==> [$name] tests"
+    if ! (cd "$dir" && ctest --output-on-failure); then
+        status=1
+    fi
+}
+
+run_suite release build-test -DCMAKE_BUILD_TYPE=RelWithDebInfo
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
+    run_suite asan build-asan -DCMAKE_BUILD_TYPE=Debug -DVP_SANITIZE=ON
+
+echo "==> [fuzz] build"
+CC=clang cmake -S . -B build-fuzz -DVP_FUZZ=ON -DVP_TESTS=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake --build build-fuzz -j"$jobs" --target fuzz_resp_request fuzz_resp_frame >/dev/null
+for f in fuzz_resp_request fuzz_resp_frame; do
+    corpus=$(mktemp -d)
+    [ -d "tests/fuzz/corpus/$f" ] && cp -r "tests/fuzz/corpus/$f/." "$corpus/"
+    echo "==> [fuzz] $f for ${fuzz_seconds}s"
+    if ! (cd build-fuzz && "./$f" -max_total_time="$fuzz_seconds" -max_len=4096 "$corpus" 2>"$corpus.log"); then
+        tail -40 "$corpus.log"
+        echo "fuzz target $f FAILED"
+        status=1
+    else
+        grep -E '^Done|#[0-9]+.*DONE' "$corpus.log" | tail -1 || true
+    fi
+    rm -rf "$corpus" "$corpus.log"
+done
+
+if [ $status -eq 0 ]; then echo "==> all tests passed"; else echo "==> TESTS FAILED"; fi
+exit $status
