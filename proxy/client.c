@@ -111,16 +111,19 @@ static void client_add_local(client_session *c, const char *p, size_t n)
     s->len = n;
 }
 
+/* An error reply: fmt is the text after the '-', e.g. "ERR ...". */
 static void client_add_error(client_session *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void client_add_error(client_session *c, const char *fmt, ...)
 {
     char msg[512];
+    msg[0] = '-';
     va_list ap;
     va_start(ap, fmt);
-    int n = vsnprintf(msg, sizeof(msg) - 2, fmt, ap);
+    int n = vsnprintf(msg + 1, sizeof(msg) - 3, fmt, ap);
     va_end(ap);
     if (n < 0) return;
-    if ((size_t)n > sizeof(msg) - 3) n = (int)sizeof(msg) - 3;
+    if ((size_t)n > sizeof(msg) - 4) n = (int)sizeof(msg) - 4;
+    n++; /* the '-' */
     /* Error lines cannot hold CR or LF. */
     for (int i = 0; i < n; i++)
         if (msg[i] == '\r' || msg[i] == '\n') msg[i] = ' ';
@@ -261,7 +264,12 @@ void client_upstream_failed(client_session *c, const char *reason)
 {
     c->up = NULL;
     snprintf(c->up_error, sizeof(c->up_error), "%s", reason);
-    vp_log(VP_LOG_WARNING, "upstream %s unavailable: %s", c->srv->conf.upstream, reason);
+    /* One line per second at most: in an outage every client hits this. */
+    uint64_t now = uv_now(c->srv->loop);
+    if (c->srv->unavailable_logged_at == 0 || now - c->srv->unavailable_logged_at >= 1000) {
+        c->srv->unavailable_logged_at = now;
+        vp_log(VP_LOG_WARNING, "upstream %s unavailable: %s", c->srv->conf.upstream, reason);
+    }
     /* Every request already here gets the error now; later ones retry. */
     c->answering_unavailable = 1;
     client_process_input(c);
