@@ -1,0 +1,346 @@
+/* resp_frame.c - the reply framer: where does each reply end?
+ *
+ * A reply is a tree of values, but to find its end we only need to know how
+ * many values are still owed: a scalar pays one, an aggregate of n pays one
+ * and owes n more (2n for a map), an attribute owes 2n and pays nothing (it
+ * belongs to the value after it). The reply ends when nothing is owed. So one
+ * counter replaces the stack a parser would keep, and nesting depth costs
+ * nothing.
+ *
+ * The scan is resumable the way Redis's processMultibulkBuffer is: between
+ * calls it keeps `pending` and `bulk_left`, and never rescans bytes it has
+ * consumed. Header lines are consumed only whole, so the caller keeps the
+ * unconsumed tail of a line and appends to it; bulk payloads are skipped in any
+ * amount, so a 64 MiB value never has to sit in one buffer.
+ *
+ * Validation is what a framer needs to notice that it lost the stream: type
+ * bytes, strict lengths (Redis's string2ll rules: no sign but '-', no leading
+ * zeros, no spaces), the CRLF after each bulk payload and the exact form of the
+ * fixed lines ('_', '#'). Every check depends only on bytes already present,
+ * so a stream gives the same boundaries and the same error however it is cut.
+ */
+#include "protocol/resp_frame.h"
+
+#include <limits.h>
+#include <string.h>
+
+/* The bytes after a bulk payload. */
+#define RESP_CRLF_LEN 2
+
+static const char err_type[] = "unknown reply type byte";
+static const char err_line[] = "reply line not terminated by CRLF";
+static const char err_bulklen[] = "invalid bulk length";
+static const char err_bulkend[] = "bulk payload not followed by CRLF";
+static const char err_aggrlen[] = "invalid multibulk length";
+static const char err_int[] = "invalid integer";
+static const char err_double[] = "invalid double";
+static const char err_bignum[] = "invalid big number";
+static const char err_null[] = "invalid null";
+static const char err_bool[] = "invalid boolean";
+static const char err_streamed[] = "streamed RESP3 types are not supported";
+
+void resp_frame_reset(resp_framer *f)
+{
+    f->pending = 0;
+    f->bulk_left = 0;
+    f->consumed = 0;
+    f->type = 0;
+    f->error = NULL;
+}
+
+enum { NUM_MORE = 0, NUM_OK = 1, NUM_BAD = -1 };
+
+/* Reads a strict decimal integer and its CRLF from s (just after the type
+ * byte): optional '-', then "0" or a digit 1-9 followed by digits. Sets *neg,
+ * *mag (the magnitude, at most 2^63) and *next (just past the CRLF).
+ * NUM_MORE: the line may still become valid once more bytes arrive.
+ * NUM_BAD: no continuation can make it valid. */
+static inline int scan_number(const char *s, const char *end, int *neg, unsigned long long *mag,
+                              const char **next)
+{
+    const unsigned long long limit = (unsigned long long)LLONG_MAX + 1;
+    unsigned long long v;
+
+    *neg = 0;
+    if (s == end) return NUM_MORE;
+    if (*s == '-') {
+        *neg = 1;
+        if (++s == end) return NUM_MORE;
+    }
+    if (*s == '0') {
+        if (*neg) return NUM_BAD; /* "-0" */
+        v = 0;
+        s++;
+    } else if (*s >= '1' && *s <= '9') {
+        v = (unsigned long long)(*s++ - '0');
+        while (s != end && *s >= '0' && *s <= '9') {
+            unsigned d = (unsigned)(*s++ - '0');
+            if (v > (limit - d) / 10) return NUM_BAD;
+            v = v * 10 + d;
+        }
+    } else {
+        return NUM_BAD;
+    }
+    if (s == end) return NUM_MORE;
+    if (*s != '\r') return NUM_BAD;
+    if (++s == end) return NUM_MORE;
+    if (*s != '\n') return NUM_BAD;
+    *mag = v;
+    *next = s + 1;
+    return NUM_OK;
+}
+
+/* Checks that the line at s (after the type byte) is exactly `want` (NUL
+ * terminated, including its "\r\n"). Returns the NUM_ codes, sets *next. */
+static inline int scan_fixed(const char *s, const char *end, const char *want, const char **next)
+{
+    for (; *want; want++, s++) {
+        if (s == end) return NUM_MORE;
+        if (*s != *want) return NUM_BAD;
+    }
+    *next = s;
+    return NUM_OK;
+}
+
+/* Finds the end of a free-text line starting at s. Returns a pointer just past
+ * its '\n', or NULL if the line is not complete yet (then *bad is 0) or a '\n'
+ * comes without its '\r' (then *bad is 1). The text itself is not looked at: a
+ * lone '\r' inside it cannot move the boundary. */
+static inline const char *scan_line(const char *s, const char *end, int *bad)
+{
+    const char *nl = memchr(s, '\n', (size_t)(end - s));
+
+    *bad = 0;
+    if (nl == NULL) return NULL;
+    if (nl[-1] != '\r') { /* s[-1] is the type byte, so nl[-1] is in bounds */
+        *bad = 1;
+        return NULL;
+    }
+    return nl + 1;
+}
+
+resp_frame_status resp_frame_scan(resp_framer *f, const char *buf, size_t len, size_t *used)
+{
+    const char *p = buf, *end, *next = NULL, *err = NULL;
+    long long pending = f->pending, bulk_left = f->bulk_left;
+    resp_frame_status status;
+    int fresh = 0;
+
+    if (f->error != NULL) {
+        *used = 0;
+        return RESP_FRAME_ERROR;
+    }
+    if (pending == 0 && bulk_left == 0) {
+        /* A new reply. f->type keeps the last one's byte until we consume
+         * this one's first line. */
+        f->consumed = 0;
+        fresh = 1;
+        pending = 1;
+    }
+    if (len == 0) { /* buf may be NULL: no pointer arithmetic on it */
+        *used = 0;
+        return RESP_FRAME_PARTIAL;
+    }
+    end = buf + len;
+
+    for (;;) {
+        if (bulk_left > 0) {
+            size_t avail = (size_t)(end - p);
+            if (bulk_left > RESP_CRLF_LEN) {
+                size_t take = (unsigned long long)(bulk_left - RESP_CRLF_LEN) < avail
+                                  ? (size_t)(bulk_left - RESP_CRLF_LEN)
+                                  : avail;
+                p += take;
+                bulk_left -= (long long)take;
+            }
+            if (bulk_left == 2 && p != end) {
+                if (*p != '\r') {
+                    err = err_bulkend;
+                    goto error;
+                }
+                p++;
+                bulk_left = 1;
+            }
+            if (bulk_left == 1 && p != end) {
+                if (*p != '\n') {
+                    err = err_bulkend;
+                    goto error;
+                }
+                p++;
+                bulk_left = 0;
+            }
+            if (bulk_left > 0) goto partial;
+            if (pending == 0) goto done;
+        }
+
+        if (p == end) goto partial;
+
+        int rc, neg, bad;
+        unsigned long long n;
+        switch (*p) {
+        case '+':
+        case '-':
+            next = scan_line(p + 1, end, &bad);
+            if (next == NULL) {
+                if (bad) {
+                    err = err_line;
+                    goto error;
+                }
+                goto partial;
+            }
+            break;
+        case ':':
+            rc = scan_number(p + 1, end, &neg, &n, &next);
+            if (rc == NUM_OK && !neg && n > (unsigned long long)LLONG_MAX) rc = NUM_BAD;
+            if (rc != NUM_OK) {
+                err = err_int;
+                goto incomplete;
+            }
+            break;
+        case '$':
+        case '!':
+        case '=':
+            if (p + 1 != end && p[1] == '?') {
+                err = err_streamed;
+                goto error;
+            }
+            rc = scan_number(p + 1, end, &neg, &n, &next);
+            if (rc == NUM_OK) {
+                if (neg && (n != 1 || *p != '$'))
+                    rc = NUM_BAD; /* only "$-1", the RESP2 null, is negative */
+                else if (!neg && n > (unsigned long long)(LLONG_MAX - RESP_CRLF_LEN))
+                    rc = NUM_BAD;
+            }
+            if (rc != NUM_OK) {
+                err = err_bulklen;
+                goto incomplete;
+            }
+            if (!neg) bulk_left = (long long)n + RESP_CRLF_LEN;
+            break;
+        case '*':
+        case '~':
+        case '>':
+        case '%':
+        case '|': {
+            char t = *p;
+            if (p + 1 != end && p[1] == '?') {
+                err = err_streamed;
+                goto error;
+            }
+            rc = scan_number(p + 1, end, &neg, &n, &next);
+            if (rc != NUM_OK) {
+                err = err_aggrlen;
+                goto incomplete;
+            }
+            if (neg) {
+                if (n != 1 || t != '*') { /* only "*-1", the RESP2 null */
+                    err = err_aggrlen;
+                    goto error;
+                }
+                break;
+            }
+            /* This header pays for itself (an attribute pays nothing: the
+             * value it annotates is still owed) and owes its elements. */
+            long long owed = t == '|' ? pending : pending - 1;
+            unsigned long long per = (t == '%' || t == '|') ? 2 : 1;
+            if (n > (unsigned long long)(LLONG_MAX - owed) / per) {
+                err = err_aggrlen;
+                goto error;
+            }
+            pending = owed + (long long)(n * per);
+            p = next;
+            if (pending == 0) goto done;
+            continue;
+        }
+        case '_':
+            rc = scan_fixed(p + 1, end, "\r\n", &next);
+            if (rc != NUM_OK) {
+                err = err_null;
+                goto incomplete;
+            }
+            break;
+        case '#':
+            if (p + 1 == end) goto partial;
+            if (p[1] != 't' && p[1] != 'f') {
+                err = err_bool;
+                goto error;
+            }
+            rc = scan_fixed(p + 2, end, "\r\n", &next);
+            if (rc != NUM_OK) {
+                err = err_bool;
+                goto incomplete;
+            }
+            break;
+        case ',':
+            next = scan_line(p + 1, end, &bad);
+            if (next == NULL) {
+                if (bad) {
+                    err = err_line;
+                    goto error;
+                }
+                goto partial;
+            }
+            if (next - p == 3) { /* ",\r\n" */
+                err = err_double;
+                goto error;
+            }
+            break;
+        case '(': {
+            /* Any number of digits: a big number has no range to check. */
+            const char *s = p + 1;
+            if (s != end && *s == '-') s++;
+            const char *digits = s;
+            while (s != end && *s >= '0' && *s <= '9')
+                s++;
+            rc = scan_fixed(s, end, "\r\n", &next);
+            if (s != end && s == digits) rc = NUM_BAD;
+            if (rc != NUM_OK) {
+                err = err_bignum;
+                goto incomplete;
+            }
+            break;
+        }
+        case '?':
+        case ';':
+        case '.':
+        default:
+            /* ';' and '.' only occur inside streamed types; '?' never starts
+             * a value. */
+            err = err_type;
+            goto error;
+        }
+
+        /* One value paid for (a bulk header pays when its payload is still to
+         * come: bulk_left holds the rest of the reply then). */
+        p = next;
+        if (--pending == 0 && bulk_left == 0) goto done;
+        continue;
+
+    incomplete:
+        /* A number or fixed line was cut short or is malformed. */
+        if (rc == NUM_MORE) goto partial;
+        goto error;
+    }
+
+done:
+    status = RESP_FRAME_DONE;
+    goto out;
+partial:
+    status = RESP_FRAME_PARTIAL;
+    goto out;
+error:
+    f->error = err;
+    status = RESP_FRAME_ERROR;
+out:
+    if (fresh) {
+        if (p != buf)
+            f->type = buf[0];
+        else
+            pending = 0; /* nothing of the new reply consumed: still between replies */
+    }
+    f->pending = pending;
+    f->bulk_left = bulk_left;
+    *used = (size_t)(p - buf);
+    f->consumed += *used;
+    return status;
+}
