@@ -180,6 +180,33 @@ static void client_dispatch(client_session *c, const resp_arg *argv, int argc, c
     if (upstream_forward(c->up, c, p, n, kind)) slot_push(c, SLOT_WAITING);
 }
 
+/* Parse and dispatch what is buffered. Returns 1 when it stopped early
+ * because more than `limit` bytes wait to go upstream. */
+static int client_parse_batch(client_session *c, size_t limit)
+{
+    while (c->in_pos < c->in.len && !c->input_done) {
+        const char *p = c->in.data + c->in_pos;
+        size_t avail = c->in.len - c->in_pos;
+        if (c->opaque) {
+            if (c->up) upstream_forward_bytes(c->up, p, avail);
+            c->in_pos += avail;
+            return 0;
+        }
+        size_t used = 0;
+        resp_req_status st = resp_request_parse(&c->parser, p, avail, &used);
+        if (st == RESP_REQ_INCOMPLETE) return 0;
+        if (st == RESP_REQ_ERROR) {
+            client_protocol_error(c, resp_request_error(&c->parser));
+            return 0;
+        }
+        if (st == RESP_REQ_COMMAND) client_dispatch(c, c->parser.argv, c->parser.argc, p, used);
+        else if (c->up) upstream_forward_bytes(c->up, p, used); /* keeps the pieces contiguous */
+        c->in_pos += used;
+        if (c->up && upstream_backlog(c->up) > limit) return 1;
+    }
+    return 0;
+}
+
 static void client_process_input(client_session *c)
 {
     if (c->closing || c->input_done) return;
@@ -192,44 +219,30 @@ static void client_process_input(client_session *c)
     }
 
     size_t limit = (size_t)c->srv->conf.buffer_limit;
-    while (c->in_pos < c->in.len && !c->input_done) {
-        const char *p = c->in.data + c->in_pos;
-        size_t avail = c->in.len - c->in_pos;
-        if (c->opaque) {
-            if (c->up) upstream_forward_bytes(c->up, p, avail);
-            c->in_pos += avail;
-            break;
+    for (;;) {
+        int more = client_parse_batch(c, limit);
+        /* The forwarded pieces point into `in`: write them before compacting. */
+        if (c->up) {
+            int rc = upstream_flush(c->up);
+            if (rc < 0) {
+                client_upstream_lost(c, uv_strerror(rc));
+                return;
+            }
         }
-        size_t used = 0;
-        resp_req_status st = resp_request_parse(&c->parser, p, avail, &used);
-        if (st == RESP_REQ_INCOMPLETE) break;
-        if (st == RESP_REQ_ERROR) {
-            client_protocol_error(c, resp_request_error(&c->parser));
-            break;
+        if (c->input_done) {
+            c->in.len = c->in_pos = 0; /* nothing more will be parsed */
+        } else {
+            vp_buf_consume(&c->in, c->in_pos);
+            c->in_pos = 0;
         }
-        if (st == RESP_REQ_COMMAND) client_dispatch(c, c->parser.argv, c->parser.argc, p, used);
-        else if (c->up) upstream_forward_bytes(c->up, p, used); /* keeps the pieces contiguous */
-        c->in_pos += used;
-        /* Upstream not keeping up: leave the rest in the buffer for later. */
-        if (c->up && upstream_backlog(c->up) > limit) {
+        if (!more) break;
+        /* The batch stopped because the upstream has a backlog. If the
+         * kernel took it all, carry on; otherwise wait for the write to
+         * drain (client_upstream_drained resumes). */
+        if (upstream_backlog(c->up) > limit) {
             client_stop_reading(c);
             break;
         }
-    }
-
-    /* The forwarded pieces point into `in`: write them before compacting. */
-    if (c->up) {
-        int rc = upstream_flush(c->up);
-        if (rc < 0) {
-            client_upstream_lost(c, uv_strerror(rc));
-            return;
-        }
-    }
-    if (c->input_done) {
-        c->in.len = c->in_pos = 0; /* nothing more will be parsed */
-    } else {
-        vp_buf_consume(&c->in, c->in_pos);
-        c->in_pos = 0;
     }
     vp_buf_shrink(&c->in, CLIENT_KEEP_BYTES);
     client_flush(c);

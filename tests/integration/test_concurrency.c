@@ -1,0 +1,142 @@
+/* test_concurrency.c - many clients at once, each with its own conversation.
+ *
+ * A thousand clients connect and all keep their connections open; every one
+ * sends SET and GET of its own key before any of them reads a reply, so the
+ * proxy has a thousand conversations in flight. Each must get its own answers.
+ * Redis must see one connection per client (one upstream per client
+ * connection), and none once they have all gone. */
+#include <pthread.h>
+#include <sys/resource.h>
+
+#include "tests/support/checks.h"
+
+#define CLIENTS 1000
+#define FD_LIMIT 8192 /* this process, verbproxy and redis-server each need > 1000 */
+#define THREADS 8
+#define INCRS_PER_THREAD 2000
+
+static vt_env env;
+
+static void raise_fd_limit(void)
+{
+    struct rlimit rl;
+    cr_assert_eq(getrlimit(RLIMIT_NOFILE, &rl), 0);
+    rlim_t want = rl.rlim_max == RLIM_INFINITY || rl.rlim_max > FD_LIMIT ? FD_LIMIT : rl.rlim_max;
+    cr_assert(want >= 3 * CLIENTS + 100, "hard RLIMIT_NOFILE %lu is too low for %d clients",
+              (unsigned long)rl.rlim_max, CLIENTS);
+    if (rl.rlim_cur < want) {
+        rl.rlim_cur = want;
+        cr_assert_eq(setrlimit(RLIMIT_NOFILE, &rl), 0);
+    }
+}
+
+static void setup(void)
+{
+    raise_fd_limit(); /* before the servers start: they inherit it */
+    vt_env_start(&env, NULL, NULL);
+}
+
+static void teardown(void)
+{
+    vt_env_stop(&env);
+}
+
+TestSuite(concurrency, .init = setup, .fini = teardown, .timeout = 120);
+
+Test(concurrency, a_thousand_clients_each_get_their_own_answers)
+{
+    static redisContext *clients[CLIENTS];
+    redisContext *admin = vt_must_connect(env.redis->port);
+
+    for (int i = 0; i < CLIENTS; i++) {
+        clients[i] = vt_connect(env.proxy->port);
+        cr_assert(clients[i] != NULL, "client %d could not connect", i);
+    }
+
+    /* everyone talks before anyone listens */
+    for (int i = 0; i < CLIENTS; i++) {
+        redisAppendCommand(clients[i], "SET conc:%d value-%d", i, i);
+        redisAppendCommand(clients[i], "GET conc:%d", i);
+        int done = 0;
+        while (!done)
+            cr_assert_eq(redisBufferWrite(clients[i], &done), REDIS_OK, "client %d: %s", i,
+                         clients[i]->errstr);
+    }
+    for (int i = 0; i < CLIENTS; i++) {
+        char want[32];
+        snprintf(want, sizeof(want), "value-%d", i);
+        redisReply *r = vt_get_reply(clients[i]);
+        cr_assert(r && r->type == REDIS_REPLY_STATUS && strcmp(r->str, "OK") == 0, "client %d SET: %s", i,
+                  VT_DESCRIBE(r));
+        freeReplyObject(r);
+        r = vt_get_reply(clients[i]);
+        cr_assert(r && r->type == REDIS_REPLY_STRING && strcmp(r->str, want) == 0, "client %d GET: %s", i,
+                  VT_DESCRIBE(r));
+        freeReplyObject(r);
+    }
+
+    /* one upstream connection per client, plus the admin */
+    long long connected = vt_info_int(admin, "clients", "connected_clients");
+    cr_assert(connected >= CLIENTS + 1, "Redis sees %lld connections for %d clients", connected, CLIENTS);
+    redisReply *r = vt_cmd(admin, "DBSIZE");
+    vt_assert_int(r, CLIENTS);
+    freeReplyObject(r);
+    redisFree(admin);
+
+    for (int i = 0; i < CLIENTS; i++)
+        redisFree(clients[i]);
+
+    /* and when they leave, their upstream connections go too (the probe
+     * connection vt_wait_info uses is the one left) */
+    long long last;
+    cr_assert(vt_wait_info(env.redis->port, "clients", "connected_clients", 1, VT_READ_DEADLINE_MS, &last),
+              "Redis still has %lld connections after all clients left", last);
+}
+
+typedef struct counter_job {
+    int port;
+    int errors;
+    char error[256];
+} counter_job;
+
+static void *increment(void *arg)
+{
+    counter_job *job = arg;
+    redisContext *c = vt_connect(job->port);
+    if (!c) {
+        job->errors++;
+        snprintf(job->error, sizeof(job->error), "connect failed");
+        return NULL;
+    }
+    for (int i = 0; i < INCRS_PER_THREAD; i++) {
+        redisReply *r = redisCommand(c, "INCR conc:counter");
+        if (!r || r->type != REDIS_REPLY_INTEGER) {
+            if (!job->errors++) vt_reply_describe(r, job->error, sizeof(job->error));
+            if (!r) break;
+        }
+        freeReplyObject(r);
+    }
+    redisFree(c);
+    return NULL;
+}
+
+Test(concurrency, clients_on_many_threads_increment_one_counter_without_losing_a_step)
+{
+    pthread_t threads[THREADS];
+    counter_job jobs[THREADS];
+    for (int i = 0; i < THREADS; i++) {
+        jobs[i] = (counter_job){.port = env.proxy->port};
+        pthread_create(&threads[i], NULL, increment, &jobs[i]);
+    }
+    for (int i = 0; i < THREADS; i++) {
+        pthread_join(threads[i], NULL);
+        cr_expect_eq(jobs[i].errors, 0, "thread %d: %d errors, first: %s", i, jobs[i].errors, jobs[i].error);
+    }
+    redisContext *c = vt_must_connect(env.redis->port);
+    redisReply *r = vt_cmd(c, "GET conc:counter");
+    char want[32];
+    snprintf(want, sizeof(want), "%d", THREADS * INCRS_PER_THREAD);
+    vt_assert_str(r, want);
+    freeReplyObject(r);
+    redisFree(c);
+}

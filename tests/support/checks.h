@@ -1,0 +1,124 @@
+/* checks.h - criterion assertions for replies, raw bytes and fixtures.
+ *
+ * Header only, so the support library itself does not link criterion. Each
+ * check says what was expected and what came, with bytes escaped. */
+#ifndef VT_CHECKS_H
+#define VT_CHECKS_H
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <criterion/criterion.h>
+
+#include "tests/support/client.h"
+#include "tests/support/servers.h"
+
+/* Deadline for a single criterion test: a hung proxy fails, it never hangs CI. */
+#define VT_TEST_TIMEOUT_S 60
+
+/* Proxy-only behaviour cannot be checked against Redis directly. */
+#define VT_SKIP_IF_DIRECT()                                                                                  \
+    do {                                                                                                     \
+        if (vt_direct_mode()) cr_skip_test("proxy-only behaviour (VP_TEST_DIRECT=1)");                       \
+    } while (0)
+
+#define VT_DESCRIBE(r) vt_reply_describe((r), (char[512]){0}, 512)
+
+/* A reply arrived at all (NULL means an I/O error or timeout). */
+#define vt_assert_reply(r, ctx)                                                                              \
+    cr_assert((r) != NULL, "no reply: %s", (ctx) && (ctx)->errstr[0] ? (ctx)->errstr : "connection error")
+
+#define vt_assert_status(r, want)                                                                            \
+    cr_assert((r) && (r)->type == REDIS_REPLY_STATUS && strcmp((r)->str, (want)) == 0,                       \
+              "expected +%s, got %s", (want), VT_DESCRIBE(r))
+
+#define vt_assert_int(r, want)                                                                               \
+    cr_assert((r) && (r)->type == REDIS_REPLY_INTEGER && (r)->integer == (long long)(want),                  \
+              "expected :%lld, got %s", (long long)(want), VT_DESCRIBE(r))
+
+#define vt_assert_str(r, want)                                                                               \
+    cr_assert((r) && (r)->type == REDIS_REPLY_STRING && (r)->len == strlen(want) &&                          \
+                  memcmp((r)->str, (want), (r)->len) == 0,                                                   \
+              "expected \"%s\", got %s", (want), VT_DESCRIBE(r))
+
+#define vt_assert_nil(r)                                                                                     \
+    cr_assert((r) && (r)->type == REDIS_REPLY_NIL, "expected nil, got %s", VT_DESCRIBE(r))
+
+/* An error reply starting with `prefix` ("NOAUTH", "WRONGTYPE ..."). */
+#define vt_assert_error(r, prefix)                                                                           \
+    cr_assert((r) && (r)->type == REDIS_REPLY_ERROR && strncmp((r)->str, (prefix), strlen(prefix)) == 0,     \
+              "expected -%s..., got %s", (prefix), VT_DESCRIBE(r))
+
+#define vt_assert_array(r, n)                                                                                \
+    cr_assert((r) && (r)->type == REDIS_REPLY_ARRAY && (r)->elements == (size_t)(n),                         \
+              "expected an array of %zu, got %s", (size_t)(n), VT_DESCRIBE(r))
+
+/* The raw bytes received so far are exactly `want`. */
+#define vt_assert_bytes(buf, want)                                                                           \
+    do {                                                                                                     \
+        const char *vt_want_ = (want);                                                                       \
+        size_t vt_wl_ = strlen(vt_want_);                                                                    \
+        cr_assert((buf)->len == vt_wl_ && memcmp((buf)->data, vt_want_, vt_wl_) == 0,                        \
+                  "expected bytes \"%s\"\n             got \"%s\"%s", vt_escape(vt_want_, vt_wl_),           \
+                  vt_buf_escaped(buf), (buf)->eof ? " then EOF" : "");                                       \
+    } while (0)
+
+/* Read exactly strlen(want) bytes (deadline) and compare. */
+#define vt_expect_bytes(fd, buf, want)                                                                       \
+    do {                                                                                                     \
+        vt_sock_read_len((fd), (buf), strlen(want), VT_READ_DEADLINE_MS);                                    \
+        vt_assert_bytes((buf), (want));                                                                      \
+    } while (0)
+
+/* The usual fixture: one redis-server, one verbproxy in front of it. Call
+ * vt_env_start from .init and vt_env_stop from .fini. */
+typedef struct vt_env {
+    vt_redis *redis;
+    vt_proxy *proxy;
+} vt_env;
+
+static inline void vt_env_start(vt_env *e, const vt_redis_opts *ro, const vt_proxy_opts *po)
+{
+    e->redis = vt_redis_start(ro);
+    cr_assert(e->redis != NULL, "redis-server did not start (see stderr)");
+    e->proxy = vt_proxy_start(e->redis, po);
+    cr_assert(e->proxy != NULL, "verbproxy did not start (see stderr)");
+}
+
+/* Stops everything; a proxy that died during the test, or does not stop
+ * cleanly, fails it (as a crash in teardown). */
+static inline void vt_env_stop(vt_env *e)
+{
+    bool alive = !e->proxy || vt_proxy_alive(e->proxy);
+    bool clean = !e->proxy || vt_proxy_stop(e->proxy);
+    vt_proxy_free(e->proxy);
+    vt_redis_free(e->redis);
+    e->proxy = NULL;
+    e->redis = NULL;
+    /* criterion has already judged the test when .fini runs, and ignores
+     * assertions here; only a crash of the worker still fails the test. */
+    if (!alive || !clean) {
+        fprintf(stderr, "vt: FAIL %s::%s: %s (its log is above)\n", criterion_current_suite->name,
+                criterion_current_test->name,
+                !alive ? "verbproxy died during the test" : "verbproxy did not exit cleanly on SIGTERM");
+        abort();
+    }
+}
+
+/* A hiredis connection that must work: through the proxy, or straight to redis. */
+static inline redisContext *vt_must_connect(int port)
+{
+    redisContext *c = vt_connect(port);
+    cr_assert(c != NULL, "could not connect to port %d", port);
+    return c;
+}
+
+static inline int vt_must_sock(int port)
+{
+    int fd = vt_sock_tcp(port);
+    cr_assert(fd >= 0, "could not connect to port %d", port);
+    return fd;
+}
+
+#endif

@@ -1,0 +1,693 @@
+/* servers.c - see servers.h. */
+#include "tests/support/servers.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <poll.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <hiredis/hiredis.h>
+
+#ifndef VP_BINARY
+#error "VP_BINARY (path of the verbproxy binary) must be defined by the build"
+#endif
+
+#define POLL_INTERVAL_MS 5
+#define PROBE_TIMEOUT_MS 250
+#define PORT_LOW 10000   /* ports are picked in [PORT_LOW, ephemeral range start) */
+#define START_ATTEMPTS 3 /* a port found free may be taken by a parallel test before we bind it */
+
+/* ---- time, files, small helpers ---- */
+
+long long vt_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void sleep_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) == -1 && errno == EINTR) {
+    }
+}
+
+bool vt_wait_until(bool (*cond)(void *arg), void *arg, int timeout_ms)
+{
+    long long deadline = vt_now_ms() + timeout_ms;
+    for (;;) {
+        if (cond(arg)) return true;
+        if (vt_now_ms() >= deadline) return false;
+        sleep_ms(POLL_INTERVAL_MS);
+    }
+}
+
+void vt_ignore_sigpipe(void)
+{
+    signal(SIGPIPE, SIG_IGN);
+}
+
+char *vt_read_file(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    size_t cap = 4096, len = 0;
+    char *s = malloc(cap);
+    if (!s) abort();
+    if (f) {
+        size_t n;
+        while ((n = fread(s + len, 1, cap - len - 1, f)) > 0) {
+            len += n;
+            if (cap - len - 1 == 0) {
+                cap *= 2;
+                s = realloc(s, cap);
+                if (!s) abort();
+            }
+        }
+        fclose(f);
+    }
+    s[len] = '\0';
+    return s;
+}
+
+static void print_file(const char *title, const char *path)
+{
+    char *s = vt_read_file(path);
+    fprintf(stderr, "---- %s (%s) ----\n%s%s---- end ----\n", title, path, s,
+            (s[0] && s[strlen(s) - 1] != '\n') ? "\n" : "");
+    free(s);
+}
+
+static bool env_on(const char *name)
+{
+    const char *v = getenv(name);
+    return v && v[0] && strcmp(v, "0") != 0;
+}
+
+bool vt_direct_mode(void)
+{
+    return env_on("VP_TEST_DIRECT");
+}
+
+/* ---- ports ---- */
+
+static int ephemeral_low(void)
+{
+    int low = 32768, high;
+    FILE *f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r");
+    if (f) {
+        if (fscanf(f, "%d %d", &low, &high) != 2) low = 32768;
+        fclose(f);
+    }
+    return low;
+}
+
+static bool port_is_free(int port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return false;
+    int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(port)};
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    bool ok = bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0;
+    close(fd);
+    return ok;
+}
+
+/* Why not "bind port 0 and read getsockname": that hands out a port from the
+ * ephemeral range, which outgoing connections use too. A test that stops a
+ * server and starts it again on the same port (or lets the proxy dial a port
+ * nobody listens on yet) could then find it taken by some client socket, or
+ * see the proxy's connect to 127.0.0.1:P from local port P "succeed" as a TCP
+ * self-connect. Below the ephemeral range no client socket ever gets a port,
+ * so a port stays ours for the whole test. Free is checked by binding it. */
+int vt_free_port(void)
+{
+    static unsigned seed;
+    int high = ephemeral_low();
+    if (high <= PORT_LOW + 1000) high = 65535; /* odd port range config: fall back to anything */
+    if (!seed) seed = (unsigned)getpid() * 2654435761u ^ (unsigned)vt_now_ms();
+    for (int attempt = 0; attempt < 1000; attempt++) {
+        seed = seed * 1103515245u + 12345u;
+        int port = PORT_LOW + (int)((seed >> 8) % (unsigned)(high - PORT_LOW));
+        if (port == 6379 || port == 26379) continue;
+        if (port_is_free(port)) return port;
+    }
+    return -1;
+}
+
+/* ---- a black hole ---- */
+
+bool vt_blackhole_open(vt_blackhole *b)
+{
+    b->listen_fd = b->filler_fd = -1;
+    b->port = vt_free_port();
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(b->port)};
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    b->listen_fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (b->port <= 0 || b->listen_fd < 0 || bind(b->listen_fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 ||
+        listen(b->listen_fd, 0) != 0) {
+        fprintf(stderr, "vt: black hole listener: %s\n", strerror(errno));
+        vt_blackhole_close(b);
+        return false;
+    }
+    /* the one connection the queue holds */
+    b->filler_fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (connect(b->filler_fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
+        fprintf(stderr, "vt: black hole filler: %s\n", strerror(errno));
+        vt_blackhole_close(b);
+        return false;
+    }
+    /* check: a further connect must not complete */
+    int probe = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    connect(probe, (struct sockaddr *)&sa, sizeof(sa));
+    struct pollfd pfd = {.fd = probe, .events = POLLOUT};
+    int ready = poll(&pfd, 1, 200);
+    close(probe);
+    if (ready != 0) {
+        fprintf(stderr, "vt: this kernel completes connects to a full accept queue\n");
+        vt_blackhole_close(b);
+        return false;
+    }
+    return true;
+}
+
+void vt_blackhole_close(vt_blackhole *b)
+{
+    if (b->filler_fd >= 0) close(b->filler_fd);
+    if (b->listen_fd >= 0) close(b->listen_fd);
+    b->filler_fd = b->listen_fd = -1;
+}
+
+/* ---- processes ---- */
+
+/* fork + exec with stdout/stderr to `log`, cwd `dir`, dying with us. */
+static pid_t spawn(char *const argv[], const char *dir, const char *log)
+{
+    pid_t parent = getpid();
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid < 0) {
+        fprintf(stderr, "vt: fork: %s\n", strerror(errno));
+        return -1;
+    }
+    if (pid > 0) return pid;
+
+    /* child: only async-signal-safe calls from here on */
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(127); /* the test process is already gone */
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+    signal(SIGPIPE, SIG_DFL);
+    int in = open("/dev/null", O_RDONLY);
+    int out = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
+    if (in < 0 || out < 0 || chdir(dir) != 0) _exit(127);
+    dup2(in, 0);
+    dup2(out, 1);
+    dup2(out, 2);
+    close_range(3, ~0u, 0); /* criterion's pipes and our sockets are not theirs */
+    execv(argv[0], argv);
+    _exit(127);
+}
+
+/* true if pid has exited (and is reaped); *status filled. */
+static bool reap(pid_t pid, int *status)
+{
+    pid_t r;
+    do {
+        r = waitpid(pid, status, WNOHANG);
+    } while (r < 0 && errno == EINTR);
+    return r == pid || (r < 0 && errno == ECHILD);
+}
+
+/* Ask nicely, then insist. Returns the wait status. */
+static int terminate(pid_t pid)
+{
+    int status = 0;
+    if (reap(pid, &status)) return status | 0x10000; /* marker: it had already exited */
+    kill(pid, SIGTERM);
+    long long deadline = vt_now_ms() + VT_STOP_DEADLINE_MS;
+    while (vt_now_ms() < deadline) {
+        if (reap(pid, &status)) return status;
+        sleep_ms(POLL_INTERVAL_MS);
+    }
+    fprintf(stderr, "vt: pid %d ignored SIGTERM for %d ms, sending SIGKILL\n", (int)pid, VT_STOP_DEADLINE_MS);
+    kill(pid, SIGKILL);
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    return status;
+}
+
+static void kill9(pid_t pid)
+{
+    int status;
+    kill(pid, SIGKILL);
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+}
+
+/* ---- temp dirs and their reapers ---- */
+
+static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+    (void)sb;
+    (void)flag;
+    (void)ftw;
+    remove(path);
+    return 0;
+}
+
+static void rm_rf(const char *dir)
+{
+    nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+/* A child that removes `dir` when told (SIGTERM) or when the test process
+ * dies (PDEATHSIG SIGTERM), so the dir goes even if the test crashed. */
+static pid_t spawn_reaper(const char *dir)
+{
+    sigset_t term, old;
+    sigemptyset(&term);
+    sigaddset(&term, SIGTERM);
+    sigprocmask(SIG_BLOCK, &term, &old);
+    pid_t parent = getpid();
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGTERM);
+        if (getppid() == parent) {
+            int sig;
+            sigwait(&term, &sig);
+        }
+        if (!env_on("VP_TEST_KEEP")) {
+            /* servers die at the same moment; one of them may still write */
+            long long deadline = vt_now_ms() + 2000;
+            do {
+                rm_rf(dir);
+                if (access(dir, F_OK) != 0) break;
+                sleep_ms(20);
+            } while (vt_now_ms() < deadline);
+        }
+        _exit(0);
+    }
+    sigprocmask(SIG_SETMASK, &old, NULL);
+    return pid > 0 ? pid : 0;
+}
+
+static bool make_dir(char *dir, size_t len, const char *what)
+{
+    snprintf(dir, len, "/tmp/vt-%s-XXXXXX", what);
+    if (!mkdtemp(dir)) {
+        fprintf(stderr, "vt: mkdtemp %s: %s\n", dir, strerror(errno));
+        return false;
+    }
+    return true;
+}
+
+static void release_dir(const char *dir, pid_t reaper)
+{
+    if (reaper > 0) {
+        kill(reaper, SIGTERM);
+        int status;
+        while (waitpid(reaper, &status, 0) < 0 && errno == EINTR) {
+        }
+    }
+    if (env_on("VP_TEST_KEEP")) fprintf(stderr, "vt: kept %s\n", dir);
+}
+
+/* ---- connecting probes ---- */
+
+static bool tcp_accepts(int port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return false;
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(port)};
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    bool ok = connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0;
+    close(fd);
+    return ok;
+}
+
+static bool unix_accepts(const char *path)
+{
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return false;
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    if (strlen(path) >= sizeof(sa.sun_path)) {
+        close(fd);
+        return false;
+    }
+    memcpy(sa.sun_path, path, strlen(path) + 1);
+    bool ok = connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0;
+    close(fd);
+    return ok;
+}
+
+/* PING answered at all: +PONG, or -NOAUTH when a password is set. */
+static bool redis_answers(int port)
+{
+    struct timeval tv = {0, PROBE_TIMEOUT_MS * 1000};
+    redisContext *c = redisConnectWithTimeout("127.0.0.1", port, tv);
+    bool ok = false;
+    if (c && !c->err) {
+        redisSetTimeout(c, tv);
+        redisReply *r = redisCommand(c, "PING");
+        ok = r && ((r->type == REDIS_REPLY_STATUS && strcmp(r->str, "PONG") == 0) ||
+                   (r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NOAUTH", 6) == 0));
+        if (r) freeReplyObject(r);
+    }
+    if (c) redisFree(c);
+    return ok;
+}
+
+/* ---- redis-server ---- */
+
+vt_redis *vt_redis_new(const vt_redis_opts *opts)
+{
+    vt_ignore_sigpipe();
+    vt_redis *r = calloc(1, sizeof(*r));
+    if (!r) abort();
+    if (!make_dir(r->dir, sizeof(r->dir), "redis")) {
+        free(r);
+        return NULL;
+    }
+    r->reaper = spawn_reaper(r->dir);
+    snprintf(r->log, sizeof(r->log), "%s/redis.log", r->dir);
+    r->port = vt_free_port();
+
+    int n = 0;
+    if (opts && opts->unixsocket) {
+        snprintf(r->unixsocket, sizeof(r->unixsocket), "%s/redis.sock", r->dir);
+        r->args[n++] = strdup("--unixsocket");
+        r->args[n++] = strdup(r->unixsocket);
+        r->args[n++] = strdup("--unixsocketperm");
+        r->args[n++] = strdup("700");
+    }
+    if (opts && opts->requirepass) {
+        r->args[n++] = strdup("--requirepass");
+        r->args[n++] = strdup(opts->requirepass);
+    }
+    for (int i = 0; opts && opts->extra_args && opts->extra_args[i]; i++) {
+        if (i >= VT_MAX_EXTRA_ARGS * 2) abort();
+        r->args[n++] = strdup(opts->extra_args[i]);
+    }
+    r->args[n] = NULL;
+    return r;
+}
+
+typedef struct redis_wait {
+    vt_redis *r;
+    bool died;
+    int status;
+} redis_wait;
+
+static bool redis_up(void *arg)
+{
+    redis_wait *w = arg;
+    if (reap(w->r->pid, &w->status)) {
+        w->died = true; /* stop waiting: it will never answer */
+        return true;
+    }
+    return redis_answers(w->r->port);
+}
+
+static bool launch_once(vt_redis *r)
+{
+    char port[16];
+    snprintf(port, sizeof(port), "%d", r->port);
+    char *argv[64] = {VT_REDIS_BINARY, "--port", port,           "--bind", "127.0.0.1",   "--dir", r->dir,
+                      "--save",        "",       "--appendonly", "no",     "--daemonize", "no"};
+    int n = 13;
+    for (int i = 0; r->args[i]; i++)
+        argv[n++] = r->args[i];
+    argv[n] = NULL;
+
+    r->pid = spawn(argv, r->dir, r->log);
+    if (r->pid < 0) {
+        r->pid = 0;
+        return false;
+    }
+    redis_wait w = {.r = r};
+    bool answered = vt_wait_until(redis_up, &w, VT_START_DEADLINE_MS);
+    if (answered && !w.died) return true;
+    if (w.died) {
+        fprintf(stderr, "vt: redis-server on port %d exited at start (status 0x%x)\n", r->port, w.status);
+    } else {
+        fprintf(stderr, "vt: redis-server on port %d did not answer PING within %d ms\n", r->port,
+                VT_START_DEADLINE_MS);
+        kill9(r->pid);
+    }
+    r->pid = 0;
+    return false;
+}
+
+bool vt_redis_launch(vt_redis *r)
+{
+    if (r->pid) return true;
+    if (r->port <= 0) {
+        fprintf(stderr, "vt: no free port\n");
+        return false;
+    }
+    if (launch_once(r)) return true;
+    print_file("redis-server log", r->log);
+    return false;
+}
+
+vt_redis *vt_redis_start(const vt_redis_opts *opts)
+{
+    for (int attempt = 0; attempt < START_ATTEMPTS; attempt++) {
+        vt_redis *r = vt_redis_new(opts);
+        if (!r) return NULL;
+        if (r->port > 0 && launch_once(r)) return r;
+        /* Most likely a parallel test took the port between our check and
+         * redis's bind: try a new port. The last failure is shown in full. */
+        if (attempt == START_ATTEMPTS - 1) print_file("redis-server log", r->log);
+        vt_redis_free(r);
+    }
+    return NULL;
+}
+
+void vt_redis_stop(vt_redis *r)
+{
+    if (!r || !r->pid) return;
+    terminate(r->pid);
+    r->pid = 0;
+}
+
+void vt_redis_kill(vt_redis *r)
+{
+    if (!r || !r->pid) return;
+    kill9(r->pid);
+    r->pid = 0;
+}
+
+bool vt_redis_restart(vt_redis *r)
+{
+    vt_redis_stop(r);
+    return vt_redis_launch(r);
+}
+
+void vt_redis_free(vt_redis *r)
+{
+    if (!r) return;
+    vt_redis_stop(r);
+    release_dir(r->dir, r->reaper);
+    for (int i = 0; r->args[i]; i++)
+        free(r->args[i]);
+    free(r);
+}
+
+/* ---- verbproxy ---- */
+
+static bool proxy_up(void *arg)
+{
+    vt_proxy *p = arg;
+    int status;
+    if (reap(p->pid, &status)) {
+        p->crashed = true;
+        return true;
+    }
+    if (!tcp_accepts(p->port)) return false;
+    return !p->unixsocket[0] || unix_accepts(p->unixsocket);
+}
+
+static bool proxy_launch_once(vt_proxy *p)
+{
+    char port[16], timeout[16];
+    snprintf(port, sizeof(port), "%d", p->port);
+    char *argv[32] = {VP_BINARY,    "--port",    port,         "--bind", "127.0.0.1",
+                      "--upstream", p->upstream, "--loglevel", "warning"};
+    int n = 9;
+    if (p->opts.connect_timeout_ms > 0) {
+        snprintf(timeout, sizeof(timeout), "%d", p->opts.connect_timeout_ms);
+        argv[n++] = "--connect-timeout";
+        argv[n++] = timeout;
+    }
+    if (p->unixsocket[0]) {
+        argv[n++] = "--unixsocket";
+        argv[n++] = p->unixsocket;
+    }
+    argv[n] = NULL;
+
+    p->crashed = false;
+    p->pid = spawn(argv, p->dir, p->log);
+    if (p->pid < 0) {
+        p->pid = 0;
+        return false;
+    }
+    bool up = vt_wait_until(proxy_up, p, VT_START_DEADLINE_MS);
+    if (up && !p->crashed) return true;
+    if (!up) {
+        fprintf(stderr, "vt: verbproxy did not accept on port %d within %d ms\n", p->port,
+                VT_START_DEADLINE_MS);
+        kill9(p->pid);
+    } else {
+        fprintf(stderr, "vt: verbproxy exited at start (port %d)\n", p->port);
+    }
+    p->pid = 0;
+    return false;
+}
+
+/* Start a verbproxy process for p (upstream and opts already filled in). */
+static vt_proxy *proxy_spawn(vt_proxy *p)
+{
+    if (!make_dir(p->dir, sizeof(p->dir), "proxy")) {
+        free(p);
+        return NULL;
+    }
+    p->reaper = spawn_reaper(p->dir);
+    snprintf(p->log, sizeof(p->log), "%s/verbproxy.log", p->dir);
+    if (p->opts.unixsocket) snprintf(p->unixsocket, sizeof(p->unixsocket), "%s/verbproxy.sock", p->dir);
+    for (int attempt = 0; attempt < START_ATTEMPTS; attempt++) {
+        p->port = vt_free_port();
+        if (p->port > 0 && proxy_launch_once(p)) return p;
+    }
+    print_file("verbproxy log", p->log);
+    release_dir(p->dir, p->reaper);
+    free(p);
+    return NULL;
+}
+
+static vt_proxy *proxy_new(const vt_proxy_opts *opts)
+{
+    vt_ignore_sigpipe();
+    vt_proxy *p = calloc(1, sizeof(*p));
+    if (!p) abort();
+    if (opts) p->opts = *opts;
+    return p;
+}
+
+vt_proxy *vt_proxy_start(const vt_redis *upstream, const vt_proxy_opts *opts)
+{
+    vt_proxy *p = proxy_new(opts);
+    if (p->opts.upstream_unix && !upstream->unixsocket[0]) {
+        fprintf(stderr, "vt: upstream_unix needs a redis started with opts.unixsocket\n");
+        free(p);
+        return NULL;
+    }
+    if (p->opts.upstream_unix)
+        snprintf(p->upstream, sizeof(p->upstream), "%s", upstream->unixsocket);
+    else
+        snprintf(p->upstream, sizeof(p->upstream), "127.0.0.1:%d", upstream->port);
+
+    if (vt_direct_mode()) {
+        p->direct = true;
+        p->port = upstream->port;
+        if (p->opts.unixsocket) {
+            if (!upstream->unixsocket[0]) {
+                fprintf(stderr, "vt: direct mode with a unix socket needs redis opts.unixsocket\n");
+                free(p);
+                return NULL;
+            }
+            snprintf(p->unixsocket, sizeof(p->unixsocket), "%s", upstream->unixsocket);
+        }
+        return p;
+    }
+    return proxy_spawn(p);
+}
+
+vt_proxy *vt_proxy_start_upstream(const char *upstream, const vt_proxy_opts *opts)
+{
+    if (vt_direct_mode()) {
+        fprintf(stderr, "vt: vt_proxy_start_upstream has no direct mode\n");
+        return NULL;
+    }
+    vt_proxy *p = proxy_new(opts);
+    snprintf(p->upstream, sizeof(p->upstream), "%s", upstream);
+    return proxy_spawn(p);
+}
+
+bool vt_proxy_alive(vt_proxy *p)
+{
+    if (p->direct) return true;
+    int status;
+    if (!p->pid) return false;
+    if (reap(p->pid, &status)) {
+        fprintf(stderr, "vt: verbproxy (port %d) died: status 0x%x\n", p->port, status);
+        p->crashed = true;
+        p->pid = 0;
+        return false;
+    }
+    return true;
+}
+
+bool vt_proxy_stop(vt_proxy *p)
+{
+    if (!p || p->direct || !p->pid) return p && !p->crashed;
+    int status = terminate(p->pid);
+    p->pid = 0;
+    if (status & 0x10000) {
+        p->crashed = true;
+        fprintf(stderr, "vt: verbproxy (port %d) had exited by itself: status 0x%x\n", p->port,
+                status & 0xffff);
+        return false;
+    }
+    bool clean = (WIFEXITED(status) && WEXITSTATUS(status) == 0) ||
+                 (WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM);
+    if (!clean) {
+        p->crashed = true;
+        fprintf(stderr, "vt: verbproxy (port %d) stopped badly: status 0x%x\n", p->port, status);
+    }
+    return clean;
+}
+
+void vt_proxy_kill(vt_proxy *p)
+{
+    if (!p || p->direct || !p->pid) return;
+    kill9(p->pid);
+    p->pid = 0;
+}
+
+char *vt_proxy_log(const vt_proxy *p)
+{
+    if (p->direct) return strdup("");
+    return vt_read_file(p->log);
+}
+
+void vt_proxy_free(vt_proxy *p)
+{
+    if (!p) return;
+    if (!p->direct) {
+        vt_proxy_stop(p);
+        if (p->crashed || env_on("VP_TEST_VERBOSE")) print_file("verbproxy log", p->log);
+        release_dir(p->dir, p->reaper);
+    }
+    free(p);
+}

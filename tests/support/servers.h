@@ -1,0 +1,130 @@
+/* servers.h - real redis-server and verbproxy processes for integration tests.
+ *
+ * Every test starts its own redis-server (and usually its own verbproxy) on a
+ * free port, in its own temp dir, and stops them in its .fini. Nothing is
+ * mocked: the proxy under test is the binary CMake built (VP_BINARY).
+ *
+ * Cleanup even when a test dies: criterion runs each test in a forked worker.
+ * Every process started here gets PR_SET_PDEATHSIG(SIGKILL), so it dies with
+ * the worker whatever happens to the worker (failed assert in .init, crash,
+ * criterion's timeout). Each temp dir has a "reaper" child that waits for
+ * SIGTERM (sent by vt_*_free, or by the kernel when the worker dies) and then
+ * removes the dir. Set VP_TEST_KEEP=1 to keep the dirs for debugging.
+ *
+ * Waiting is always "poll a condition until a deadline", never a bare sleep.
+ *
+ * VP_TEST_DIRECT=1: vt_proxy_start() starts no proxy and hands back the
+ * redis-server's own address, so the whole suite can be checked against Redis
+ * itself. Tests of proxy-only behaviour skip themselves (VT_SKIP_IF_DIRECT in
+ * checks.h).
+ *
+ * Errors are returned (NULL / false) with a line on stderr saying why; the
+ * test decides whether that fails it. */
+#ifndef VT_SERVERS_H
+#define VT_SERVERS_H
+
+#include <stdbool.h>
+#include <sys/types.h>
+
+#define VT_START_DEADLINE_MS 10000 /* a server must answer within this */
+#define VT_STOP_DEADLINE_MS 10000  /* SIGTERM, then SIGKILL after this */
+#define VT_REDIS_BINARY "/usr/bin/redis-server"
+#define VT_MAX_EXTRA_ARGS 16
+
+typedef struct vt_redis_opts {
+    bool unixsocket;               /* also listen on <dir>/redis.sock */
+    const char *requirepass;       /* NULL: no password */
+    const char *const *extra_args; /* NULL-terminated, appended as is; may be NULL */
+} vt_redis_opts;
+
+/* One redis-server. Owned by the test; vt_redis_free() stops it and removes
+ * its dir. The port stays the same over stop/restart. */
+typedef struct vt_redis {
+    pid_t pid; /* 0 while not running */
+    int port;
+    char dir[64];                          /* working dir: log file, unix socket */
+    char unixsocket[128];                  /* "" unless opts.unixsocket */
+    char log[128];                         /* redis-server's stdout/stderr */
+    char *args[2 * VT_MAX_EXTRA_ARGS + 8]; /* copied extra arguments, NULL-terminated */
+    pid_t reaper;
+} vt_redis;
+
+/* Allocate a port and a dir; start nothing (for "upstream down at start"). */
+vt_redis *vt_redis_new(const vt_redis_opts *opts);
+/* Start the (stopped) server on its port and wait until PING answers. */
+bool vt_redis_launch(vt_redis *r);
+/* vt_redis_new + vt_redis_launch. NULL on failure. */
+vt_redis *vt_redis_start(const vt_redis_opts *opts);
+/* SIGTERM, wait; SIGKILL at the deadline. */
+void vt_redis_stop(vt_redis *r);
+/* kill -9 and reap: the server dies without closing anything gracefully. */
+void vt_redis_kill(vt_redis *r);
+/* Stop if running, then launch again on the same port. */
+bool vt_redis_restart(vt_redis *r);
+void vt_redis_free(vt_redis *r);
+
+typedef struct vt_proxy_opts {
+    int connect_timeout_ms; /* --connect-timeout; 0 leaves the proxy's default */
+    bool unixsocket;        /* also listen on <dir>/verbproxy.sock */
+    bool upstream_unix;     /* --upstream <redis unix socket> instead of host:port */
+} vt_proxy_opts;
+
+/* One verbproxy in front of one redis. In direct mode (VP_TEST_DIRECT=1) no
+ * process runs: port and unixsocket are the redis-server's own. */
+typedef struct vt_proxy {
+    pid_t pid; /* 0 while not running, and always in direct mode */
+    bool direct;
+    int port;
+    char unixsocket[128]; /* "" unless opts.unixsocket */
+    char upstream[160];   /* what --upstream was given */
+    char dir[64];         /* "" in direct mode */
+    char log[128];        /* verbproxy's stdout/stderr */
+    vt_proxy_opts opts;
+    pid_t reaper;
+    bool crashed; /* it exited on its own (not by our signal) */
+} vt_proxy;
+
+bool vt_direct_mode(void);
+/* Start verbproxy in front of `upstream` (which need not be running) and wait
+ * until its port accepts connections. opts may be NULL. NULL on failure. */
+vt_proxy *vt_proxy_start(const vt_redis *upstream, const vt_proxy_opts *opts);
+/* Start verbproxy in front of an arbitrary upstream address ("host:port" or a
+ * unix socket path), e.g. a black hole. Not available in direct mode. */
+vt_proxy *vt_proxy_start_upstream(const char *upstream, const vt_proxy_opts *opts);
+/* Is the proxy process still running? (Always true in direct mode.) */
+bool vt_proxy_alive(vt_proxy *p);
+/* SIGTERM, wait; SIGKILL at the deadline. Returns false if the proxy had
+ * already died on its own or exited with a failure status. */
+bool vt_proxy_stop(vt_proxy *p);
+void vt_proxy_kill(vt_proxy *p);
+/* The proxy's stderr so far (malloc'd, "" in direct mode). */
+char *vt_proxy_log(const vt_proxy *p);
+/* Stop; print the proxy's log if it crashed or VP_TEST_VERBOSE=1; remove dir. */
+void vt_proxy_free(vt_proxy *p);
+
+/* A TCP port where connect() hangs: a listener whose accept queue is full
+ * (backlog 0 and one connection never accepted), so the kernel drops every
+ * further SYN. For connect-timeout tests; everything stays on 127.0.0.1. */
+typedef struct vt_blackhole {
+    int port;
+    int listen_fd;
+    int filler_fd;
+} vt_blackhole;
+
+/* false (why on stderr) if this kernel still completes connects to it. */
+bool vt_blackhole_open(vt_blackhole *b);
+void vt_blackhole_close(vt_blackhole *b);
+
+/* A free TCP port on 127.0.0.1, outside the kernel's ephemeral range. */
+int vt_free_port(void);
+
+/* Milliseconds on the monotonic clock. */
+long long vt_now_ms(void);
+/* Poll cond(arg) every few ms until it is true or timeout_ms passed. */
+bool vt_wait_until(bool (*cond)(void *arg), void *arg, int timeout_ms);
+/* Ignore SIGPIPE (a test writes to sockets the other side closes). */
+void vt_ignore_sigpipe(void);
+/* Read a whole file (malloc'd, NUL-terminated; "" if it can't be read). */
+char *vt_read_file(const char *path);
+
+#endif
