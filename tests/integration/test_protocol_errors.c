@@ -211,3 +211,53 @@ Test(protocol_errors, another_clients_pipeline_keeps_getting_all_its_replies)
     vt_buf_free(&got);
     close(bystander);
 }
+
+/* In subscribe mode the proxy cannot count replies; its own error must still
+ * come after everything Redis sent before it (the confirmations, a message
+ * published in between), then the connection closes. */
+Test(protocol_errors, garbage_in_subscribe_mode_comes_after_the_subscription_stream)
+{
+    int fd = vt_must_sock(env.proxy->port);
+    vt_buf got = {0};
+    cr_assert(vt_sock_send_str(fd, "SUBSCRIBE pe:ch1 pe:ch2\r\n"));
+    vt_expect_bytes(fd, &got,
+                    "*3\r\n$9\r\nsubscribe\r\n$6\r\npe:ch1\r\n:1\r\n"
+                    "*3\r\n$9\r\nsubscribe\r\n$6\r\npe:ch2\r\n:2\r\n");
+    vt_buf_reset(&got);
+
+    redisContext *pub = vt_must_connect(env.proxy->port);
+    redisReply *r = vt_cmd(pub, "PUBLISH pe:ch2 hello");
+    vt_assert_int(r, 1);
+    freeReplyObject(r);
+
+    cr_assert(vt_sock_send_str(fd, "PING\r\n*1\r\ngarbage\r\n"));
+    bool closed = vt_sock_read_eof(fd, &got, VT_READ_DEADLINE_MS);
+    vt_assert_bytes(&got, "*3\r\n$7\r\nmessage\r\n$6\r\npe:ch2\r\n$5\r\nhello\r\n"
+                          "*2\r\n$4\r\npong\r\n$0\r\n\r\n"
+                          "-ERR Protocol error: expected '$', got 'g'\r\n");
+    cr_assert(closed, "the connection stayed open");
+    vt_buf_free(&got);
+    close(fd);
+
+    r = vt_cmd(pub, "PING");
+    vt_assert_status(r, "PONG");
+    freeReplyObject(r);
+    redisFree(pub);
+}
+
+/* After leaving subscribe mode the proxy counts again: an error after
+ * UNSUBSCRIBE lands right after the last reply. */
+Test(protocol_errors, garbage_after_leaving_subscribe_mode)
+{
+    EXPECT_CLOSED_AFTER("SUBSCRIBE pe:a\r\nUNSUBSCRIBE pe:a\r\nGET pe:none\r\n*1\r\n$-5\r\n",
+                        "*3\r\n$9\r\nsubscribe\r\n$4\r\npe:a\r\n:1\r\n"
+                        "*3\r\n$11\r\nunsubscribe\r\n$4\r\npe:a\r\n:0\r\n"
+                        "$-1\r\n"
+                        "-ERR Protocol error: invalid bulk length\r\n");
+}
+
+/* CLIENT REPLY OFF silences Redis's protocol error too: nothing, then close. */
+Test(protocol_errors, client_reply_off_silences_the_protocol_error)
+{
+    EXPECT_CLOSED_AFTER("PING\r\nCLIENT REPLY OFF\r\nPING\r\n*x\r\n", "+PONG\r\n");
+}
