@@ -26,8 +26,9 @@
  * the next command starts, as Redis drops an argv of more than 1024 entries:
  * one huge command must not pin memory on an idle connection forever. */
 #define RESP_ARGV_KEEP_CAP 1024
+/* The inline scratch buffer starts here; it never needs more than
+ * RESP_INLINE_MAX_SIZE bytes, so it is simply kept. */
 #define RESP_SCRATCH_MIN_CAP 64
-#define RESP_SCRATCH_KEEP_CAP RESP_INLINE_MAX_SIZE
 
 /* ------------------------------------------------------------------------
  * Memory. Like Redis's zmalloc, running out of memory aborts: the parser has
@@ -53,10 +54,10 @@ static void resp_reserve_args(resp_request_parser *p, long long need, long long 
     if (need <= p->argv_cap) return;
     long long cap = p->argv_cap ? (long long)p->argv_cap * 2 : RESP_ARGV_MIN_CAP;
     if (cap > max) cap = max;
-    if (cap < need) cap = need;
-    if (cap > INT_MAX) {
-        /* argc is an int, as in Redis; a caller's query buffer limit keeps
-         * us far from here (INT_MAX arguments need at least 8 GiB). */
+    if (cap > INT_MAX) cap = INT_MAX;
+    if (cap < need) {
+        /* Cannot happen: argc is an int as in Redis, the multibulk count
+         * is capped at INT_MAX and an inline line is at most 64 KiB. */
         fprintf(stderr, "verbproxy: request has more than INT_MAX arguments\n");
         abort();
     }
@@ -249,9 +250,6 @@ static int resp_scan_line(const char *buf, size_t len, size_t line, size_t *scan
     }
     *scan = stop;
     return t != NULL;
-}
-*scan = end;
-return t != NULL;
 }
 
 static resp_req_status resp_fail(resp_request_parser *p, const char *err)
@@ -511,11 +509,6 @@ static void resp_begin_command(resp_request_parser *p)
     p->line_start = 0;
     p->argc = 0;
     if (p->argv_cap > RESP_ARGV_KEEP_CAP) resp_free_args(p);
-    if (p->scratch_cap > RESP_SCRATCH_KEEP_CAP) {
-        free(p->scratch);
-        p->scratch = NULL;
-        p->scratch_cap = 0;
-    }
 }
 
 resp_req_status resp_request_parse(resp_request_parser *p, const char *buf, size_t len, size_t *used)
