@@ -541,3 +541,41 @@ resp_req_status resp_request_parse(resp_request_parser *p, const char *buf, size
     if (st == RESP_REQ_COMMAND || st == RESP_REQ_EMPTY) p->kind = 0;
     return st;
 }
+
+/* ------------------------------------------------------------------------
+ * Streaming a large multibulk request (see resp_request.h).
+ * --------------------------------------------------------------------- */
+
+int resp_request_partial_args(resp_request_parser *p, const char *buf, const resp_arg **argv)
+{
+    if (p->kind != '*' || p->error) return 0;
+    for (int j = 0; j < p->argc; j++) {
+        p->argv[j].ptr = buf + p->arg_off[j];
+        p->argv[j].len = p->arg_len[j];
+    }
+    *argv = p->argv;
+    return p->argc;
+}
+
+size_t resp_request_release(resp_request_parser *p, size_t len)
+{
+    if (p->kind != '*' || p->error || p->multibulk_len == 0 || len < p->pos) return 0;
+    size_t n;
+    if (p->bulk_len >= 0) {
+        /* Inside a payload: everything up to the bytes still missing goes,
+         * the two trailing bytes stay (they are skipped once all is here). */
+        size_t have = len - p->pos;
+        size_t take = (unsigned long long)have < (unsigned long long)p->bulk_len ? have : (size_t)p->bulk_len;
+        n = p->pos + take;
+        p->bulk_len -= (long long)take;
+        p->pos = 0;
+        p->line_start = 0;
+    } else {
+        /* Between arguments: the header line being scanned stays. */
+        n = p->line_start;
+        p->pos -= n;
+        p->line_start = 0;
+    }
+    p->argc = 0; /* the released arguments are the caller's now */
+    return n;
+}

@@ -79,6 +79,18 @@ void resp_request_free(resp_request_parser *p);
 /* Forget any partly parsed command (the connection's input was discarded). */
 void resp_request_reset(resp_request_parser *p);
 resp_req_status resp_request_parse(resp_request_parser *p, const char *buf, size_t len, size_t *used);
+/* Streaming a large request. While a multibulk command is incomplete,
+ * resp_request_partial_args() gives the arguments complete so far (pointers
+ * into buf, the command's first byte) and resp_request_release() hands back
+ * the leading bytes the parser will never look at again (complete arguments,
+ * the current bulk header, and whatever of the current bulk payload is in
+ * buf), forgetting them: the caller forwards those n bytes, and from then on
+ * passes buf + n as the command's start. Once anything was released, the
+ * command's argv is incomplete; RESP_REQ_COMMAND then counts only the bytes
+ * after the last release. This is how a 64 MiB SET goes through the proxy in
+ * pieces instead of being held whole. */
+int resp_request_partial_args(resp_request_parser *p, const char *buf, const resp_arg **argv);
+size_t resp_request_release(resp_request_parser *p, size_t len);
 /* "Protocol error: invalid bulk length" etc.: the text Redis sends after "-ERR ".
  * NULL unless the last call returned RESP_REQ_ERROR. */
 const char *resp_request_error(const resp_request_parser *p);

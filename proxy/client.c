@@ -10,6 +10,8 @@
 /* Read size per uv read, Redis's PROTO_IOBUF_LEN. */
 #define CLIENT_READ_CHUNK (16 * 1024)
 #define CLIENT_KEEP_BYTES (64 * 1024)
+/* An incomplete request past this size is forwarded piece by piece. */
+#define CLIENT_STREAM_THRESHOLD (64 * 1024)
 
 static void client_on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
 static void client_process_input(client_session *c);
@@ -180,6 +182,30 @@ static void client_dispatch(client_session *c, const resp_arg *argv, int argc, c
     if (upstream_forward(c->up, c, p, n, kind)) slot_push(c, SLOT_WAITING);
 }
 
+/* A large request is forwarded as it arrives instead of being held whole:
+ * once an incomplete multibulk request passes CLIENT_STREAM_THRESHOLD and its
+ * name says it is a plain command (one reply, nothing the proxy must read in
+ * its arguments), its settled bytes go upstream and leave the buffer. */
+static void client_stream_partial(client_session *c, const char *p, size_t avail)
+{
+    size_t n;
+    if (!c->streaming) {
+        if (avail < CLIENT_STREAM_THRESHOLD) return;
+        const resp_arg *argv;
+        int argc = resp_request_partial_args(&c->parser, p, &argv);
+        if (argc < 1 || cmd_classify(1, argv) != CMD_PLAIN || cmd_arg_is(&argv[0], "client")) return;
+        n = resp_request_release(&c->parser, avail);
+        if (n == 0) return;
+        c->streaming = 1;
+        if (upstream_forward(c->up, c, p, n, CMD_PLAIN)) slot_push(c, SLOT_WAITING);
+    } else {
+        n = resp_request_release(&c->parser, avail);
+        if (n == 0) return;
+        upstream_forward_bytes(c->up, p, n);
+    }
+    c->in_pos += n;
+}
+
 /* Parse and dispatch what is buffered. Returns 1 when it stopped early
  * because more than `limit` bytes wait to go upstream. */
 static int client_parse_batch(client_session *c, size_t limit)
@@ -194,13 +220,22 @@ static int client_parse_batch(client_session *c, size_t limit)
         }
         size_t used = 0;
         resp_req_status st = resp_request_parse(&c->parser, p, avail, &used);
-        if (st == RESP_REQ_INCOMPLETE) return 0;
+        if (st == RESP_REQ_INCOMPLETE) {
+            if (c->up) client_stream_partial(c, p, avail);
+            return c->up && upstream_backlog(c->up) > limit;
+        }
         if (st == RESP_REQ_ERROR) {
             client_protocol_error(c, resp_request_error(&c->parser));
             return 0;
         }
-        if (st == RESP_REQ_COMMAND) client_dispatch(c, c->parser.argv, c->parser.argc, p, used);
-        else if (c->up) upstream_forward_bytes(c->up, p, used); /* keeps the pieces contiguous */
+        if (st == RESP_REQ_COMMAND && c->streaming) {
+            upstream_forward_bytes(c->up, p, used); /* the rest of a streamed request */
+            c->streaming = 0;
+        } else if (st == RESP_REQ_COMMAND) {
+            client_dispatch(c, c->parser.argv, c->parser.argc, p, used);
+        } else if (c->up) {
+            upstream_forward_bytes(c->up, p, used); /* keeps the pieces contiguous */
+        }
         c->in_pos += used;
         if (c->up && upstream_backlog(c->up) > limit) return 1;
     }

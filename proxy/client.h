@@ -64,6 +64,7 @@ typedef struct client_session {
     unsigned close_when_done : 1;  /* close once every slot is answered and written */
     unsigned closing : 1;
     unsigned opaque : 1;           /* after SYNC/PSYNC: bytes, not commands */
+    unsigned streaming : 1;        /* a large request is being forwarded as it arrives */
 
     struct client_session *prev, *next;
 } client_session;

@@ -763,3 +763,107 @@ Test(lifecycle, fewer_bytes_than_before_is_not_read_past)
     cr_assert_eq(used, L(in));
     resp_request_free(&p);
 }
+
+/* ------------------------------------------------------------------------
+ * Streaming: releasing the settled bytes of an incomplete command.
+ * --------------------------------------------------------------------- */
+
+/* Feed `stream` in chunks of `chunk` bytes the way the proxy streams a large
+ * request: after each INCOMPLETE, release what is settled and drop it from
+ * the front. The released bytes, then the final command's bytes, must add
+ * up to the stream exactly, in order, and the command must end where it
+ * ends. */
+static void stream_through(const char *stream, size_t len, size_t chunk, size_t *released_total)
+{
+    resp_request_parser p;
+    resp_request_init(&p, NULL);
+    char *out = malloc(len);
+    size_t out_len = 0, start = 0, have = 0;
+    int done = 0;
+    *released_total = 0;
+    while (!done) {
+        if (have < len) have = have + chunk > len ? len : have + chunk;
+        /* a fresh copy of the unconsumed bytes: no pointer may survive */
+        size_t n = have - start;
+        char *buf = malloc(n ? n : 1);
+        memcpy(buf, stream + start, n);
+        size_t used = 0;
+        resp_req_status st = resp_request_parse(&p, buf, n, &used);
+        if (st == RESP_REQ_COMMAND) {
+            memcpy(out + out_len, buf, used);
+            out_len += used;
+            start += used;
+            done = 1;
+        } else {
+            cr_assert_eq(st, RESP_REQ_INCOMPLETE);
+            size_t r = resp_request_release(&p, n);
+            cr_assert_leq(r, n);
+            memcpy(out + out_len, buf, r);
+            out_len += r;
+            start += r;
+            *released_total += r;
+            cr_assert(have < len || r == 0, "stuck with the whole stream in hand");
+        }
+        free(buf);
+    }
+    cr_assert_eq(out_len, len, "released+final %zu bytes of %zu", out_len, len);
+    cr_assert(memcmp(out, stream, len) == 0, "bytes reordered or changed");
+    free(out);
+    resp_request_free(&p);
+}
+
+Test(resp_request, a_large_request_is_released_in_pieces_and_ends_where_it_ends)
+{
+    /* SET key <100000 bytes> with CR/LF inside the payload */
+    size_t vlen = 100000;
+    char head[64];
+    int hl = snprintf(head, sizeof(head), "*3\r\n$3\r\nSET\r\n$3\r\nkey\r\n$%zu\r\n", vlen);
+    size_t len = (size_t)hl + vlen + 2;
+    char *stream = malloc(len);
+    memcpy(stream, head, (size_t)hl);
+    for (size_t i = 0; i < vlen; i++) stream[hl + i] = (char)("ab\r\n"[i % 4]);
+    memcpy(stream + hl + vlen, "\r\n", 2);
+
+    size_t chunks[] = {1, 7, 4096, 16384, 65536, len};
+    for (size_t i = 0; i < sizeof(chunks) / sizeof(chunks[0]); i++) {
+        size_t released;
+        stream_through(stream, len, chunks[i], &released);
+        if (chunks[i] < len) cr_assert_gt(released, vlen / 2, "chunk %zu: only %zu released", chunks[i], released);
+    }
+    free(stream);
+}
+
+Test(resp_request, partial_args_name_the_command_before_it_is_complete)
+{
+    resp_request_parser p;
+    resp_request_init(&p, NULL);
+    const char *s = "*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$10\r\nabc";
+    size_t used;
+    cr_assert_eq(resp_request_parse(&p, s, strlen(s), &used), RESP_REQ_INCOMPLETE);
+    const resp_arg *argv;
+    int argc = resp_request_partial_args(&p, s, &argv);
+    cr_assert_eq(argc, 2);
+    cr_assert(argv[0].len == 3 && memcmp(argv[0].ptr, "SET", 3) == 0);
+    cr_assert(argv[1].len == 1 && argv[1].ptr[0] == 'k');
+    /* everything up to the payload's missing bytes is settled */
+    cr_assert_eq(resp_request_release(&p, strlen(s)), strlen(s));
+    const char *rest = "defghij\r\nPING\r\n";
+    cr_assert_eq(resp_request_parse(&p, rest, strlen(rest), &used), RESP_REQ_COMMAND);
+    cr_assert_eq(used, 9);
+    cr_assert_eq(resp_request_parse(&p, rest + 9, strlen(rest) - 9, &used), RESP_REQ_COMMAND);
+    cr_assert_eq(p.argc, 1);
+    resp_request_free(&p);
+}
+
+Test(resp_request, nothing_is_released_from_inline_or_count_lines)
+{
+    resp_request_parser p;
+    resp_request_init(&p, NULL);
+    size_t used;
+    cr_assert_eq(resp_request_parse(&p, "SET k v", 7, &used), RESP_REQ_INCOMPLETE);
+    cr_assert_eq(resp_request_release(&p, 7), 0);
+    resp_request_reset(&p);
+    cr_assert_eq(resp_request_parse(&p, "*100", 4, &used), RESP_REQ_INCOMPLETE);
+    cr_assert_eq(resp_request_release(&p, 4), 0);
+    resp_request_free(&p);
+}
