@@ -12,6 +12,8 @@
 #define CLIENT_KEEP_BYTES (64 * 1024)
 /* An incomplete request past this size is forwarded piece by piece. */
 #define CLIENT_STREAM_THRESHOLD (64 * 1024)
+/* How long a client that sent EOF is still given the replies it is owed. */
+#define CLIENT_EOF_GRACE_MS 2000
 
 static void client_on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
 static void client_process_input(client_session *c);
@@ -62,9 +64,11 @@ static void client_release_ready(client_session *c)
 
 /* ---- output ---- */
 
+static int client_idle(client_session *c);
+
 static void client_maybe_finish(client_session *c)
 {
-    if (c->close_when_done && !c->closing && c->slot_len == 0 && outq_size(&c->out) == 0) client_close(c);
+    if (c->close_when_done && !c->closing && client_idle(c)) client_close(c);
 }
 
 static void client_flush(client_session *c)
@@ -94,13 +98,14 @@ static void client_on_written(outq *q, int status)
     client_maybe_finish(c);
 }
 
-/* A reply the proxy makes itself, queued in request order. */
-static void client_add_local(client_session *c, const char *p, size_t n)
+/* A reply the proxy makes itself, queued in request order (`closing`: the
+ * connection closes after it). */
+static void client_add_local(client_session *c, const char *p, size_t n, int closing)
 {
     if (c->up) {
-        upstream_local_mode m = upstream_local_reply(c->up, c);
-        if (m == UP_LOCAL_DROP) return;
-        if (m == UP_LOCAL_AFTER_BARRIER) slot_push(c, SLOT_WAITING);
+        int flags = upstream_local_reply(c->up, c, closing);
+        if (flags & UP_LOCAL_BARRIER) slot_push(c, SLOT_WAITING);
+        if (flags & UP_LOCAL_DROP) return;
     }
     c->srv->stats.local_replies++;
     if (c->slot_len == 0) {
@@ -114,8 +119,9 @@ static void client_add_local(client_session *c, const char *p, size_t n)
 }
 
 /* An error reply: fmt is the text after the '-', e.g. "ERR ...". */
-static void client_add_error(client_session *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void client_add_error(client_session *c, const char *fmt, ...)
+static void client_add_error(client_session *c, int closing, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void client_add_error(client_session *c, int closing, const char *fmt, ...)
 {
     char msg[512];
     msg[0] = '-';
@@ -130,7 +136,7 @@ static void client_add_error(client_session *c, const char *fmt, ...)
     for (int i = 0; i < n; i++)
         if (msg[i] == '\r' || msg[i] == '\n') msg[i] = ' ';
     memcpy(msg + n, "\r\n", 2);
-    client_add_local(c, msg, (size_t)n + 2);
+    client_add_local(c, msg, (size_t)n + 2, closing);
 }
 
 /* ---- input ---- */
@@ -153,7 +159,7 @@ static void client_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 
 static void client_start_reading(client_session *c)
 {
-    if (!c->reading && !c->input_done && !c->closing) {
+    if (!c->reading && !c->eof_at && !c->closing) {
         c->reading = 1;
         uv_read_start(&c->h.stream, client_alloc, client_on_read);
     }
@@ -165,16 +171,15 @@ static void client_protocol_error(client_session *c, const char *msg)
 {
     c->srv->stats.protocol_errors++;
     vp_log(VP_LOG_VERBOSE, "client %llu %s: %s", c->id, c->addr, msg);
-    client_add_error(c, "ERR %s", msg);
+    client_add_error(c, 1, "ERR %s", msg);
     c->input_done = 1;
     c->close_when_done = 1;
-    client_stop_reading(c);
 }
 
 static void client_dispatch(client_session *c, const resp_arg *argv, int argc, const char *p, size_t n)
 {
     if (c->answering_unavailable) {
-        client_add_error(c, "ERR upstream unavailable: %s: %s", c->srv->conf.upstream, c->up_error);
+        client_add_error(c, 0, "ERR upstream unavailable: %s: %s", c->srv->conf.upstream, c->up_error);
         return;
     }
     cmd_kind kind = cmd_classify(argc, argv);
@@ -225,6 +230,17 @@ static int client_parse_batch(client_session *c, size_t limit)
             return c->up && upstream_backlog(c->up) > limit;
         }
         if (st == RESP_REQ_ERROR) {
+            if (c->streaming) {
+                /* Redis already has the start of this request: give it the
+                 * rest, it cuts it where we did and answers with the same
+                 * protocol error, then closes (and so do we). */
+                c->srv->stats.protocol_errors++;
+                upstream_forward_bytes(c->up, p, avail);
+                c->in_pos += avail;
+                c->input_done = 1;
+                c->close_when_done = 1;
+                return 0;
+            }
             client_protocol_error(c, resp_request_error(&c->parser));
             return 0;
         }
@@ -234,7 +250,7 @@ static int client_parse_batch(client_session *c, size_t limit)
         } else if (st == RESP_REQ_COMMAND) {
             client_dispatch(c, c->parser.argv, c->parser.argc, p, used);
         } else if (c->up) {
-            upstream_forward_bytes(c->up, p, used); /* keeps the pieces contiguous */
+            upstream_forward_empty(c->up, p, used); /* keeps the pieces contiguous */
         }
         c->in_pos += used;
         if (c->up && upstream_backlog(c->up) > limit) return 1;
@@ -283,21 +299,58 @@ static void client_process_input(client_session *c)
     client_flush(c);
 }
 
+/* Nothing left to do before closing? (Not while a connect is pending: the
+ * requests waiting for it are still to be answered.) */
+static int client_idle(client_session *c)
+{
+    return c->slot_len == 0 && outq_size(&c->out) == 0 && !(c->up && !upstream_is_ready(c->up));
+}
+
 static void client_on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 {
     (void)buf;
     client_session *c = s->data;
     if (nread == 0) return;
     if (nread < 0) {
-        /* Like Redis: a client that closes (or half-closes) its side is gone,
-         * and what it was owed is dropped with its upstream connection. */
-        vp_log(VP_LOG_DEBUG, "client %llu %s: %s", c->id, c->addr,
-               nread == UV_EOF ? "closed the connection" : uv_strerror((int)nread));
-        client_close(c);
+        if (nread != UV_EOF || client_idle(c) || c->input_done) {
+            vp_log(VP_LOG_DEBUG, "client %llu %s: %s", c->id, c->addr,
+                   nread == UV_EOF ? "closed the connection" : uv_strerror((int)nread));
+            client_close(c);
+            return;
+        }
+        /* End of input with replies still owed: a client that half-closed
+         * (printf ... | nc -N) still gets them, as from Redis, which answers
+         * what it read before it sees the EOF. One that is really gone is
+         * found out by the next write, or let go after a grace period
+         * (a blocked BLPOP would otherwise hold its upstream forever). */
+        client_stop_reading(c);
+        c->close_when_done = 1;
+        c->eof_at = uv_now(c->srv->loop);
+        c->srv->clients_draining++;
+        return;
+    }
+    if (c->input_done) {
+        /* Answered and closing: read only to notice the client leave. */
+        c->in.len = c->in_pos = 0;
         return;
     }
     c->in.len += (size_t)nread;
     client_process_input(c);
+}
+
+void client_cron(vp_server *srv)
+{
+    if (srv->clients_draining == 0) return;
+    uint64_t now = uv_now(srv->loop);
+    client_session *next;
+    for (client_session *c = srv->clients; c; c = next) {
+        next = c->next;
+        if (c->eof_at && now - c->eof_at >= CLIENT_EOF_GRACE_MS) {
+            vp_log(VP_LOG_VERBOSE, "client %llu %s: gone for %d ms with replies owed; closing", c->id, c->addr,
+                   CLIENT_EOF_GRACE_MS);
+            client_close(c);
+        }
+    }
 }
 
 /* ---- upstream events ---- */
@@ -338,7 +391,6 @@ void client_upstream_lost(client_session *c, const char *reason)
     while (c->slot_len) slot_pop(c);
     c->input_done = 1;
     c->close_when_done = 1;
-    client_stop_reading(c);
     client_flush(c);
 }
 
@@ -399,6 +451,7 @@ void client_close(client_session *c)
     else c->srv->clients = c->next;
     if (c->next) c->next->prev = c->prev;
     c->srv->stats.clients_connected--;
+    if (c->eof_at) c->srv->clients_draining--;
     vp_log(VP_LOG_DEBUG, "client %llu %s: closed", c->id, c->addr);
     uv_close(&c->h.handle, client_close_cb);
 }

@@ -65,6 +65,7 @@ typedef struct client_session {
     unsigned closing : 1;
     unsigned opaque : 1;           /* after SYNC/PSYNC: bytes, not commands */
     unsigned streaming : 1;        /* a large request is being forwarded as it arrives */
+    uint64_t eof_at;               /* loop time the client sent EOF with replies owed, 0 = not */
 
     struct client_session *prev, *next;
 } client_session;
@@ -72,6 +73,8 @@ typedef struct client_session {
 /* A new connection on a listener. */
 void client_accept(vp_server *srv, uv_stream_t *listener, int is_unix);
 void client_close(client_session *c);
+/* Once a second: let go of clients that left with replies still owed. */
+void client_cron(vp_server *srv);
 
 /* Called by the upstream connection. */
 void client_upstream_ready(client_session *c);

@@ -15,7 +15,7 @@ int cmd_arg_is(const resp_arg *a, const char *lower)
 }
 
 /* The hot path: most commands are rejected by length and first letter
- * before any string comparison. */
+ * before any string comparison. Arities are Redis 7.0's. */
 cmd_kind cmd_classify(int argc, const resp_arg *argv)
 {
     if (argc < 1) return CMD_PLAIN;
@@ -30,24 +30,29 @@ cmd_kind cmd_classify(int argc, const resp_arg *argv)
         }
         return CMD_PLAIN;
     case 'd':
-        return cmd_arg_is(name, "discard") ? CMD_DISCARD : CMD_PLAIN;
+        return argc == 1 && cmd_arg_is(name, "discard") ? CMD_DISCARD : CMD_PLAIN;
     case 'e':
-        return cmd_arg_is(name, "exec") ? CMD_EXEC : CMD_PLAIN;
+        return argc == 1 && cmd_arg_is(name, "exec") ? CMD_EXEC : CMD_PLAIN;
     case 'm':
-        if (cmd_arg_is(name, "multi")) return CMD_MULTI;
-        if (cmd_arg_is(name, "monitor")) return CMD_MONITOR;
+        if (argc == 1 && cmd_arg_is(name, "multi")) return CMD_MULTI;
+        if (argc == 1 && cmd_arg_is(name, "monitor")) return CMD_MONITOR;
         return CMD_PLAIN;
     case 'p':
-        if (cmd_arg_is(name, "psubscribe") || cmd_arg_is(name, "punsubscribe")) return CMD_SUBSCRIBE;
-        if (cmd_arg_is(name, "psync")) return CMD_REPLICATION;
+        if (argc >= 2 && cmd_arg_is(name, "psubscribe")) return CMD_SUBSCRIBE;
+        if (cmd_arg_is(name, "punsubscribe")) return CMD_SUBSCRIBE;
+        if (argc == 3 && cmd_arg_is(name, "psync")) return CMD_REPLICATION;
         return CMD_PLAIN;
     case 'r':
-        return cmd_arg_is(name, "reset") ? CMD_RESET : CMD_PLAIN;
+        if (argc == 1 && cmd_arg_is(name, "reset")) return CMD_RESET;
+        if (argc >= 2 && cmd_arg_is(name, "replconf") &&
+            (cmd_arg_is(&argv[1], "ack") || cmd_arg_is(&argv[1], "getack") || cmd_arg_is(&argv[1], "fack")))
+            return CMD_NO_REPLY;
+        return CMD_PLAIN;
     case 's':
-        if (cmd_arg_is(name, "subscribe") || cmd_arg_is(name, "ssubscribe") ||
-            cmd_arg_is(name, "sunsubscribe"))
+        if (argc >= 2 && (cmd_arg_is(name, "subscribe") || cmd_arg_is(name, "ssubscribe")))
             return CMD_SUBSCRIBE;
-        if (cmd_arg_is(name, "sync")) return CMD_REPLICATION;
+        if (cmd_arg_is(name, "sunsubscribe")) return CMD_SUBSCRIBE;
+        if (argc == 1 && cmd_arg_is(name, "sync")) return CMD_REPLICATION;
         return CMD_PLAIN;
     case 'u':
         return cmd_arg_is(name, "unsubscribe") ? CMD_SUBSCRIBE : CMD_PLAIN;

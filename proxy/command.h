@@ -3,8 +3,9 @@
  * Almost every command is answered by exactly one reply, and the proxy only
  * needs to count. The exceptions change how many replies come back, or turn
  * the connection into a stream the proxy cannot count: those are classified
- * here, by name (case-insensitive, as Redis does) and, for CLIENT REPLY, by
- * argument. */
+ * here, by name (case-insensitive, as Redis does) and argument count. A call
+ * with the wrong number of arguments is CMD_PLAIN: Redis answers it with one
+ * arity error and changes nothing. */
 #ifndef VP_COMMAND_H
 #define VP_COMMAND_H
 
@@ -18,9 +19,10 @@ typedef enum cmd_kind {
     CMD_MULTI,
     CMD_EXEC,
     CMD_DISCARD,
-    CMD_CLIENT_REPLY_ON,
+    CMD_CLIENT_REPLY_ON, /* CLIENT REPLY ON|OFF|SKIP: whether later commands answer */
     CMD_CLIENT_REPLY_OFF,
     CMD_CLIENT_REPLY_SKIP,
+    CMD_NO_REPLY,     /* REPLCONF ACK|GETACK|FACK: Redis never answers a client */
     CMD_REPLICATION   /* SYNC/PSYNC: the connection becomes a replication stream */
 } cmd_kind;
 

@@ -33,6 +33,11 @@ static void usage(FILE *out)
 
 static vp_listener listener;
 
+static void on_cron(uv_timer_t *t)
+{
+    client_cron(t->data);
+}
+
 static void on_signal(uv_signal_t *h, int signum)
 {
     vp_server *srv = h->data;
@@ -107,6 +112,12 @@ int main(int argc, char **argv)
     sigint.data = sigterm.data = &srv;
     uv_signal_start(&sigint, on_signal, SIGINT);
     uv_signal_start(&sigterm, on_signal, SIGTERM);
+
+    uv_timer_t cron;
+    uv_timer_init(srv.loop, &cron);
+    cron.data = &srv;
+    uv_timer_start(&cron, on_cron, 1000, 1000);
+    uv_unref((uv_handle_t *)&cron);
 
     uv_run(srv.loop, UV_RUN_DEFAULT);
     return 0;

@@ -18,6 +18,7 @@ typedef struct vp_server {
     vp_stats stats;
     struct client_session *clients; /* intrusive list, newest first */
     unsigned long long next_client_id;
+    unsigned long clients_draining; /* clients that sent EOF with replies owed */
     uint64_t unavailable_logged_at; /* loop time of the last "upstream unavailable" line */
 } vp_server;
 

@@ -1,5 +1,6 @@
 #include "proxy/upstream.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,20 +15,22 @@
 #define UP_STREAM_THRESHOLD (16 * 1024)
 #define UP_KEEP_BYTES (64 * 1024)
 
-#define BARRIER_CMD "*2\r\n$4\r\nPING\r\n$17\r\nverbproxy:barrier\r\n"
-/* Its answer outside and inside RESP2 subscribe mode. */
-#define BARRIER_REPLY "$17\r\nverbproxy:barrier\r\n"
-#define BARRIER_REPLY_SUBSCRIBED "*2\r\n$4\r\npong\r\n$17\r\nverbproxy:barrier\r\n"
+/* A barrier is a PING with this connection's own token, so no reply a
+ * client asked for can be taken for it. Its answer in RESP2 subscribe mode is
+ * ["pong", token]; anywhere else the token as a bulk string. */
+#define BARRIER_PREFIX "verbproxy:barrier:"
 #define RESET_REPLY "+RESET\r\n"
 
 typedef enum up_route {
-    ROUTE_REPLY,   /* the client's oldest waiting slot */
-    ROUTE_PUSH,    /* straight to the client, out of band / uncounted */
-    ROUTE_SWALLOW, /* our barrier's answer */
-    ROUTE_RESET    /* a +RESET that ends raw mode */
+    ROUTE_REPLY,        /* the client's oldest waiting slot */
+    ROUTE_PUSH,         /* straight to the client, out of band / uncounted */
+    ROUTE_SWALLOW,      /* our barrier's answer: releases the waiting slot */
+    ROUTE_SWALLOW_KEEP, /* the +RESET of a closing barrier: the PING's answer follows */
+    ROUTE_RESET         /* a +RESET that ends raw mode */
 } up_route;
 
 static void up_close_cb(uv_handle_t *h);
+static void up_make_barrier(upstream_conn *up);
 static void up_on_connect(uv_connect_t *req, int status);
 static void up_on_written(outq *q, int status);
 
@@ -57,6 +60,22 @@ static void fifo_pop(upstream_conn *up)
 {
     up->fifo_head = (up->fifo_head + 1) % up->fifo_cap;
     up->fifo_len--;
+}
+
+/* ---- barriers ---- */
+
+static void up_make_barrier(upstream_conn *up)
+{
+    /* Unique enough: nobody guesses it by accident, and it differs per
+     * connection. */
+    static unsigned long long seq;
+    unsigned long long r = uv_hrtime() ^ ((unsigned long long)(uintptr_t)up << 16) ^ (++seq * 0x9E3779B97F4A7C15ULL);
+    char token[40];
+    int tl = snprintf(token, sizeof(token), BARRIER_PREFIX "%016llx", r);
+    snprintf(up->barrier_cmd, sizeof(up->barrier_cmd), "*2\r\n$4\r\nPING\r\n$%d\r\n%s\r\n", tl, token);
+    snprintf(up->barrier_reply, sizeof(up->barrier_reply), "$%d\r\n%s\r\n", tl, token);
+    snprintf(up->barrier_reply_sub, sizeof(up->barrier_reply_sub), "*2\r\n$4\r\npong\r\n$%d\r\n%s\r\n", tl,
+             token);
 }
 
 /* ---- connecting ---- */
@@ -169,6 +188,7 @@ upstream_conn *upstream_open(vp_server *srv, struct client_session *client)
     up->handles_open = 1;
     outq_init(&up->out, &up->h.stream, up, up_on_written);
     srv->stats.upstream_connects++;
+    up_make_barrier(up);
 
     const vp_config *conf = &srv->conf;
     int rc = 0;
@@ -239,8 +259,11 @@ static up_route up_decide(upstream_conn *up, const char *p, size_t n, int whole)
         return ROUTE_PUSH;
     }
     if (e && whole) {
-        if (e->kind == UP_BARRIER && (bytes_are(p, n, BARRIER_REPLY) || bytes_are(p, n, BARRIER_REPLY_SUBSCRIBED)))
+        if (e->kind == UP_BARRIER &&
+            (bytes_are(p, n, up->barrier_reply) || bytes_are(p, n, up->barrier_reply_sub)))
             return ROUTE_SWALLOW;
+        if (e->kind == UP_CLOSE_BARRIER && bytes_are(p, n, up->barrier_reply)) return ROUTE_SWALLOW;
+        if (e->kind == UP_CLOSE_BARRIER && bytes_are(p, n, RESET_REPLY)) return ROUTE_SWALLOW_KEEP;
         if (e->kind == UP_RESET && bytes_are(p, n, RESET_REPLY)) return ROUTE_RESET;
     }
     return ROUTE_PUSH;
@@ -264,12 +287,15 @@ static void up_deliver(upstream_conn *up, const char *p, size_t n, int done)
         }
         if (c) client_reply(c, p, n, done);
         return;
+    case ROUTE_SWALLOW_KEEP:
+        return;
     case ROUTE_SWALLOW: {
+        up_entry_kind kind = e->kind;
         fifo_pop(up);
         /* Counting resumes if the connection is out of subscribe mode, not
          * monitoring, and nothing was sent after this barrier. */
-        if (bytes_are(p, n, BARRIER_REPLY) && !up->monitor && up->fifo_len == 0 && up->raw_tx &&
-            up->raw_sent_since_barrier == 0) {
+        if (kind == UP_BARRIER && bytes_are(p, n, up->barrier_reply) && !up->monitor && up->fifo_len == 0 &&
+            up->raw_tx && up->raw_sent_since_barrier == 0) {
             up->raw_tx = 0;
             up->raw_rx = 0;
         }
@@ -380,36 +406,55 @@ void upstream_forward_bytes(upstream_conn *up, const char *p, size_t n)
     outq_add(&up->out, p, n);
 }
 
+void upstream_forward_empty(upstream_conn *up, const char *p, size_t n)
+{
+    outq_add(&up->out, p, n);
+    /* Redis resets the client after an empty request too, which ends a
+     * pending CLIENT REPLY SKIP. */
+    up->skip_next = 0;
+}
+
+/* The command changes how Redis answers at EXEC time, or is one the proxy
+ * cannot count: note it for EXEC. */
+static int up_is_special(cmd_kind kind)
+{
+    return kind != CMD_PLAIN && kind != CMD_MULTI && kind != CMD_EXEC && kind != CMD_DISCARD;
+}
+
 int upstream_forward(upstream_conn *up, struct client_session *c, const char *p, size_t n, cmd_kind kind)
 {
     outq_add(&up->out, p, n);
     up->srv->stats.commands_forwarded++;
 
-    /* RESET and CLIENT REPLY ON always answer, and clear the reply switches. */
+    /* RESET runs even inside MULTI and clears every mode. Its +RESET is not
+     * sent when a CLIENT REPLY SKIP is in force; then the proxy cannot tell
+     * where the old stream ends and stays uncounted (still in order). */
     if (kind == CMD_RESET) {
-        fifo_push(up, c, up->raw_tx ? UP_RESET : UP_REPLY);
-        up->raw_tx = up->monitor = up->in_multi = up->multi_special = 0;
+        int answered = !up->skip_next;
+        up->monitor = up->in_multi = up->multi_special = 0;
         up->reply_off = up->skip_next = 0;
+        if (!answered) {
+            if (up->raw_tx) up->raw_sent_since_barrier++;
+            return 0;
+        }
+        if (up->raw_tx) {
+            fifo_push(up, c, UP_RESET);
+            up->raw_tx = 0;
+        } else {
+            fifo_push(up, c, UP_REPLY);
+        }
         return 1;
     }
 
-    int replies = 1;    /* does this command answer? */
-    int enter_raw = 0;  /* does counting stop after it? */
+    int replies = 1;   /* does this command answer? */
+    int enter_raw = 0; /* does counting stop after it? */
     if (up->in_multi) {
-        switch (kind) {
-        case CMD_EXEC:
+        /* Queued: one +QUEUED (or an error) each; EXEC answers once. */
+        if (kind == CMD_EXEC || kind == CMD_DISCARD) {
             up->in_multi = 0;
-            enter_raw = up->multi_special;
-            break;
-        case CMD_DISCARD:
-            up->in_multi = 0;
-            break;
-        case CMD_PLAIN:
-        case CMD_MULTI:
-            break;
-        default: /* queued now, changes the connection at EXEC */
+            enter_raw = kind == CMD_EXEC && up->multi_special;
+        } else if (up_is_special(kind)) {
             up->multi_special = 1;
-            break;
         }
     } else {
         switch (kind) {
@@ -417,25 +462,30 @@ int upstream_forward(upstream_conn *up, struct client_session *c, const char *p,
             up->in_multi = 1;
             up->multi_special = 0;
             break;
+        case CMD_MONITOR:
+            up->monitor = 1;
+            /* fall through */
         case CMD_SUBSCRIBE:
             replies = 0;
             enter_raw = 1;
             break;
-        case CMD_MONITOR:
-            replies = 0;
-            enter_raw = 1;
-            up->monitor = 1;
-            break;
+        /* CLIENT REPLY OFF/SKIP may be refused (ACL, subscribe context), and
+         * whether it was shows only in replies that may never come: count
+         * no more, and keep the switches only as a best guess. */
         case CMD_CLIENT_REPLY_OFF:
             up->reply_off = 1;
             replies = 0;
+            enter_raw = 1;
             break;
         case CMD_CLIENT_REPLY_SKIP:
-            up->skip_next = 1;
-            return 0; /* its own reply is skipped too; the skip applies to the next command */
+            replies = 0;
+            enter_raw = 1;
+            break;
         case CMD_CLIENT_REPLY_ON:
             up->reply_off = 0;
-            up->skip_next = 0;
+            break;
+        case CMD_NO_REPLY:
+            replies = 0;
             break;
         case CMD_REPLICATION:
             fifo_push(up, c, UP_OPAQUE_START);
@@ -445,13 +495,7 @@ int upstream_forward(upstream_conn *up, struct client_session *c, const char *p,
             break;
         }
     }
-    if (kind != CMD_CLIENT_REPLY_ON) {
-        if (up->reply_off) replies = 0;
-        else if (up->skip_next) {
-            up->skip_next = 0;
-            replies = 0;
-        }
-    }
+    up->skip_next = kind == CMD_CLIENT_REPLY_SKIP;
 
     int counted = 0;
     if (up->raw_tx) {
@@ -468,23 +512,31 @@ int upstream_forward(upstream_conn *up, struct client_session *c, const char *p,
     return counted;
 }
 
-upstream_local_mode upstream_local_reply(upstream_conn *up, struct client_session *c)
+int upstream_local_reply(upstream_conn *up, struct client_session *c, int closing)
 {
-    if (up->reply_off) return UP_LOCAL_DROP;
-    if (up->skip_next) {
-        /* The skip was meant for this command; Redis still holds it, so let
-         * a PING take it there. */
+    /* Counting: the reply just takes its place in the client's queue. */
+    if (!up->raw_tx) return 0;
+    int flags = UP_LOCAL_BARRIER;
+    if (closing) {
+        /* The connection ends after this reply, so put Redis in a known
+         * state first (out of MULTI, subscribe mode, MONITOR, CLIENT REPLY
+         * OFF/SKIP) and let a PING mark the end of what it sends before. A
+         * SKIP in force eats +RESET: that +RESET is skipped when matched. */
+        if (up->reply_off) flags |= UP_LOCAL_DROP; /* Redis would not have answered either */
+        outq_add(&up->out, "*1\r\n$5\r\nRESET\r\n", 15);
+        outq_add(&up->out, up->barrier_cmd, strlen(up->barrier_cmd));
+        fifo_push(up, c, UP_CLOSE_BARRIER);
+    } else {
+        /* The connection goes on: only PING. (Inside MULTI it would be
+         * queued; the callers of the next issue must not get here then.) */
+        if (up->reply_off || up->skip_next) flags |= UP_LOCAL_DROP;
+        outq_add(&up->out, up->barrier_cmd, strlen(up->barrier_cmd));
+        fifo_push(up, c, UP_BARRIER);
         up->skip_next = 0;
-        outq_add(&up->out, "PING\r\n", 6);
-        if (up->raw_tx) up->raw_sent_since_barrier++;
-        return UP_LOCAL_DROP;
     }
-    if (!up->raw_tx) return UP_LOCAL_DIRECT;
-    outq_add(&up->out, BARRIER_CMD, sizeof(BARRIER_CMD) - 1);
-    fifo_push(up, c, UP_BARRIER);
     up->raw_sent_since_barrier = 0;
     up->srv->stats.barriers_sent++;
-    return UP_LOCAL_AFTER_BARRIER;
+    return flags;
 }
 
 int upstream_flush(upstream_conn *up)

@@ -40,6 +40,7 @@ struct client_session;
 typedef enum up_entry_kind {
     UP_REPLY,      /* one reply for the client's oldest waiting slot */
     UP_BARRIER,    /* the answer to our barrier PING: swallowed, releases a waiting slot */
+    UP_CLOSE_BARRIER, /* RESET + barrier PING before the connection closes */
     UP_RESET,      /* RESET sent in raw mode: its +RESET ends raw mode */
     UP_RAW_START,  /* from here on replies are not counted (no reply of its own) */
     UP_OPAQUE_START /* from here on the stream is not RESP (SYNC/PSYNC) */
@@ -56,11 +57,9 @@ typedef enum upstream_state {
     UPSTREAM_CLOSED
 } upstream_state;
 
-typedef enum upstream_local_mode {
-    UP_LOCAL_DIRECT,        /* queue the local reply behind what is owed */
-    UP_LOCAL_AFTER_BARRIER, /* a barrier was sent: queue a waiting slot, then the reply */
-    UP_LOCAL_DROP           /* the client asked for no reply (CLIENT REPLY OFF/SKIP) */
-} upstream_local_mode;
+/* How a reply the proxy makes itself must be queued (flags). */
+#define UP_LOCAL_BARRIER 1 /* a barrier was sent: queue a waiting slot first */
+#define UP_LOCAL_DROP 2    /* Redis would not have sent it (CLIENT REPLY OFF/SKIP) */
 
 typedef struct upstream_conn {
     vp_server *srv;
@@ -107,6 +106,10 @@ typedef struct upstream_conn {
     unsigned reply_off : 1;
     unsigned skip_next : 1;
     unsigned long raw_sent_since_barrier;
+
+    char barrier_cmd[96];       /* PING <token> */
+    char barrier_reply[64];     /* its answer */
+    char barrier_reply_sub[80]; /* its answer in RESP2 subscribe mode */
 } upstream_conn;
 
 /* Start connecting for `client`. Never fails synchronously: a failure is
@@ -116,10 +119,14 @@ int upstream_is_ready(const upstream_conn *up);
 /* Send one request (bytes stay the caller's until upstream_flush()). Returns 1
  * if a reply will come back for it, so the client queues a waiting slot. */
 int upstream_forward(upstream_conn *up, struct client_session *c, const char *p, size_t n, cmd_kind kind);
-/* Bytes with no reply of their own (empty lines, a replication stream). */
+/* Bytes with no reply of their own (the rest of a streamed request, a
+ * replication stream). */
 void upstream_forward_bytes(upstream_conn *up, const char *p, size_t n);
-/* The client is about to answer a command itself: how must it queue it? */
-upstream_local_mode upstream_local_reply(upstream_conn *up, struct client_session *c);
+/* An empty request ("\r\n", "*0"): no reply, but it ends a CLIENT REPLY SKIP. */
+void upstream_forward_empty(upstream_conn *up, const char *p, size_t n);
+/* The client is about to answer a request itself (`closing`: and then close
+ * the connection). Returns UP_LOCAL_* flags. */
+int upstream_local_reply(upstream_conn *up, struct client_session *c, int closing);
 /* End of a client's input round: write. Returns 0 or a libuv error. */
 int upstream_flush(upstream_conn *up);
 size_t upstream_backlog(const upstream_conn *up);

@@ -1,0 +1,147 @@
+/* test_edge_accounting.c - the corners of reply counting, each a byte
+ * sequence where a proxy that counts replies wrongly would hang, lose a reply
+ * or send one too many. Every expectation is what Redis 7.0 itself sends
+ * (VP_TEST_DIRECT=1 checks them against Redis).
+ *
+ * The proxy's own protocol error is the probe: it must come after exactly
+ * the replies Redis sends for what came before, then the connection closes. */
+#include <sys/socket.h>
+
+#include "tests/support/checks.h"
+
+static vt_env env;
+
+static void setup(void)
+{
+    vt_env_start(&env, NULL, NULL);
+}
+
+static void teardown(void)
+{
+    vt_env_stop(&env);
+}
+
+TestSuite(edge_accounting, .init = setup, .fini = teardown, .timeout = VT_TEST_TIMEOUT_S);
+
+#define GARBAGE "*1\r\n$x\r\n"
+#define GARBAGE_REPLY "-ERR Protocol error: invalid bulk length\r\n"
+
+static void expect_closed_after(const char *request, size_t len, const char *reply)
+{
+    int fd = vt_must_sock(env.proxy->port);
+    vt_buf got = {0};
+    cr_assert(vt_sock_send(fd, request, len), "send failed");
+    bool closed = vt_sock_read_eof(fd, &got, VT_READ_DEADLINE_MS);
+    vt_assert_bytes(&got, reply);
+    cr_assert(closed, "the connection stayed open");
+    vt_buf_free(&got);
+    close(fd);
+}
+
+#define EXPECT_CLOSED_AFTER(request, reply) expect_closed_after((request), sizeof(request) - 1, (reply))
+
+Test(edge_accounting, reset_while_a_skip_is_in_force_is_not_answered)
+{
+    EXPECT_CLOSED_AFTER("CLIENT REPLY SKIP\r\nRESET\r\nGET ea:none\r\n" GARBAGE, "$-1\r\n" GARBAGE_REPLY);
+}
+
+Test(edge_accounting, an_empty_request_uses_up_a_skip)
+{
+    EXPECT_CLOSED_AFTER("CLIENT REPLY SKIP\r\n\r\nGET ea:none\r\n" GARBAGE, "$-1\r\n" GARBAGE_REPLY);
+}
+
+Test(edge_accounting, reset_with_arguments_is_an_arity_error_and_changes_nothing)
+{
+    EXPECT_CLOSED_AFTER("SUBSCRIBE ea:a\r\nRESET x\r\nPING\r\n" GARBAGE,
+                        "*3\r\n$9\r\nsubscribe\r\n$4\r\nea:a\r\n:1\r\n"
+                        "-ERR wrong number of arguments for 'reset' command\r\n"
+                        "*2\r\n$4\r\npong\r\n$0\r\n\r\n" GARBAGE_REPLY);
+}
+
+Test(edge_accounting, multi_with_arguments_does_not_start_a_transaction)
+{
+    EXPECT_CLOSED_AFTER("MULTI x\r\nEXEC\r\n" GARBAGE, "-ERR wrong number of arguments for 'multi' command\r\n"
+                                                       "-ERR EXEC without MULTI\r\n" GARBAGE_REPLY);
+}
+
+Test(edge_accounting, replconf_ack_from_a_client_is_not_answered)
+{
+    EXPECT_CLOSED_AFTER("REPLCONF ACK 0\r\nGET ea:none\r\n" GARBAGE, "$-1\r\n" GARBAGE_REPLY);
+}
+
+/* MONITOR then MULTI: the connection is uncounted and inside a transaction;
+ * the error must still come last (after Redis's own monitor line for MULTI,
+ * whose timestamp we cannot predict). */
+Test(edge_accounting, garbage_inside_a_transaction_while_monitoring)
+{
+    int fd = vt_must_sock(env.proxy->port);
+    vt_buf got = {0};
+    cr_assert(vt_sock_send_str(fd, "MONITOR\r\nMULTI\r\n" GARBAGE));
+    bool closed = vt_sock_read_eof(fd, &got, VT_READ_DEADLINE_MS);
+    cr_assert(closed, "the connection stayed open: \"%s\"", vt_buf_escaped(&got));
+    const char *head = "+OK\r\n+OK\r\n", *tail = GARBAGE_REPLY;
+    cr_assert(got.len > strlen(head) + strlen(tail) && memcmp(got.data, head, strlen(head)) == 0 &&
+                  memcmp(got.data + got.len - strlen(tail), tail, strlen(tail)) == 0,
+              "got \"%s\"", vt_buf_escaped(&got));
+    cr_assert(vt_buf_contains(&got, "\"MULTI\""), "no monitor line for MULTI: \"%s\"", vt_buf_escaped(&got));
+    vt_buf_free(&got);
+    close(fd);
+}
+
+Test(edge_accounting, garbage_after_client_reply_off_and_on)
+{
+    EXPECT_CLOSED_AFTER("CLIENT REPLY OFF\r\nPING\r\nCLIENT REPLY ON\r\nPING\r\n" GARBAGE,
+                        "+OK\r\n+PONG\r\n" GARBAGE_REPLY);
+}
+
+/* A client that sends its requests and then half-closes its socket
+ * (printf ... | nc -N) still gets every reply, then the close. */
+Test(edge_accounting, a_client_that_half_closes_still_gets_its_replies)
+{
+    int fd = vt_must_sock(env.proxy->port);
+    vt_buf got = {0};
+    cr_assert(vt_sock_send_str(fd, "SET ea:h 1\r\nINCR ea:h\r\nGET ea:h\r\nPING\r\n"));
+    cr_assert(shutdown(fd, SHUT_WR) == 0);
+    bool closed = vt_sock_read_eof(fd, &got, VT_READ_DEADLINE_MS);
+    vt_assert_bytes(&got, "+OK\r\n:2\r\n$1\r\n2\r\n+PONG\r\n");
+    cr_assert(closed, "the connection stayed open after the replies");
+    vt_buf_free(&got);
+    close(fd);
+}
+
+/* A large request already streaming to Redis that turns out malformed:
+ * Redis, which has its start, gives the same protocol error and closes. */
+Test(edge_accounting, a_streamed_request_that_turns_out_malformed)
+{
+    size_t vlen = 300000;
+    vt_buf req = {0};
+    char head[64];
+    snprintf(head, sizeof(head), "*4\r\n$3\r\nSET\r\n$4\r\nea:s\r\n$%zu\r\n", vlen);
+    vt_buf_append_str(&req, head);
+    char *value = malloc(vlen);
+    memset(value, 'v', vlen);
+    vt_buf_append(&req, value, vlen);
+    free(value);
+    vt_buf_append_str(&req, "\r\n$zz\r\n");
+    expect_closed_after(req.data, req.len, GARBAGE_REPLY);
+    vt_buf_free(&req);
+
+    redisContext *c = vt_must_connect(env.redis->port);
+    redisReply *r = vt_cmd(c, "EXISTS ea:s");
+    vt_assert_int(r, 0);
+    freeReplyObject(r);
+    redisFree(c);
+}
+
+/* After a protocol error the proxy still notices the client leave: a
+ * blocked command's upstream connection does not outlive its client. */
+Test(edge_accounting, a_client_that_leaves_after_garbage_behind_a_blpop_frees_everything)
+{
+    int fd = vt_must_sock(env.proxy->port);
+    cr_assert(vt_sock_send_str(fd, "BLPOP ea:never 0\r\n" GARBAGE));
+    cr_assert(vt_wait_until_blocked(env.redis->port, 1, VT_READ_DEADLINE_MS), "BLPOP never blocked");
+    close(fd);
+    long long seen;
+    cr_assert(vt_wait_info(env.redis->port, "clients", "blocked_clients", 0, VT_READ_DEADLINE_MS, &seen),
+              "Redis still has %lld blocked clients", seen);
+}
