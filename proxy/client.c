@@ -9,6 +9,7 @@
 
 /* Read size per uv read, Redis's PROTO_IOBUF_LEN. */
 #define CLIENT_READ_CHUNK (16 * 1024)
+#define CLIENT_READ_MAX (1024 * 1024)
 #define CLIENT_KEEP_BYTES (64 * 1024)
 /* An incomplete request past this size is forwarded piece by piece. */
 #define CLIENT_STREAM_THRESHOLD (64 * 1024)
@@ -154,7 +155,9 @@ static void client_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
     (void)suggested;
     client_session *c = h->data;
     vp_buf_reserve(&c->in, CLIENT_READ_CHUNK);
-    *buf = uv_buf_init(c->in.data + c->in.len, (unsigned int)(c->in.cap - c->in.len));
+    size_t room = c->in.cap - c->in.len;
+    if (room > CLIENT_READ_MAX) room = CLIENT_READ_MAX; /* uv_buf_t lengths are unsigned int */
+    *buf = uv_buf_init(c->in.data + c->in.len, (unsigned int)room);
 }
 
 static void client_start_reading(client_session *c)
@@ -198,7 +201,7 @@ static void client_stream_partial(client_session *c, const char *p, size_t avail
         if (avail < CLIENT_STREAM_THRESHOLD) return;
         const resp_arg *argv;
         int argc = resp_request_partial_args(&c->parser, p, &argv);
-        if (argc < 1 || cmd_classify(1, argv) != CMD_PLAIN || cmd_arg_is(&argv[0], "client")) return;
+        if (argc < 1 || cmd_name_may_be_special(&argv[0])) return;
         n = resp_request_release(&c->parser, avail);
         if (n == 0) return;
         c->streaming = 1;
@@ -335,6 +338,14 @@ static void client_on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
         return;
     }
     c->in.len += (size_t)nread;
+    if (c->in.len > (size_t)c->srv->conf.client_query_buffer_limit) {
+        /* As Redis: a request that would not fit is not answered, the
+         * connection is closed (and nothing else suffers). */
+        vp_log(VP_LOG_WARNING, "client %llu %s: closing: query buffer over client-query-buffer-limit (%zu bytes)",
+               c->id, c->addr, c->in.len);
+        client_close(c);
+        return;
+    }
     client_process_input(c);
 }
 

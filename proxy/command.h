@@ -27,6 +27,10 @@ typedef enum cmd_kind {
 } cmd_kind;
 
 cmd_kind cmd_classify(int argc, const resp_arg *argv);
+/* Can a command with this name be anything but CMD_PLAIN, whatever its
+ * arguments? (Decides whether a request may be streamed before all of its
+ * arguments are in.) */
+int cmd_name_may_be_special(const resp_arg *name);
 
 /* Case-insensitive comparison of an argument with a lower-case literal. */
 int cmd_arg_is(const resp_arg *a, const char *lower);

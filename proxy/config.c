@@ -21,6 +21,7 @@ void conf_defaults(vp_config *c)
     c->proto_max_bulk_len = 512LL * 1024 * 1024;
     c->proto_max_multibulk_len = INT_MAX;
     c->buffer_limit = 1024 * 1024;
+    c->client_query_buffer_limit = 1024LL * 1024 * 1024;
     c->loglevel = VP_LOG_NOTICE;
 }
 
@@ -121,6 +122,7 @@ static const conf_directive conf_directives[] = {
     {"proto-max-bulk-len", T_MEMORY, OFF(proto_max_bulk_len), 1024 * 1024, LLONG_MAX},
     {"proto-max-multibulk-len", T_INT, OFF(proto_max_multibulk_len), 1, INT_MAX},
     {"buffer-limit", T_MEMORY, OFF(buffer_limit), 16 * 1024, 1024LL * 1024 * 1024},
+    {"client-query-buffer-limit", T_MEMORY, OFF(client_query_buffer_limit), 1024 * 1024, 1024LL * 1024 * 1024},
     {"loglevel", T_LOGLEVEL, OFF(loglevel), 0, 0},
 };
 

@@ -10,6 +10,7 @@
 
 /* Read size per uv read, Redis's PROTO_IOBUF_LEN. */
 #define UP_READ_CHUNK (16 * 1024)
+#define UP_READ_MAX (1024 * 1024)
 /* A reply still incomplete past this size is handed on piece by piece
  * instead of being held whole: this bounds what the proxy holds per reply. */
 #define UP_STREAM_THRESHOLD (16 * 1024)
@@ -235,7 +236,9 @@ static void up_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
     (void)suggested;
     upstream_conn *up = h->data;
     vp_buf_reserve(&up->in, UP_READ_CHUNK);
-    *buf = uv_buf_init(up->in.data + up->in.len, (unsigned int)(up->in.cap - up->in.len));
+    size_t room = up->in.cap - up->in.len;
+    if (room > UP_READ_MAX) room = UP_READ_MAX; /* uv_buf_t lengths are unsigned int */
+    *buf = uv_buf_init(up->in.data + up->in.len, (unsigned int)room);
 }
 
 static int bytes_are(const char *p, size_t n, const char *lit)

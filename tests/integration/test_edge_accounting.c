@@ -26,19 +26,8 @@ TestSuite(edge_accounting, .init = setup, .fini = teardown, .timeout = VT_TEST_T
 #define GARBAGE "*1\r\n$x\r\n"
 #define GARBAGE_REPLY "-ERR Protocol error: invalid bulk length\r\n"
 
-static void expect_closed_after(const char *request, size_t len, const char *reply)
-{
-    int fd = vt_must_sock(env.proxy->port);
-    vt_buf got = {0};
-    cr_assert(vt_sock_send(fd, request, len), "send failed");
-    bool closed = vt_sock_read_eof(fd, &got, VT_READ_DEADLINE_MS);
-    vt_assert_bytes(&got, reply);
-    cr_assert(closed, "the connection stayed open");
-    vt_buf_free(&got);
-    close(fd);
-}
-
-#define EXPECT_CLOSED_AFTER(request, reply) expect_closed_after((request), sizeof(request) - 1, (reply))
+#define EXPECT_CLOSED_AFTER(request, reply)                                                                  \
+    vt_expect_closed_after(env.proxy->port, (request), sizeof(request) - 1, (reply))
 
 Test(edge_accounting, reset_while_a_skip_is_in_force_is_not_answered)
 {
@@ -123,7 +112,7 @@ Test(edge_accounting, a_streamed_request_that_turns_out_malformed)
     vt_buf_append(&req, value, vlen);
     free(value);
     vt_buf_append_str(&req, "\r\n$zz\r\n");
-    expect_closed_after(req.data, req.len, GARBAGE_REPLY);
+    vt_expect_closed_after(env.proxy->port, req.data, req.len, GARBAGE_REPLY);
     vt_buf_free(&req);
 
     redisContext *c = vt_must_connect(env.redis->port);
@@ -144,4 +133,42 @@ Test(edge_accounting, a_client_that_leaves_after_garbage_behind_a_blpop_frees_ev
     long long seen;
     cr_assert(vt_wait_info(env.redis->port, "clients", "blocked_clients", 0, VT_READ_DEADLINE_MS, &seen),
               "Redis still has %lld blocked clients", seen);
+}
+
+/* A request the proxy must hold whole (SUBSCRIBE is never streamed) that
+ * outgrows client-query-buffer-limit: the client is closed without a reply,
+ * as Redis does, and nobody else notices. */
+Test(edge_accounting, a_request_over_the_query_buffer_limit_closes_only_its_client, .init = NULL, .fini = NULL)
+{
+    VT_SKIP_IF_DIRECT();
+    static const char *const args[] = {"--client-query-buffer-limit", "1mb", NULL};
+    vt_proxy_opts po = {.extra_args = args};
+    vt_env_start(&env, NULL, &po);
+
+    redisContext *other = vt_must_connect(env.proxy->port);
+    int fd = vt_must_sock(env.proxy->port);
+    size_t big = 3 * 1024 * 1024;
+    vt_buf req = {0};
+    char head[64];
+    snprintf(head, sizeof(head), "*2\r\n$9\r\nSUBSCRIBE\r\n$%zu\r\n", big);
+    vt_buf_append_str(&req, head);
+    char *chan = malloc(big);
+    memset(chan, 'c', big);
+    vt_buf_append(&req, chan, big);
+    free(chan);
+    vt_buf_append_str(&req, "\r\n");
+    vt_sock_send_buf(fd, &req); /* may fail half-way: the proxy closes on us */
+    vt_buf got = {0};
+    bool closed = vt_sock_read_eof(fd, &got, VT_READ_DEADLINE_MS);
+    cr_assert(closed, "still open");
+    cr_assert_eq(got.len, 0, "got a reply: \"%s\"", vt_buf_escaped(&got));
+    vt_buf_free(&got);
+    vt_buf_free(&req);
+    close(fd);
+
+    redisReply *r = vt_cmd(other, "PING");
+    vt_assert_status(r, "PONG");
+    freeReplyObject(r);
+    redisFree(other);
+    vt_env_stop(&env);
 }

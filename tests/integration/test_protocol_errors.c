@@ -29,15 +29,7 @@ TestSuite(protocol_errors, .init = setup, .fini = teardown, .timeout = VT_TEST_T
 /* Send `request`, expect exactly `reply` and then the connection closed. */
 static void expect_closed_after(const char *request, size_t len, const char *reply)
 {
-    int fd = vt_must_sock(env.proxy->port);
-    vt_buf got = {0};
-    cr_assert(vt_sock_send(fd, request, len), "send failed");
-    bool closed = vt_sock_read_eof(fd, &got, VT_READ_DEADLINE_MS);
-    vt_assert_bytes(&got, reply);
-    cr_assert(closed, "the connection stayed open after \"%s\"", vt_escape(reply, strlen(reply)));
-    cr_assert(got.err == 0, "closed by a reset (%s), not a clean close", strerror(got.err));
-    vt_buf_free(&got);
-    close(fd);
+    vt_expect_closed_after(env.proxy->port, request, len, reply);
 
     /* the proxy itself is fine */
     redisContext *c = vt_must_connect(env.proxy->port);

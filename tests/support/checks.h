@@ -121,4 +121,19 @@ static inline int vt_must_sock(int port)
     return fd;
 }
 
+/* Send `request` on a new connection, expect exactly `reply` and then the
+ * connection closed by the other side (a protocol error's story). */
+static inline void vt_expect_closed_after(int port, const char *request, size_t len, const char *reply)
+{
+    int fd = vt_must_sock(port);
+    vt_buf got = {0};
+    cr_assert(vt_sock_send(fd, request, len), "send failed");
+    bool closed = vt_sock_read_eof(fd, &got, VT_READ_DEADLINE_MS);
+    vt_assert_bytes(&got, reply);
+    cr_assert(closed, "the connection stayed open after \"%s\"", vt_escape(reply, strlen(reply)));
+    cr_assert(got.err == 0, "closed by a reset (%s), not a clean close", strerror(got.err));
+    vt_buf_free(&got);
+    close(fd);
+}
+
 #endif

@@ -544,6 +544,8 @@ static bool proxy_launch_once(vt_proxy *p)
         argv[n++] = "--unixsocket";
         argv[n++] = p->unixsocket;
     }
+    for (int i = 0; p->opts.extra_args && p->opts.extra_args[i] && n < 31; i++)
+        argv[n++] = (char *)p->opts.extra_args[i];
     argv[n] = NULL;
 
     p->crashed = false;

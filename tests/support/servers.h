@@ -67,6 +67,7 @@ typedef struct vt_proxy_opts {
     int connect_timeout_ms; /* --connect-timeout; 0 leaves the proxy's default */
     bool unixsocket;        /* also listen on <dir>/verbproxy.sock */
     bool upstream_unix;     /* --upstream <redis unix socket> instead of host:port */
+    const char *const *extra_args; /* NULL-terminated flags appended as is; may be NULL */
 } vt_proxy_opts;
 
 /* One verbproxy in front of one redis. In direct mode (VP_TEST_DIRECT=1) no

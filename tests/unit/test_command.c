@@ -1,0 +1,79 @@
+/* Which commands change reply counting: by name, case-insensitive, and by
+ * argument count (a wrong count is one arity error, so CMD_PLAIN). */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "proxy/command.h"
+
+static cmd_kind classify(const char *line)
+{
+    char buf[256];
+    snprintf(buf, sizeof(buf), "%s", line);
+    resp_arg argv[8];
+    int argc = 0;
+    for (char *t = strtok(buf, " "); t && argc < 8; t = strtok(NULL, " ")) {
+        argv[argc].ptr = line + (t - buf);
+        argv[argc].len = strlen(t);
+        argc++;
+    }
+    return cmd_classify(argc, argv);
+}
+
+Test(command, special_commands_by_name_and_arity)
+{
+    struct {
+        const char *line;
+        cmd_kind want;
+    } cases[] = {
+        {"GET k", CMD_PLAIN},
+        {"get k", CMD_PLAIN},
+        {"SUBSCRIBE a b", CMD_SUBSCRIBE},
+        {"subscribe a", CMD_SUBSCRIBE},
+        {"SUBSCRIBE", CMD_PLAIN}, /* arity error */
+        {"UNSUBSCRIBE", CMD_SUBSCRIBE},
+        {"PSUBSCRIBE p*", CMD_SUBSCRIBE},
+        {"PUNSUBSCRIBE", CMD_SUBSCRIBE},
+        {"SSUBSCRIBE s", CMD_SUBSCRIBE},
+        {"SUNSUBSCRIBE", CMD_SUBSCRIBE},
+        {"MONITOR", CMD_MONITOR},
+        {"MONITOR x", CMD_PLAIN},
+        {"RESET", CMD_RESET},
+        {"ReSeT", CMD_RESET},
+        {"RESET x", CMD_PLAIN},
+        {"MULTI", CMD_MULTI},
+        {"MULTI x", CMD_PLAIN},
+        {"EXEC", CMD_EXEC},
+        {"DISCARD", CMD_DISCARD},
+        {"CLIENT REPLY ON", CMD_CLIENT_REPLY_ON},
+        {"client reply off", CMD_CLIENT_REPLY_OFF},
+        {"CLIENT REPLY SKIP", CMD_CLIENT_REPLY_SKIP},
+        {"CLIENT REPLY MAYBE", CMD_PLAIN},
+        {"CLIENT SETNAME x", CMD_PLAIN},
+        {"REPLCONF ACK 0", CMD_NO_REPLY},
+        {"REPLCONF GETACK *", CMD_NO_REPLY},
+        {"REPLCONF listening-port 1", CMD_PLAIN},
+        {"SYNC", CMD_REPLICATION},
+        {"PSYNC ? -1", CMD_REPLICATION},
+        {"PSYNC ?", CMD_PLAIN},
+        {"SET k v", CMD_PLAIN},
+        {"SUBSCRIBEX a", CMD_PLAIN},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+        cr_expect_eq(classify(cases[i].line), cases[i].want, "%s: got %d, want %d", cases[i].line,
+                     classify(cases[i].line), cases[i].want);
+}
+
+Test(command, a_name_that_may_be_special_is_never_streamed)
+{
+    const char *special[] = {"subscribe", "CLIENT", "Reset", "psync", "replconf", "multi"};
+    for (size_t i = 0; i < sizeof(special) / sizeof(special[0]); i++) {
+        resp_arg a = {special[i], strlen(special[i])};
+        cr_expect(cmd_name_may_be_special(&a), "%s", special[i]);
+    }
+    const char *plain[] = {"SET", "append", "RPUSH", "XADD", "HSET"};
+    for (size_t i = 0; i < sizeof(plain) / sizeof(plain[0]); i++) {
+        resp_arg a = {plain[i], strlen(plain[i])};
+        cr_expect(!cmd_name_may_be_special(&a), "%s", plain[i]);
+    }
+}
