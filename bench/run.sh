@@ -226,6 +226,18 @@ if [ "$SKIP_VP" != 1 ]; then
     fi
 fi
 
+# The floor of any one-connection-per-client proxy: a bare libuv byte
+# forwarder (bench/bare_forwarder.c), measured in the same run.
+if [ "${BENCH_SKIP_BARE:-0}" != 1 ] && cc -O2 -o "$TMP/bare_forwarder" "$SCRIPT_DIR/bare_forwarder.c" -luv 2>"$TMP/bare.build"; then
+    BPORT=$(free_port) || die "no free port"
+    "${TS_SERVER[@]}" "$TMP/bare_forwarder" "$BPORT" "$RPORT" &
+    BPID=$!; PIDS+=("$BPID")
+    if wait_ready bare "$BPID" "$BPORT"; then
+        log "bare forwarder pid $BPID on 127.0.0.1:$BPORT"
+        PATHS+=(bare); PORT[bare]=$BPORT; PID[bare]=$BPID
+    fi
+fi
+
 if [ "$SKIP_TW" != 1 ]; then
     TPORT=$(free_port) || die "no free port"
     SPORT=$(free_port) || die "no free port"
@@ -368,7 +380,7 @@ TABLE=$(
         k="$P/$t/$path"
         tot=""; [ -n "${MPUS[$k]}" ] && [ -n "${MRUS[$k]}" ] && tot=$(awk -v a="${MPUS[$k]}" -v b="${MRUS[$k]}" 'BEGIN{print a+b}')
         [ "$path" = direct ] && tot=${MRUS[$k]}
-        name=$path; case $path in vp) name=verbproxy;; tw) name=twemproxy;; esac
+        name=$path; case $path in vp) name=verbproxy;; tw) name=twemproxy;; bare) name="bare forwarder";; esac
         printf '| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n' "$P" "$t" "$name" \
             "$(fmt "${MRPS[$k]}" '%.0f')" "${RANGE[$k]}" "$(fmt "$(ratio "${MRPS[$k]}" "${MRPS[$P/$t/direct]}")" '%.3f')" \
             "$(fmt "${MPUS[$k]}" '%.2f')" "$(fmt "${MUUS[$k]}" '%.2f')" "$(fmt "${MRUS[$k]}" '%.2f')" "$(fmt "$tot" '%.2f')"
@@ -384,6 +396,15 @@ RATIOS=$(
         printf '| -P 16 %s: verbproxy rps / twemproxy rps | %s | %s | >= 1.3 | %s |\n' "$T" "$(fmt "$x" '%.3f')" "$(fmt "$y" '%.3f')" "$(verdict "$x" '>=' 1.3)"
         x=$(ratio "${MPUS[16/$t/vp]:-}" "${MPUS[16/$t/tw]:-}"); y=$(paired 16 "$t" vp tw 7)
         printf '| -P 16 %s: verbproxy CPU/req / twemproxy CPU/req | %s | %s | <= 0.5 | %s |\n' "$T" "$(fmt "$x" '%.3f')" "$(fmt "$y" '%.3f')" "$(verdict "$x" '<=' 0.5)"
+    done
+    for t in get set; do
+        T=${t^^}
+        x=$(ratio "${MPUS[16/$t/bare]:-}" "${MPUS[16/$t/tw]:-}"); y=$(paired 16 "$t" bare tw 7)
+        printf '| -P 16 %s: bare forwarder CPU/req / twemproxy CPU/req (the floor of 1:1) | %s | %s | - | - |\n' "$T" "$(fmt "$x" '%.3f')" "$(fmt "$y" '%.3f')"
+        x=$(ratio "${MPUS[16/$t/vp]:-}" "${MPUS[16/$t/bare]:-}"); y=$(paired 16 "$t" vp bare 7)
+        printf '| -P 16 %s: verbproxy CPU/req / bare forwarder CPU/req | %s | %s | - | - |\n' "$T" "$(fmt "$x" '%.3f')" "$(fmt "$y" '%.3f')"
+        x=$(ratio "${MRPS[1/$t/vp]:-}" "${MRPS[1/$t/bare]:-}"); y=$(paired 1 "$t" vp bare 6)
+        printf '| -P 1 %s: verbproxy rps / bare forwarder rps | %s | %s | - | - |\n' "$T" "$(fmt "$x" '%.3f')" "$(fmt "$y" '%.3f')"
     done
     for t in get set; do
         T=${t^^}
@@ -425,7 +446,7 @@ skipped=""
     echo "- machine: nproc=$(nproc), CPU: ${CPU_MODEL:-unknown}, kernel $(uname -r)"
     echo "- versions: $(redis-server --version | awk '{print $1, $2, $3}'); $(redis-benchmark --version); $(command -v nutcracker >/dev/null && nutcracker -V 2>&1 | head -1); verbproxy ${VP_REV}${VP_DIRTY} (Release, ${BUILD_DIR#$ROOT/})"
     echo "- pinning: server side ${BENCH_TASKSET_SERVER:-none}, client ${BENCH_TASKSET_CLIENT:-none}"
-    echo "- topology: one redis-server (\`--save \"\" --appendonly no\`); verbproxy (\`--upstream\` that server, one upstream connection per client); twemproxy = Debian nutcracker, one pool, one server, \`server_connections: 1\`, \`preconnect: true\`"
+    echo "- topology: one redis-server (\`--save \"\" --appendonly no\`); verbproxy (\`--upstream\` that server, one upstream connection per client); twemproxy = Debian nutcracker, one pool, one server, \`server_connections: 1\`, \`preconnect: true\`; bare forwarder = bench/bare_forwarder.c (libuv, one upstream connection per client, bytes only)"
     [ -n "$skipped" ] && echo "- **skipped legs:**$skipped"
     echo
     echo "CPU = utime+stime from /proc/PID/stat (all threads, clock tick = 1/$CLK_TCK s) read before and after each run, divided by N."
