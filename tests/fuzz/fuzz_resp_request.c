@@ -196,6 +196,63 @@ static void run(const resp_request_limits *lim, const char *in, size_t len, enum
     resp_request_free(&p);
 }
 
+/* Streaming as the proxy does it: after each INCOMPLETE release the settled
+ * bytes. The stream must be cut into the same commands at the same places
+ * (with the released bytes counted into the command they belong to), and the
+ * same error, as when it is parsed whole. Returns the positions where
+ * commands end and the error, in a log to compare. */
+static void run_released(const resp_request_limits *lim, const char *in, size_t len, uint64_t seed, rlog *l)
+{
+    resp_request_parser p;
+    resp_request_init(&p, lim);
+    size_t start = 0, have = 0, cmd_start = 0;
+    for (;;) {
+        if (have < len) {
+            size_t step = 1 + (size_t)(next_rand(&seed) % 97);
+            have = have + step > len ? len : have + step;
+        }
+        size_t used = 0;
+        resp_req_status st = resp_request_parse(&p, in + start, have - start, &used);
+        if (st == RESP_REQ_INCOMPLETE) {
+            size_t r = resp_request_release(&p, have - start);
+            CHECK(r <= have - start);
+            start += r;
+            if (have == len && r == 0) break;
+            continue;
+        }
+        if (st == RESP_REQ_ERROR) {
+            rlog_put(l, "E", 1);
+            rlog_put(l, resp_request_error(&p), strlen(resp_request_error(&p)));
+            break;
+        }
+        start += used;
+        rlog_num(l, start - cmd_start);
+        cmd_start = start;
+    }
+    resp_request_free(&p);
+}
+
+/* The same log from a whole-buffer parse. */
+static void run_whole_ends(const resp_request_limits *lim, const char *in, size_t len, rlog *l)
+{
+    resp_request_parser p;
+    resp_request_init(&p, lim);
+    size_t start = 0;
+    for (;;) {
+        size_t used = 0;
+        resp_req_status st = resp_request_parse(&p, in + start, len - start, &used);
+        if (st == RESP_REQ_INCOMPLETE) break;
+        if (st == RESP_REQ_ERROR) {
+            rlog_put(l, "E", 1);
+            rlog_put(l, resp_request_error(&p), strlen(resp_request_error(&p)));
+            break;
+        }
+        start += used;
+        rlog_num(l, used);
+    }
+    resp_request_free(&p);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size < 1) return 0;
@@ -225,5 +282,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     free(whole.p);
     free(chunks.p);
     free(bytes.p);
+
+    rlog ends = {0}, released = {0};
+    run_whole_ends(&limits, in, len, &ends);
+    run_released(&limits, in, len, seed, &released);
+    CHECK(ends.len == released.len && memcmp(ends.p, released.p, ends.len) == 0);
+    free(ends.p);
+    free(released.p);
     return 0;
 }
