@@ -32,12 +32,16 @@ static void usage(FILE *out)
 }
 
 static vp_listener listener;
+static uv_signal_t sigint_handle, sigterm_handle;
+static uv_timer_t cron;
 
 static void on_cron(uv_timer_t *t)
 {
     client_cron(t->data);
 }
 
+/* A clean stop: close every handle; uv_run returns once the last close
+ * callback ran, so every session and upstream connection is freed. */
 static void on_signal(uv_signal_t *h, int signum)
 {
     vp_server *srv = h->data;
@@ -45,7 +49,9 @@ static void on_signal(uv_signal_t *h, int signum)
     listener_close(&listener);
     while (srv->clients) client_close(srv->clients);
     stats_log(&srv->stats);
-    uv_stop(srv->loop);
+    uv_close((uv_handle_t *)&sigint_handle, NULL);
+    uv_close((uv_handle_t *)&sigterm_handle, NULL);
+    uv_close((uv_handle_t *)&cron, NULL);
 }
 
 int main(int argc, char **argv)
@@ -106,19 +112,17 @@ int main(int argc, char **argv)
     }
     vp_log(VP_LOG_NOTICE, "verbproxy %s ready, upstream %s", VP_VERSION, srv.conf.upstream);
 
-    uv_signal_t sigint, sigterm;
-    uv_signal_init(srv.loop, &sigint);
-    uv_signal_init(srv.loop, &sigterm);
-    sigint.data = sigterm.data = &srv;
-    uv_signal_start(&sigint, on_signal, SIGINT);
-    uv_signal_start(&sigterm, on_signal, SIGTERM);
+    uv_signal_init(srv.loop, &sigint_handle);
+    uv_signal_init(srv.loop, &sigterm_handle);
+    sigint_handle.data = sigterm_handle.data = &srv;
+    uv_signal_start(&sigint_handle, on_signal, SIGINT);
+    uv_signal_start(&sigterm_handle, on_signal, SIGTERM);
 
-    uv_timer_t cron;
     uv_timer_init(srv.loop, &cron);
     cron.data = &srv;
     uv_timer_start(&cron, on_cron, 1000, 1000);
-    uv_unref((uv_handle_t *)&cron);
 
     uv_run(srv.loop, UV_RUN_DEFAULT);
+    uv_loop_close(srv.loop);
     return 0;
 }
