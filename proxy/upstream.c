@@ -272,8 +272,9 @@ static up_route up_decide(upstream_conn *up, const char *p, size_t n, int whole)
     return ROUTE_PUSH;
 }
 
-/* Hand n bytes of the current reply on; `done` marks its last piece. Returns
- * 0, or -1 once the connection was closed under us (client went away). */
+/* Hand n bytes of the current reply on; `done` marks its last piece. The
+ * client only queues them (it writes at client_round_end), so nothing here
+ * can close either side. */
 static void up_deliver(upstream_conn *up, const char *p, size_t n, int done)
 {
     up_entry *e = fifo_head(up);
@@ -284,9 +285,9 @@ static void up_deliver(upstream_conn *up, const char *p, size_t n, int done)
         return;
     case ROUTE_REPLY:
     case ROUTE_RESET:
-        if (done) fifo_pop(up);
-        if (up->route == ROUTE_RESET && done) {
-            up->raw_rx = 0;
+        if (done) {
+            fifo_pop(up);
+            if (up->route == ROUTE_RESET) up->raw_rx = 0; /* counting again from here */
         }
         if (c) client_reply(c, p, n, done);
         return;
