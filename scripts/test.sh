@@ -23,10 +23,22 @@ run_suite() { # name build-dir cmake-args...
     cmake -S . -B "$dir" "$@" >/dev/null
     cmake --build "$dir" -j"$jobs" >/dev/null
     echo "==> [$name] tests"
-    if ! (cd "$dir" && ctest --output-on-failure); then
+    local log="$dir/ctest.out"
+    if ! (cd "$dir" && ctest --output-on-failure) | tee "$log"; then
         status=1
     fi
+    # "N% tests passed, F tests failed out of T"
+    local line
+    line=$(grep -E 'tests failed out of [0-9]+' "$log" | tail -1 || true)
+    local failed_n total_n
+    failed_n=$(echo "$line" | sed -E 's/.* ([0-9]+) tests failed out of ([0-9]+).*/\1/')
+    total_n=$(echo "$line" | sed -E 's/.* ([0-9]+) tests failed out of ([0-9]+).*/\2/')
+    if [ -z "$line" ]; then status=1; failed_n=1; total_n=1; fi
+    passed=$((passed + total_n - failed_n))
+    failed=$((failed + failed_n))
 }
+passed=0
+failed=0
 
 run_suite release build-test -DCMAKE_BUILD_TYPE=RelWithDebInfo
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
@@ -43,11 +55,16 @@ for f in fuzz_resp_request fuzz_resp_frame; do
         tail -40 "$corpus.log"
         echo "fuzz target $f FAILED"
         status=1
+        failed=$((failed + 1))
     else
+        passed=$((passed + 1))
         grep -E '^Done|#[0-9]+.*DONE' "$corpus.log" | tail -1 || true
     fi
     rm -rf "$corpus" "$corpus.log"
 done
 
 if [ $status -eq 0 ]; then echo "==> all tests passed"; else echo "==> TESTS FAILED"; fi
+# One closing line over both builds and the fuzz runs (each ctest test is a
+# whole criterion suite; each fuzz target counts once).
+echo "summary: $passed passed, $failed failed"
 exit $status
