@@ -201,7 +201,7 @@ static void client_stream_partial(client_session *c, const char *p, size_t avail
         if (avail < CLIENT_STREAM_THRESHOLD) return;
         const resp_arg *argv;
         int argc = resp_request_partial_args(&c->parser, p, &argv);
-        if (argc < 1 || cmd_name_may_be_special(&argv[0])) return;
+        if (argc < 1 || cmd_name_may_be_special(&argv[0]) || !upstream_is_counting(c->up)) return;
         n = resp_request_release(&c->parser, avail);
         if (n == 0) return;
         c->streaming = 1;
@@ -212,6 +212,29 @@ static void client_stream_partial(client_session *c, const char *p, size_t avail
         upstream_forward_bytes(c->up, p, n);
     }
     c->in_pos += n;
+}
+
+static void client_protocol_error(client_session *c, const char *msg);
+
+static void client_stream_error(client_session *c, const char *msg)
+{
+    if (c->slot_len == 0 || slot_at(c, c->slot_len - 1)->kind != SLOT_WAITING) {
+        client_protocol_error(c, msg); /* cannot happen: streaming needs a counted slot */
+        return;
+    }
+    c->srv->stats.protocol_errors++;
+    vp_log(VP_LOG_VERBOSE, "client %llu %s: %s (in a streamed request)", c->id, c->addr, msg);
+    char line[256];
+    int n = snprintf(line, sizeof(line), "-ERR %s\r\n", msg);
+    client_slot *s = slot_at(c, c->slot_len - 1); /* the streamed request's */
+    s->kind = SLOT_READY;
+    s->data = vp_malloc((size_t)n);
+    memcpy(s->data, line, (size_t)n);
+    s->len = (size_t)n;
+    client_release_ready(c);
+    c->streaming = 0;
+    c->input_done = 1;
+    c->close_when_done = 1;
 }
 
 /* Parse and dispatch what is buffered. Returns 1 when it stopped early
@@ -234,14 +257,11 @@ static int client_parse_batch(client_session *c, size_t limit)
         }
         if (st == RESP_REQ_ERROR) {
             if (c->streaming) {
-                /* Redis already has the start of this request: give it the
-                 * rest, it cuts it where we did and answers with the same
-                 * protocol error, then closes (and so do we). */
-                c->srv->stats.protocol_errors++;
-                upstream_forward_bytes(c->up, p, avail);
-                c->in_pos += avail;
-                c->input_done = 1;
-                c->close_when_done = 1;
+                /* Redis has the start of this request and waits for the
+                 * rest, which will not come: the request's own slot (the
+                 * last) gets the error, after the replies owed before it,
+                 * and closing the connection drops Redis's half request. */
+                client_stream_error(c, resp_request_error(&c->parser));
                 return 0;
             }
             client_protocol_error(c, resp_request_error(&c->parser));
@@ -315,7 +335,7 @@ static void client_on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
     client_session *c = s->data;
     if (nread == 0) return;
     if (nread < 0) {
-        if (nread != UV_EOF || client_idle(c) || c->input_done) {
+        if (nread != UV_EOF || client_idle(c)) {
             vp_log(VP_LOG_DEBUG, "client %llu %s: %s", c->id, c->addr,
                    nread == UV_EOF ? "closed the connection" : uv_strerror((int)nread));
             client_close(c);
@@ -338,7 +358,10 @@ static void client_on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
         return;
     }
     c->in.len += (size_t)nread;
-    if (c->in.len > (size_t)c->srv->conf.client_query_buffer_limit) {
+    /* (Not while a connect is pending: reading stops at buffer-limit then,
+     * and what is held is complete requests, not one oversized one.) */
+    int connecting = c->up && !upstream_is_ready(c->up);
+    if (!connecting && c->in.len > (size_t)c->srv->conf.client_query_buffer_limit) {
         /* As Redis: a request that would not fit is not answered, the
          * connection is closed (and nothing else suffers). */
         vp_log(VP_LOG_WARNING, "client %llu %s: closing: query buffer over client-query-buffer-limit (%zu bytes)",
@@ -370,6 +393,7 @@ void client_upstream_ready(client_session *c)
 {
     client_start_reading(c);
     client_process_input(c);
+    client_maybe_finish(c); /* a client that left while we connected */
 }
 
 void client_upstream_failed(client_session *c, const char *reason)
@@ -387,6 +411,7 @@ void client_upstream_failed(client_session *c, const char *reason)
     client_process_input(c);
     c->answering_unavailable = 0;
     client_start_reading(c);
+    client_maybe_finish(c);
 }
 
 void client_upstream_lost(client_session *c, const char *reason)

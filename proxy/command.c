@@ -44,9 +44,7 @@ cmd_kind cmd_classify(int argc, const resp_arg *argv)
         return CMD_PLAIN;
     case 'r':
         if (argc == 1 && cmd_arg_is(name, "reset")) return CMD_RESET;
-        if (argc >= 2 && cmd_arg_is(name, "replconf") &&
-            (cmd_arg_is(&argv[1], "ack") || cmd_arg_is(&argv[1], "getack") || cmd_arg_is(&argv[1], "fack")))
-            return CMD_NO_REPLY;
+        if (cmd_arg_is(name, "replconf")) return CMD_UNCOUNTABLE;
         return CMD_PLAIN;
     case 's':
         if (argc >= 2 && (cmd_arg_is(name, "subscribe") || cmd_arg_is(name, "ssubscribe")))

@@ -22,7 +22,7 @@ typedef enum cmd_kind {
     CMD_CLIENT_REPLY_ON, /* CLIENT REPLY ON|OFF|SKIP: whether later commands answer */
     CMD_CLIENT_REPLY_OFF,
     CMD_CLIENT_REPLY_SKIP,
-    CMD_NO_REPLY,     /* REPLCONF ACK|GETACK|FACK: Redis never answers a client */
+    CMD_UNCOUNTABLE,  /* REPLCONF: answered or not depending on options (ACK pairs are not) */
     CMD_REPLICATION   /* SYNC/PSYNC: the connection becomes a replication stream */
 } cmd_kind;
 

@@ -247,6 +247,25 @@ static int bytes_are(const char *p, size_t n, const char *lit)
     return n == l && memcmp(p, lit, l) == 0;
 }
 
+/* The answers to a closing barrier are "+RESET" (absent when a SKIP was in
+ * force) and then the PING's: the token, or "-NOAUTH" when Redis needs a
+ * password (RESET logged the connection out). A "+RESET" is held back until
+ * the next reply shows whose it was: the client may have sent RESET too. */
+#define NOAUTH_REPLY "-NOAUTH Authentication required.\r\n"
+
+static up_route up_decide_close_barrier(upstream_conn *up, const char *p, size_t n)
+{
+    int held = up->reset_held;
+    if (bytes_are(p, n, up->barrier_reply) || (held && bytes_are(p, n, NOAUTH_REPLY))) {
+        up->reset_held = 0; /* that +RESET was ours */
+        return ROUTE_SWALLOW;
+    }
+    /* Anything else: a +RESET held so far was the client's. */
+    if (held && up->client) client_push(up->client, RESET_REPLY, sizeof(RESET_REPLY) - 1);
+    up->reset_held = bytes_are(p, n, RESET_REPLY);
+    return up->reset_held ? ROUTE_SWALLOW_KEEP : ROUTE_PUSH;
+}
+
 /* Where does the reply starting at p go? `whole` says p..p+n is all of it. */
 static up_route up_decide(upstream_conn *up, const char *p, size_t n, int whole)
 {
@@ -265,8 +284,7 @@ static up_route up_decide(upstream_conn *up, const char *p, size_t n, int whole)
         if (e->kind == UP_BARRIER &&
             (bytes_are(p, n, up->barrier_reply) || bytes_are(p, n, up->barrier_reply_sub)))
             return ROUTE_SWALLOW;
-        if (e->kind == UP_CLOSE_BARRIER && bytes_are(p, n, up->barrier_reply)) return ROUTE_SWALLOW;
-        if (e->kind == UP_CLOSE_BARRIER && bytes_are(p, n, RESET_REPLY)) return ROUTE_SWALLOW_KEEP;
+        if (e->kind == UP_CLOSE_BARRIER) return up_decide_close_barrier(up, p, n);
         if (e->kind == UP_RESET && bytes_are(p, n, RESET_REPLY)) return ROUTE_RESET;
     }
     return ROUTE_PUSH;
@@ -452,6 +470,7 @@ int upstream_forward(upstream_conn *up, struct client_session *c, const char *p,
 
     int replies = 1;   /* does this command answer? */
     int enter_raw = 0; /* does counting stop after it? */
+    int queued = up->in_multi;
     if (up->in_multi) {
         /* Queued: one +QUEUED (or an error) each; EXEC answers once. */
         if (kind == CMD_EXEC || kind == CMD_DISCARD) {
@@ -488,8 +507,9 @@ int upstream_forward(upstream_conn *up, struct client_session *c, const char *p,
         case CMD_CLIENT_REPLY_ON:
             up->reply_off = 0;
             break;
-        case CMD_NO_REPLY:
+        case CMD_UNCOUNTABLE:
             replies = 0;
+            enter_raw = 1;
             break;
         case CMD_REPLICATION:
             fifo_push(up, c, UP_OPAQUE_START);
@@ -499,7 +519,9 @@ int upstream_forward(upstream_conn *up, struct client_session *c, const char *p,
             break;
         }
     }
-    up->skip_next = kind == CMD_CLIENT_REPLY_SKIP;
+    /* A SKIP applies to the next command; one queued in MULTI skips nothing
+     * now (and EXEC will be uncounted). */
+    up->skip_next = kind == CMD_CLIENT_REPLY_SKIP && !queued;
 
     int counted = 0;
     if (up->raw_tx) {
@@ -526,7 +548,7 @@ int upstream_local_reply(upstream_conn *up, struct client_session *c, int closin
          * state first (out of MULTI, subscribe mode, MONITOR, CLIENT REPLY
          * OFF/SKIP) and let a PING mark the end of what it sends before. A
          * SKIP in force eats +RESET: that +RESET is skipped when matched. */
-        if (up->reply_off) flags |= UP_LOCAL_DROP; /* Redis would not have answered either */
+        if (up->reply_off || up->skip_next) flags |= UP_LOCAL_DROP; /* Redis would not answer either */
         outq_add(&up->out, "*1\r\n$5\r\nRESET\r\n", 15);
         outq_add(&up->out, up->barrier_cmd, strlen(up->barrier_cmd));
         fifo_push(up, c, UP_CLOSE_BARRIER);
@@ -541,6 +563,11 @@ int upstream_local_reply(upstream_conn *up, struct client_session *c, int closin
     up->raw_sent_since_barrier = 0;
     up->srv->stats.barriers_sent++;
     return flags;
+}
+
+int upstream_is_counting(const upstream_conn *up)
+{
+    return !up->raw_tx;
 }
 
 int upstream_flush(upstream_conn *up)

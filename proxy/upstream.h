@@ -106,6 +106,7 @@ typedef struct upstream_conn {
     unsigned reply_off : 1;
     unsigned skip_next : 1;
     unsigned long raw_sent_since_barrier;
+    int reset_held; /* a +RESET held back while waiting for a closing barrier */
 
     char barrier_cmd[96];       /* PING <token> */
     char barrier_reply[64];     /* its answer */
@@ -127,6 +128,10 @@ void upstream_forward_empty(upstream_conn *up, const char *p, size_t n);
 /* The client is about to answer a request itself (`closing`: and then close
  * the connection). Returns UP_LOCAL_* flags. */
 int upstream_local_reply(upstream_conn *up, struct client_session *c, int closing);
+/* Is every request now sent answered by exactly one counted reply? (Only
+ * then may a request be streamed: a half-sent request cannot be followed by
+ * a barrier.) */
+int upstream_is_counting(const upstream_conn *up);
 /* End of a client's input round: write. Returns 0 or a libuv error. */
 int upstream_flush(upstream_conn *up);
 size_t upstream_backlog(const upstream_conn *up);

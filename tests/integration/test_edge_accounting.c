@@ -173,3 +173,78 @@ Test(edge_accounting, a_request_over_the_query_buffer_limit_closes_only_its_clie
     freeReplyObject(r);
     redisFree(other);
 }
+
+Test(edge_accounting, replconf_answers_or_not_by_its_own_rules)
+{
+    EXPECT_CLOSED_AFTER("REPLCONF ACK\r\nPING\r\n" GARBAGE, "-ERR syntax error\r\n+PONG\r\n" GARBAGE_REPLY);
+}
+
+Test(edge_accounting, a_skip_refused_in_subscribe_mode_does_not_hide_reset)
+{
+    EXPECT_CLOSED_AFTER("SUBSCRIBE ea:ch\r\nCLIENT REPLY SKIP\r\nRESET\r\n" GARBAGE,
+                        "*3\r\n$9\r\nsubscribe\r\n$5\r\nea:ch\r\n:1\r\n"
+                        "-ERR Can't execute 'client|reply': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / "
+                        "QUIT / RESET are allowed in this context\r\n"
+                        "+RESET\r\n" GARBAGE_REPLY);
+}
+
+Test(edge_accounting, a_skip_queued_in_multi_skips_nothing_yet)
+{
+    EXPECT_CLOSED_AFTER("MULTI\r\nCLIENT REPLY SKIP\r\nRESET\r\nGET ea:none\r\n" GARBAGE,
+                        "+OK\r\n+QUEUED\r\n+RESET\r\n$-1\r\n" GARBAGE_REPLY);
+}
+
+/* Garbage, then the client half-closes while Redis is still busy with an
+ * earlier request: that reply and the error still arrive, then the close.
+ * (Proxy-only: Redis itself drops the reply of a command still blocked when
+ * it reads the EOF; the proxy delivers what comes within its grace period.) */
+Test(edge_accounting, a_client_that_half_closes_after_garbage_gets_what_it_was_owed)
+{
+    VT_SKIP_IF_DIRECT();
+    int fd = vt_must_sock(env.proxy->port);
+    vt_buf got = {0};
+    cr_assert(vt_sock_send_str(fd, "BLPOP ea:empty 0.3\r\n" GARBAGE));
+    cr_assert(shutdown(fd, SHUT_WR) == 0);
+    bool closed = vt_sock_read_eof(fd, &got, VT_READ_DEADLINE_MS);
+    vt_assert_bytes(&got, "*-1\r\n" GARBAGE_REPLY);
+    cr_assert(closed, "the connection stayed open");
+    vt_buf_free(&got);
+    close(fd);
+}
+
+/* Through a password-protected Redis: the closing barrier's RESET logs the
+ * connection out, and its PING is answered -NOAUTH; the error still comes. */
+Test(edge_accounting, garbage_in_subscribe_mode_against_a_password_protected_redis)
+{
+    vt_env_stop(&env);
+    vt_redis_opts ro = {.requirepass = "s3cret"};
+    vt_env_start(&env, &ro, NULL);
+    EXPECT_CLOSED_AFTER("AUTH s3cret\r\nSUBSCRIBE ea:ch\r\n" GARBAGE,
+                        "+OK\r\n*3\r\n$9\r\nsubscribe\r\n$5\r\nea:ch\r\n:1\r\n" GARBAGE_REPLY);
+}
+
+/* The proxy's bulk limit is lower than Redis's: a request already streaming
+ * to Redis that breaks it is answered by the proxy (Redis would wait). */
+Test(edge_accounting, a_streamed_request_over_the_proxys_own_bulk_limit)
+{
+    VT_SKIP_IF_DIRECT();
+    static const char *const args[] = {"--proto-max-bulk-len", "1mb", NULL};
+    vt_proxy_opts po = {.extra_args = args};
+    vt_env_stop(&env);
+    vt_env_start(&env, NULL, &po);
+
+    size_t vlen = 200000;
+    vt_buf req = {0};
+    vt_buf_append_str(&req, "PING\r\n");
+    char head[64];
+    snprintf(head, sizeof(head), "*5\r\n$4\r\nMSET\r\n$1\r\na\r\n$%zu\r\n", vlen);
+    vt_buf_append_str(&req, head);
+    char *value = malloc(vlen);
+    memset(value, 'v', vlen);
+    vt_buf_append(&req, value, vlen);
+    free(value);
+    vt_buf_append_str(&req, "\r\n$1\r\nb\r\n$2000000\r\n");
+    vt_expect_closed_after(env.proxy->port, req.data, req.len,
+                           "+PONG\r\n-ERR Protocol error: invalid bulk length\r\n");
+    vt_buf_free(&req);
+}
