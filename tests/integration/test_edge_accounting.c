@@ -98,19 +98,26 @@ Test(edge_accounting, a_client_that_half_closes_still_gets_its_replies)
     close(fd);
 }
 
-/* A large request already streaming to Redis that turns out malformed:
- * Redis, which has its start, gives the same protocol error and closes. */
+/* `head` (a printf format taking the payload length), then n bytes of 'v':
+ * the start of a request large enough for the proxy to stream it. */
+static void append_large_start(vt_buf *req, const char *head, size_t n)
+{
+    char line[128];
+    snprintf(line, sizeof(line), head, n);
+    vt_buf_append_str(req, line);
+    char *value = malloc(n);
+    memset(value, 'v', n);
+    vt_buf_append(req, value, n);
+    free(value);
+}
+
+/* A large request already streaming to Redis that turns out malformed: the
+ * proxy answers it with the protocol error (Redis, holding half a request,
+ * would wait) and closes, and Redis never runs it. */
 Test(edge_accounting, a_streamed_request_that_turns_out_malformed)
 {
-    size_t vlen = 300000;
     vt_buf req = {0};
-    char head[64];
-    snprintf(head, sizeof(head), "*4\r\n$3\r\nSET\r\n$4\r\nea:s\r\n$%zu\r\n", vlen);
-    vt_buf_append_str(&req, head);
-    char *value = malloc(vlen);
-    memset(value, 'v', vlen);
-    vt_buf_append(&req, value, vlen);
-    free(value);
+    append_large_start(&req, "*4\r\n$3\r\nSET\r\n$4\r\nea:s\r\n$%zu\r\n", 300000);
     vt_buf_append_str(&req, "\r\n$zz\r\n");
     vt_expect_closed_after(env.proxy->port, req.data, req.len, GARBAGE_REPLY);
     vt_buf_free(&req);
@@ -233,16 +240,9 @@ Test(edge_accounting, a_streamed_request_over_the_proxys_own_bulk_limit)
     vt_env_stop(&env);
     vt_env_start(&env, NULL, &po);
 
-    size_t vlen = 200000;
     vt_buf req = {0};
     vt_buf_append_str(&req, "PING\r\n");
-    char head[64];
-    snprintf(head, sizeof(head), "*5\r\n$4\r\nMSET\r\n$1\r\na\r\n$%zu\r\n", vlen);
-    vt_buf_append_str(&req, head);
-    char *value = malloc(vlen);
-    memset(value, 'v', vlen);
-    vt_buf_append(&req, value, vlen);
-    free(value);
+    append_large_start(&req, "*5\r\n$4\r\nMSET\r\n$1\r\na\r\n$%zu\r\n", 200000);
     vt_buf_append_str(&req, "\r\n$1\r\nb\r\n$2000000\r\n");
     vt_expect_closed_after(env.proxy->port, req.data, req.len,
                            "+PONG\r\n-ERR Protocol error: invalid bulk length\r\n");
