@@ -29,7 +29,8 @@ void vp_buf_reserve(vp_buf *b, size_t extra)
     if (b->cap - b->len >= extra) return;
     size_t want = b->len + extra;
     size_t cap = b->cap ? b->cap : 4096;
-    while (cap < want) cap *= 2;
+    while (cap < want)
+        cap *= 2;
     b->data = vp_realloc(b->data, cap);
     b->cap = cap;
 }

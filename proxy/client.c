@@ -31,7 +31,8 @@ static client_slot *slot_push(client_session *c, client_slot_kind kind)
     if (c->slot_len == c->slot_cap) {
         size_t ncap = c->slot_cap ? c->slot_cap * 2 : 32;
         client_slot *n = vp_malloc(ncap * sizeof(*n));
-        for (size_t i = 0; i < c->slot_len; i++) n[i] = *slot_at(c, i);
+        for (size_t i = 0; i < c->slot_len; i++)
+            n[i] = *slot_at(c, i);
         free(c->slots);
         c->slots = n;
         c->slot_cap = ncap;
@@ -119,25 +120,43 @@ static void client_add_local(client_session *c, const char *p, size_t n, int clo
     s->len = n;
 }
 
+/* "-<text>\r\n" into msg (cap >= 4); returns its length. Error lines
+ * cannot hold CR or LF, so any in the text become spaces. */
+static size_t client_error_line(char *msg, size_t cap, const char *fmt, va_list ap)
+{
+    msg[0] = '-';
+    int n = vsnprintf(msg + 1, cap - 3, fmt, ap);
+    if (n < 0) n = 0;
+    if ((size_t)n > cap - 4) n = (int)(cap - 4);
+    n++; /* the '-' */
+    for (int i = 0; i < n; i++)
+        if (msg[i] == '\r' || msg[i] == '\n') msg[i] = ' ';
+    memcpy(msg + n, "\r\n", 2);
+    return (size_t)n + 2;
+}
+
+static size_t client_error_linef(char *msg, size_t cap, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static size_t client_error_linef(char *msg, size_t cap, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    size_t n = client_error_line(msg, cap, fmt, ap);
+    va_end(ap);
+    return n;
+}
+
 /* An error reply: fmt is the text after the '-', e.g. "ERR ...". */
 static void client_add_error(client_session *c, int closing, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 static void client_add_error(client_session *c, int closing, const char *fmt, ...)
 {
     char msg[512];
-    msg[0] = '-';
     va_list ap;
     va_start(ap, fmt);
-    int n = vsnprintf(msg + 1, sizeof(msg) - 3, fmt, ap);
+    size_t n = client_error_line(msg, sizeof(msg), fmt, ap);
     va_end(ap);
-    if (n < 0) return;
-    if ((size_t)n > sizeof(msg) - 4) n = (int)sizeof(msg) - 4;
-    n++; /* the '-' */
-    /* Error lines cannot hold CR or LF. */
-    for (int i = 0; i < n; i++)
-        if (msg[i] == '\r' || msg[i] == '\n') msg[i] = ' ';
-    memcpy(msg + n, "\r\n", 2);
-    client_add_local(c, msg, (size_t)n + 2, closing);
+    client_add_local(c, msg, n, closing);
 }
 
 /* ---- input ---- */
@@ -225,12 +244,12 @@ static void client_stream_error(client_session *c, const char *msg)
     c->srv->stats.protocol_errors++;
     vp_log(VP_LOG_VERBOSE, "client %llu %s: %s (in a streamed request)", c->id, c->addr, msg);
     char line[256];
-    int n = snprintf(line, sizeof(line), "-ERR %s\r\n", msg);
+    size_t n = client_error_linef(line, sizeof(line), "ERR %s", msg);
     client_slot *s = slot_at(c, c->slot_len - 1); /* the streamed request's */
     s->kind = SLOT_READY;
-    s->data = vp_malloc((size_t)n);
-    memcpy(s->data, line, (size_t)n);
-    s->len = (size_t)n;
+    s->data = vp_malloc(n);
+    memcpy(s->data, line, n);
+    s->len = n;
     client_release_ready(c);
     c->streaming = 0;
     c->input_done = 1;
@@ -364,8 +383,9 @@ static void client_on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
     if (!connecting && c->in.len > (size_t)c->srv->conf.client_query_buffer_limit) {
         /* As Redis: a request that would not fit is not answered, the
          * connection is closed (and nothing else suffers). */
-        vp_log(VP_LOG_WARNING, "client %llu %s: closing: query buffer over client-query-buffer-limit (%zu bytes)",
-               c->id, c->addr, c->in.len);
+        vp_log(VP_LOG_WARNING,
+               "client %llu %s: closing: query buffer over client-query-buffer-limit (%zu bytes)", c->id,
+               c->addr, c->in.len);
         client_close(c);
         return;
     }
@@ -380,8 +400,8 @@ void client_cron(vp_server *srv)
     for (client_session *c = srv->clients; c; c = next) {
         next = c->next;
         if (c->eof_at && now - c->eof_at >= CLIENT_EOF_GRACE_MS) {
-            vp_log(VP_LOG_VERBOSE, "client %llu %s: gone for %d ms with replies owed; closing", c->id, c->addr,
-                   CLIENT_EOF_GRACE_MS);
+            vp_log(VP_LOG_VERBOSE, "client %llu %s: gone for %d ms with replies owed; closing", c->id,
+                   c->addr, CLIENT_EOF_GRACE_MS);
             client_close(c);
         }
     }
@@ -420,11 +440,13 @@ void client_upstream_lost(client_session *c, const char *reason)
         upstream_close(c->up);
         c->up = NULL;
     }
-    vp_log(VP_LOG_VERBOSE, "client %llu %s: upstream connection lost (%s); closing after delivering what arrived",
-           c->id, c->addr, reason);
+    vp_log(VP_LOG_VERBOSE,
+           "client %llu %s: upstream connection lost (%s); closing after delivering what arrived", c->id,
+           c->addr, reason);
     /* What the upstream never answered will not be answered: drop those
      * slots (and the local replies queued behind them), deliver the rest. */
-    while (c->slot_len) slot_pop(c);
+    while (c->slot_len)
+        slot_pop(c);
     c->input_done = 1;
     c->close_when_done = 1;
     client_flush(c);
@@ -470,7 +492,8 @@ static void client_close_cb(uv_handle_t *h)
     outq_free(&c->out);
     vp_buf_free(&c->in);
     resp_request_free(&c->parser);
-    while (c->slot_len) slot_pop(c);
+    while (c->slot_len)
+        slot_pop(c);
     free(c->slots);
     free(c);
 }
@@ -483,8 +506,10 @@ void client_close(client_session *c)
         upstream_close(c->up);
         c->up = NULL;
     }
-    if (c->prev) c->prev->next = c->next;
-    else c->srv->clients = c->next;
+    if (c->prev)
+        c->prev->next = c->next;
+    else
+        c->srv->clients = c->next;
     if (c->next) c->next->prev = c->prev;
     c->srv->stats.clients_connected--;
     if (c->eof_at) c->srv->clients_draining--;

@@ -46,7 +46,7 @@ typedef struct client_session {
     } h;
     char addr[64];
 
-    vp_buf in;     /* bytes read; in[in_pos..] not yet parsed */
+    vp_buf in; /* bytes read; in[in_pos..] not yet parsed */
     size_t in_pos;
     resp_request_parser parser;
 
@@ -60,12 +60,12 @@ typedef struct client_session {
     outq out;
 
     unsigned reading : 1;
-    unsigned input_done : 1;       /* read no more (protocol error, upstream lost) */
-    unsigned close_when_done : 1;  /* close once every slot is answered and written */
+    unsigned input_done : 1;      /* read no more (protocol error, upstream lost) */
+    unsigned close_when_done : 1; /* close once every slot is answered and written */
     unsigned closing : 1;
-    unsigned opaque : 1;           /* after SYNC/PSYNC: bytes, not commands */
-    unsigned streaming : 1;        /* a large request is being forwarded as it arrives */
-    uint64_t eof_at;               /* loop time the client sent EOF with replies owed, 0 = not */
+    unsigned opaque : 1;    /* after SYNC/PSYNC: bytes, not commands */
+    unsigned streaming : 1; /* a large request is being forwarded as it arrives */
+    uint64_t eof_at;        /* loop time the client sent EOF with replies owed, 0 = not */
 
     struct client_session *prev, *next;
 } client_session;

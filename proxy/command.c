@@ -61,9 +61,9 @@ cmd_kind cmd_classify(int argc, const resp_arg *argv)
 
 int cmd_name_may_be_special(const resp_arg *name)
 {
-    static const char *const names[] = {"client",  "discard",    "exec",         "multi",     "monitor",
-                                        "psubscribe", "punsubscribe", "psync",  "reset",     "replconf",
-                                        "subscribe", "ssubscribe", "sunsubscribe", "sync", "unsubscribe"};
+    static const char *const names[] = {"client",     "discard",      "exec",         "multi", "monitor",
+                                        "psubscribe", "punsubscribe", "psync",        "reset", "replconf",
+                                        "subscribe",  "ssubscribe",   "sunsubscribe", "sync",  "unsubscribe"};
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
         if (cmd_arg_is(name, names[i])) return 1;
     return 0;

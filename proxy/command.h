@@ -12,18 +12,18 @@
 #include "protocol/resp_request.h"
 
 typedef enum cmd_kind {
-    CMD_PLAIN = 0,    /* one reply */
-    CMD_SUBSCRIBE,    /* (P|S)(UN)SUBSCRIBE: replies per channel, then pushes */
-    CMD_MONITOR,      /* +OK, then a stream of every command */
-    CMD_RESET,        /* +RESET; leaves subscribe/monitor/multi/reply-off state */
+    CMD_PLAIN = 0, /* one reply */
+    CMD_SUBSCRIBE, /* (P|S)(UN)SUBSCRIBE: replies per channel, then pushes */
+    CMD_MONITOR,   /* +OK, then a stream of every command */
+    CMD_RESET,     /* +RESET; leaves subscribe/monitor/multi/reply-off state */
     CMD_MULTI,
     CMD_EXEC,
     CMD_DISCARD,
     CMD_CLIENT_REPLY_ON, /* CLIENT REPLY ON|OFF|SKIP: whether later commands answer */
     CMD_CLIENT_REPLY_OFF,
     CMD_CLIENT_REPLY_SKIP,
-    CMD_UNCOUNTABLE,  /* REPLCONF: answered or not depending on options (ACK pairs are not) */
-    CMD_REPLICATION   /* SYNC/PSYNC: the connection becomes a replication stream */
+    CMD_UNCOUNTABLE, /* REPLCONF: answered or not depending on options (ACK pairs are not) */
+    CMD_REPLICATION  /* SYNC/PSYNC: the connection becomes a replication stream */
 } cmd_kind;
 
 cmd_kind cmd_classify(int argc, const resp_arg *argv);

@@ -39,17 +39,27 @@ static int parse_ll(const char *s, long long min, long long max, long long *out)
 int conf_parse_memory(const char *s, long long *out)
 {
     const char *u = s;
-    while (*u && (isdigit((unsigned char)*u) || (u == s && *u == '-'))) u++;
+    while (*u && (isdigit((unsigned char)*u) || (u == s && *u == '-')))
+        u++;
     long long mul;
-    if (*u == '\0') mul = 1;
-    else if (!strcasecmp(u, "b")) mul = 1;
-    else if (!strcasecmp(u, "k")) mul = 1000;
-    else if (!strcasecmp(u, "kb")) mul = 1024;
-    else if (!strcasecmp(u, "m")) mul = 1000 * 1000;
-    else if (!strcasecmp(u, "mb")) mul = 1024 * 1024;
-    else if (!strcasecmp(u, "g")) mul = 1000LL * 1000 * 1000;
-    else if (!strcasecmp(u, "gb")) mul = 1024LL * 1024 * 1024;
-    else return -1;
+    if (*u == '\0')
+        mul = 1;
+    else if (!strcasecmp(u, "b"))
+        mul = 1;
+    else if (!strcasecmp(u, "k"))
+        mul = 1000;
+    else if (!strcasecmp(u, "kb"))
+        mul = 1024;
+    else if (!strcasecmp(u, "m"))
+        mul = 1000 * 1000;
+    else if (!strcasecmp(u, "mb"))
+        mul = 1024 * 1024;
+    else if (!strcasecmp(u, "g"))
+        mul = 1000LL * 1000 * 1000;
+    else if (!strcasecmp(u, "gb"))
+        mul = 1024LL * 1024 * 1024;
+    else
+        return -1;
     char num[32];
     size_t n = (size_t)(u - s);
     if (n == 0 || n >= sizeof(num)) return -1;
@@ -122,7 +132,8 @@ static const conf_directive conf_directives[] = {
     {"proto-max-bulk-len", T_MEMORY, OFF(proto_max_bulk_len), 1024 * 1024, LLONG_MAX},
     {"proto-max-multibulk-len", T_INT, OFF(proto_max_multibulk_len), 1, INT_MAX},
     {"buffer-limit", T_MEMORY, OFF(buffer_limit), 16 * 1024, 1024LL * 1024 * 1024},
-    {"client-query-buffer-limit", T_MEMORY, OFF(client_query_buffer_limit), 1024 * 1024, 1024LL * 1024 * 1024},
+    {"client-query-buffer-limit", T_MEMORY, OFF(client_query_buffer_limit), 1024 * 1024,
+     1024LL * 1024 * 1024},
     {"loglevel", T_LOGLEVEL, OFF(loglevel), 0, 0},
 };
 
@@ -153,14 +164,18 @@ int conf_set(vp_config *c, const char *name, const char *value, char *err, size_
                      d->max, value);
             return -1;
         }
-        if (d->type == T_PORT) *(int *)field = (int)v;
-        else if (d->offset == OFF(tcp_backlog)) *(int *)field = (int)v;
-        else *(long long *)field = v;
+        if (d->type == T_PORT)
+            *(int *)field = (int)v;
+        else if (d->offset == OFF(tcp_backlog))
+            *(int *)field = (int)v;
+        else
+            *(long long *)field = v;
         return 0;
     case T_MEMORY:
         if (conf_parse_memory(value, &v) < 0 || v < d->min || v > d->max) {
-            snprintf(err, errlen, "'%s' must be a size between %lld and %lld bytes (units k kb m mb g gb), got '%s'",
-                     name, d->min, d->max, value);
+            snprintf(err, errlen,
+                     "'%s' must be a size between %lld and %lld bytes (units k kb m mb g gb), got '%s'", name,
+                     d->min, d->max, value);
             return -1;
         }
         *(long long *)field = v;
@@ -195,7 +210,8 @@ static int conf_split(char *line, char **words, int max)
     int n = 0;
     char *p = line;
     for (;;) {
-        while (*p && isspace((unsigned char)*p)) p++;
+        while (*p && isspace((unsigned char)*p))
+            p++;
         if (!*p) return n;
         if (n == max) return max + 1;
         if (*p == '"') {
@@ -207,7 +223,8 @@ static int conf_split(char *line, char **words, int max)
             if (*p && !isspace((unsigned char)*p)) return -1;
         } else {
             words[n++] = p;
-            while (*p && !isspace((unsigned char)*p)) p++;
+            while (*p && !isspace((unsigned char)*p))
+                p++;
             if (*p) *p++ = '\0';
         }
     }
@@ -232,7 +249,8 @@ int conf_load_file(vp_config *c, const char *path, char *err, size_t errlen)
             break;
         }
         char *hash = line;
-        while (isspace((unsigned char)*hash)) hash++;
+        while (isspace((unsigned char)*hash))
+            hash++;
         if (*hash == '#' || *hash == '\0') continue;
         char *words[3];
         int n = conf_split(line, words, 2);

@@ -25,7 +25,7 @@ typedef struct vp_config {
 
     long long proto_max_bulk_len;
     long long proto_max_multibulk_len;
-    long long buffer_limit; /* bytes queued towards one side before reading the other pauses */
+    long long buffer_limit;              /* bytes queued towards one side before reading the other pauses */
     long long client_query_buffer_limit; /* a client holding more unparsed bytes is closed */
 
     vp_log_level loglevel;

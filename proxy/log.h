@@ -4,12 +4,7 @@
 #ifndef VP_LOG_H
 #define VP_LOG_H
 
-typedef enum vp_log_level {
-    VP_LOG_DEBUG = 0,
-    VP_LOG_VERBOSE,
-    VP_LOG_NOTICE,
-    VP_LOG_WARNING
-} vp_log_level;
+typedef enum vp_log_level { VP_LOG_DEBUG = 0, VP_LOG_VERBOSE, VP_LOG_NOTICE, VP_LOG_WARNING } vp_log_level;
 
 extern vp_log_level vp_log_threshold;
 

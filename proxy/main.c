@@ -13,22 +13,21 @@
 
 static void usage(FILE *out)
 {
-    fprintf(out,
-            "Usage: verbproxy [--config FILE] [--DIRECTIVE VALUE ...]\n"
-            "\n"
-            "A RESP proxy in front of one Redis. Every directive of the config file\n"
-            "(see conf/verbproxy.conf) can be given as a flag; flags override the file.\n"
-            "\n"
-            "  --config FILE          read settings from FILE first\n"
-            "  --port N               TCP port to listen on (default 6380; 0 = none)\n"
-            "  --bind ADDR            address to listen on (default 127.0.0.1)\n"
-            "  --unixsocket PATH      also listen on a unix socket\n"
-            "  --upstream ADDR        upstream Redis: host:port or a unix socket path\n"
-            "                         (default 127.0.0.1:6379)\n"
-            "  --connect-timeout MS   upstream connect timeout (default 2000)\n"
-            "  --loglevel LEVEL       debug, verbose, notice or warning\n"
-            "  --help                 this text\n"
-            "  --version              the version\n");
+    fprintf(out, "Usage: verbproxy [--config FILE] [--DIRECTIVE VALUE ...]\n"
+                 "\n"
+                 "A RESP proxy in front of one Redis. Every directive of the config file\n"
+                 "(see conf/verbproxy.conf) can be given as a flag; flags override the file.\n"
+                 "\n"
+                 "  --config FILE          read settings from FILE first\n"
+                 "  --port N               TCP port to listen on (default 6380; 0 = none)\n"
+                 "  --bind ADDR            address to listen on (default 127.0.0.1)\n"
+                 "  --unixsocket PATH      also listen on a unix socket\n"
+                 "  --upstream ADDR        upstream Redis: host:port or a unix socket path\n"
+                 "                         (default 127.0.0.1:6379)\n"
+                 "  --connect-timeout MS   upstream connect timeout (default 2000)\n"
+                 "  --loglevel LEVEL       debug, verbose, notice or warning\n"
+                 "  --help                 this text\n"
+                 "  --version              the version\n");
 }
 
 static vp_listener listener;
@@ -47,7 +46,8 @@ static void on_signal(uv_signal_t *h, int signum)
     vp_server *srv = h->data;
     vp_log(VP_LOG_NOTICE, "received %s, shutting down", signum == SIGINT ? "SIGINT" : "SIGTERM");
     listener_close(&listener);
-    while (srv->clients) client_close(srv->clients);
+    while (srv->clients)
+        client_close(srv->clients);
     stats_log(&srv->stats);
     uv_close((uv_handle_t *)&sigint_handle, NULL);
     uv_close((uv_handle_t *)&sigterm_handle, NULL);

@@ -17,7 +17,8 @@ void outq_init(outq *q, uv_stream_t *stream, void *owner, outq_written_cb cb)
 /* Copy the zero-copy pieces into `pending`, keeping their order. */
 static void outq_copy_pieces(outq *q)
 {
-    for (int i = 0; i < q->npieces; i++) vp_buf_append(&q->pending, q->pieces[i].base, q->pieces[i].len);
+    for (int i = 0; i < q->npieces; i++)
+        vp_buf_append(&q->pending, q->pieces[i].base, q->pieces[i].len);
     q->npieces = 0;
     q->piece_bytes = 0;
 }

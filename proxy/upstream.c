@@ -42,7 +42,8 @@ static void fifo_push(upstream_conn *up, struct client_session *c, up_entry_kind
     if (up->fifo_len == up->fifo_cap) {
         size_t ncap = up->fifo_cap ? up->fifo_cap * 2 : 64;
         up_entry *n = vp_malloc(ncap * sizeof(*n));
-        for (size_t i = 0; i < up->fifo_len; i++) n[i] = up->fifo[(up->fifo_head + i) % up->fifo_cap];
+        for (size_t i = 0; i < up->fifo_len; i++)
+            n[i] = up->fifo[(up->fifo_head + i) % up->fifo_cap];
         free(up->fifo);
         up->fifo = n;
         up->fifo_cap = ncap;
@@ -70,7 +71,8 @@ static void up_make_barrier(upstream_conn *up)
     /* Unique enough: nobody guesses it by accident, and it differs per
      * connection. */
     static unsigned long long seq;
-    unsigned long long r = uv_hrtime() ^ ((unsigned long long)(uintptr_t)up << 16) ^ (++seq * 0x9E3779B97F4A7C15ULL);
+    unsigned long long r =
+        uv_hrtime() ^ ((unsigned long long)(uintptr_t)up << 16) ^ (++seq * 0x9E3779B97F4A7C15ULL);
     char token[40];
     int tl = snprintf(token, sizeof(token), BARRIER_PREFIX "%016llx", r);
     snprintf(up->barrier_cmd, sizeof(up->barrier_cmd), "*2\r\n$4\r\nPING\r\n$%d\r\n%s\r\n", tl, token);
@@ -139,8 +141,10 @@ static void up_on_timeout(uv_timer_t *t)
 {
     upstream_conn *up = t->data;
     if (up->state != UPSTREAM_CONNECTING) return;
-    if (up->error[0]) up_fail(up, up->error); /* a failure parked by upstream_open */
-    else up_fail(up, "connection timed out");
+    if (up->error[0])
+        up_fail(up, up->error); /* a failure parked by upstream_open */
+    else
+        up_fail(up, "connection timed out");
 }
 
 static int up_start_connect(upstream_conn *up, const struct sockaddr *sa)
@@ -210,7 +214,8 @@ upstream_conn *upstream_open(vp_server *srv, struct client_session *client)
             char port[16];
             snprintf(port, sizeof(port), "%d", conf->upstream_port);
             struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
-            rc = uv_getaddrinfo(srv->loop, &up->resolve_req, up_on_resolved, conf->upstream_host, port, &hints);
+            rc = uv_getaddrinfo(srv->loop, &up->resolve_req, up_on_resolved, conf->upstream_host, port,
+                                &hints);
             if (rc == 0) up->resolving = 1;
         }
     }

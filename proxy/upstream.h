@@ -38,12 +38,12 @@
 struct client_session;
 
 typedef enum up_entry_kind {
-    UP_REPLY,      /* one reply for the client's oldest waiting slot */
-    UP_BARRIER,    /* the answer to our barrier PING: swallowed, releases a waiting slot */
+    UP_REPLY,         /* one reply for the client's oldest waiting slot */
+    UP_BARRIER,       /* the answer to our barrier PING: swallowed, releases a waiting slot */
     UP_CLOSE_BARRIER, /* RESET + barrier PING before the connection closes */
-    UP_RESET,      /* RESET sent in raw mode: its +RESET ends raw mode */
-    UP_RAW_START,  /* from here on replies are not counted (no reply of its own) */
-    UP_OPAQUE_START /* from here on the stream is not RESP (SYNC/PSYNC) */
+    UP_RESET,         /* RESET sent in raw mode: its +RESET ends raw mode */
+    UP_RAW_START,     /* from here on replies are not counted (no reply of its own) */
+    UP_OPAQUE_START   /* from here on the stream is not RESP (SYNC/PSYNC) */
 } up_entry_kind;
 
 typedef struct up_entry {
@@ -51,11 +51,7 @@ typedef struct up_entry {
     up_entry_kind kind;
 } up_entry;
 
-typedef enum upstream_state {
-    UPSTREAM_CONNECTING,
-    UPSTREAM_READY,
-    UPSTREAM_CLOSED
-} upstream_state;
+typedef enum upstream_state { UPSTREAM_CONNECTING, UPSTREAM_READY, UPSTREAM_CLOSED } upstream_state;
 
 /* How a reply the proxy makes itself must be queued (flags). */
 #define UP_LOCAL_BARRIER 1 /* a barrier was sent: queue a waiting slot first */

@@ -49,8 +49,9 @@ Test(edge_accounting, reset_with_arguments_is_an_arity_error_and_changes_nothing
 
 Test(edge_accounting, multi_with_arguments_does_not_start_a_transaction)
 {
-    EXPECT_CLOSED_AFTER("MULTI x\r\nEXEC\r\n" GARBAGE, "-ERR wrong number of arguments for 'multi' command\r\n"
-                                                       "-ERR EXEC without MULTI\r\n" GARBAGE_REPLY);
+    EXPECT_CLOSED_AFTER("MULTI x\r\nEXEC\r\n" GARBAGE,
+                        "-ERR wrong number of arguments for 'multi' command\r\n"
+                        "-ERR EXEC without MULTI\r\n" GARBAGE_REPLY);
 }
 
 Test(edge_accounting, replconf_ack_from_a_client_is_not_answered)

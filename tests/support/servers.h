@@ -64,9 +64,9 @@ bool vt_redis_restart(vt_redis *r);
 void vt_redis_free(vt_redis *r);
 
 typedef struct vt_proxy_opts {
-    int connect_timeout_ms; /* --connect-timeout; 0 leaves the proxy's default */
-    bool unixsocket;        /* also listen on <dir>/verbproxy.sock */
-    bool upstream_unix;     /* --upstream <redis unix socket> instead of host:port */
+    int connect_timeout_ms;        /* --connect-timeout; 0 leaves the proxy's default */
+    bool unixsocket;               /* also listen on <dir>/verbproxy.sock */
+    bool upstream_unix;            /* --upstream <redis unix socket> instead of host:port */
     const char *const *extra_args; /* NULL-terminated flags appended as is; may be NULL */
 } vt_proxy_opts;
 

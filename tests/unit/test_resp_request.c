@@ -821,14 +821,16 @@ Test(resp_request, a_large_request_is_released_in_pieces_and_ends_where_it_ends)
     size_t len = (size_t)hl + vlen + 2;
     char *stream = malloc(len);
     memcpy(stream, head, (size_t)hl);
-    for (size_t i = 0; i < vlen; i++) stream[hl + i] = (char)("ab\r\n"[i % 4]);
+    for (size_t i = 0; i < vlen; i++)
+        stream[hl + i] = (char)("ab\r\n"[i % 4]);
     memcpy(stream + hl + vlen, "\r\n", 2);
 
     size_t chunks[] = {1, 7, 4096, 16384, 65536, len};
     for (size_t i = 0; i < sizeof(chunks) / sizeof(chunks[0]); i++) {
         size_t released;
         stream_through(stream, len, chunks[i], &released);
-        if (chunks[i] < len) cr_assert_gt(released, vlen / 2, "chunk %zu: only %zu released", chunks[i], released);
+        if (chunks[i] < len)
+            cr_assert_gt(released, vlen / 2, "chunk %zu: only %zu released", chunks[i], released);
     }
     free(stream);
 }
