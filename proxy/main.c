@@ -106,17 +106,19 @@ int main(int argc, char **argv)
     srv.loop = uv_default_loop();
     signal(SIGPIPE, SIG_IGN);
 
-    if (listener_start(&listener, &srv, err, sizeof(err)) < 0) {
-        vp_log(VP_LOG_WARNING, "%s", err);
-        return 1;
-    }
-    vp_log(VP_LOG_NOTICE, "verbproxy %s ready, upstream %s", VP_VERSION, srv.conf.upstream);
-
+    /* Signals first: once the socket listens, a supervisor may already
+     * send SIGTERM, and that must be a clean stop. */
     uv_signal_init(srv.loop, &sigint_handle);
     uv_signal_init(srv.loop, &sigterm_handle);
     sigint_handle.data = sigterm_handle.data = &srv;
     uv_signal_start(&sigint_handle, on_signal, SIGINT);
     uv_signal_start(&sigterm_handle, on_signal, SIGTERM);
+
+    if (listener_start(&listener, &srv, err, sizeof(err)) < 0) {
+        vp_log(VP_LOG_WARNING, "%s", err);
+        return 1;
+    }
+    vp_log(VP_LOG_NOTICE, "verbproxy %s ready, upstream %s", VP_VERSION, srv.conf.upstream);
 
     uv_timer_init(srv.loop, &cron);
     cron.data = &srv;
