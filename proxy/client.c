@@ -100,12 +100,13 @@ static void client_on_written(outq *q, int status)
     client_maybe_finish(c);
 }
 
-/* A reply the proxy makes itself, queued in request order (`closing`: the
- * connection closes after it). */
-static void client_add_local(client_session *c, const char *p, size_t n, int closing)
+/* A reply the proxy makes itself, queued in request order. With an upstream
+ * connection it is always the last one (a protocol error): the connection
+ * closes after it. */
+static void client_add_local(client_session *c, const char *p, size_t n)
 {
     if (c->up) {
-        int flags = upstream_local_reply(c->up, c, closing);
+        int flags = upstream_closing_reply(c->up, c);
         if (flags & UP_LOCAL_BARRIER) slot_push(c, SLOT_WAITING);
         if (flags & UP_LOCAL_DROP) return;
     }
@@ -147,16 +148,15 @@ static size_t client_error_linef(char *msg, size_t cap, const char *fmt, ...)
 }
 
 /* An error reply: fmt is the text after the '-', e.g. "ERR ...". */
-static void client_add_error(client_session *c, int closing, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void client_add_error(client_session *c, int closing, const char *fmt, ...)
+static void client_add_error(client_session *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void client_add_error(client_session *c, const char *fmt, ...)
 {
     char msg[512];
     va_list ap;
     va_start(ap, fmt);
     size_t n = client_error_line(msg, sizeof(msg), fmt, ap);
     va_end(ap);
-    client_add_local(c, msg, n, closing);
+    client_add_local(c, msg, n);
 }
 
 /* ---- input ---- */
@@ -193,7 +193,7 @@ static void client_protocol_error(client_session *c, const char *msg)
 {
     c->srv->stats.protocol_errors++;
     vp_log(VP_LOG_VERBOSE, "client %llu %s: %s", c->id, c->addr, msg);
-    client_add_error(c, 1, "ERR %s", msg);
+    client_add_error(c, "ERR %s", msg);
     c->input_done = 1;
     c->close_when_done = 1;
 }
@@ -201,7 +201,7 @@ static void client_protocol_error(client_session *c, const char *msg)
 static void client_dispatch(client_session *c, const resp_arg *argv, int argc, const char *p, size_t n)
 {
     if (c->answering_unavailable) {
-        client_add_error(c, 0, "ERR upstream unavailable: %s: %s", c->srv->conf.upstream, c->up_error);
+        client_add_error(c, "ERR upstream unavailable: %s: %s", c->srv->conf.upstream, c->up_error);
         return;
     }
     cmd_kind kind = cmd_classify(argc, argv);

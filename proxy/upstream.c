@@ -77,8 +77,6 @@ static void up_make_barrier(upstream_conn *up)
     int tl = snprintf(token, sizeof(token), BARRIER_PREFIX "%016llx", r);
     snprintf(up->barrier_cmd, sizeof(up->barrier_cmd), "*2\r\n$4\r\nPING\r\n$%d\r\n%s\r\n", tl, token);
     snprintf(up->barrier_reply, sizeof(up->barrier_reply), "$%d\r\n%s\r\n", tl, token);
-    snprintf(up->barrier_reply_sub, sizeof(up->barrier_reply_sub), "*2\r\n$4\r\npong\r\n$%d\r\n%s\r\n", tl,
-             token);
 }
 
 /* ---- connecting ---- */
@@ -286,9 +284,6 @@ static up_route up_decide(upstream_conn *up, const char *p, size_t n, int whole)
         return ROUTE_PUSH;
     }
     if (e && whole) {
-        if (e->kind == UP_BARRIER &&
-            (bytes_are(p, n, up->barrier_reply) || bytes_are(p, n, up->barrier_reply_sub)))
-            return ROUTE_SWALLOW;
         if (e->kind == UP_CLOSE_BARRIER) return up_decide_close_barrier(up, p, n);
         if (e->kind == UP_RESET && bytes_are(p, n, RESET_REPLY)) return ROUTE_RESET;
     }
@@ -316,19 +311,10 @@ static void up_deliver(upstream_conn *up, const char *p, size_t n, int done)
         return;
     case ROUTE_SWALLOW_KEEP:
         return;
-    case ROUTE_SWALLOW: {
-        up_entry_kind kind = e->kind;
+    case ROUTE_SWALLOW:
         fifo_pop(up);
-        /* Counting resumes if the connection is out of subscribe mode, not
-         * monitoring, and nothing was sent after this barrier. */
-        if (kind == UP_BARRIER && bytes_are(p, n, up->barrier_reply) && !up->monitor && up->fifo_len == 0 &&
-            up->raw_tx && up->raw_sent_since_barrier == 0) {
-            up->raw_tx = 0;
-            up->raw_rx = 0;
-        }
         if (c) client_reply(c, NULL, 0, 1);
         return;
-    }
     }
 }
 
@@ -458,12 +444,9 @@ int upstream_forward(upstream_conn *up, struct client_session *c, const char *p,
      * where the old stream ends and stays uncounted (still in order). */
     if (kind == CMD_RESET) {
         int answered = !up->skip_next;
-        up->monitor = up->in_multi = up->multi_special = 0;
+        up->in_multi = up->multi_special = 0;
         up->reply_off = up->skip_next = 0;
-        if (!answered) {
-            if (up->raw_tx) up->raw_sent_since_barrier++;
-            return 0;
-        }
+        if (!answered) return 0;
         if (up->raw_tx) {
             fifo_push(up, c, UP_RESET);
             up->raw_tx = 0;
@@ -491,8 +474,6 @@ int upstream_forward(upstream_conn *up, struct client_session *c, const char *p,
             up->multi_special = 0;
             break;
         case CMD_MONITOR:
-            up->monitor = 1;
-            /* fall through */
         case CMD_SUBSCRIBE:
             replies = 0;
             enter_raw = 1;
@@ -529,43 +510,30 @@ int upstream_forward(upstream_conn *up, struct client_session *c, const char *p,
     up->skip_next = kind == CMD_CLIENT_REPLY_SKIP && !queued;
 
     int counted = 0;
-    if (up->raw_tx) {
-        up->raw_sent_since_barrier++;
-    } else if (replies) {
+    if (!up->raw_tx && replies) {
         fifo_push(up, c, UP_REPLY);
         counted = 1;
     }
     if (enter_raw && !up->raw_tx) {
         fifo_push(up, c, UP_RAW_START);
         up->raw_tx = 1;
-        up->raw_sent_since_barrier = 0;
     }
     return counted;
 }
 
-int upstream_local_reply(upstream_conn *up, struct client_session *c, int closing)
+int upstream_closing_reply(upstream_conn *up, struct client_session *c)
 {
     /* Counting: the reply just takes its place in the client's queue. */
     if (!up->raw_tx) return 0;
+    /* The connection ends after this reply, so put Redis in a known state
+     * first (out of MULTI, subscribe mode, MONITOR, CLIENT REPLY OFF/SKIP)
+     * and let a PING mark the end of what it sends before. A SKIP in force
+     * eats +RESET: see up_decide_close_barrier. */
     int flags = UP_LOCAL_BARRIER;
-    if (closing) {
-        /* The connection ends after this reply, so put Redis in a known
-         * state first (out of MULTI, subscribe mode, MONITOR, CLIENT REPLY
-         * OFF/SKIP) and let a PING mark the end of what it sends before. A
-         * SKIP in force eats +RESET: that +RESET is skipped when matched. */
-        if (up->reply_off || up->skip_next) flags |= UP_LOCAL_DROP; /* Redis would not answer either */
-        outq_add(&up->out, "*1\r\n$5\r\nRESET\r\n", 15);
-        outq_add(&up->out, up->barrier_cmd, strlen(up->barrier_cmd));
-        fifo_push(up, c, UP_CLOSE_BARRIER);
-    } else {
-        /* The connection goes on: only PING. (Inside MULTI it would be
-         * queued; the callers of the next issue must not get here then.) */
-        if (up->reply_off || up->skip_next) flags |= UP_LOCAL_DROP;
-        outq_add(&up->out, up->barrier_cmd, strlen(up->barrier_cmd));
-        fifo_push(up, c, UP_BARRIER);
-        up->skip_next = 0;
-    }
-    up->raw_sent_since_barrier = 0;
+    if (up->reply_off || up->skip_next) flags |= UP_LOCAL_DROP; /* Redis would not answer either */
+    outq_add(&up->out, "*1\r\n$5\r\nRESET\r\n", 15);
+    outq_add(&up->out, up->barrier_cmd, strlen(up->barrier_cmd));
+    fifo_push(up, c, UP_CLOSE_BARRIER);
     up->srv->stats.barriers_sent++;
     return flags;
 }

@@ -9,17 +9,15 @@
  * step to shared, batched connections.
  *
  * Counting replies. Nearly every command gets exactly one reply. The
- * exceptions are tracked on the send side (command.h): CLIENT REPLY OFF/SKIP
- * remove replies; MULTI ... EXEC count one reply per command; and SUBSCRIBE or
- * MONITOR turn the connection into a stream whose replies cannot be counted
- * ("raw" mode). In raw mode every reply goes straight to the client in arrival
- * order. When the proxy must place a reply of its own after what the upstream
- * still owes (an error it makes itself), it sends a barrier,
- * `PING verbproxy:barrier`, and releases its reply when the barrier's answer
- * comes back; that answer also tells whether the connection left subscribe
- * mode (RESP2 answers a PING in subscribe mode with ["pong", arg]), and if so
- * and nothing else is in flight, counting resumes. RESET leaves raw mode when
- * its +RESET arrives. RESP3 pushes ('>') are out of band in every mode.
+ * exceptions are tracked on the send side (command.h): MULTI ... EXEC count
+ * one reply per command, and SUBSCRIBE, MONITOR, CLIENT REPLY OFF/SKIP and
+ * REPLCONF turn the connection into a stream whose replies cannot be counted
+ * ("raw" mode). In raw mode every reply goes straight to the client in
+ * arrival order, until the +RESET of a RESET makes it countable again. When
+ * the proxy must place a reply of its own after what a raw connection still
+ * sends (a protocol error, before it closes), it sends a closing barrier,
+ * RESET and `PING verbproxy:barrier:<token>`, and releases its reply when
+ * their answers come back. RESP3 pushes ('>') are out of band in every mode.
  *
  * Lifetime: created by the client session; freed by itself after
  * upstream_close() once libuv has closed its handles. After a failure or
@@ -39,7 +37,6 @@ struct client_session;
 
 typedef enum up_entry_kind {
     UP_REPLY,         /* one reply for the client's oldest waiting slot */
-    UP_BARRIER,       /* the answer to our barrier PING: swallowed, releases a waiting slot */
     UP_CLOSE_BARRIER, /* RESET + barrier PING before the connection closes */
     UP_RESET,         /* RESET sent in raw mode: its +RESET ends raw mode */
     UP_RAW_START,     /* from here on replies are not counted (no reply of its own) */
@@ -96,17 +93,14 @@ typedef struct upstream_conn {
     unsigned raw_tx : 1;    /* requests now sent are not counted */
     unsigned raw_rx : 1;    /* replies now arriving are not counted */
     unsigned opaque_rx : 1; /* replies are not RESP any more */
-    unsigned monitor : 1;
     unsigned in_multi : 1;
     unsigned multi_special : 1; /* a queued command will change counting at EXEC */
     unsigned reply_off : 1;
     unsigned skip_next : 1;
-    unsigned long raw_sent_since_barrier;
     int reset_held; /* a +RESET held back while waiting for a closing barrier */
 
-    char barrier_cmd[96];       /* PING <token> */
-    char barrier_reply[64];     /* its answer */
-    char barrier_reply_sub[80]; /* its answer in RESP2 subscribe mode */
+    char barrier_cmd[96];   /* PING <token> */
+    char barrier_reply[64]; /* its answer */
 } upstream_conn;
 
 /* Start connecting for `client`. Never fails synchronously: a failure is
@@ -121,9 +115,11 @@ int upstream_forward(upstream_conn *up, struct client_session *c, const char *p,
 void upstream_forward_bytes(upstream_conn *up, const char *p, size_t n);
 /* An empty request ("\r\n", "*0"): no reply, but it ends a CLIENT REPLY SKIP. */
 void upstream_forward_empty(upstream_conn *up, const char *p, size_t n);
-/* The client is about to answer a request itself (`closing`: and then close
- * the connection). Returns UP_LOCAL_* flags. */
-int upstream_local_reply(upstream_conn *up, struct client_session *c, int closing);
+/* The client is about to answer a request itself and then close the
+ * connection (a protocol error). Returns UP_LOCAL_* flags. A reply the proxy
+ * makes on a connection that goes on (a verb's argument error) will need a
+ * barrier that leaves Redis's state alone: an addition for the verbs. */
+int upstream_closing_reply(upstream_conn *up, struct client_session *c);
 /* Is every request now sent answered by exactly one counted reply? (Only
  * then may a request be streamed: a half-sent request cannot be followed by
  * a barrier.) */
