@@ -180,6 +180,7 @@ resp_frame_status resp_frame_scan(resp_framer *f, const char *buf, size_t len, s
         switch (*p) {
         case '+':
         case '-':
+        case ',':
             next = scan_line(p + 1, end, &bad);
             if (next == NULL) {
                 if (bad) {
@@ -187,6 +188,10 @@ resp_frame_status resp_frame_scan(resp_framer *f, const char *buf, size_t len, s
                     goto error;
                 }
                 goto partial;
+            }
+            if (*p == ',' && next - p == 3) { /* ",\r\n": a double needs digits */
+                err = err_double;
+                goto error;
             }
             break;
         case ':':
@@ -269,20 +274,6 @@ resp_frame_status resp_frame_scan(resp_framer *f, const char *buf, size_t len, s
             if (rc != NUM_OK) {
                 err = err_bool;
                 goto incomplete;
-            }
-            break;
-        case ',':
-            next = scan_line(p + 1, end, &bad);
-            if (next == NULL) {
-                if (bad) {
-                    err = err_line;
-                    goto error;
-                }
-                goto partial;
-            }
-            if (next - p == 3) { /* ",\r\n" */
-                err = err_double;
-                goto error;
             }
             break;
         case '(': {

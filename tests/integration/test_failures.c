@@ -89,16 +89,22 @@ Test(failures, redis_killed_mid_pipeline_delivers_the_replies_sent_then_closes_t
     vt_buf_free(&want);
 }
 
-Test(failures, redis_killed_while_big_replies_stream_never_leaves_the_client_hanging)
+/* f:big := BIG_VALUE bytes of `fill`, written straight to Redis. */
+static void store_big_value(char fill)
 {
     char *value = malloc(BIG_VALUE);
-    memset(value, 'v', BIG_VALUE);
+    memset(value, fill, BIG_VALUE);
     redisContext *admin = vt_must_connect(env.redis->port);
     redisReply *r = vt_cmd(admin, "SET f:big %b", value, (size_t)BIG_VALUE);
     vt_assert_status(r, "OK");
     freeReplyObject(r);
     redisFree(admin);
     free(value);
+}
+
+Test(failures, redis_killed_while_big_replies_stream_never_leaves_the_client_hanging)
+{
+    store_big_value('v');
 
     int fd = vt_must_sock(env.proxy->port);
     vt_buf req = {0}, got = {0};
@@ -124,14 +130,7 @@ Test(failures, redis_killed_while_big_replies_stream_never_leaves_the_client_han
 
 Test(failures, a_client_killed_mid_pipeline_frees_its_upstream_connection)
 {
-    char *value = malloc(BIG_VALUE);
-    memset(value, 'x', BIG_VALUE);
-    redisContext *admin = vt_must_connect(env.redis->port);
-    redisReply *r = vt_cmd(admin, "SET f:big %b", value, (size_t)BIG_VALUE);
-    vt_assert_status(r, "OK");
-    freeReplyObject(r);
-    redisFree(admin);
-    free(value);
+    store_big_value('x');
 
     /* a client asks for 40 MiB of replies plus a blocking command and dies
      * without reading any of it */
