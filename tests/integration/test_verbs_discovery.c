@@ -1,0 +1,537 @@
+/* test_verbs_discovery.c - finding out what verbs a proxy has, and adding
+ * your own.
+ *
+ * A client asks `VERBPROXY VERBS` for the verb table (name, syntax, the
+ * script's SHA, arity, number of keys, write or readonly, where the script
+ * came from); client libraries and redis-cli ask `COMMAND INFO` and
+ * `COMMAND DOCS`, and get Redis-7-shaped entries for verbs, mixed with
+ * Redis's own for real commands. An operator adds a verb with
+ * `--verb "name path numkeys N"` or a `verb` line in the config file; a verb
+ * that would shadow a Redis command or a built-in verb stops start-up.
+ * `--ztick-max-members` caps the sets ZTICK walks.
+ *
+ * Verbs are proxy-only: the suite is skipped under VP_TEST_DIRECT=1. */
+#include <ctype.h>
+#include <sys/wait.h>
+
+#include "tests/support/checks.h"
+
+#ifndef SOURCE_DIR
+#error "SOURCE_DIR (the source tree, for lua/*.lua) must be defined by the build"
+#endif
+
+#define REFUSAL_TIMEOUT_S 10 /* a refused start-up ends long before this */
+#define RUNS_FOR_S 3         /* an accepted one is stopped after this */
+
+static vt_env env;
+
+static void setup(void)
+{
+    vt_env_start(&env, NULL, NULL);
+}
+
+static void teardown(void)
+{
+    vt_env_stop(&env);
+}
+
+TestSuite(verbs_discovery, .init = setup, .fini = teardown, .timeout = VT_TEST_TIMEOUT_S);
+
+/* The built-in verbs, as lua/README.md lists them. */
+typedef struct verb_row {
+    const char *name;
+    const char *syntax; /* the arguments after the verb's name */
+    int arity;
+    int numkeys; /* fixed keys; QPOP's lease key comes from an option */
+} verb_row;
+
+static const verb_row builtins[] = {
+    {"ztick", "key delta threshold [WITHSCORES]", -4, 1},
+    {"qpop", "key [COUNT n] [MAXSCORE max|NOW] [LEASE leasekey ms]", -2, 1},
+    {"qack", "leasekey member [member ...]", -3, 1},
+    {"qextend", "leasekey member ms", 4, 1},
+    {"qreclaim", "leasekey key score|NOW [COUNT n]", -4, 2},
+    {"lockrelease", "key token", 3, 1},
+    {"lockrenew", "key token ms", 4, 1},
+    {"lockhandover", "key oldtoken newtoken ms", 5, 1},
+    {"hsetver", "key version field value [field value ...]", -5, 1},
+    {"zwindow", "key window-ms member [LIMIT max]", -4, 1},
+};
+#define BUILTINS (sizeof(builtins) / sizeof(builtins[0]))
+
+/* ---- helpers ---- */
+
+#define expect_error_text(r, text)                                                                           \
+    cr_assert((r) && (r)->type == REDIS_REPLY_ERROR && strcmp((r)->str, (text)) == 0,                        \
+              "expected -%s, got %s", (text), VT_DESCRIBE(r))
+
+static bool is_str(const redisReply *r, const char *want)
+{
+    return r && (r->type == REDIS_REPLY_STRING || r->type == REDIS_REPLY_STATUS) && r->len == strlen(want) &&
+           memcmp(r->str, want, r->len) == 0;
+}
+
+/* What SCRIPT LOAD of this file answers, asked straight from Redis. */
+static char *sha_of_file(const char *path)
+{
+    char *body = vt_read_file(path);
+    cr_assert(body[0] != '\0', "could not read %s (or it is empty)", path);
+    redisContext *admin = vt_must_connect(env.redis->port);
+    redisReply *r = vt_cmd(admin, "SCRIPT LOAD %s", body);
+    cr_assert(r && r->type == REDIS_REPLY_STRING && r->len == 40, "SCRIPT LOAD %s: %s", path, VT_DESCRIBE(r));
+    char *sha = strdup(r->str);
+    freeReplyObject(r);
+    redisFree(admin);
+    free(body);
+    return sha;
+}
+
+/* The entry named `name` in a VERBPROXY VERBS reply (asserted unique). */
+static const redisReply *find_verb(const redisReply *verbs, const char *name)
+{
+    const redisReply *found = NULL;
+    for (size_t i = 0; i < verbs->elements; i++) {
+        const redisReply *e = verbs->element[i];
+        cr_assert(e->type == REDIS_REPLY_ARRAY && e->elements == 7,
+                  "a VERBPROXY VERBS entry should be [name, syntax, sha, arity, numkeys, write|readonly, "
+                  "source], got %s",
+                  VT_DESCRIBE(e));
+        if (is_str(e->element[0], name)) {
+            cr_assert(found == NULL, "\"%s\" is listed twice", name);
+            found = e;
+        }
+    }
+    cr_assert(found != NULL, "\"%s\" is not in VERBPROXY VERBS: %s", name, VT_DESCRIBE(verbs));
+    return found;
+}
+
+/* Check one VERBPROXY VERBS entry field by field. syntax may be NULL (not
+ * checked: custom verbs have none to compare against). */
+static void check_verb_entry(const redisReply *e, const char *name, const char *syntax, const char *sha,
+                             int arity, int numkeys, const char *access, const char *source)
+{
+    vt_assert_str(e->element[0], name);
+    if (syntax) {
+        cr_assert(e->element[1]->type == REDIS_REPLY_STRING && strstr(e->element[1]->str, syntax) != NULL,
+                  "%s: syntax should read \"%s\", got %s", name, syntax, VT_DESCRIBE(e->element[1]));
+    } else {
+        cr_assert(e->element[1]->type == REDIS_REPLY_STRING, "%s: syntax should be a string, got %s", name,
+                  VT_DESCRIBE(e->element[1]));
+    }
+    cr_assert(is_str(e->element[2], sha), "%s: sha %s, but SCRIPT LOAD of its file gives %s", name,
+              VT_DESCRIBE(e->element[2]), sha);
+    cr_assert(e->element[3]->type == REDIS_REPLY_INTEGER && e->element[3]->integer == arity,
+              "%s: arity %s, expected %d", name, VT_DESCRIBE(e->element[3]), arity);
+    cr_assert(e->element[4]->type == REDIS_REPLY_INTEGER && e->element[4]->integer == numkeys,
+              "%s: numkeys %s, expected %d", name, VT_DESCRIBE(e->element[4]), numkeys);
+    cr_assert(is_str(e->element[5], access), "%s: expected \"%s\", got %s", name, access,
+              VT_DESCRIBE(e->element[5]));
+    cr_assert(is_str(e->element[6], source), "%s: source %s, expected \"%s\"", name,
+              VT_DESCRIBE(e->element[6]), source);
+}
+
+static redisReply *verbs_of(int port)
+{
+    redisContext *c = vt_must_connect(port);
+    redisReply *r = vt_cmd(c, "VERBPROXY VERBS");
+    cr_assert(r && r->type == REDIS_REPLY_ARRAY, "VERBPROXY VERBS: expected an array, got %s",
+              VT_DESCRIBE(r));
+    redisFree(c);
+    return r;
+}
+
+/* Is flag among the elements of the array r? */
+static bool has_flag(const redisReply *r, const char *flag)
+{
+    for (size_t i = 0; r->type == REDIS_REPLY_ARRAY && i < r->elements; i++)
+        if (is_str(r->element[i], flag)) return true;
+    return false;
+}
+
+/* A Redis 7 COMMAND INFO entry: [name, arity, flags, first key, last key,
+ * step, acl categories, tips, key specs, subcommands]. */
+static void check_command_entry(const redisReply *e, const char *name, int arity, const char *flag, int first,
+                                int last, int step)
+{
+    cr_assert(e->type == REDIS_REPLY_ARRAY && e->elements == 10,
+              "a Redis 7 COMMAND INFO entry has 10 elements, got %s", VT_DESCRIBE(e));
+    vt_assert_str(e->element[0], name);
+    vt_assert_int(e->element[1], arity);
+    cr_assert(e->element[2]->type == REDIS_REPLY_ARRAY && has_flag(e->element[2], flag),
+              "%s: flags %s should contain \"%s\"", name, VT_DESCRIBE(e->element[2]), flag);
+    vt_assert_int(e->element[3], first);
+    vt_assert_int(e->element[4], last);
+    vt_assert_int(e->element[5], step);
+    for (int i = 6; i < 10; i++)
+        cr_assert(e->element[i]->type == REDIS_REPLY_ARRAY, "%s: element %d should be an array, got %s", name,
+                  i, VT_DESCRIBE(e->element[i]));
+}
+
+/* Write `text` to <redis dir>/<name> (the redis dir is the test's temp dir:
+ * removed with it). Returns the path (static per call site via buf). */
+static const char *write_file(char *buf, size_t len, const char *name, const char *text)
+{
+    snprintf(buf, len, "%s/%s", env.redis->dir, name);
+    FILE *f = fopen(buf, "w");
+    cr_assert(f != NULL, "cannot write %s", buf);
+    cr_assert_eq(fputs(text, f) >= 0, true);
+    fclose(f);
+    return buf;
+}
+
+/* A custom verb's script: adds ARGV[1] (default 1) to KEYS[1] and says what
+ * it saw, so a test can tell keys from arguments. */
+#define COUNTER_SCRIPT                                                                                       \
+    "-- a custom verb for the tests\n"                                                                       \
+    "local n = redis.call('INCRBY', KEYS[1], ARGV[1] or '1')\n"                                              \
+    "return {KEYS[1], n, #ARGV}\n"
+#define READER_SCRIPT "return redis.call('GET', KEYS[1])\n"
+
+/* Run verbproxy with `args` (a shell command line suffix), both streams
+ * captured; returns the exit status (-1 if it did not exit). A proxy that
+ * does not stop by itself is stopped by `timeout` (status 124). */
+static int run_proxy(const char *args, int timeout_s, char *out, size_t outlen)
+{
+    char cmd[2048];
+    snprintf(cmd, sizeof(cmd), "timeout %d %s --bind 127.0.0.1 --port %d --upstream 127.0.0.1:%d %s 2>&1",
+             timeout_s, VP_BINARY, vt_free_port(), env.redis->port, args);
+    FILE *f = popen(cmd, "r");
+    cr_assert(f != NULL);
+    size_t n = fread(out, 1, outlen - 1, f);
+    out[n] = '\0';
+    int st = pclose(f);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* Does text mention word as a word of its own (any case)? */
+static bool mentions(const char *text, const char *word)
+{
+    size_t n = strlen(word);
+    for (const char *p = text; *p; p++) {
+        if (strncasecmp(p, word, n) != 0) continue;
+        bool before = p == text || !(isalnum((unsigned char)p[-1]) || p[-1] == '_' || p[-1] == '-');
+        bool after = !(isalnum((unsigned char)p[n]) || p[n] == '_' || p[n] == '-');
+        if (before && after) return true;
+    }
+    return false;
+}
+
+/* ---- VERBPROXY VERBS ---- */
+
+Test(verbs_discovery, verbproxy_verbs_lists_every_builtin_with_the_sha_redis_gives_its_script)
+{
+    VT_SKIP_IF_DIRECT();
+    redisReply *verbs = verbs_of(env.proxy->port);
+    cr_assert_eq(verbs->elements, BUILTINS, "expected %zu verbs, got %s", BUILTINS, VT_DESCRIBE(verbs));
+    for (size_t i = 0; i < BUILTINS; i++) {
+        const verb_row *v = &builtins[i];
+        char path[512];
+        snprintf(path, sizeof(path), "%s/lua/%s.lua", SOURCE_DIR, v->name);
+        char *sha = sha_of_file(path);
+        for (int j = 0; j < 40; j++)
+            cr_assert(isxdigit((unsigned char)sha[j]) && !isupper((unsigned char)sha[j]));
+        check_verb_entry(find_verb(verbs, v->name), v->name, v->syntax, sha, v->arity, v->numkeys, "write",
+                         "builtin");
+        free(sha);
+    }
+    freeReplyObject(verbs);
+}
+
+/* ---- COMMAND INFO / COMMAND DOCS ---- */
+
+Test(verbs_discovery, command_info_describes_a_verb_as_redis_7_describes_a_command)
+{
+    VT_SKIP_IF_DIRECT();
+    redisContext *c = vt_must_connect(env.proxy->port);
+    redisReply *r = vt_cmd(c, "COMMAND INFO ztick");
+    vt_assert_array(r, 1);
+    check_command_entry(r->element[0], "ztick", -4, "write", 1, 1, 1);
+    freeReplyObject(r);
+
+    /* verb names are case-insensitive, as command names are */
+    r = vt_cmd(c, "COMMAND INFO QRECLAIM");
+    vt_assert_array(r, 1);
+    check_command_entry(r->element[0], "qreclaim", -4, "write", 1, 2, 1);
+    freeReplyObject(r);
+    redisFree(c);
+}
+
+Test(verbs_discovery, command_info_mixes_real_commands_verbs_and_unknown_names_in_order)
+{
+    VT_SKIP_IF_DIRECT();
+    redisContext *admin = vt_must_connect(env.redis->port);
+    redisReply *real = vt_cmd(admin, "COMMAND INFO get");
+    vt_assert_array(real, 1);
+    redisContext *c = vt_must_connect(env.proxy->port);
+    redisReply *lone = vt_cmd(c, "COMMAND INFO ztick");
+    vt_assert_array(lone, 1);
+
+    redisReply *r = vt_cmd(c, "COMMAND INFO get ztick nosuchcmd");
+    vt_assert_array(r, 3);
+    char why[512];
+    cr_assert(vt_reply_equal(real->element[0], r->element[0], why, sizeof(why)),
+              "get's entry differs from Redis's own: %s", why);
+    cr_assert(vt_reply_equal(lone->element[0], r->element[1], why, sizeof(why)),
+              "ztick's entry differs from COMMAND INFO ztick alone: %s", why);
+    vt_assert_nil(r->element[2]);
+    freeReplyObject(r);
+
+    /* a real command alone is Redis's answer, untouched */
+    r = vt_cmd(c, "COMMAND INFO get");
+    cr_assert(vt_reply_equal(real, r, why, sizeof(why)), "COMMAND INFO get differs from Redis's: %s", why);
+    freeReplyObject(r);
+    freeReplyObject(real);
+    freeReplyObject(lone);
+    redisFree(c);
+    redisFree(admin);
+}
+
+Test(verbs_discovery, command_docs_gives_a_verbs_summary_and_group)
+{
+    VT_SKIP_IF_DIRECT();
+    redisContext *c = vt_must_connect(env.proxy->port);
+    redisReply *r = vt_cmd(c, "COMMAND DOCS ztick");
+    vt_assert_array(r, 2);
+    vt_assert_str(r->element[0], "ztick");
+    const redisReply *doc = r->element[1];
+    cr_assert(doc->type == REDIS_REPLY_ARRAY && doc->elements % 2 == 0 && doc->elements >= 4,
+              "the doc should be a flat field, value array, got %s", VT_DESCRIBE(doc));
+    bool summary = false, group = false;
+    for (size_t i = 0; i < doc->elements; i += 2) {
+        const redisReply *v = doc->element[i + 1];
+        if (is_str(doc->element[i], "summary")) {
+            cr_assert(v->type == REDIS_REPLY_STRING && v->len > 0, "summary: %s", VT_DESCRIBE(v));
+            summary = true;
+        }
+        if (is_str(doc->element[i], "group")) {
+            cr_assert(v->type == REDIS_REPLY_STRING && v->len > 0, "group: %s", VT_DESCRIBE(v));
+            group = true;
+        }
+    }
+    cr_assert(summary && group, "no summary or no group in %s", VT_DESCRIBE(doc));
+    freeReplyObject(r);
+    redisFree(c);
+}
+
+/* ---- custom verbs ---- */
+
+Test(verbs_discovery, a_verb_from_the_command_line_works_and_is_listed)
+{
+    VT_SKIP_IF_DIRECT();
+    char path[256], spec[512];
+    write_file(path, sizeof(path), "myverb.lua", COUNTER_SCRIPT);
+    snprintf(spec, sizeof(spec), "myverb %s numkeys 1", path);
+    vt_proxy *proxy =
+        vt_proxy_start(env.redis, &(vt_proxy_opts){.extra_args = (const char *[]){"--verb", spec, NULL}});
+    cr_assert(proxy != NULL, "verbproxy did not start with --verb \"%s\"", spec);
+
+    redisContext *c = vt_must_connect(proxy->port);
+    redisReply *r = vt_cmd(c, "MYVERB cv:n 5");
+    vt_assert_array(r, 3);
+    vt_assert_str(r->element[0], "cv:n"); /* the key went in KEYS */
+    vt_assert_int(r->element[1], 5);
+    vt_assert_int(r->element[2], 1); /* and only the argument in ARGV */
+    freeReplyObject(r);
+    r = vt_cmd(c, "myverb cv:n");
+    vt_assert_array(r, 3);
+    vt_assert_int(r->element[1], 6);
+    vt_assert_int(r->element[2], 0);
+    freeReplyObject(r);
+    r = vt_cmd(c, "MYVERB");
+    expect_error_text(r, "ERR wrong number of arguments for 'myverb' command");
+    freeReplyObject(r);
+
+    /* inside MULTI, and after Redis forgot the script, too */
+    r = vt_cmd(c, "MULTI");
+    vt_assert_status(r, "OK");
+    freeReplyObject(r);
+    r = vt_cmd(c, "MYVERB cv:n 10");
+    vt_assert_status(r, "QUEUED");
+    freeReplyObject(r);
+    r = vt_cmd(c, "EXEC");
+    vt_assert_array(r, 1);
+    vt_assert_array(r->element[0], 3);
+    vt_assert_int(r->element[0]->element[1], 16);
+    freeReplyObject(r);
+    redisContext *admin = vt_must_connect(env.redis->port);
+    r = vt_cmd(admin, "SCRIPT FLUSH");
+    vt_assert_status(r, "OK");
+    freeReplyObject(r);
+    r = vt_cmd(c, "MYVERB cv:n 4");
+    vt_assert_array(r, 3);
+    vt_assert_int(r->element[1], 20);
+    freeReplyObject(r);
+    r = vt_cmd(admin, "GET cv:n");
+    vt_assert_str(r, "20");
+    freeReplyObject(r);
+    redisFree(admin);
+    redisFree(c);
+
+    char *sha = sha_of_file(path);
+    redisReply *verbs = verbs_of(proxy->port);
+    cr_assert_eq(verbs->elements, BUILTINS + 1, "expected the %zu built-ins and myverb, got %s", BUILTINS,
+                 VT_DESCRIBE(verbs));
+    check_verb_entry(find_verb(verbs, "myverb"), "myverb", NULL, sha, -2, 1, "write", path);
+    find_verb(verbs, "ztick");
+    freeReplyObject(verbs);
+    free(sha);
+
+    cr_expect(vt_proxy_stop(proxy), "verbproxy did not stop cleanly");
+    vt_proxy_free(proxy);
+}
+
+Test(verbs_discovery, verbs_from_the_config_file_have_their_arity_and_access)
+{
+    VT_SKIP_IF_DIRECT();
+    char counter[256], reader[256], conf_path[256], conf[1024];
+    write_file(counter, sizeof(counter), "mycount.lua", COUNTER_SCRIPT);
+    write_file(reader, sizeof(reader), "myread.lua", READER_SCRIPT);
+    snprintf(conf, sizeof(conf),
+             "# custom verbs\n"
+             "verb mycount %s numkeys 1 arity 3\n"
+             "verb myread %s numkeys 1 arity 2 readonly\n",
+             counter, reader);
+    write_file(conf_path, sizeof(conf_path), "verbs.conf", conf);
+    vt_proxy *proxy = vt_proxy_start(
+        env.redis, &(vt_proxy_opts){.extra_args = (const char *[]){"--config", conf_path, NULL}});
+    cr_assert(proxy != NULL, "verbproxy did not start with:\n%s", conf);
+
+    redisContext *c = vt_must_connect(proxy->port);
+    redisReply *r = vt_cmd(c, "MYCOUNT cf:n 2");
+    vt_assert_array(r, 3);
+    vt_assert_str(r->element[0], "cf:n");
+    vt_assert_int(r->element[1], 2);
+    vt_assert_int(r->element[2], 1);
+    freeReplyObject(r);
+    r = vt_cmd(c, "MYCOUNT cf:n");
+    expect_error_text(r, "ERR wrong number of arguments for 'mycount' command");
+    freeReplyObject(r);
+    r = vt_cmd(c, "MYCOUNT cf:n 1 2");
+    expect_error_text(r, "ERR wrong number of arguments for 'mycount' command");
+    freeReplyObject(r);
+    r = vt_cmd(c, "MYREAD cf:n");
+    vt_assert_str(r, "2");
+    freeReplyObject(r);
+    r = vt_cmd(c, "MYREAD cf:n extra");
+    expect_error_text(r, "ERR wrong number of arguments for 'myread' command");
+    freeReplyObject(r);
+    /* the refused calls changed nothing */
+    r = vt_cmd(c, "GET cf:n");
+    vt_assert_str(r, "2");
+    freeReplyObject(r);
+
+    r = vt_cmd(c, "COMMAND INFO mycount myread");
+    vt_assert_array(r, 2);
+    check_command_entry(r->element[0], "mycount", 3, "write", 1, 1, 1);
+    check_command_entry(r->element[1], "myread", 2, "readonly", 1, 1, 1);
+    freeReplyObject(r);
+    redisFree(c);
+
+    char *counter_sha = sha_of_file(counter), *reader_sha = sha_of_file(reader);
+    redisReply *verbs = verbs_of(proxy->port);
+    cr_assert_eq(verbs->elements, BUILTINS + 2, "expected the %zu built-ins, mycount and myread, got %s",
+                 BUILTINS, VT_DESCRIBE(verbs));
+    check_verb_entry(find_verb(verbs, "mycount"), "mycount", NULL, counter_sha, 3, 1, "write", counter);
+    check_verb_entry(find_verb(verbs, "myread"), "myread", NULL, reader_sha, 2, 1, "readonly", reader);
+    freeReplyObject(verbs);
+    free(counter_sha);
+    free(reader_sha);
+
+    cr_expect(vt_proxy_stop(proxy), "verbproxy did not stop cleanly");
+    vt_proxy_free(proxy);
+}
+
+Test(verbs_discovery, a_verb_named_like_a_command_or_a_builtin_stops_start_up)
+{
+    VT_SKIP_IF_DIRECT();
+    char path[256], conf_path[256], conf[512], args[1024], out[4096];
+    write_file(path, sizeof(path), "shadow.lua", COUNTER_SCRIPT);
+
+    static const char *const names[] = {"get", "ztick", "GET"};
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+        snprintf(args, sizeof(args), "--verb \"%s %s numkeys 1\"", names[i], path);
+        int rc = run_proxy(args, REFUSAL_TIMEOUT_S, out, sizeof(out));
+        cr_assert_eq(rc, 1, "%s: exit status %d, expected 1; output: %s", args, rc, out);
+        cr_assert(mentions(out, names[i]), "%s: the message does not name '%s': %s", args, names[i], out);
+    }
+
+    snprintf(conf, sizeof(conf), "verb ztick %s numkeys 1\n", path);
+    write_file(conf_path, sizeof(conf_path), "shadow.conf", conf);
+    snprintf(args, sizeof(args), "--config %s", conf_path);
+    int rc = run_proxy(args, REFUSAL_TIMEOUT_S, out, sizeof(out));
+    cr_assert_eq(rc, 1, "config \"%s\": exit status %d, expected 1; output: %s", conf, rc, out);
+    char where[300];
+    snprintf(where, sizeof(where), "%s:1:", conf_path);
+    cr_assert(strstr(out, where) != NULL && mentions(out, "ztick"), "expected \"%s ...ztick...\", got: %s",
+              where, out);
+
+    /* the same file with a fresh name starts (and is stopped by timeout) */
+    snprintf(conf, sizeof(conf), "verb zfresh %s numkeys 1\n", path);
+    write_file(conf_path, sizeof(conf_path), "fresh.conf", conf);
+    rc = run_proxy(args, RUNS_FOR_S, out, sizeof(out));
+    cr_assert_eq(rc, 124, "a harmless verb: exit status %d, expected to run until timeout (124); output: %s",
+                 rc, out);
+}
+
+/* ---- ztick-max-members ---- */
+
+Test(verbs_discovery, ztick_refuses_a_set_larger_than_ztick_max_members)
+{
+    VT_SKIP_IF_DIRECT();
+    redisContext *admin = vt_must_connect(env.redis->port);
+    redisReply *r = vt_cmd(admin, "ZADD zm:six 1 a 2 b 3 c 4 d 5 e 6 f");
+    vt_assert_int(r, 6);
+    freeReplyObject(r);
+    r = vt_cmd(admin, "ZADD zm:five 0 m0 1 m1 2 m2 3 m3 4 m4");
+    vt_assert_int(r, 5);
+    freeReplyObject(r);
+
+    vt_proxy *proxy = vt_proxy_start(
+        env.redis, &(vt_proxy_opts){.extra_args = (const char *[]){"--ztick-max-members", "5", NULL}});
+    cr_assert(proxy != NULL, "verbproxy did not start with --ztick-max-members 5");
+    redisContext *c = vt_must_connect(proxy->port);
+    const char *refused = "ERR ZTICK refused: the sorted set has 6 members, over ztick-max-members (5)";
+    r = vt_cmd(c, "ZTICK zm:six 1 100");
+    expect_error_text(r, refused);
+    freeReplyObject(r);
+    /* refused inside a transaction too (there the script travels as EVAL) */
+    r = vt_cmd(c, "MULTI");
+    vt_assert_status(r, "OK");
+    freeReplyObject(r);
+    r = vt_cmd(c, "ZTICK zm:six 1 100");
+    vt_assert_status(r, "QUEUED");
+    freeReplyObject(r);
+    r = vt_cmd(c, "EXEC");
+    vt_assert_array(r, 1);
+    expect_error_text(r->element[0], refused);
+    freeReplyObject(r);
+    /* nothing was written */
+    r = vt_cmd(admin, "ZSCORE zm:six f");
+    vt_assert_str(r, "6");
+    freeReplyObject(r);
+
+    r = vt_cmd(c, "ZTICK zm:five 97 100");
+    vt_assert_array(r, 2);
+    vt_assert_str(r->element[0], "m3");
+    vt_assert_str(r->element[1], "m4");
+    freeReplyObject(r);
+    r = vt_cmd(admin, "ZRANGE zm:five 0 -1 WITHSCORES");
+    vt_assert_array(r, 6);
+    vt_assert_str(r->element[0], "m0");
+    vt_assert_str(r->element[1], "97");
+    vt_assert_str(r->element[5], "99");
+    freeReplyObject(r);
+    redisFree(c);
+    cr_expect(vt_proxy_stop(proxy), "verbproxy did not stop cleanly");
+    vt_proxy_free(proxy);
+
+    /* the suite's proxy has no such limit set: the six-member set ticks */
+    c = vt_must_connect(env.proxy->port);
+    r = vt_cmd(c, "ZTICK zm:six 1 7 WITHSCORES");
+    vt_assert_array(r, 2);
+    vt_assert_str(r->element[0], "f");
+    vt_assert_str(r->element[1], "7");
+    freeReplyObject(r);
+    redisFree(c);
+    redisFree(admin);
+}

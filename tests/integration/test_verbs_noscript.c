@@ -1,0 +1,719 @@
+/* test_verbs_noscript.c - a verb always gets its real reply, whatever
+ * happened to Redis's script cache.
+ *
+ * The proxy sends a verb as EVALSHA of a script it loaded on that upstream
+ * connection. Redis may forget the script: SCRIPT FLUSH (from another client
+ * or through the proxy itself), a restart. The proxy then loads it again and
+ * retries, and the client sees the verb's real reply in its place in the
+ * pipeline, never NOSCRIPT. Inside MULTI the proxy sends EVAL with the
+ * script's body, so EXEC never holds a NOSCRIPT either. Argument errors are
+ * the proxy's own, as immediate as Redis's wrong-arity errors: a bad verb in
+ * MULTI makes EXEC answer EXECABORT. `VERBPROXY STATS` counts recoveries.
+ *
+ * Determinism: a "SCRIPT FLUSH behind the proxy's back" is sent on a direct
+ * connection to Redis between two pipelines whose replies the test has read,
+ * so the proxy's EVALSHA surely meets an empty cache.
+ *
+ * Verbs are proxy-only: the suite is skipped under VP_TEST_DIRECT=1. */
+#include "tests/support/checks.h"
+
+#define PASSWORD "s3cret-pass"
+#define PAIRS 100 /* verb + plain command pairs after a flush */
+
+static vt_env env;
+
+static void setup(void)
+{
+    vt_env_start(&env, NULL, NULL);
+}
+
+static void teardown(void)
+{
+    vt_env_stop(&env);
+}
+
+TestSuite(verbs_noscript, .init = setup, .fini = teardown, .timeout = VT_TEST_TIMEOUT_S);
+
+/* ---- helpers ---- */
+
+/* A direct connection to Redis (authenticated when it has a password). */
+static redisContext *admin_connect(const char *password)
+{
+    redisContext *admin = vt_must_connect(env.redis->port);
+    if (password) {
+        redisReply *r = vt_cmd(admin, "AUTH %s", password);
+        vt_assert_status(r, "OK");
+        freeReplyObject(r);
+    }
+    return admin;
+}
+
+/* Run one command on c and expect exactly this status. */
+static void ok(redisContext *c, const char *cmd, const char *status)
+{
+    redisReply *r = vt_cmd(c, cmd);
+    vt_assert_reply(r, c);
+    cr_assert(r->type == REDIS_REPLY_STATUS && strcmp(r->str, status) == 0, "%s: expected +%s, got %s", cmd,
+              status, VT_DESCRIBE(r));
+    freeReplyObject(r);
+}
+
+/* Redis forgets every script, behind the proxy's back. */
+static void flush_scripts_directly(const char *password)
+{
+    redisContext *admin = admin_connect(password);
+    ok(admin, "SCRIPT FLUSH", "OK");
+    redisReply *r = vt_cmd(admin, "SCRIPT EXISTS 0000000000000000000000000000000000000000");
+    vt_assert_array(r, 1);
+    freeReplyObject(r);
+    redisFree(admin);
+}
+
+/* Expect an error reply with exactly this text. */
+#define expect_error_text(r, text)                                                                           \
+    cr_assert((r) && (r)->type == REDIS_REPLY_ERROR && strcmp((r)->str, (text)) == 0,                        \
+              "expected -%s, got %s", (text), VT_DESCRIBE(r))
+
+/* Send `req` on fd and expect exactly `want` back. */
+static void exchange(int fd, vt_buf *req, const char *want)
+{
+    vt_buf got = {0};
+    cr_assert(vt_sock_send_buf(fd, req), "send failed");
+    vt_expect_bytes(fd, &got, want);
+    vt_buf_free(&got);
+    vt_buf_reset(req);
+}
+
+/* A counter of `VERBPROXY STATS` (a bulk string of name:value lines). */
+static long long proxy_stat(const char *name)
+{
+    redisContext *c = vt_must_connect(env.proxy->port);
+    redisReply *r = vt_cmd(c, "VERBPROXY STATS");
+    cr_assert(r && r->type == REDIS_REPLY_STRING, "VERBPROXY STATS: expected a bulk string, got %s",
+              VT_DESCRIBE(r));
+    size_t nlen = strlen(name);
+    long long value = -1;
+    for (const char *line = r->str; line && *line;
+         line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
+        if (strncmp(line, name, nlen) == 0 && line[nlen] == ':') {
+            char *end;
+            value = strtoll(line + nlen + 1, &end, 10);
+            cr_assert(end > line + nlen + 1 && (*end == '\r' || *end == '\n' || *end == '\0'),
+                      "%s is not an integer in \"%s\"", name, vt_escape(r->str, r->len));
+            break;
+        }
+    }
+    cr_assert(value >= 0, "no \"%s:<n>\" line in VERBPROXY STATS: \"%s\"", name, vt_escape(r->str, r->len));
+    freeReplyObject(r);
+    redisFree(c);
+    return value;
+}
+
+/* ---- (a) a flush between pipelines ---- */
+
+Test(verbs_noscript, a_flush_between_pipelines_loses_no_reply_and_keeps_their_order)
+{
+    VT_SKIP_IF_DIRECT();
+    redisContext *admin = admin_connect(NULL);
+    redisReply *r = vt_cmd(admin, "ZADD ns:q 1 a 2 b 3 c");
+    vt_assert_int(r, 3);
+    freeReplyObject(r);
+    r = vt_cmd(admin, "ZADD ns:z 0 crate-1 10 crate-2 90 crate-3");
+    vt_assert_int(r, 3);
+    freeReplyObject(r);
+    ok(admin, "SET ns:lock tok", "OK");
+
+    /* batch 1: the proxy loads the scripts on this client's connection */
+    int fd = vt_must_sock(env.proxy->port);
+    vt_buf req = {0};
+    vt_buf_cmd(&req, "QPOP", "ns:q", NULL);
+    vt_buf_cmd(&req, "ZTICK", "ns:z", "15", "100", NULL);
+    vt_buf_cmd(&req, "LOCKRELEASE", "ns:lock", "other", NULL);
+    exchange(fd, &req, "*2\r\n$1\r\na\r\n$1\r\n1\r\n*1\r\n$7\r\ncrate-3\r\n:0\r\n");
+
+    flush_scripts_directly(NULL);
+
+    /* batch 2: verbs and plain commands, interleaved, in one write; no plain
+     * command reads a key a verb of this batch writes */
+    vt_buf want = {0};
+    vt_buf_cmd(&req, "SET", "ns:plain", "1", NULL);
+    vt_buf_append_str(&want, "+OK\r\n");
+    vt_buf_cmd(&req, "QPOP", "ns:q", "COUNT", "5", NULL);
+    vt_buf_append_str(&want, "*4\r\n$1\r\nb\r\n$1\r\n2\r\n$1\r\nc\r\n$1\r\n3\r\n");
+    vt_buf_cmd(&req, "INCR", "ns:plain", NULL);
+    vt_buf_append_str(&want, ":2\r\n");
+    vt_buf_cmd(&req, "ZTICK", "ns:z", "80", "100", "WITHSCORES", NULL); /* crate-1 -> 95, crate-2 -> 105 */
+    vt_buf_append_str(&want, "*2\r\n$7\r\ncrate-2\r\n$3\r\n105\r\n");
+    vt_buf_cmd(&req, "GET", "ns:plain", NULL);
+    vt_buf_append_str(&want, "$1\r\n2\r\n");
+    vt_buf_cmd(&req, "LOCKRELEASE", "ns:lock", "tok", NULL);
+    vt_buf_append_str(&want, ":1\r\n");
+    vt_buf_cmd(&req, "HSETVER", "ns:h", "5", "f", "v", NULL);
+    vt_buf_append_str(&want, ":1\r\n");
+    vt_buf_cmd(&req, "QPOP", "ns:q", NULL); /* after COUNT 5 took the rest */
+    vt_buf_append_str(&want, "$-1\r\n");
+    for (int i = 0; i < PAIRS; i++) {
+        char key[32], line[32];
+        snprintf(key, sizeof(key), "ns:h:%d", i);
+        vt_buf_cmd(&req, "HSETVER", key, "1", "f", "v", NULL);
+        vt_buf_append_str(&want, ":1\r\n");
+        vt_buf_cmd(&req, "INCR", "ns:count", NULL);
+        snprintf(line, sizeof(line), ":%d\r\n", i + 1);
+        vt_buf_append_str(&want, line);
+    }
+    vt_buf_cmd(&req, "PING", NULL);
+    vt_buf_append_str(&want, "+PONG\r\n");
+    vt_buf_append(&want, "", 1);
+    exchange(fd, &req, want.data);
+
+    /* and each verb ran exactly once */
+    r = vt_cmd(admin, "ZRANGE ns:z 0 -1 WITHSCORES");
+    vt_assert_array(r, 2);
+    vt_assert_str(r->element[0], "crate-1");
+    vt_assert_str(r->element[1], "95");
+    freeReplyObject(r);
+    r = vt_cmd(admin, "EXISTS ns:q ns:lock");
+    vt_assert_int(r, 0);
+    freeReplyObject(r);
+    r = vt_cmd(admin, "HGET ns:h version");
+    vt_assert_str(r, "5");
+    freeReplyObject(r);
+    r = vt_cmd(admin, "HGET ns:h:%d version", PAIRS - 1);
+    vt_assert_str(r, "1");
+    freeReplyObject(r);
+    r = vt_cmd(admin, "GET ns:count");
+    vt_assert_str(r, "100");
+    freeReplyObject(r);
+
+    vt_buf_free(&req);
+    vt_buf_free(&want);
+    redisFree(admin);
+    close(fd);
+}
+
+/* ---- (b) the upstream restarts ---- */
+
+Test(verbs_noscript, after_an_upstream_restart_old_clients_are_closed_and_new_ones_use_verbs_at_once)
+{
+    VT_SKIP_IF_DIRECT();
+    redisContext *admin = admin_connect(NULL);
+    redisReply *r = vt_cmd(admin, "ZADD rs:q 1 a");
+    vt_assert_int(r, 1);
+    freeReplyObject(r);
+    redisFree(admin);
+
+    int fd = vt_must_sock(env.proxy->port);
+    vt_buf req = {0}, got = {0};
+    vt_buf_cmd(&req, "QPOP", "rs:q", NULL);
+    exchange(fd, &req, "*2\r\n$1\r\na\r\n$1\r\n1\r\n");
+
+    long long recoveries = proxy_stat("noscript_recoveries");
+    cr_assert(vt_redis_restart(env.redis), "redis-server did not restart");
+
+    /* the client's upstream connection is gone: so is the client's, with
+     * nothing more said */
+    bool closed = vt_sock_read_eof(fd, &got, VT_READ_DEADLINE_MS);
+    cr_assert(closed, "the client was not closed after its upstream went away; got \"%s\"",
+              vt_buf_escaped(&got));
+    cr_assert_eq(got.len, 0, "expected no bytes before the close, got \"%s\"", vt_buf_escaped(&got));
+    close(fd);
+
+    /* a fresh Redis knows no script; a new client's verbs work at once */
+    admin = admin_connect(NULL);
+    r = vt_cmd(admin, "ZADD rs:q 1 x 2 y");
+    vt_assert_int(r, 2);
+    freeReplyObject(r);
+    ok(admin, "SET rs:lock t", "OK");
+
+    redisContext *c = vt_must_connect(env.proxy->port);
+    r = vt_cmd(c, "QPOP rs:q");
+    vt_assert_array(r, 2);
+    vt_assert_str(r->element[0], "x");
+    vt_assert_str(r->element[1], "1");
+    freeReplyObject(r);
+    r = vt_cmd(c, "ZTICK rs:q 10 5");
+    vt_assert_array(r, 1);
+    vt_assert_str(r->element[0], "y");
+    freeReplyObject(r);
+    r = vt_cmd(c, "LOCKRELEASE rs:lock t");
+    vt_assert_int(r, 1);
+    freeReplyObject(r);
+    r = vt_cmd(c, "HSETVER rs:h 1 f v");
+    vt_assert_int(r, 1);
+    freeReplyObject(r);
+    r = vt_cmd(admin, "EXISTS rs:q rs:lock");
+    vt_assert_int(r, 0);
+    freeReplyObject(r);
+
+    /* loaded before first use on the new connection, not recovered */
+    long long after = proxy_stat("noscript_recoveries");
+    cr_assert_eq(after, recoveries,
+                 "noscript_recoveries went from %lld to %lld: the new connection's first verbs "
+                 "met NOSCRIPT instead of loaded scripts",
+                 recoveries, after);
+
+    redisFree(c);
+    redisFree(admin);
+    vt_buf_free(&req);
+    vt_buf_free(&got);
+}
+
+/* ---- (c) transactions ---- */
+
+Test(verbs_noscript, exec_holds_each_verbs_real_reply_even_after_a_flush)
+{
+    VT_SKIP_IF_DIRECT();
+    redisContext *admin = admin_connect(NULL);
+    redisReply *r = vt_cmd(admin, "ZADD tx:q 1 a 2 b 3 c");
+    vt_assert_int(r, 3);
+    freeReplyObject(r);
+    r = vt_cmd(admin, "ZADD tx:z 0 m1 50 m2");
+    vt_assert_int(r, 2);
+    freeReplyObject(r);
+    ok(admin, "SET tx:lock t", "OK");
+
+    /* a fresh connection: no script loaded on it yet */
+    redisContext *c = vt_must_connect(env.proxy->port);
+    ok(c, "MULTI", "OK");
+    ok(c, "QPOP tx:q", "QUEUED");
+    ok(c, "SET tx:s x", "QUEUED");
+    ok(c, "ZTICK tx:z 50 100 WITHSCORES", "QUEUED");
+    ok(c, "LOCKRELEASE tx:lock nope", "QUEUED");
+    ok(c, "GET tx:s", "QUEUED");
+    r = vt_cmd(c, "EXEC");
+    vt_assert_array(r, 5);
+    vt_assert_array(r->element[0], 2);
+    vt_assert_str(r->element[0]->element[0], "a");
+    vt_assert_str(r->element[0]->element[1], "1");
+    vt_assert_status(r->element[1], "OK");
+    vt_assert_array(r->element[2], 2);
+    vt_assert_str(r->element[2]->element[0], "m2");
+    vt_assert_str(r->element[2]->element[1], "100");
+    vt_assert_int(r->element[3], 0);
+    vt_assert_str(r->element[4], "x");
+    freeReplyObject(r);
+
+    /* the cache is flushed before MULTI, and again while commands queue */
+    flush_scripts_directly(NULL);
+    ok(c, "MULTI", "OK");
+    ok(c, "QPOP tx:q COUNT 1", "QUEUED");
+    flush_scripts_directly(NULL);
+    ok(c, "HSETVER tx:h 3 f v", "QUEUED");
+    ok(c, "INCR tx:n", "QUEUED");
+    ok(c, "LOCKRELEASE tx:lock t", "QUEUED");
+    r = vt_cmd(c, "EXEC");
+    vt_assert_array(r, 4);
+    vt_assert_array(r->element[0], 2);
+    vt_assert_str(r->element[0]->element[0], "b");
+    vt_assert_str(r->element[0]->element[1], "2");
+    vt_assert_int(r->element[1], 1);
+    vt_assert_int(r->element[2], 1);
+    vt_assert_int(r->element[3], 1);
+    freeReplyObject(r);
+
+    /* out of the transaction, verbs go on working */
+    r = vt_cmd(c, "ZTICK tx:z 1 100 WITHSCORES");
+    vt_assert_array(r, 0);
+    freeReplyObject(r);
+    r = vt_cmd(admin, "ZSCORE tx:z m1");
+    vt_assert_str(r, "51");
+    freeReplyObject(r);
+    r = vt_cmd(admin, "EXISTS tx:lock");
+    vt_assert_int(r, 0);
+    freeReplyObject(r);
+    redisFree(c);
+    redisFree(admin);
+}
+
+Test(verbs_noscript, a_pipelined_transaction_with_verbs_gets_every_reply_in_order)
+{
+    VT_SKIP_IF_DIRECT();
+    redisContext *admin = admin_connect(NULL);
+    redisReply *r = vt_cmd(admin, "ZADD tx:pq 1 a 2 b 3 c");
+    vt_assert_int(r, 3);
+    freeReplyObject(r);
+    redisFree(admin);
+
+    int fd = vt_must_sock(env.proxy->port);
+    vt_buf req = {0};
+    vt_buf_cmd(&req, "QPOP", "tx:pq", NULL); /* loads the scripts on this connection */
+    exchange(fd, &req, "*2\r\n$1\r\na\r\n$1\r\n1\r\n");
+    flush_scripts_directly(NULL);
+
+    vt_buf_cmd(&req, "MULTI", NULL);
+    vt_buf_cmd(&req, "QPOP", "tx:pq", "COUNT", "2", NULL);
+    vt_buf_cmd(&req, "INCR", "tx:pn", NULL);
+    vt_buf_cmd(&req, "ZTICK", "tx:pz", "1", "2", NULL);
+    vt_buf_cmd(&req, "EXEC", NULL);
+    vt_buf_cmd(&req, "QPOP", "tx:pq", NULL);
+    exchange(fd, &req,
+             "+OK\r\n+QUEUED\r\n+QUEUED\r\n+QUEUED\r\n"
+             "*3\r\n*4\r\n$1\r\nb\r\n$1\r\n2\r\n$1\r\nc\r\n$1\r\n3\r\n:1\r\n*0\r\n"
+             "$-1\r\n");
+    vt_buf_free(&req);
+    close(fd);
+}
+
+/* WATCH, then a verb on another key outside the transaction (on a fresh
+ * connection, so the proxy loads its scripts right then; later after a
+ * flush, so it recovers right then): the watch must survive whatever the
+ * proxy sent for the verb, and still be broken by another client's write. */
+Test(verbs_noscript, watch_survives_a_verb_and_is_aborted_by_another_clients_write)
+{
+    VT_SKIP_IF_DIRECT();
+    redisContext *admin = admin_connect(NULL);
+    redisReply *r = vt_cmd(admin, "ZADD w:q 1 a 2 b");
+    vt_assert_int(r, 2);
+    freeReplyObject(r);
+    redisContext *alice = vt_must_connect(env.proxy->port);
+    redisContext *bob = vt_must_connect(env.proxy->port);
+
+    /* round 1: first verb on the connection, Bob writes: aborted */
+    ok(alice, "SET w:balance 100", "OK");
+    ok(alice, "WATCH w:balance", "OK");
+    r = vt_cmd(alice, "QPOP w:q");
+    vt_assert_array(r, 2);
+    vt_assert_str(r->element[0], "a");
+    freeReplyObject(r);
+    ok(bob, "SET w:balance 50", "OK");
+    ok(alice, "MULTI", "OK");
+    ok(alice, "SET w:balance 90", "QUEUED");
+    r = vt_cmd(alice, "EXEC");
+    vt_assert_nil(r);
+    freeReplyObject(r);
+    r = vt_cmd(alice, "GET w:balance");
+    vt_assert_str(r, "50");
+    freeReplyObject(r);
+
+    /* round 2: a NOSCRIPT recovery inside the watch, nobody writes: applied */
+    ok(alice, "WATCH w:balance", "OK");
+    flush_scripts_directly(NULL);
+    r = vt_cmd(alice, "LOCKRELEASE w:lock x");
+    vt_assert_int(r, 0);
+    freeReplyObject(r);
+    ok(alice, "MULTI", "OK");
+    ok(alice, "SET w:balance 40", "QUEUED");
+    r = vt_cmd(alice, "EXEC");
+    vt_assert_array(r, 1);
+    vt_assert_status(r->element[0], "OK");
+    freeReplyObject(r);
+
+    /* round 3: a NOSCRIPT recovery inside the watch, Bob writes: aborted */
+    ok(alice, "WATCH w:balance", "OK");
+    flush_scripts_directly(NULL);
+    r = vt_cmd(alice, "QPOP w:q");
+    vt_assert_array(r, 2);
+    vt_assert_str(r->element[0], "b");
+    freeReplyObject(r);
+    ok(bob, "SET w:balance 7", "OK");
+    ok(alice, "MULTI", "OK");
+    ok(alice, "SET w:balance 1", "QUEUED");
+    r = vt_cmd(alice, "EXEC");
+    vt_assert_nil(r);
+    freeReplyObject(r);
+    r = vt_cmd(admin, "GET w:balance");
+    vt_assert_str(r, "7");
+    freeReplyObject(r);
+
+    redisFree(alice);
+    redisFree(bob);
+    redisFree(admin);
+}
+
+/* As on Redis, a client's own write to a key it watches breaks its watch:
+ * a verb that writes is a write. */
+Test(verbs_noscript, a_verb_that_writes_a_watched_key_aborts_the_transaction)
+{
+    VT_SKIP_IF_DIRECT();
+    redisContext *admin = admin_connect(NULL);
+    redisReply *r = vt_cmd(admin, "ZADD w:jobs 1 a 2 b");
+    vt_assert_int(r, 2);
+    freeReplyObject(r);
+    redisContext *c = vt_must_connect(env.proxy->port);
+    ok(c, "WATCH w:jobs", "OK");
+    r = vt_cmd(c, "QPOP w:jobs");
+    vt_assert_array(r, 2);
+    vt_assert_str(r->element[0], "a");
+    freeReplyObject(r);
+    ok(c, "MULTI", "OK");
+    ok(c, "SET w:done 1", "QUEUED");
+    r = vt_cmd(c, "EXEC");
+    vt_assert_nil(r);
+    freeReplyObject(r);
+    r = vt_cmd(admin, "EXISTS w:done");
+    vt_assert_int(r, 0);
+    freeReplyObject(r);
+    redisFree(c);
+    redisFree(admin);
+}
+
+/* ---- (d) argument errors in MULTI ---- */
+
+Test(verbs_noscript, a_verb_with_wrong_arity_in_multi_is_refused_at_once_and_exec_aborts)
+{
+    VT_SKIP_IF_DIRECT();
+    redisContext *admin = admin_connect(NULL);
+    ok(admin, "SET tx:e untouched", "OK");
+    redisContext *c = vt_must_connect(env.proxy->port);
+    ok(c, "MULTI", "OK");
+    ok(c, "SET tx:e touched", "QUEUED");
+
+    redisReply *r = vt_cmd(c, "QPOP");
+    expect_error_text(r, "ERR wrong number of arguments for 'qpop' command");
+    freeReplyObject(r);
+    r = vt_cmd(c, "ZTICK tx:z 1");
+    expect_error_text(r, "ERR wrong number of arguments for 'ztick' command");
+    freeReplyObject(r);
+    r = vt_cmd(c, "LOCKRENEW tx:l t");
+    expect_error_text(r, "ERR wrong number of arguments for 'lockrenew' command");
+    freeReplyObject(r);
+    r = vt_cmd(c, "QEXTEND tx:lease m 100 extra");
+    expect_error_text(r, "ERR wrong number of arguments for 'qextend' command");
+    freeReplyObject(r);
+    ok(c, "INCR tx:n", "QUEUED"); /* the transaction is still open */
+
+    r = vt_cmd(c, "EXEC");
+    expect_error_text(r, "EXECABORT Transaction discarded because of previous errors.");
+    freeReplyObject(r);
+    r = vt_cmd(admin, "GET tx:e");
+    vt_assert_str(r, "untouched");
+    freeReplyObject(r);
+    r = vt_cmd(admin, "EXISTS tx:n");
+    vt_assert_int(r, 0);
+    freeReplyObject(r);
+
+    /* the transaction is over, the connection is normal again */
+    r = vt_cmd(c, "EXEC");
+    expect_error_text(r, "ERR EXEC without MULTI");
+    freeReplyObject(r);
+    r = vt_cmd(c, "LOCKRELEASE tx:l t");
+    vt_assert_int(r, 0);
+    freeReplyObject(r);
+    redisFree(c);
+    redisFree(admin);
+}
+
+Test(verbs_noscript, a_pipelined_bad_verb_in_multi_gives_the_same_bytes_as_redis_for_a_bad_command)
+{
+    VT_SKIP_IF_DIRECT();
+    int fd = vt_must_sock(env.proxy->port);
+    vt_buf req = {0};
+    /* first what Redis itself does with a wrong-arity command... */
+    vt_buf_cmd(&req, "MULTI", NULL);
+    vt_buf_cmd(&req, "INCR", "tx:f", NULL);
+    vt_buf_cmd(&req, "GET", NULL);
+    vt_buf_cmd(&req, "EXEC", NULL);
+    exchange(fd, &req,
+             "+OK\r\n+QUEUED\r\n-ERR wrong number of arguments for 'get' command\r\n"
+             "-EXECABORT Transaction discarded because of previous errors.\r\n");
+    /* ...and the same with a verb */
+    vt_buf_cmd(&req, "MULTI", NULL);
+    vt_buf_cmd(&req, "INCR", "tx:f", NULL);
+    vt_buf_cmd(&req, "HSETVER", "tx:h", "1", "f", NULL);
+    vt_buf_cmd(&req, "EXEC", NULL);
+    vt_buf_cmd(&req, "GET", "tx:f", NULL);
+    exchange(fd, &req,
+             "+OK\r\n+QUEUED\r\n-ERR wrong number of arguments for 'hsetver' command\r\n"
+             "-EXECABORT Transaction discarded because of previous errors.\r\n$-1\r\n");
+    vt_buf_free(&req);
+    close(fd);
+}
+
+/* ---- (e) SCRIPT FLUSH through the proxy ---- */
+
+Test(verbs_noscript, script_flush_through_the_proxy_then_verbs_still_work)
+{
+    VT_SKIP_IF_DIRECT();
+    redisContext *admin = admin_connect(NULL);
+    redisReply *r = vt_cmd(admin, "ZADD e:q 1 a 2 b 3 c");
+    vt_assert_int(r, 3);
+    freeReplyObject(r);
+
+    /* Bob has used verbs before the flush */
+    redisContext *bob = vt_must_connect(env.proxy->port);
+    r = vt_cmd(bob, "QPOP e:none");
+    vt_assert_nil(r);
+    freeReplyObject(r);
+
+    int fd = vt_must_sock(env.proxy->port);
+    vt_buf req = {0};
+    vt_buf_cmd(&req, "QPOP", "e:q", NULL);
+    vt_buf_cmd(&req, "SCRIPT", "FLUSH", NULL);
+    vt_buf_cmd(&req, "QPOP", "e:q", NULL);
+    vt_buf_cmd(&req, "LOCKRELEASE", "e:l", "x", NULL);
+    vt_buf_cmd(&req, "SCRIPT", "FLUSH", "ASYNC", NULL);
+    vt_buf_cmd(&req, "QPOP", "e:q", "COUNT", "1", NULL);
+    exchange(fd, &req,
+             "*2\r\n$1\r\na\r\n$1\r\n1\r\n+OK\r\n*2\r\n$1\r\nb\r\n$1\r\n2\r\n:0\r\n+OK\r\n"
+             "*2\r\n$1\r\nc\r\n$1\r\n3\r\n");
+    vt_buf_cmd(&req, "SCRIPT", "FLUSH", NULL);
+    exchange(fd, &req, "+OK\r\n");
+    vt_buf_cmd(&req, "ZTICK", "e:q", "1", "1", NULL);
+    exchange(fd, &req, "*0\r\n");
+
+    /* the flush went through to Redis, and Bob's verbs still work too */
+    r = vt_cmd(bob, "HSETVER e:h 2 f v");
+    vt_assert_int(r, 1);
+    freeReplyObject(r);
+    r = vt_cmd(admin, "HGET e:h version");
+    vt_assert_str(r, "2");
+    freeReplyObject(r);
+    vt_buf_free(&req);
+    close(fd);
+    redisFree(bob);
+    redisFree(admin);
+}
+
+/* ---- (f) VERBPROXY STATS ---- */
+
+Test(verbs_noscript, stats_count_recoveries_and_reordered_recoveries)
+{
+    VT_SKIP_IF_DIRECT();
+    int fd = vt_must_sock(env.proxy->port);
+    vt_buf req = {0};
+    vt_buf_cmd(&req, "LOCKRELEASE", "st:l", "x", NULL);
+    exchange(fd, &req, ":0\r\n");
+    long long rec0 = proxy_stat("noscript_recoveries"), reo0 = proxy_stat("noscript_reordered");
+
+    /* a lone verb meets NOSCRIPT: one recovery, nothing reordered */
+    flush_scripts_directly(NULL);
+    vt_buf_cmd(&req, "LOCKRELEASE", "st:l", "x", NULL);
+    exchange(fd, &req, ":0\r\n");
+    long long rec1 = proxy_stat("noscript_recoveries"), reo1 = proxy_stat("noscript_reordered");
+    cr_assert_eq(rec1, rec0 + 1, "noscript_recoveries: %lld before, %lld after one recovery", rec0, rec1);
+    cr_assert_eq(reo1, reo0, "noscript_reordered: %lld before, %lld after a recovery with nothing behind it",
+                 reo0, reo1);
+
+    /* a verb with plain commands right behind it in the same write: Redis
+     * has run them by the time the NOSCRIPT comes back */
+    flush_scripts_directly(NULL);
+    vt_buf_cmd(&req, "LOCKRELEASE", "st:l", "x", NULL);
+    vt_buf_cmd(&req, "INCR", "st:n", NULL);
+    vt_buf_cmd(&req, "GET", "st:n", NULL);
+    exchange(fd, &req, ":0\r\n:1\r\n$1\r\n1\r\n");
+    long long rec2 = proxy_stat("noscript_recoveries"), reo2 = proxy_stat("noscript_reordered");
+    cr_assert_eq(rec2, rec1 + 1, "noscript_recoveries: %lld before, %lld after one recovery", rec1, rec2);
+    cr_assert_eq(reo2, reo1 + 1,
+                 "noscript_reordered: %lld before, %lld after a recovery that later commands "
+                 "overtook",
+                 reo1, reo2);
+
+    /* no flush: no recovery */
+    vt_buf_cmd(&req, "LOCKRELEASE", "st:l", "x", NULL);
+    vt_buf_cmd(&req, "INCR", "st:n", NULL);
+    exchange(fd, &req, ":0\r\n:2\r\n");
+    cr_assert_eq(proxy_stat("noscript_recoveries"), rec2);
+    cr_assert_eq(proxy_stat("noscript_reordered"), reo2);
+    vt_buf_free(&req);
+    close(fd);
+}
+
+/* ---- (g) a password-protected Redis ---- */
+
+static void setup_auth(void)
+{
+    vt_redis_opts ro = {.requirepass = PASSWORD};
+    vt_env_start(&env, &ro, NULL);
+}
+
+TestSuite(verbs_noscript_auth, .init = setup_auth, .fini = teardown, .timeout = VT_TEST_TIMEOUT_S);
+
+Test(verbs_noscript_auth, a_verb_before_auth_gets_noauth_and_works_after_auth)
+{
+    VT_SKIP_IF_DIRECT();
+    redisContext *admin = admin_connect(PASSWORD);
+    redisReply *r = vt_cmd(admin, "ZADD au:q 1 a 2 b");
+    vt_assert_int(r, 2);
+    freeReplyObject(r);
+
+    redisContext *c = vt_must_connect(env.proxy->port);
+    r = vt_cmd(c, "QPOP au:q");
+    expect_error_text(r, "NOAUTH Authentication required.");
+    freeReplyObject(r);
+    r = vt_cmd(c, "LOCKRELEASE au:l x");
+    expect_error_text(r, "NOAUTH Authentication required.");
+    freeReplyObject(r);
+    r = vt_cmd(c, "ZCARD au:q");
+    expect_error_text(r, "NOAUTH Authentication required.");
+    freeReplyObject(r);
+
+    ok(c, "AUTH " PASSWORD, "OK");
+    r = vt_cmd(c, "QPOP au:q");
+    vt_assert_array(r, 2);
+    vt_assert_str(r->element[0], "a");
+    vt_assert_str(r->element[1], "1");
+    freeReplyObject(r);
+
+    /* a flush behind the proxy's back: recovered on the authenticated
+     * connection */
+    flush_scripts_directly(PASSWORD);
+    r = vt_cmd(c, "QPOP au:q");
+    vt_assert_array(r, 2);
+    vt_assert_str(r->element[0], "b");
+    vt_assert_str(r->element[1], "2");
+    freeReplyObject(r);
+    r = vt_cmd(c, "LOCKRELEASE au:l x");
+    vt_assert_int(r, 0);
+    freeReplyObject(r);
+    redisFree(c);
+    redisFree(admin);
+}
+
+Test(verbs_noscript_auth, a_pipeline_of_verb_auth_verb_gets_noauth_ok_and_the_real_reply)
+{
+    VT_SKIP_IF_DIRECT();
+    redisContext *admin = admin_connect(PASSWORD);
+    redisReply *r = vt_cmd(admin, "ZADD au:p 1 a");
+    vt_assert_int(r, 1);
+    freeReplyObject(r);
+    redisFree(admin);
+
+    int fd = vt_must_sock(env.proxy->port);
+    vt_buf req = {0};
+    vt_buf_cmd(&req, "QPOP", "au:p", NULL);
+    vt_buf_cmd(&req, "AUTH", PASSWORD, NULL);
+    vt_buf_cmd(&req, "QPOP", "au:p", NULL);
+    vt_buf_cmd(&req, "QPOP", "au:p", NULL);
+    exchange(fd, &req, "-NOAUTH Authentication required.\r\n+OK\r\n*2\r\n$1\r\na\r\n$1\r\n1\r\n$-1\r\n");
+    vt_buf_free(&req);
+    close(fd);
+}
+
+Test(verbs_noscript_auth, hello_3_auth_then_verbs_answer_in_resp3)
+{
+    VT_SKIP_IF_DIRECT();
+    redisContext *admin = admin_connect(PASSWORD);
+    redisReply *r = vt_cmd(admin, "ZADD au:h 1 a 2 b");
+    vt_assert_int(r, 2);
+    freeReplyObject(r);
+    redisFree(admin);
+
+    int fd = vt_must_sock(env.proxy->port);
+    vt_buf req = {0}, got = {0};
+    vt_buf_cmd(&req, "LOCKRELEASE", "au:l", "x", NULL);
+    exchange(fd, &req, "-NOAUTH Authentication required.\r\n");
+
+    vt_buf_cmd(&req, "HELLO", "3", "AUTH", "default", PASSWORD, NULL);
+    cr_assert(vt_sock_send_buf(fd, &req));
+    vt_buf_reset(&req);
+    cr_assert(vt_sock_read_replies(fd, &got, 1, VT_READ_DEADLINE_MS), "no HELLO reply; got \"%s\"",
+              vt_buf_escaped(&got));
+    cr_assert(got.data[0] == '%' && vt_buf_contains(&got, "$5\r\nproto\r\n:3\r\n"),
+              "HELLO 3 should answer a RESP3 map, got \"%s\"", vt_buf_escaped(&got));
+    cr_assert_eq((size_t)vt_resp_reply_len(got.data, got.len), got.len, "more than the HELLO reply: \"%s\"",
+                 vt_buf_escaped(&got));
+    vt_buf_free(&got);
+
+    vt_buf_cmd(&req, "QPOP", "au:h", NULL);
+    vt_buf_cmd(&req, "LOCKRELEASE", "au:l", "x", NULL);
+    vt_buf_cmd(&req, "QPOP", "au:h", "COUNT", "0", NULL);
+    exchange(fd, &req, "*2\r\n$1\r\na\r\n$1\r\n1\r\n:0\r\n*0\r\n");
+
+    flush_scripts_directly(PASSWORD);
+    vt_buf_cmd(&req, "QPOP", "au:h", NULL);
+    vt_buf_cmd(&req, "QPOP", "au:h", NULL); /* empty now: a RESP3 null */
+    vt_buf_cmd(&req, "PING", NULL);
+    exchange(fd, &req, "*2\r\n$1\r\nb\r\n$1\r\n2\r\n_\r\n+PONG\r\n");
+    vt_buf_free(&req);
+    close(fd);
+}
