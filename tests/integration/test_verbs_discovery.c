@@ -466,6 +466,7 @@ Test(verbs_discovery, a_verb_named_like_a_command_or_a_builtin_stops_start_up)
     /* the same file with a fresh name starts (and is stopped by timeout) */
     snprintf(conf, sizeof(conf), "verb zfresh %s numkeys 1\n", path);
     write_file(conf_path, sizeof(conf_path), "fresh.conf", conf);
+    snprintf(args, sizeof(args), "--config %s", conf_path);
     rc = run_proxy(args, RUNS_FOR_S, out, sizeof(out));
     cr_assert_eq(rc, 124, "a harmless verb: exit status %d, expected to run until timeout (124); output: %s",
                  rc, out);
