@@ -354,6 +354,54 @@ Test(verbs_noscript, a_pipelined_transaction_with_verbs_gets_every_reply_in_orde
     close(fd);
 }
 
+/* A verb that meets NOSCRIPT with a transaction right behind it in the same
+ * write: by the time the NOSCRIPT comes back, MULTI has been sent (and, in
+ * the second round, is still open: EXEC comes in a later write, as from an
+ * asynchronous client that does not wait before starting a transaction).
+ * The verb still gets its real reply in its place, and EXEC its real
+ * replies. */
+Test(verbs_noscript, a_verb_recovered_while_a_transaction_follows_it_keeps_its_real_reply)
+{
+    VT_SKIP_IF_DIRECT();
+    redisContext *admin = admin_connect(NULL);
+    redisReply *r = vt_cmd(admin, "ZADD tx:before 1 a 2 b");
+    vt_assert_int(r, 2);
+    freeReplyObject(r);
+    r = vt_cmd(admin, "ZADD tx:inside 1 x 2 y 3 z");
+    vt_assert_int(r, 3);
+    freeReplyObject(r);
+    redisFree(admin);
+
+    int fd = vt_must_sock(env.proxy->port);
+    vt_buf req = {0};
+    vt_buf_cmd(&req, "LOCKRELEASE", "tx:none", "t", NULL); /* loads the scripts on this connection */
+    exchange(fd, &req, ":0\r\n");
+
+    /* round 1: the whole transaction in the same write */
+    flush_scripts_directly(NULL);
+    vt_buf_cmd(&req, "QPOP", "tx:before", NULL);
+    vt_buf_cmd(&req, "MULTI", NULL);
+    vt_buf_cmd(&req, "QPOP", "tx:inside", NULL);
+    vt_buf_cmd(&req, "INCR", "tx:m", NULL);
+    vt_buf_cmd(&req, "EXEC", NULL);
+    vt_buf_cmd(&req, "QPOP", "tx:inside", NULL);
+    exchange(fd, &req,
+             "*2\r\n$1\r\na\r\n$1\r\n1\r\n+OK\r\n+QUEUED\r\n+QUEUED\r\n"
+             "*2\r\n*2\r\n$1\r\nx\r\n$1\r\n1\r\n:1\r\n"
+             "*2\r\n$1\r\ny\r\n$1\r\n2\r\n");
+
+    /* round 2: the transaction is still open when the NOSCRIPT comes back */
+    flush_scripts_directly(NULL);
+    vt_buf_cmd(&req, "QPOP", "tx:before", NULL);
+    vt_buf_cmd(&req, "MULTI", NULL);
+    vt_buf_cmd(&req, "QPOP", "tx:inside", NULL);
+    exchange(fd, &req, "*2\r\n$1\r\nb\r\n$1\r\n2\r\n+OK\r\n+QUEUED\r\n");
+    vt_buf_cmd(&req, "EXEC", NULL);
+    exchange(fd, &req, "*1\r\n*2\r\n$1\r\nz\r\n$1\r\n3\r\n");
+    vt_buf_free(&req);
+    close(fd);
+}
+
 /* WATCH, then a verb on another key outside the transaction (on a fresh
  * connection, so the proxy loads its scripts right then; later after a
  * flush, so it recovers right then): the watch must survive whatever the
@@ -519,6 +567,85 @@ Test(verbs_noscript, a_pipelined_bad_verb_in_multi_gives_the_same_bytes_as_redis
     close(fd);
 }
 
+Test(verbs_noscript, a_verb_with_a_bad_option_in_multi_is_refused_at_once_and_exec_aborts)
+{
+    VT_SKIP_IF_DIRECT();
+    int fd = vt_must_sock(env.proxy->port);
+    vt_buf req = {0};
+    vt_buf_cmd(&req, "MULTI", NULL);
+    vt_buf_cmd(&req, "SET", "tx:o", "touched", NULL);
+    vt_buf_cmd(&req, "QPOP", "tx:q", "COUNT", "abc", NULL);
+    vt_buf_cmd(&req, "ZTICK", "tx:z", "nan", "1", NULL);
+    vt_buf_cmd(&req, "QPOP", "tx:q", "COUNT", "-1", NULL);
+    vt_buf_cmd(&req, "LOCKRENEW", "tx:l", "t", "0", NULL);
+    vt_buf_cmd(&req, "QPOP", "tx:q", "LEASE", "tx:lease", NULL);
+    vt_buf_cmd(&req, "EXEC", NULL);
+    vt_buf_cmd(&req, "EXISTS", "tx:o", NULL);
+    exchange(fd, &req,
+             "+OK\r\n+QUEUED\r\n"
+             "-ERR value is not an integer or out of range\r\n"
+             "-ERR value is not a valid float\r\n"
+             "-ERR value is out of range, must be positive\r\n"
+             "-ERR invalid expire time in 'lockrenew' command\r\n"
+             "-ERR syntax error\r\n"
+             "-EXECABORT Transaction discarded because of previous errors.\r\n"
+             ":0\r\n");
+
+    /* outside MULTI the same errors come in their place in a pipeline */
+    vt_buf_cmd(&req, "SET", "tx:o", "1", NULL);
+    vt_buf_cmd(&req, "QPOP", "tx:q", "COUNT", "-1", NULL);
+    vt_buf_cmd(&req, "GET", "tx:o", NULL);
+    exchange(fd, &req, "+OK\r\n-ERR value is out of range, must be positive\r\n$1\r\n1\r\n");
+    vt_buf_free(&req);
+    close(fd);
+}
+
+/* Counting stops after SUBSCRIBE or CLIENT REPLY SKIP (the proxy cannot know
+ * which replies will come): a verb right before one, meeting NOSCRIPT, must
+ * still get its real reply. `mode` is sent right behind the verb, `then` after
+ * it; `want` is everything the client must read. */
+static void verb_then_uncounted(const char *key, const vt_buf *mode, const char *want)
+{
+    redisContext *admin = admin_connect(NULL);
+    redisReply *r = vt_cmd(admin, "ZADD %s 1 a", key);
+    vt_assert_int(r, 1);
+    freeReplyObject(r);
+    redisFree(admin);
+
+    int fd = vt_must_sock(env.proxy->port);
+    vt_buf req = {0};
+    vt_buf_cmd(&req, "LOCKRELEASE", "sk:none", "t", NULL); /* loads the scripts on this connection */
+    exchange(fd, &req, ":0\r\n");
+    flush_scripts_directly(NULL);
+
+    vt_buf_cmd(&req, "QPOP", key, NULL);
+    vt_buf_append(&req, mode->data, mode->len);
+    exchange(fd, &req, want);
+    vt_buf_free(&req);
+    close(fd);
+}
+
+Test(verbs_noscript, a_verb_recovered_right_before_subscribe_keeps_its_real_reply)
+{
+    VT_SKIP_IF_DIRECT();
+    vt_buf mode = {0};
+    vt_buf_cmd(&mode, "SUBSCRIBE", "sk:ch", NULL);
+    verb_then_uncounted("sk:q1", &mode,
+                        "*2\r\n$1\r\na\r\n$1\r\n1\r\n*3\r\n$9\r\nsubscribe\r\n$5\r\nsk:ch\r\n:1\r\n");
+    vt_buf_free(&mode);
+}
+
+Test(verbs_noscript, a_verb_recovered_right_before_client_reply_skip_keeps_its_real_reply)
+{
+    VT_SKIP_IF_DIRECT();
+    vt_buf mode = {0};
+    vt_buf_cmd(&mode, "CLIENT", "REPLY", "SKIP", NULL);
+    vt_buf_cmd(&mode, "PING", "skipped", NULL);
+    vt_buf_cmd(&mode, "PING", NULL);
+    verb_then_uncounted("sk:q2", &mode, "*2\r\n$1\r\na\r\n$1\r\n1\r\n+PONG\r\n");
+    vt_buf_free(&mode);
+}
+
 /* ---- (e) SCRIPT FLUSH through the proxy ---- */
 
 Test(verbs_noscript, script_flush_through_the_proxy_then_verbs_still_work)
@@ -550,6 +677,12 @@ Test(verbs_noscript, script_flush_through_the_proxy_then_verbs_still_work)
     exchange(fd, &req, "+OK\r\n");
     vt_buf_cmd(&req, "ZTICK", "e:q", "1", "1", NULL);
     exchange(fd, &req, "*0\r\n");
+    /* a flush queued in a transaction takes effect at EXEC */
+    vt_buf_cmd(&req, "MULTI", NULL);
+    vt_buf_cmd(&req, "SCRIPT", "FLUSH", NULL);
+    vt_buf_cmd(&req, "EXEC", NULL);
+    vt_buf_cmd(&req, "LOCKRELEASE", "e:l", "x", NULL);
+    exchange(fd, &req, "+OK\r\n+QUEUED\r\n*1\r\n+OK\r\n:0\r\n");
 
     /* the flush went through to Redis, and Bob's verbs still work too */
     r = vt_cmd(bob, "HSETVER e:h 2 f v");
