@@ -10,6 +10,9 @@
  * the proxy's own, as immediate as Redis's wrong-arity errors: a bad verb in
  * MULTI makes EXEC answer EXECABORT. `VERBPROXY STATS` counts recoveries.
  *
+ * That holds also when the NOSCRIPT comes back after the client has opened a
+ * transaction, subscribed or asked CLIENT REPLY SKIP behind the verb.
+ *
  * Determinism: a "SCRIPT FLUSH behind the proxy's back" is sent on a direct
  * connection to Redis between two pipelines whose replies the test has read,
  * so the proxy's EVALSHA surely meets an empty cache.
