@@ -49,9 +49,10 @@ typedef struct up_entry {
     struct client_session *client;
     unsigned long long seq; /* the client's reply slot */
     up_entry_kind kind;
-    unsigned keep; /* bytes of `kept` this request owns, released with the entry */
-    short verb;    /* UP_VERB, UP_SCRIPT_LOAD: index in the verb table */
-    short retried; /* UP_VERB: already sent again after a NOSCRIPT */
+    unsigned keep;           /* bytes of `kept` this request owns, released with the entry */
+    short verb;              /* UP_VERB, UP_SCRIPT_LOAD: index in the verb table */
+    short retries;           /* UP_VERB: times sent again after a NOSCRIPT */
+    unsigned long long sent; /* numbers the requests in send order */
 } up_entry;
 
 /* Whether this connection has had the verbs' scripts loaded. */
@@ -98,6 +99,8 @@ typedef struct upstream_conn {
     size_t kept_head;
     vp_buf scratch; /* a request built for a raw connection, copied out at once */
     up_scripts scripts;
+    unsigned long long sent;          /* entries pushed so far */
+    unsigned long long reloaded_from; /* `sent` when the last NOSCRIPT reload was sent */
 
     /* Replies: `in` holds bytes read; in[in_pos..] is not yet handed on. A
      * small reply is handed on whole; one that grows past the stream
