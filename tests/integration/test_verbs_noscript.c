@@ -21,7 +21,8 @@
 #include "tests/support/checks.h"
 
 #define PASSWORD "s3cret-pass"
-#define PAIRS 100 /* verb + plain command pairs after a flush */
+#define PAIRS 100           /* verb + plain command pairs after a flush */
+#define LONG_PIPELINE 20000 /* ZTICK + INCR pairs in one write */
 
 static vt_env env;
 
@@ -190,6 +191,59 @@ Test(verbs_noscript, a_flush_between_pipelines_loses_no_reply_and_keeps_their_or
 
     vt_buf_free(&req);
     vt_buf_free(&want);
+    redisFree(admin);
+    close(fd);
+}
+
+/* A long pipeline (many reads and writes for the proxy, replies held behind
+ * a recovering verb while more stream in): Redis's cache is flushed before
+ * it, and once more while it is in flight. Every tick still answers in its
+ * place and runs exactly once: the anchor moves by one per tick. */
+Test(verbs_noscript, a_long_pipeline_across_two_flushes_runs_every_verb_once_in_order)
+{
+    VT_SKIP_IF_DIRECT();
+    redisContext *admin = admin_connect(NULL);
+    redisReply *r = vt_cmd(admin, "ZADD lp:belt 0 anchor");
+    vt_assert_int(r, 1);
+    freeReplyObject(r);
+
+    int fd = vt_must_sock(env.proxy->port);
+    vt_buf req = {0}, want = {0}, got = {0};
+    vt_buf_cmd(&req, "ZTICK", "lp:belt", "1", "1000000000", NULL); /* loads the scripts */
+    exchange(fd, &req, "*0\r\n");
+    flush_scripts_directly(NULL);
+
+    for (int i = 0; i < LONG_PIPELINE; i++) {
+        char line[32];
+        vt_buf_cmd(&req, "ZTICK", "lp:belt", "1", "1000000000", NULL);
+        vt_buf_append_str(&want, "*0\r\n");
+        vt_buf_cmd(&req, "INCR", "lp:n", NULL);
+        snprintf(line, sizeof(line), ":%d\r\n", i + 1);
+        vt_buf_append_str(&want, line);
+    }
+    cr_assert(vt_sock_send_buf(fd, &req), "send failed");
+    cr_assert(vt_sock_read_len(fd, &got, 1, VT_READ_DEADLINE_MS), "no reply at all");
+    flush_scripts_directly(NULL);
+    vt_sock_read_len(fd, &got, want.len, VT_READ_DEADLINE_MS);
+    size_t same = 0;
+    while (same < got.len && same < want.len && got.data[same] == want.data[same])
+        same++;
+    if (got.len != want.len || same != want.len) {
+        char expected[256];
+        snprintf(expected, sizeof(expected), "%s",
+                 vt_escape(want.data + same, want.len - same < 60 ? want.len - same : 60));
+        cr_assert_fail("%zu of %zu reply bytes; at byte %zu expected \"%s\", got \"%s\"", got.len, want.len,
+                       same, expected, vt_escape(got.data + same, got.len - same < 60 ? got.len - same : 60));
+    }
+
+    r = vt_cmd(admin, "ZSCORE lp:belt anchor");
+    char ticks[32];
+    snprintf(ticks, sizeof(ticks), "%d", LONG_PIPELINE + 1);
+    vt_assert_str(r, ticks);
+    freeReplyObject(r);
+    vt_buf_free(&req);
+    vt_buf_free(&want);
+    vt_buf_free(&got);
     redisFree(admin);
     close(fd);
 }
