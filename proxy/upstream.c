@@ -63,6 +63,7 @@ static up_entry *fifo_push(upstream_conn *up, struct client_session *c, up_entry
     *e = (up_entry){
         .client = c, .seq = c ? client_next_seq(c) : 0, .kind = kind, .verb = -1, .sent = up->sent++};
     up->fifo_len++;
+    if (kind == UP_VERB) up->verbs_in_flight++;
     return e;
 }
 
@@ -74,6 +75,7 @@ static up_entry *fifo_head(upstream_conn *up)
 /* Done with the oldest entry: the bytes it kept go too. */
 static void fifo_pop(upstream_conn *up)
 {
+    if (up->fifo[up->fifo_head].kind == UP_VERB) up->verbs_in_flight--;
     up->kept_head += up->fifo[up->fifo_head].keep;
     if (up->kept_head >= up->kept.len) up->kept.len = up->kept_head = 0;
     up->fifo_head = (up->fifo_head + 1) % up->fifo_cap;
@@ -800,6 +802,23 @@ void upstream_scripts_flushed(upstream_conn *up, struct client_session *c)
         up_send_loads(up);
     else
         up->scripts = UP_SCRIPTS_UNLOADED; /* loaded before the next verb */
+}
+
+int upstream_must_settle_verbs(const upstream_conn *up, cmd_kind kind)
+{
+    if (up->verbs_in_flight == 0 || up->in_multi || up->raw_tx) return 0;
+    switch (kind) {
+    case CMD_MULTI:
+    case CMD_SUBSCRIBE:
+    case CMD_MONITOR:
+    case CMD_CLIENT_REPLY_OFF:
+    case CMD_CLIENT_REPLY_SKIP:
+    case CMD_UNCOUNTABLE:
+    case CMD_REPLICATION:
+        return 1;
+    default:
+        return 0;
+    }
 }
 
 int upstream_closing_reply(upstream_conn *up, struct client_session *c)
