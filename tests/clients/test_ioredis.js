@@ -27,10 +27,14 @@ const START_DEADLINE_MS = 10000;
 const STOP_DEADLINE_MS = 10000;
 const START_ATTEMPTS = 3; // a free port can be taken between probing and binding
 
+// The servers die with this process: on a normal exit or a signal here, and,
+// through setpriv's parent-death signal, when it is killed outright.
 const children = new Set();
 process.on('exit', () => {
     for (const c of children) c.kill('SIGKILL');
 });
+for (const sig of ['SIGINT', 'SIGTERM']) process.on(sig, () => process.exit(1));
+const SETPRIV = ['/usr/bin/setpriv', '--pdeathsig', 'KILL', '--'];
 
 function freePort() {
     return new Promise((resolve, reject) => {
@@ -89,7 +93,7 @@ class Server {
         let last = '';
         for (let attempt = 0; attempt < START_ATTEMPTS; attempt++) {
             this.port = await freePort();
-            const [cmd, ...args] = this.argvForPort(this.port);
+            const [cmd, ...args] = [...SETPRIV, ...this.argvForPort(this.port)];
             const log = fs.openSync(this.logPath, 'a');
             const child = childProcess.spawn(cmd, args, { cwd: this.dir, stdio: ['ignore', log, log] });
             fs.closeSync(log);

@@ -17,6 +17,7 @@ when the proxy did not stop cleanly). Every wait polls a condition until a
 deadline; nothing sleeps a fixed time.
 """
 
+import ctypes
 import os
 import shutil
 import signal
@@ -34,6 +35,15 @@ REDIS_SERVER = "/usr/bin/redis-server"
 START_DEADLINE_S = 10.0
 STOP_DEADLINE_S = 10.0
 START_ATTEMPTS = 3  # a free port can be taken between probing and binding
+
+
+_libc = ctypes.CDLL(None, use_errno=True)
+PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent():
+    """In the child before exec: the kernel kills it when this test process dies, however it dies."""
+    _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
 def free_port():
@@ -79,7 +89,7 @@ class Server:
             with open(self.log_path, "ab") as log:
                 self.proc = subprocess.Popen(
                     self.argv_for_port(self.port), cwd=self.workdir, stdin=subprocess.DEVNULL,
-                    stdout=log, stderr=log, start_new_session=True)
+                    stdout=log, stderr=log, preexec_fn=die_with_parent)
             try:
                 wait_until(lambda: self.proc.poll() is not None or answers_ping(self.port),
                            START_DEADLINE_S, "%s to answer PING on port %d" % (self.name, self.port))
