@@ -455,6 +455,29 @@ describe('verbproxy through ioredis', () => {
         assert.deepEqual(await r.call('QPOP', 'jobs'), ['job-2', '2']);
     });
 
+    it('in a MULTI a verb with a bad argument fails alone at EXEC, as Redis\'s own commands do', async () => {
+        // MULTI; SET a 1; ZADD z fast m; EXEC on Redis: [OK, -ERR value is not a valid float]
+        await r.set('lock:t', 'tok', 'PX', 30000);
+        const res = await r.multi()
+            .set('a', '1')
+            .call('ZTICK', 'conveyor', 'fast', 100)
+            .call('LOCKRELEASE', 'lock:t', 'tok')
+            .exec();
+        assert.deepEqual(res.map(([e, v]) => (e ? e.message : v)), ['OK', 'ERR value is not a valid float', 1]);
+        assert.equal(await r.get('a'), '1');
+    });
+
+    it('a MULTI with a malformed verb is discarded, as Redis does', async () => {
+        await assert.rejects(r.multi().set('a', '1').call('LOCKRELEASE', 'lock:t').incr('b').exec(), (e) => {
+            assert.match(e.message, /^EXECABORT /);
+            assert.deepEqual(e.previousErrors.map((x) => x.message),
+                ["ERR wrong number of arguments for 'lockrelease' command"]);
+            return true;
+        });
+        assert.equal(await r.exists('a', 'b'), 0);
+        assert.equal(await r.set('a', '2'), 'OK');
+    });
+
     it('several connections and an auto-pipelining one pop every job exactly once', async () => {
         const jobs = Array.from({ length: 600 }, (_, i) => `job-${String(i).padStart(4, '0')}`);
         await r.zadd('work', ...jobs.flatMap((j, i) => [i % 7, j]));
