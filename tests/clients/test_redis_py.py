@@ -32,6 +32,7 @@ import unittest
 import redis
 
 REDIS_SERVER = "/usr/bin/redis-server"
+HOST = "127.0.0.1"  # what both servers bind; "localhost" may resolve elsewhere first
 START_DEADLINE_S = 10.0
 STOP_DEADLINE_S = 10.0
 START_ATTEMPTS = 3  # a free port can be taken between probing and binding
@@ -193,7 +194,7 @@ class ProxyTestCase(unittest.TestCase):
 
     def setUp(self):
         # Straight to Redis, so a broken proxy cannot hide leftovers.
-        direct = redis.Redis(port=self.env.redis.port, decode_responses=True)
+        direct = redis.Redis(host=HOST, port=self.env.redis.port, decode_responses=True)
         direct.flushall()
         direct.close()
         self.r = self.client()
@@ -204,7 +205,7 @@ class ProxyTestCase(unittest.TestCase):
     def client(self, **kw):
         kw.setdefault("decode_responses", True)
         kw.setdefault("socket_timeout", 10)
-        return redis.Redis(port=self.env.proxy.port, **kw)
+        return redis.Redis(host=HOST, port=self.env.proxy.port, **kw)
 
     def v(self, *args):
         return self.r.execute_command(*args)
@@ -667,8 +668,8 @@ class ClientFeaturesTest(ProxyTestCase):
     def test_pool_of_threads_pops_every_job_exactly_once(self):
         jobs = ["job-%04d" % i for i in range(600)]
         self.r.zadd("work", {j: i % 7 for i, j in enumerate(jobs)})
-        pool = redis.ConnectionPool(port=self.env.proxy.port, decode_responses=True, max_connections=8,
-                                    socket_timeout=10)
+        pool = redis.ConnectionPool(host=HOST, port=self.env.proxy.port, decode_responses=True,
+                                    max_connections=8, socket_timeout=10)
         shared = redis.Redis(connection_pool=pool)
         taken = [[] for _ in range(8)]
         errors = []
