@@ -63,6 +63,7 @@ static up_entry *fifo_push(upstream_conn *up, struct client_session *c, up_entry
     *e = (up_entry){
         .client = c, .seq = c ? client_next_seq(c) : 0, .kind = kind, .verb = -1, .sent = up->sent++};
     up->fifo_len++;
+    if (kind == UP_VERB) up->verbs_in_flight++;
     return e;
 }
 
@@ -74,6 +75,7 @@ static up_entry *fifo_head(upstream_conn *up)
 /* Done with the oldest entry: the bytes it kept go too. */
 static void fifo_pop(upstream_conn *up)
 {
+    if (up->fifo[up->fifo_head].kind == UP_VERB) up->verbs_in_flight--;
     up->kept_head += up->fifo[up->fifo_head].keep;
     if (up->kept_head >= up->kept.len) up->kept.len = up->kept_head = 0;
     up->fifo_head = (up->fifo_head + 1) % up->fifo_cap;
@@ -778,7 +780,7 @@ int upstream_flag_multi(upstream_conn *up, struct client_session *c)
     return 1;
 }
 
-void upstream_error_in_stream(upstream_conn *up, struct client_session *c, const char *err)
+int upstream_error_in_stream(upstream_conn *up, struct client_session *c, const char *err)
 {
     /* Redis answers it in its stream: in order, and dropped under CLIENT
      * REPLY OFF/SKIP exactly as its own errors are. */
@@ -790,7 +792,7 @@ void upstream_error_in_stream(upstream_conn *up, struct client_session *c, const
     buf_bulk(&up->scratch, "0", 1);
     buf_bulk(&up->scratch, err, strlen(err));
     outq_add_copy(&up->out, up->scratch.data, up->scratch.len);
-    up_account_plain(up, c, UP_REPLY);
+    return up_account_plain(up, c, UP_REPLY) != NULL;
 }
 
 void upstream_scripts_flushed(upstream_conn *up, struct client_session *c)
@@ -800,6 +802,23 @@ void upstream_scripts_flushed(upstream_conn *up, struct client_session *c)
         up_send_loads(up);
     else
         up->scripts = UP_SCRIPTS_UNLOADED; /* loaded before the next verb */
+}
+
+int upstream_must_settle_verbs(const upstream_conn *up, cmd_kind kind)
+{
+    if (up->verbs_in_flight == 0 || up->in_multi || up->raw_tx) return 0;
+    switch (kind) {
+    case CMD_MULTI:
+    case CMD_SUBSCRIBE:
+    case CMD_MONITOR:
+    case CMD_CLIENT_REPLY_OFF:
+    case CMD_CLIENT_REPLY_SKIP:
+    case CMD_UNCOUNTABLE:
+    case CMD_REPLICATION:
+        return 1;
+    default:
+        return 0;
+    }
 }
 
 int upstream_closing_reply(upstream_conn *up, struct client_session *c)

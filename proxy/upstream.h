@@ -100,6 +100,7 @@ typedef struct upstream_conn {
     vp_buf scratch; /* a request built for a raw connection, copied out at once */
     up_scripts scripts;
     unsigned long long sent;          /* entries pushed so far */
+    int verbs_in_flight;              /* UP_VERB entries not yet answered */
     unsigned long long reloaded_from; /* `sent` when the last NOSCRIPT reload was sent */
 
     /* Replies: `in` holds bytes read; in[in_pos..] is not yet handed on. A
@@ -150,8 +151,17 @@ up_local_mode upstream_local_mode(const upstream_conn *up);
  * a command with wrong arguments. Its reply is for a waiting slot that
  * already holds the proxy's own error. Returns 1 (a slot is owed). */
 int upstream_flag_multi(upstream_conn *up, struct client_session *c);
-/* Uncounted: have Redis answer `err` ("ERR ...") in its stream. */
-void upstream_error_in_stream(upstream_conn *up, struct client_session *c, const char *err);
+/* Have Redis answer `err` ("ERR ...") in its stream: uncounted, or queued
+ * inside MULTI (EXEC then returns it in the command's place). Returns 1 if
+ * a counted reply comes back for it. */
+int upstream_error_in_stream(upstream_conn *up, struct client_session *c, const char *err);
+/* Must a command of this kind wait until every verb sent before it is
+ * answered? After MULTI, SUBSCRIBE, MONITOR, CLIENT REPLY OFF|SKIP ... a
+ * NOSCRIPT could no longer be retried in place (the retry would be queued
+ * in the transaction, or its reply not counted), so those commands are held
+ * back until the verbs before them are settled: one round trip, only when a
+ * verb is pipelined right before one of them. */
+int upstream_must_settle_verbs(const upstream_conn *up, cmd_kind kind);
 /* SCRIPT FLUSH was just forwarded: load the scripts again. */
 void upstream_scripts_flushed(upstream_conn *up, struct client_session *c);
 /* Bytes with no reply of their own (the rest of a streamed request, a
