@@ -8,7 +8,7 @@
  * pipeline, never NOSCRIPT. Inside MULTI the proxy sends EVAL with the
  * script's body, so EXEC never holds a NOSCRIPT either. That holds also when
  * the NOSCRIPT comes back after the client has opened a transaction,
- * subscribed or asked CLIENT REPLY SKIP behind the verb.
+ * subscribed, started MONITOR or asked CLIENT REPLY OFF|SKIP behind the verb.
  *
  * Argument errors in MULTI behave as Redis's: a wrong argument count is
  * answered at once and makes EXEC answer EXECABORT; a bad value is queued
@@ -711,6 +711,26 @@ Test(verbs_noscript, a_verb_recovered_right_before_client_reply_skip_keeps_its_r
     vt_buf_cmd(&mode, "PING", "skipped", NULL);
     vt_buf_cmd(&mode, "PING", NULL);
     verb_then_uncounted("sk:q2", &mode, "*2\r\n$1\r\na\r\n$1\r\n1\r\n+PONG\r\n");
+    vt_buf_free(&mode);
+}
+
+Test(verbs_noscript, a_verb_recovered_right_before_client_reply_off_keeps_its_real_reply)
+{
+    VT_SKIP_IF_DIRECT();
+    vt_buf mode = {0};
+    vt_buf_cmd(&mode, "CLIENT", "REPLY", "OFF", NULL);
+    vt_buf_cmd(&mode, "PING", "unheard", NULL);
+    vt_buf_cmd(&mode, "CLIENT", "REPLY", "ON", NULL);
+    verb_then_uncounted("sk:q3", &mode, "*2\r\n$1\r\na\r\n$1\r\n1\r\n+OK\r\n");
+    vt_buf_free(&mode);
+}
+
+Test(verbs_noscript, a_verb_recovered_right_before_monitor_keeps_its_real_reply)
+{
+    VT_SKIP_IF_DIRECT();
+    vt_buf mode = {0};
+    vt_buf_cmd(&mode, "MONITOR", NULL);
+    verb_then_uncounted("sk:q4", &mode, "*2\r\n$1\r\na\r\n$1\r\n1\r\n+OK\r\n");
     vt_buf_free(&mode);
 }
 
