@@ -957,6 +957,8 @@ Test(verbs, zwindow_argument_errors)
     EXPECT_ERR(c, ERR_INT, "ZWINDOW zw:a 1.5 m");
     EXPECT_ERR(c, ERR_SYNTAX, "ZWINDOW zw:a 1000 m LIMIT");
     EXPECT_ERR(c, ERR_INT, "ZWINDOW zw:a 1000 m LIMIT x");
+    /* LIMIT is a non-negative integer; below 0 it is refused as COUNT is */
+    EXPECT_ERR(c, ERR_NEGATIVE, "ZWINDOW zw:a 1000 m LIMIT -1");
     EXPECT_ERR(c, ERR_SYNTAX, "ZWINDOW zw:a 1000 m FOO");
     EXPECT_ERR(c, ERR_SYNTAX, "ZWINDOW zw:a 1000 m FOO 1");
     EXPECT_ERR(c, ERR_SYNTAX, "ZWINDOW zw:a 1000 m LIMIT 1 extra");
@@ -1026,7 +1028,7 @@ Test(verbs, verb_names_are_case_insensitive)
     redisContext *c = client();
     EXPECT(c, ":2", "ZADD ci:z 0 a 90 b");
     EXPECT(c, "[\"b\"]", "ztick ci:z 10 100");
-    EXPECT(c, "[\"a\", \"20\"]", "ZTick ci:z 10 100 withscores");
+    EXPECT(c, "[\"a\", \"100\"]", "ZTick ci:z 90 100 withscores");
     EXPECT(c, ":2", "ZADD ci:q 1 a 2 b");
     EXPECT(c, "[\"a\", \"1\"]", "qpop ci:q");
     EXPECT(c, "[\"b\", \"2\"]", "QPop ci:q count 1 lease ci:l 60000");
