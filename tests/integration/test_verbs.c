@@ -133,9 +133,13 @@ static long long pexpiretime(redisContext *c, const char *key)
     return v;
 }
 
-#define assert_within(v, lo, hi, what)                                                                       \
-    cr_assert((lo) <= (v) && (v) <= (hi), "%s: %lld is not within [%lld, %lld]", (what), (long long)(v),     \
-              (long long)(lo), (long long)(hi))
+/* lo <= v <= hi, or the test fails saying what v was. */
+#define assert_within(v, lo, hi, what) within_at(__LINE__, (v), (lo), (hi), (what))
+
+static void within_at(int line, long long v, long long lo, long long hi, const char *what)
+{
+    cr_assert(lo <= v && v <= hi, "line %d: %s: %lld is not within [%lld, %lld]", line, what, v, lo, hi);
+}
 
 /* Redis was never asked to run a script: the argument errors so far were
  * answered by the proxy alone. */
@@ -706,7 +710,8 @@ Test(verbs, lockrenew_by_the_owner_sets_the_ttl)
     assert_within(pexpiretime(c, "lk:n"), t0 + 500000, t1 + 500000, "the renewed expiry");
     redisReply *r = vt_cmd(c, "PTTL lk:n");
     cr_assert(r && r->type == REDIS_REPLY_INTEGER, "PTTL: %s", VT_DESCRIBE(r));
-    assert_within(r->integer, 500000 - (server_ms(c) - t0), 500000, "PTTL after the renewal");
+    long long t2 = server_ms(c);
+    assert_within(r->integer, 500000 - (t2 - t0), 500000, "PTTL after the renewal");
     freeReplyObject(r);
     EXPECT(c, "\"owner\"", "GET lk:n");
     /* a lock without a TTL gets one */
