@@ -972,6 +972,107 @@ Test(verbs, zwindow_argument_errors)
     redisFree(c);
 }
 
+/* ---- time boundaries, exactly ---- */
+
+/* A verb compares scores with its own TIME, which a test cannot know in
+ * advance. But when TIME reads the same millisecond just before the setup and
+ * just after the verb, the verb read that millisecond too, and a score placed
+ * at t sits exactly on its boundary. So a round reads TIME (t), then sends
+ * `del`, `setup` (scores t + off1, t + off2), the verb and TIME in one write;
+ * only rounds where the clock held still are judged. A local round trip is
+ * far below a millisecond, so most rounds qualify; a few are wanted. */
+#define EXACT_ROUNDS 3
+#define EXACT_DEADLINE_MS 10000
+
+/* One round: the verb's reply (caller frees) if the clock held still, else
+ * NULL. *t is the millisecond. */
+static redisReply *exact_round(redisContext *c, const char *del, const char *setup, long long off1,
+                               long long off2, const char *verb, long long *t)
+{
+    *t = server_ms(c);
+    int rc = redisAppendCommand(c, del);
+    rc |= redisAppendCommand(c, setup, *t + off1, *t + off2);
+    rc |= redisAppendCommand(c, verb);
+    rc |= redisAppendCommand(c, "TIME");
+    cr_assert(rc == REDIS_OK, "append failed");
+    redisReply *r = vt_get_reply(c);
+    cr_assert(r && r->type == REDIS_REPLY_INTEGER, "%s: got %s", del, VT_DESCRIBE(r));
+    freeReplyObject(r);
+    check_reply(__LINE__, setup, c, vt_get_reply(c), ":2");
+    redisReply *reply = vt_get_reply(c);
+    cr_assert(reply != NULL, "%s: no reply", verb);
+    r = vt_get_reply(c);
+    vt_assert_array(r, 2);
+    long long after = atoll(r->element[0]->str) * 1000 + atoll(r->element[1]->str) / 1000;
+    freeReplyObject(r);
+    if (after == *t) return reply;
+    freeReplyObject(reply);
+    return NULL;
+}
+
+static void expect_enough_exact_rounds(int exact, int tried)
+{
+    cr_assert(exact == EXACT_ROUNDS,
+              "only %d of %d rounds ran within one server millisecond in %d ms: the boundary was not tested",
+              exact, tried, EXACT_DEADLINE_MS);
+}
+
+Test(verbs, zwindow_an_entry_exactly_window_ms_old_is_out_and_one_ms_younger_is_in)
+{
+    redisContext *c = client();
+    int exact = 0, tried = 0;
+    for (long long end = vt_now_ms() + EXACT_DEADLINE_MS; exact < EXACT_ROUNDS && vt_now_ms() < end;
+         tried++) {
+        long long t;
+        redisReply *r = exact_round(c, "DEL zw:b", "ZADD zw:b %lld out %lld in", -10000, -9999,
+                                    "ZWINDOW zw:b 10000 m", &t);
+        if (!r) continue;
+        exact++;
+        check_reply(__LINE__, "ZWINDOW zw:b 10000 m", c, r, "[:1, :2]");
+        EXPECT(c, "[\"in\", \"m\"]", "ZRANGE zw:b 0 -1");
+    }
+    expect_enough_exact_rounds(exact, tried);
+    redisFree(c);
+}
+
+Test(verbs, qreclaim_a_deadline_exactly_now_has_passed_and_one_ms_later_has_not)
+{
+    redisContext *c = client();
+    int exact = 0, tried = 0;
+    for (long long end = vt_now_ms() + EXACT_DEADLINE_MS; exact < EXACT_ROUNDS && vt_now_ms() < end;
+         tried++) {
+        long long t;
+        redisReply *r = exact_round(c, "DEL qr:b qr:b:q", "ZADD qr:b %lld due %lld not-yet", 0, 1,
+                                    "QRECLAIM qr:b qr:b:q 0", &t);
+        if (!r) continue;
+        exact++;
+        check_reply(__LINE__, "QRECLAIM qr:b qr:b:q 0", c, r, "[\"due\"]");
+        EXPECT(c, "[\"not-yet\"]", "ZRANGE qr:b 0 -1");
+    }
+    expect_enough_exact_rounds(exact, tried);
+    redisFree(c);
+}
+
+Test(verbs, qpop_maxscore_now_takes_a_job_due_exactly_now_but_not_one_ms_later)
+{
+    redisContext *c = client();
+    int exact = 0, tried = 0;
+    for (long long end = vt_now_ms() + EXACT_DEADLINE_MS; exact < EXACT_ROUNDS && vt_now_ms() < end;
+         tried++) {
+        long long t;
+        redisReply *r = exact_round(c, "DEL qp:b", "ZADD qp:b %lld due %lld not-yet", 0, 1,
+                                    "QPOP qp:b COUNT 5 MAXSCORE NOW", &t);
+        if (!r) continue;
+        exact++;
+        char want[128];
+        snprintf(want, sizeof(want), "[\"due\", \"%lld\"]", t);
+        check_reply(__LINE__, "QPOP qp:b COUNT 5 MAXSCORE NOW", c, r, want);
+        EXPECT(c, "[\"not-yet\"]", "ZRANGE qp:b 0 -1");
+    }
+    expect_enough_exact_rounds(exact, tried);
+    redisFree(c);
+}
+
 /* ---- rules shared by every verb ---- */
 
 /* Integers follow Redis's string2ll: optional '-', no '+', no leading
