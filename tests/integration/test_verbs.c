@@ -1245,6 +1245,43 @@ Test(verbs, verbs_inside_a_transaction)
     redisFree(c);
 }
 
+/* A verb's argument error inside MULTI is like Redis's own: the verb is not
+ * queued and EXEC then aborts the whole transaction. */
+Test(verbs, an_argument_error_inside_a_transaction_aborts_exec)
+{
+    redisContext *c = client();
+    EXPECT(c, "+OK", "SET tx:e untouched");
+    EXPECT(c, "+OK", "MULTI");
+    EXPECT(c, "+QUEUED", "SET tx:e touched");
+    EXPECT(c, "-" ERR_NEGATIVE, "QPOP tx:q COUNT -1");
+    EXPECT(c, "-ERR wrong number of arguments for 'ztick' command", "ZTICK tx:z 1");
+    EXPECT(c, "-EXECABORT Transaction discarded because of previous errors.", "EXEC");
+    EXPECT(c, "\"untouched\"", "GET tx:e");
+    redisFree(c);
+}
+
+/* The proxy's own error replies obey CLIENT REPLY like Redis's: none while
+ * OFF, the next one dropped after SKIP. */
+Test(verbs, argument_errors_obey_client_reply_off_and_skip)
+{
+    VT_SKIP_IF_DIRECT();
+    int fd = vt_must_sock(env.proxy->port);
+    vt_buf req = {0}, got = {0};
+    vt_buf_cmd(&req, "CLIENT", "REPLY", "OFF", NULL);
+    vt_buf_cmd(&req, "QPOP", "cr:q", "COUNT", "-1", NULL);
+    vt_buf_cmd(&req, "ZTICK", "cr:z", NULL);
+    vt_buf_cmd(&req, "CLIENT", "REPLY", "ON", NULL);
+    vt_buf_cmd(&req, "CLIENT", "REPLY", "SKIP", NULL);
+    vt_buf_cmd(&req, "LOCKRENEW", "cr:l", "t", "0", NULL);
+    vt_buf_cmd(&req, "HSETVER", "cr:h", "x", "f", "v", NULL);
+    vt_buf_cmd(&req, "ECHO", "end", NULL);
+    cr_assert(vt_sock_send_buf(fd, &req));
+    vt_expect_bytes(fd, &got, "+OK\r\n-" ERR_INT "\r\n$3\r\nend\r\n");
+    vt_buf_free(&req);
+    vt_buf_free(&got);
+    close(fd);
+}
+
 /* Someone flushes Redis's script cache: the verbs go on working. */
 Test(verbs, verbs_survive_a_script_flush)
 {
