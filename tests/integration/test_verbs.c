@@ -11,9 +11,14 @@
  * just before and just after a verb, so a deadline the verb computed from its
  * own TIME must lie between the two plus its milliseconds, exactly.
  *
+ * A boundary at the server's "now" (a deadline due exactly now, an entry
+ * exactly window-ms old) is judged in rounds where TIME read the same
+ * millisecond before and after the verb.
+ *
  * Argument errors are the proxy's own: each is pipelined with an ECHO whose
  * reply must come right after it (the connection goes on, in order), and
- * Redis must never have been asked to run a script for them.
+ * Redis must never have been asked to run a script for them. They behave as
+ * Redis's own errors do inside MULTI and under CLIENT REPLY OFF/SKIP.
  *
  * VP_TEST_DIRECT=1: Redis itself has no such commands; the suite skips. */
 #include <errno.h>
