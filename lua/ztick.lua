@@ -214,15 +214,11 @@ end
 -- moved up; for a negative delta the lowest first. The scores go as Lua
 -- numbers, which Redis formats with %.17g: the stored score is exactly the
 -- double old + delta, as ZINCRBY would make it.
-if delta ~= 0 and first_removed > 1 then
-  local from, to, step = first_removed - 1, 1, -1
-  if delta < 0 then
-    from, to, step = 1, first_removed - 1, 1
-  end
-  local args = { 'ZADD', key }
-  local used = 2
+local function update_scores(from, to, step)
+  local to_number = tonumber -- a local: this loop runs once per member
+  local args, used = { 'ZADD', key }, 2
   for i = from, to, step do
-    args[used + 1] = tonumber(range[2 * i]) + delta -- new_score(i), inlined: hot loop
+    args[used + 1] = to_number(range[2 * i]) + delta
     args[used + 2] = range[2 * i - 1]
     used = used + 2
     if used == 2 + 2 * PAIRS_PER_CALL then
@@ -233,6 +229,11 @@ if delta ~= 0 and first_removed > 1 then
   if used > 2 then
     redis.call(unpack(args, 1, used))
   end
+end
+if delta > 0 then
+  update_scores(first_removed - 1, 1, -1)
+elseif delta < 0 then
+  update_scores(1, first_removed - 1, 1)
 end
 
 return reply

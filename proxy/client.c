@@ -416,6 +416,13 @@ static int client_parse_batch(client_session *c, size_t limit)
             upstream_forward_bytes(c->up, p, used); /* the rest of a streamed request */
             c->streaming = 0;
         } else if (st == RESP_REQ_COMMAND) {
+            if (c->up && c->up->verbs_in_flight &&
+                upstream_must_settle_verbs(c->up, cmd_classify(c->parser.argc, c->parser.argv))) {
+                /* Left in the buffer, parsed again once they are. */
+                c->settling = 1;
+                client_stop_reading(c);
+                return 0;
+            }
             client_dispatch(c, c->parser.argv, c->parser.argc, p, used);
         } else if (c->up) {
             upstream_forward_empty(c->up, p, used); /* keeps the pieces contiguous */
@@ -627,6 +634,11 @@ void client_push(client_session *c, const char *p, size_t n)
 void client_round_end(client_session *c)
 {
     client_flush(c);
+    if (c->settling && !c->closing && c->up && !upstream_must_settle_verbs(c->up, CMD_MULTI)) {
+        c->settling = 0;
+        client_start_reading(c);
+        client_process_input(c);
+    }
 }
 
 void client_upstream_drained(client_session *c)

@@ -74,6 +74,7 @@ typedef struct client_session {
     unsigned closing : 1;
     unsigned opaque : 1;    /* after SYNC/PSYNC: bytes, not commands */
     unsigned streaming : 1; /* a large request is being forwarded as it arrives */
+    unsigned settling : 1;  /* the next command waits for the verbs before it (upstream_must_settle_verbs) */
     uint64_t eof_at;        /* loop time the client sent EOF with replies owed, 0 = not */
 
     struct client_session *prev, *next;

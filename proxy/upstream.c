@@ -17,6 +17,8 @@
 #define UP_STREAM_THRESHOLD (16 * 1024)
 #define UP_KEEP_BYTES (64 * 1024)
 #define NOSCRIPT_PREFIX "-NOSCRIPT"
+/* A verb is sent again at most this often (a flush between each retry). */
+#define UP_NOSCRIPT_RETRIES 2
 
 /* A barrier is a PING with this connection's own token, so no reply a
  * client asked for can be taken for it. Its answer in RESP2 subscribe mode is
@@ -58,8 +60,10 @@ static up_entry *fifo_push(upstream_conn *up, struct client_session *c, up_entry
         up->fifo_head = 0;
     }
     up_entry *e = &up->fifo[(up->fifo_head + up->fifo_len) % up->fifo_cap];
-    *e = (up_entry){.client = c, .seq = c ? client_next_seq(c) : 0, .kind = kind, .verb = -1};
+    *e = (up_entry){
+        .client = c, .seq = c ? client_next_seq(c) : 0, .kind = kind, .verb = -1, .sent = up->sent++};
     up->fifo_len++;
+    if (kind == UP_VERB) up->verbs_in_flight++;
     return e;
 }
 
@@ -71,6 +75,7 @@ static up_entry *fifo_head(upstream_conn *up)
 /* Done with the oldest entry: the bytes it kept go too. */
 static void fifo_pop(upstream_conn *up)
 {
+    if (up->fifo[up->fifo_head].kind == UP_VERB) up->verbs_in_flight--;
     up->kept_head += up->fifo[up->fifo_head].keep;
     if (up->kept_head >= up->kept.len) up->kept.len = up->kept_head = 0;
     up->fifo_head = (up->fifo_head + 1) % up->fifo_cap;
@@ -300,7 +305,7 @@ static up_route up_decide(upstream_conn *up, const char *p, size_t n, int whole)
             /* Redis and Valkey word NOSCRIPT differently: the code is enough. */
             int noscript = whole && n >= sizeof(NOSCRIPT_PREFIX) - 1 &&
                            memcmp(p, NOSCRIPT_PREFIX, sizeof(NOSCRIPT_PREFIX) - 1) == 0;
-            return noscript && !e->retried ? ROUTE_NOSCRIPT : ROUTE_REPLY;
+            return noscript && e->retries < UP_NOSCRIPT_RETRIES ? ROUTE_NOSCRIPT : ROUTE_REPLY;
         }
         vp_log(VP_LOG_WARNING, "upstream %s: reply nobody asked for; passing it on", up->srv->conf.upstream);
         return ROUTE_PUSH;
@@ -416,13 +421,19 @@ static void up_retry_verb(upstream_conn *up)
     memcpy(up->kept.data + off, up->kept.data + up->kept_head, old.keep);
     up->kept.len += old.keep;
     fifo_pop(up);
-    up_send_loads(up);
+    /* One reload serves every verb sent before it: after a flush a whole
+     * pipeline of verbs comes back NOSCRIPT, and their retries all go
+     * behind the same loads. */
+    if (old.sent >= up->reloaded_from) {
+        up->reloaded_from = up->sent;
+        up_send_loads(up);
+    }
     outq_add_ref(&up->out, &up->kept, off, old.keep);
     up_entry *e = fifo_push(up, old.client, UP_VERB);
     e->seq = old.seq;
     e->keep = old.keep;
     e->verb = old.verb;
-    e->retried = 1;
+    e->retries = (short)(old.retries + 1);
 }
 
 static void up_process(upstream_conn *up)
@@ -637,15 +648,33 @@ int upstream_forward(upstream_conn *up, struct client_session *c, const char *p,
 
 /* ---- sending verbs ---- */
 
+/* "<prefix><n>\r\n" at p; returns its length. (snprintf is most of the
+ * cost of rewriting a small verb.) */
+static size_t put_header(char *p, char prefix, unsigned long long n)
+{
+    char digits[20];
+    int k = 0;
+    do {
+        digits[k++] = (char)('0' + n % 10);
+        n /= 10;
+    } while (n);
+    size_t len = 0;
+    p[len++] = prefix;
+    while (k)
+        p[len++] = digits[--k];
+    p[len++] = '\r';
+    p[len++] = '\n';
+    return len;
+}
+
 static void buf_bulk(vp_buf *b, const char *p, size_t n)
 {
-    char head[32];
-    int hl = snprintf(head, sizeof(head), "$%zu\r\n", n);
-    vp_buf_reserve(b, (size_t)hl + n + 2);
-    memcpy(b->data + b->len, head, (size_t)hl);
-    memcpy(b->data + b->len + hl, p, n);
-    memcpy(b->data + b->len + hl + n, "\r\n", 2);
-    b->len += (size_t)hl + n + 2;
+    vp_buf_reserve(b, 24 + n + 2);
+    char *d = b->data + b->len;
+    size_t hl = put_header(d, '$', n);
+    memcpy(d + hl, p, n);
+    memcpy(d + hl + n, "\r\n", 2);
+    b->len += hl + n + 2;
 }
 
 /* "*<count>\r\n" and the command name of a verb's EVALSHA / EVAL. */
@@ -654,9 +683,8 @@ static void up_call_head(vp_buf *b, const upstream_conn *up, const verb_def *v, 
 {
     int hidden = v->hidden_max_members ? 1 : 0;
     int count = 3 + call->nkeys + hidden + (argc - call->first_arg);
-    char head[32];
-    int hl = snprintf(head, sizeof(head), "*%d\r\n", count);
-    vp_buf_append(b, head, (size_t)hl);
+    char head[24];
+    vp_buf_append(b, head, put_header(head, '*', (unsigned long long)count));
     (void)up;
     if (eval)
         buf_bulk(b, v->readonly ? "EVAL_RO" : "EVAL", v->readonly ? 7 : 4);
@@ -668,9 +696,8 @@ static void up_call_head(vp_buf *b, const upstream_conn *up, const verb_def *v, 
 static void up_call_tail(vp_buf *b, const upstream_conn *up, const verb_def *v, const verb_call *call,
                          int argc, const resp_arg *argv)
 {
-    char nk[16];
-    int nl = snprintf(nk, sizeof(nk), "%d", call->nkeys);
-    buf_bulk(b, nk, (size_t)nl);
+    char nk = (char)('0' + call->nkeys); /* at most VERB_MAX_KEYS */
+    buf_bulk(b, &nk, 1);
     for (int i = 0; i < call->nkeys; i++)
         buf_bulk(b, argv[call->keys[i]].ptr, argv[call->keys[i]].len);
     if (v->hidden_max_members) {
@@ -710,10 +737,9 @@ int upstream_forward_verb(upstream_conn *up, struct client_session *c, const ver
         /* Queued in a transaction: EXEC must answer with the verb's real
          * reply, and a NOSCRIPT there could not be retried. EVAL carries the
          * body (sent from the table, not copied). */
-        char head[32];
+        char head[24];
         up_call_head(&up->kept, up, v, call, argc, 1);
-        int hl = snprintf(head, sizeof(head), "$%zu\r\n", v->body_len);
-        vp_buf_append(&up->kept, head, (size_t)hl);
+        vp_buf_append(&up->kept, head, put_header(head, '$', v->body_len));
         size_t mid = up->kept.len;
         vp_buf_append(&up->kept, "\r\n", 2);
         up_call_tail(&up->kept, up, v, call, argc, argv);
@@ -776,6 +802,23 @@ void upstream_scripts_flushed(upstream_conn *up, struct client_session *c)
         up_send_loads(up);
     else
         up->scripts = UP_SCRIPTS_UNLOADED; /* loaded before the next verb */
+}
+
+int upstream_must_settle_verbs(const upstream_conn *up, cmd_kind kind)
+{
+    if (up->verbs_in_flight == 0 || up->in_multi || up->raw_tx) return 0;
+    switch (kind) {
+    case CMD_MULTI:
+    case CMD_SUBSCRIBE:
+    case CMD_MONITOR:
+    case CMD_CLIENT_REPLY_OFF:
+    case CMD_CLIENT_REPLY_SKIP:
+    case CMD_UNCOUNTABLE:
+    case CMD_REPLICATION:
+        return 1;
+    default:
+        return 0;
+    }
 }
 
 int upstream_closing_reply(upstream_conn *up, struct client_session *c)

@@ -49,9 +49,10 @@ typedef struct up_entry {
     struct client_session *client;
     unsigned long long seq; /* the client's reply slot */
     up_entry_kind kind;
-    unsigned keep; /* bytes of `kept` this request owns, released with the entry */
-    short verb;    /* UP_VERB, UP_SCRIPT_LOAD: index in the verb table */
-    short retried; /* UP_VERB: already sent again after a NOSCRIPT */
+    unsigned keep;           /* bytes of `kept` this request owns, released with the entry */
+    short verb;              /* UP_VERB, UP_SCRIPT_LOAD: index in the verb table */
+    short retries;           /* UP_VERB: times sent again after a NOSCRIPT */
+    unsigned long long sent; /* numbers the requests in send order */
 } up_entry;
 
 /* Whether this connection has had the verbs' scripts loaded. */
@@ -98,6 +99,9 @@ typedef struct upstream_conn {
     size_t kept_head;
     vp_buf scratch; /* a request built for a raw connection, copied out at once */
     up_scripts scripts;
+    unsigned long long sent;          /* entries pushed so far */
+    int verbs_in_flight;              /* UP_VERB entries not yet answered */
+    unsigned long long reloaded_from; /* `sent` when the last NOSCRIPT reload was sent */
 
     /* Replies: `in` holds bytes read; in[in_pos..] is not yet handed on. A
      * small reply is handed on whole; one that grows past the stream
@@ -149,6 +153,13 @@ up_local_mode upstream_local_mode(const upstream_conn *up);
 int upstream_flag_multi(upstream_conn *up, struct client_session *c);
 /* Uncounted: have Redis answer `err` ("ERR ...") in its stream. */
 void upstream_error_in_stream(upstream_conn *up, struct client_session *c, const char *err);
+/* Must a command of this kind wait until every verb sent before it is
+ * answered? After MULTI, SUBSCRIBE, MONITOR, CLIENT REPLY OFF|SKIP ... a
+ * NOSCRIPT could no longer be retried in place (the retry would be queued
+ * in the transaction, or its reply not counted), so those commands are held
+ * back until the verbs before them are settled: one round trip, only when a
+ * verb is pipelined right before one of them. */
+int upstream_must_settle_verbs(const upstream_conn *up, cmd_kind kind);
 /* SCRIPT FLUSH was just forwarded: load the scripts again. */
 void upstream_scripts_flushed(upstream_conn *up, struct client_session *c);
 /* Bytes with no reply of their own (the rest of a streamed request, a
