@@ -570,11 +570,13 @@ const verb_def *verbs_find(const verb_table *t, const char *name, size_t len)
 
 int verbs_check(const verb_def *v, int argc, const resp_arg *argv, verb_call *call, char *err, size_t errlen)
 {
-    if ((v->arity > 0 && argc != v->arity) || (v->arity < 0 && argc < -v->arity))
-        return fail(err, errlen, "ERR wrong number of arguments for '%s' command", v->name);
+    if ((v->arity > 0 && argc != v->arity) || (v->arity < 0 && argc < -v->arity)) {
+        fail(err, errlen, "ERR wrong number of arguments for '%s' command", v->name);
+        return VERB_ERR_ARITY;
+    }
     call->nkeys = v->numkeys;
     for (int i = 0; i < v->numkeys; i++)
         call->keys[i] = 1 + i;
     call->first_arg = 1 + v->numkeys;
-    return v->check ? v->check(v, argc, argv, call, err, errlen) : 0;
+    return v->check && v->check(v, argc, argv, call, err, errlen) < 0 ? VERB_ERR_VALUE : 0;
 }

@@ -94,7 +94,12 @@ void verbs_free(verb_table *t);
 const verb_def *verbs_find(const verb_table *t, const char *name, size_t len);
 
 /* Check a call: arity, then the verb's own checks. 0 with *call filled, or
- * -1 with the error text (no leading '-') in err. */
+ * VERB_ERR_ARITY / VERB_ERR_VALUE with the error text (no leading '-') in
+ * err. The difference matters inside MULTI: Redis refuses a command with the
+ * wrong number of arguments at once (and EXEC aborts), while a bad value is
+ * an error the command itself returns at EXEC. */
+#define VERB_ERR_ARITY (-2)
+#define VERB_ERR_VALUE (-1)
 int verbs_check(const verb_def *v, int argc, const resp_arg *argv, verb_call *call, char *err, size_t errlen);
 
 /* SHA-1 of a buffer as 40 lower-case hex digits (OpenSSL's libcrypto). */

@@ -223,16 +223,24 @@ static void client_protocol_error(client_session *c, const char *msg)
 
 /* A reply the proxy makes on a connection that goes on (a verb's argument
  * error, VERBPROXY): `reply` is the whole RESP reply; `err` the same as
- * error text (no '-', no CRLF) if it is an error. Where Redis's replies are
- * not being counted only an error can be delivered, by Redis itself. */
-static void client_answer(client_session *c, const char *reply, size_t n, const char *err)
+ * error text (no '-', no CRLF) if it is an error, and `arity` says whether
+ * it is one Redis would find before queueing the command in MULTI (a wrong
+ * argument count, an unknown command) rather than one the command itself
+ * returns at EXEC. Where Redis's replies are not being counted only an error
+ * can be delivered, by Redis itself. */
+static void client_answer(client_session *c, const char *reply, size_t n, const char *err, int arity)
 {
     switch (upstream_local_mode(c->up)) {
     case UP_LOCAL_IN_ORDER:
         client_queue_local(c, reply, n);
         return;
     case UP_LOCAL_IN_MULTI:
-        /* As Redis answers a bad command inside MULTI: the error now, and
+        if (err && !arity) {
+            /* Queued: +QUEUED now, the error in its place in EXEC's reply. */
+            if (upstream_error_in_stream(c->up, c, err)) slot_push(c, SLOT_WAITING);
+            return;
+        }
+        /* As Redis answers a command it cannot queue: the error now, and
          * EXEC aborts. A proxy reply that is not an error cannot be part of
          * a transaction. */
         if (!err) err = "ERR VERBPROXY is not allowed inside MULTI";
@@ -254,12 +262,12 @@ static void client_answer(client_session *c, const char *reply, size_t n, const 
     }
 }
 
-static void client_verb_error(client_session *c, const char *err)
+static void client_verb_error(client_session *c, const char *err, int arity)
 {
     char line[VERB_ERR_MAX + 8];
     int n = snprintf(line, sizeof(line), "-%s\r\n", err);
     c->srv->stats.verb_argument_errors++;
-    client_answer(c, line, (size_t)n, err);
+    client_answer(c, line, (size_t)n, err, arity);
 }
 
 static void client_call_verb(client_session *c, const verb_def *v, const resp_arg *argv, int argc)
@@ -271,11 +279,12 @@ static void client_call_verb(client_session *c, const verb_def *v, const resp_ar
                  "ERR verb %s is disabled: the upstream's SHA-1 for its script is not the pinned %s (see the "
                  "proxy's log)",
                  v->name, v->sha);
-        client_verb_error(c, err);
+        client_verb_error(c, err, 0);
         return;
     }
-    if (verbs_check(v, argc, argv, &call, err, sizeof(err)) < 0) {
-        client_verb_error(c, err);
+    int rc = verbs_check(v, argc, argv, &call, err, sizeof(err));
+    if (rc < 0) {
+        client_verb_error(c, err, rc == VERB_ERR_ARITY);
         return;
     }
     if (upstream_forward_verb(c->up, c, v, &call, argc, argv)) slot_push(c, SLOT_WAITING);
@@ -290,9 +299,10 @@ static void client_admin(client_session *c, const resp_arg *argv, int argc)
         size_t el = out.len - 3 < sizeof(err) - 1 ? out.len - 3 : sizeof(err) - 1;
         memcpy(err, out.data + 1, el);
         err[el] = '\0';
-        client_answer(c, out.data, out.len, err);
+        client_answer(c, out.data, out.len, err,
+                      1); /* refused as a whole in MULTI, like an unknown command */
     } else {
-        client_answer(c, out.data, out.len, NULL);
+        client_answer(c, out.data, out.len, NULL, 1);
     }
     vp_buf_free(&out);
 }

@@ -780,7 +780,7 @@ int upstream_flag_multi(upstream_conn *up, struct client_session *c)
     return 1;
 }
 
-void upstream_error_in_stream(upstream_conn *up, struct client_session *c, const char *err)
+int upstream_error_in_stream(upstream_conn *up, struct client_session *c, const char *err)
 {
     /* Redis answers it in its stream: in order, and dropped under CLIENT
      * REPLY OFF/SKIP exactly as its own errors are. */
@@ -792,7 +792,7 @@ void upstream_error_in_stream(upstream_conn *up, struct client_session *c, const
     buf_bulk(&up->scratch, "0", 1);
     buf_bulk(&up->scratch, err, strlen(err));
     outq_add_copy(&up->out, up->scratch.data, up->scratch.len);
-    up_account_plain(up, c, UP_REPLY);
+    return up_account_plain(up, c, UP_REPLY) != NULL;
 }
 
 void upstream_scripts_flushed(upstream_conn *up, struct client_session *c)

@@ -151,8 +151,10 @@ up_local_mode upstream_local_mode(const upstream_conn *up);
  * a command with wrong arguments. Its reply is for a waiting slot that
  * already holds the proxy's own error. Returns 1 (a slot is owed). */
 int upstream_flag_multi(upstream_conn *up, struct client_session *c);
-/* Uncounted: have Redis answer `err` ("ERR ...") in its stream. */
-void upstream_error_in_stream(upstream_conn *up, struct client_session *c, const char *err);
+/* Have Redis answer `err` ("ERR ...") in its stream: uncounted, or queued
+ * inside MULTI (EXEC then returns it in the command's place). Returns 1 if
+ * a counted reply comes back for it. */
+int upstream_error_in_stream(upstream_conn *up, struct client_session *c, const char *err);
 /* Must a command of this kind wait until every verb sent before it is
  * answered? After MULTI, SUBSCRIBE, MONITOR, CLIENT REPLY OFF|SKIP ... a
  * NOSCRIPT could no longer be retried in place (the retry would be queued

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every test from nothing: installs what is missing, then
 #  1. the optimised build: criterion unit tests + integration tests against a
-#     real redis-server and the real verbproxy binary (the tests start both);
+#     real redis-server and the real verbproxy binary (the tests start both),
+#     and the same stories told by real clients (redis-py, ioredis: tests/clients);
 #  2. the same suite built with AddressSanitizer + UBSan;
 #  3. the libFuzzer targets for the request parser and the reply framer, for
 #     VP_FUZZ_SECONDS each (default 30).
@@ -10,7 +11,14 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 source scripts/deps.sh
-vp_install_deps "${VP_BUILD_DEPS[@]}" libcriterion-dev redis-server redis-tools clang libclang-rt-14-dev
+vp_install_deps "${VP_BUILD_DEPS[@]}" libcriterion-dev redis-server redis-tools clang libclang-rt-14-dev \
+    python3-redis
+# Node.js and npm for the ioredis client test (tests/clients): Debian's, unless
+# both are already there (a NodeSource nodejs carries its own npm and conflicts
+# with Debian's npm package).
+if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+    vp_install_deps nodejs npm
+fi
 
 jobs=$(nproc)
 fuzz_seconds=${VP_FUZZ_SECONDS:-30}

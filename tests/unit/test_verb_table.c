@@ -110,6 +110,22 @@ static const char *check(const char *cmd, verb_call *call)
 #define OK(cmd) cr_expect_str_eq(check(cmd, NULL), "", "%s", cmd)
 #define ERR(cmd, text) cr_expect_str_eq(check(cmd, NULL), text, "%s", cmd)
 #define ARITY(cmd, name) ERR(cmd, "ERR wrong number of arguments for '" name "' command")
+
+Test(verb_checks, arity_errors_are_told_from_value_errors)
+{
+    resp_arg argv[5] = {{"ztick", 5}, {"k", 1}, {"x", 1}, {"1", 1}, {"y", 1}};
+    verb_call call;
+    char err[VERB_ERR_MAX];
+    const verb_def *v = verbs_find(&table, "ztick", 5);
+    cr_assert_eq(verbs_check(v, 3, argv, &call, err, sizeof(err)), VERB_ERR_ARITY);
+    cr_assert_eq(verbs_check(v, 4, argv, &call, err, sizeof(err)), VERB_ERR_VALUE);
+    cr_assert_str_eq(err, "ERR value is not a valid float");
+    v = verbs_find(&table, "hsetver", 7);
+    resp_arg h[6] = {{"hsetver", 7}, {"h", 1}, {"1", 1}, {"f", 1}, {"v", 1}, {"g", 1}};
+    /* odd field/value pairs: like HSET's, an error of the command, not of its arity */
+    cr_assert_eq(verbs_check(v, 6, h, &call, err, sizeof(err)), VERB_ERR_VALUE);
+    cr_assert_str_eq(err, "ERR wrong number of arguments for 'hsetver' command");
+}
 #define SYNTAX "ERR syntax error"
 #define FLOAT "ERR value is not a valid float"
 #define INT "ERR value is not an integer or out of range"
@@ -264,7 +280,7 @@ Test(custom_verbs, a_config_line_adds_a_verb)
     cr_assert_str_eq(t.ztick_max, "0");
     resp_arg argv[3] = {{"myget", 5}, {"k", 1}, {"x", 1}};
     verb_call call;
-    cr_assert_eq(verbs_check(v, 3, argv, &call, err, sizeof(err)), -1);
+    cr_assert_eq(verbs_check(v, 3, argv, &call, err, sizeof(err)), VERB_ERR_ARITY);
     cr_assert_str_eq(err, "ERR wrong number of arguments for 'myget' command");
     cr_assert_eq(verbs_check(v, 2, argv, &call, err, sizeof(err)), 0);
     cr_assert_eq(call.nkeys, 1);

@@ -1,0 +1,513 @@
+'use strict';
+// test_ioredis.js - the virtual verbs through ioredis, an unmodified Node.js client.
+//
+// The same stories as test_redis_py.py (a conveyor, a job queue with leases, a
+// lock, versioned writes, a rate limiter), told with `redis.call('VERB', ...)`,
+// plus a pipeline, a MULTI, auto-pipelining and several connections popping
+// one queue. It starts its own redis-server (free port, temp dir, no
+// persistence) and the real verbproxy binary (VP_BINARY) in front of it.
+//
+//     VP_BINARY=build/verbproxy node --test tests/clients/test_ioredis.js
+//
+// (run_ioredis.sh installs ioredis first when tests/clients/node_modules is
+// missing). VP_TEST_VERBOSE=1 prints verbproxy's stderr at the end. Every
+// wait polls a condition until a deadline; nothing sleeps a fixed time.
+
+const { describe, it, before, after, beforeEach } = require('node:test');
+const assert = require('node:assert/strict');
+const childProcess = require('node:child_process');
+const fs = require('node:fs');
+const net = require('node:net');
+const os = require('node:os');
+const path = require('node:path');
+const Redis = require('ioredis');
+
+const REDIS_SERVER = '/usr/bin/redis-server';
+const START_DEADLINE_MS = 10000;
+const STOP_DEADLINE_MS = 10000;
+const START_ATTEMPTS = 3; // a free port can be taken between probing and binding
+
+// The servers die with this process: on a normal exit or a signal here, and,
+// through setpriv's parent-death signal, when it is killed outright.
+const children = new Set();
+process.on('exit', () => {
+    for (const c of children) c.kill('SIGKILL');
+});
+for (const sig of ['SIGINT', 'SIGTERM']) process.on(sig, () => process.exit(1));
+const SETPRIV = ['/usr/bin/setpriv', '--pdeathsig', 'KILL', '--'];
+
+function freePort() {
+    return new Promise((resolve, reject) => {
+        const srv = net.createServer();
+        srv.on('error', reject);
+        srv.listen(0, '127.0.0.1', () => {
+            const { port } = srv.address();
+            srv.close(() => resolve(port));
+        });
+    });
+}
+
+// True when something on port replies +PONG to a PING (raw socket, no client retries).
+function answersPing(port) {
+    return new Promise((resolve) => {
+        const s = net.connect({ port, host: '127.0.0.1' });
+        let got = '';
+        const done = (ok) => {
+            s.destroy();
+            resolve(ok);
+        };
+        s.setTimeout(500, () => done(false));
+        s.on('error', () => done(false));
+        s.on('connect', () => s.write('PING\r\n'));
+        s.on('data', (d) => {
+            got += d.toString();
+            if (got.includes('\r\n')) done(got.startsWith('+PONG'));
+        });
+        s.on('close', () => done(false));
+    });
+}
+
+const tick = () => new Promise((resolve) => setTimeout(resolve, 10));
+
+async function waitUntil(cond, deadlineMs, what) {
+    const end = Date.now() + deadlineMs;
+    while (Date.now() < end) {
+        if (await cond()) return;
+        await tick();
+    }
+    throw new Error(`timed out after ${deadlineMs} ms waiting for ${what}`);
+}
+
+// One child process (redis-server or verbproxy) with its log in a temp dir.
+class Server {
+    constructor(name, argvForPort, dir) {
+        this.name = name;
+        this.argvForPort = argvForPort;
+        this.dir = dir;
+        this.logPath = path.join(dir, `${name}.log`);
+        this.child = null;
+        this.exited = null; // {code, signal} once it exited
+    }
+
+    async start() {
+        let last = '';
+        for (let attempt = 0; attempt < START_ATTEMPTS; attempt++) {
+            this.port = await freePort();
+            const [cmd, ...args] = [...SETPRIV, ...this.argvForPort(this.port)];
+            const log = fs.openSync(this.logPath, 'a');
+            const child = childProcess.spawn(cmd, args, { cwd: this.dir, stdio: ['ignore', log, log] });
+            fs.closeSync(log);
+            this.child = child;
+            this.exited = null;
+            children.add(child);
+            child.on('exit', (code, signal) => {
+                this.exited = { code, signal };
+                children.delete(child);
+            });
+            child.on('error', (e) => {
+                this.exited = { code: null, signal: null, error: e };
+                children.delete(child);
+            });
+            try {
+                await waitUntil(async () => this.exited !== null || (await answersPing(this.port)),
+                    START_DEADLINE_MS, `${this.name} to answer PING on port ${this.port}`);
+                if (this.exited === null) return;
+                last = `${this.name} exited at start: ${JSON.stringify(this.exited)}`;
+            } catch (e) {
+                last = e.message;
+                this.kill();
+            }
+        }
+        throw new Error(`${this.name} did not start: ${last}\n${this.log()}`);
+    }
+
+    // SIGTERM, wait for the exit; true when the process stopped cleanly.
+    async stop() {
+        const child = this.child;
+        if (!child) return true;
+        this.child = null;
+        if (this.exited !== null) {
+            console.error(`${this.name} had exited by itself: ${JSON.stringify(this.exited)}`);
+            return false;
+        }
+        child.kill('SIGTERM');
+        try {
+            await waitUntil(() => this.exited !== null, STOP_DEADLINE_MS, `${this.name} to exit`);
+        } catch (e) {
+            child.kill('SIGKILL');
+            console.error(`${this.name} ignored SIGTERM: killed`);
+            return false;
+        }
+        const { code, signal } = this.exited;
+        if (code === 0 || signal === 'SIGTERM') return true;
+        console.error(`${this.name} stopped badly: ${JSON.stringify(this.exited)}`);
+        return false;
+    }
+
+    kill() {
+        if (this.child && this.exited === null) this.child.kill('SIGKILL');
+        this.child = null;
+    }
+
+    log() {
+        try {
+            return `---- ${this.name} log ----\n${fs.readFileSync(this.logPath, 'utf8')}---- end ----`;
+        } catch (e) {
+            return `(no ${this.name} log)`;
+        }
+    }
+}
+
+const binary = process.env.VP_BINARY && path.resolve(process.env.VP_BINARY); // servers run in their temp dir
+const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'vt-clients-'));
+const redisServer = new Server('redis-server', (port) => [REDIS_SERVER, '--port', String(port), '--bind',
+    '127.0.0.1', '--dir', dir, '--save', '', '--appendonly', 'no', '--daemonize', 'no'], dir);
+const proxy = new Server('verbproxy', (port) => [binary, '--port', String(port), '--bind', '127.0.0.1',
+    '--upstream', `127.0.0.1:${redisServer.port}`, '--loglevel', 'warning'], dir);
+
+const clients = [];
+function client(opts = {}) {
+    const c = new Redis({
+        host: '127.0.0.1',
+        port: proxy.port,
+        maxRetriesPerRequest: 0,
+        retryStrategy: () => null, // a lost connection is a failure, not something to hide
+        ...opts,
+    });
+    c.on('error', () => {}); // the failing command reports it
+    clients.push(c);
+    return c;
+}
+
+async function serverMs(r) {
+    const [sec, usec] = await r.time();
+    return Number(sec) * 1000 + Math.floor(Number(usec) / 1000);
+}
+
+// Poll Redis's clock (TIME through the proxy) until it reads at least ms.
+async function waitServerTime(r, ms) {
+    await waitUntil(async () => (await serverMs(r)) >= ms, 10000, `server time ${ms}`);
+}
+
+// The verb is refused with exactly this error line (ioredis keeps the 'ERR ' prefix).
+async function assertError(r, text, ...args) {
+    await assert.rejects(r.call(...args), (e) => {
+        assert.equal(e.name, 'ReplyError', `${args.join(' ')}: ${e}`);
+        assert.equal(e.message, text, `reply to ${args.join(' ')}`);
+        return true;
+    });
+}
+
+describe('verbproxy through ioredis', () => {
+    let r;
+
+    before(async () => {
+        assert.ok(binary, 'set VP_BINARY to the verbproxy binary');
+        try {
+            await redisServer.start();
+            await proxy.start();
+        } catch (e) {
+            proxy.kill();
+            redisServer.kill();
+            console.error(proxy.log());
+            throw e;
+        }
+        r = client();
+    });
+
+    after(async () => {
+        await Promise.all(clients.map((c) => c.quit().catch(() => c.disconnect())));
+        const clean = await proxy.stop();
+        if (!clean || process.env.VP_TEST_VERBOSE) console.error(proxy.log());
+        await redisServer.stop();
+        fs.rmSync(dir, { recursive: true, force: true });
+        assert.ok(clean, 'verbproxy did not stop cleanly (its log is above)');
+    });
+
+    beforeEach(async () => {
+        // straight to Redis, so a broken proxy cannot hide leftovers
+        const direct = new Redis({ host: '127.0.0.1', port: redisServer.port, maxRetriesPerRequest: 0 });
+        await direct.flushall();
+        await direct.quit();
+    });
+
+    it('ZTICK: crates past the end of the conveyor fall off, the rest move on', async () => {
+        await r.zadd('conveyor:positions', 0, 'crate-1', 10, 'crate-2', 90, 'crate-3');
+        assert.deepEqual(await r.call('ZTICK', 'conveyor:positions', 15, 100), ['crate-3']);
+        assert.deepEqual(await r.zrange('conveyor:positions', 0, -1, 'WITHSCORES'),
+            ['crate-1', '15', 'crate-2', '25']);
+        assert.deepEqual(await r.call('ZTICK', 'conveyor:positions', 80, 100, 'WITHSCORES'), ['crate-2', '105']);
+        assert.deepEqual(await r.call('ZTICK', 'conveyor:positions', 10, 100, 'withscores'), ['crate-1', '105']);
+        assert.equal(await r.exists('conveyor:positions'), 0);
+        assert.deepEqual(await r.call('ZTICK', 'conveyor:none', 15, 100), []);
+
+        await r.zadd('belt', 5, 'b', 5, 'a', 1, 'c', 0, 'z');
+        assert.deepEqual(await r.call('ZTICK', 'belt', 5, 6, 'WITHSCORES'), ['c', '6', 'a', '10', 'b', '10']);
+        await r.zadd('cooling', 50, 'ingot-1', 70, 'ingot-2');
+        assert.deepEqual(await r.call('ZTICK', 'cooling', -20, 40, 'WITHSCORES'), ['ingot-2', '50']);
+        await r.zadd('drift', 0, 'speck');
+        assert.deepEqual(await r.call('ZTICK', 'drift', '0.1', '0.1', 'WITHSCORES'), ['speck', '0.10000000000000001']);
+
+        await r.zadd('space', 'inf', 'probe', 1, 'rock');
+        await assertError(r, 'ERR resulting score is not a number (NaN)', 'ZTICK', 'space', '-inf', 0);
+        assert.deepEqual(await r.zrange('space', 0, -1, 'WITHSCORES'), ['rock', '1', 'probe', 'inf']);
+        assert.deepEqual(await r.call('ZTICK', 'space', 1, '+inf', 'WITHSCORES'), ['probe', 'inf']);
+
+        await assertError(r, 'ERR value is not a valid float', 'ZTICK', 'cooling', 'fast', 100);
+        await assertError(r, 'ERR syntax error', 'ZTICK', 'cooling', 1, 100, 'WITHSCORE');
+        await assertError(r, "ERR wrong number of arguments for 'ztick' command", 'ZTICK', 'cooling', 1);
+        await r.set('not-a-zset', 'x');
+        await assertError(r, 'WRONGTYPE Operation against a key holding the wrong kind of value',
+            'ZTICK', 'not-a-zset', 1, 100);
+        assert.equal(await r.zscore('cooling', 'ingot-1'), '30');
+    });
+
+    it('QPOP/QACK/QEXTEND/QRECLAIM: workers lease jobs, finish some, a crashed one is reclaimed', async () => {
+        await r.zadd('jobs', 2, 'send-invoice', 1, 'resize-image', 2, 'send-email', 3, 'job-c', 4, 'job-d');
+        assert.deepEqual(await r.call('QPOP', 'jobs'), ['resize-image', '1']);
+        let t0 = await serverMs(r);
+        assert.deepEqual(await r.call('QPOP', 'jobs', 'COUNT', 2, 'LEASE', 'jobs:lease', 30000),
+            ['send-email', '2', 'send-invoice', '2']);
+        let t1 = await serverMs(r);
+        for (const job of ['send-email', 'send-invoice']) {
+            const deadline = Number(await r.zscore('jobs:lease', job));
+            assert.ok(t0 + 30000 <= deadline && deadline <= t1 + 30000, `${job}: ${t0} ${deadline} ${t1}`);
+        }
+        assert.equal(await r.call('QACK', 'jobs:lease', 'send-email', 'never-leased'), 1);
+        t0 = await serverMs(r);
+        assert.equal(await r.call('QEXTEND', 'jobs:lease', 'send-invoice', 60000), 1);
+        t1 = await serverMs(r);
+        const deadline = Number(await r.zscore('jobs:lease', 'send-invoice'));
+        assert.ok(t0 + 60000 <= deadline && deadline <= t1 + 60000, `${t0} ${deadline} ${t1}`);
+        assert.equal(await r.call('QEXTEND', 'jobs:lease', 'send-email', 60000), 0);
+        assert.deepEqual(await r.call('QPOP', 'jobs', 'COUNT', 0), []);
+
+        // a worker takes job-c with a 1 ms lease and dies
+        assert.deepEqual(await r.call('QPOP', 'jobs', 'LEASE', 'jobs:lease', 1), ['job-c', '3']);
+        await waitServerTime(r, Number(await r.zscore('jobs:lease', 'job-c')));
+        t0 = await serverMs(r);
+        assert.deepEqual(await r.call('QRECLAIM', 'jobs:lease', 'jobs', 'NOW', 'COUNT', 10), ['job-c']);
+        t1 = await serverMs(r);
+        const back = Number(await r.zscore('jobs', 'job-c'));
+        assert.ok(t0 <= back && back <= t1, `${t0} ${back} ${t1}`);
+        assert.deepEqual(await r.call('QRECLAIM', 'jobs:lease', 'jobs', 0), []);
+        assert.deepEqual(await r.zrange('jobs:lease', 0, -1), ['send-invoice']);
+        assert.equal(await r.call('QACK', 'jobs:lease', 'send-invoice', 'job-c'), 1);
+
+        // delayed jobs: only what is due
+        const now = await serverMs(r);
+        await r.del('jobs');
+        await r.zadd('delayed', now + 3600000, 'later', now - 1000, 'due', 5, 'old');
+        assert.deepEqual(await r.call('QPOP', 'delayed', 'MAXSCORE', 'NOW', 'COUNT', 10),
+            ['old', '5', 'due', String(now - 1000)]);
+        assert.equal(await r.call('QPOP', 'delayed', 'MAXSCORE', 'now'), null);
+        assert.equal(await r.call('QPOP', 'jobs'), null);
+
+        await assertError(r, 'ERR value is out of range, must be positive', 'QPOP', 'delayed', 'COUNT', -1);
+        await assertError(r, 'ERR value is not an integer or out of range', 'QPOP', 'delayed', 'COUNT', '01');
+        await assertError(r, 'ERR syntax error', 'QPOP', 'delayed', 'COUNT');
+        await assertError(r, 'ERR value is not a valid float', 'QPOP', 'delayed', 'MAXSCORE', 'soon');
+        await assertError(r, "ERR invalid expire time in 'qpop' command", 'QPOP', 'delayed', 'LEASE', 'l', 0);
+        await assertError(r, "ERR invalid expire time in 'qextend' command", 'QEXTEND', 'l', 'job', -5);
+        await assertError(r, 'ERR value is not a valid float', 'QRECLAIM', 'l', 'delayed', 'later');
+        await assertError(r, "ERR wrong number of arguments for 'qack' command", 'QACK', 'l');
+        await assertError(r, "ERR wrong number of arguments for 'qreclaim' command", 'QRECLAIM', 'l', 'delayed');
+        assert.deepEqual(await r.zrange('delayed', 0, -1), ['later']);
+    });
+
+    it('LOCKRELEASE/LOCKRENEW/LOCKHANDOVER: only the holder of the token touches the lock', async () => {
+        assert.equal(await r.set('lock:report', 'tok-A', 'PX', 30000, 'NX'), 'OK');
+        assert.equal(await r.call('LOCKRELEASE', 'lock:report', 'tok-B'), 0);
+        assert.equal(await r.call('LOCKRENEW', 'lock:report', 'tok-B', 90000), 0);
+        assert.equal(await r.call('LOCKHANDOVER', 'lock:report', 'tok-B', 'tok-C', 90000), 0);
+        assert.equal(await r.get('lock:report'), 'tok-A');
+        assert.equal(await r.call('LOCKRENEW', 'lock:report', 'tok-A', 60000), 1);
+        let pttl = await r.pttl('lock:report');
+        assert.ok(pttl > 30000 && pttl <= 60000, String(pttl));
+        assert.equal(await r.call('LOCKHANDOVER', 'lock:report', 'tok-A', 'tok-B', 45000), 1);
+        assert.equal(await r.get('lock:report'), 'tok-B');
+        pttl = await r.pttl('lock:report');
+        assert.ok(pttl > 0 && pttl <= 45000, String(pttl));
+        assert.equal(await r.call('LOCKRELEASE', 'lock:report', 'tok-A'), 0);
+        assert.equal(await r.call('LOCKRELEASE', 'lock:report', 'tok-B'), 1);
+        assert.equal(await r.exists('lock:report'), 0);
+        assert.equal(await r.call('LOCKRENEW', 'lock:report', 'tok-B', 1000), 0);
+        assert.equal(await r.call('LOCKHANDOVER', 'lock:report', 'tok-B', 'tok-C', 1000), 0);
+        assert.equal(await r.exists('lock:report'), 0);
+
+        await r.set('lock:job', 'tok', 'PX', 30000);
+        await assertError(r, "ERR invalid expire time in 'lockrenew' command", 'LOCKRENEW', 'lock:job', 'tok', 0);
+        await assertError(r, "ERR invalid expire time in 'lockhandover' command",
+            'LOCKHANDOVER', 'lock:job', 'tok', 't2', -1);
+        await assertError(r, 'ERR value is not an integer or out of range', 'LOCKRENEW', 'lock:job', 'tok', 'soon');
+        await assertError(r, "ERR wrong number of arguments for 'lockrelease' command", 'LOCKRELEASE', 'lock:job');
+        assert.equal(await r.get('lock:job'), 'tok');
+    });
+
+    it('HSETVER: an older version never overwrites a newer one', async () => {
+        assert.equal(await r.call('HSETVER', 'doc:42', 3, 'title', 'Draft', 'body', 'hello'), 1);
+        assert.deepEqual(await r.hgetall('doc:42'), { title: 'Draft', body: 'hello', version: '3' });
+        assert.equal(await r.call('HSETVER', 'doc:42', 2, 'title', 'Stale'), 0);
+        assert.equal(await r.hget('doc:42', 'title'), 'Draft');
+        assert.equal(await r.call('HSETVER', 'doc:42', 3, 'title', 'Draft 2'), 1);
+        assert.equal(await r.call('HSETVER', 'doc:42', 4, 'version', '99', 'title', 'Final'), 1);
+        assert.deepEqual(await r.hgetall('doc:42'), { title: 'Final', body: 'hello', version: '4' });
+        // equal as doubles, smaller as 64-bit integers
+        assert.equal(await r.call('HSETVER', 'doc:big', '9007199254740993', 'f', 'a'), 1);
+        assert.equal(await r.call('HSETVER', 'doc:big', '9007199254740992', 'f', 'b'), 0);
+        assert.equal(await r.hget('doc:big', 'f'), 'a');
+
+        await assertError(r, 'ERR value is not an integer or out of range', 'HSETVER', 'doc', 'v1', 'f', 'x');
+        await assertError(r, "ERR wrong number of arguments for 'hsetver' command", 'HSETVER', 'doc', 1, 'f');
+        await r.hset('doc:legacy', 'version', 'abc', 'f', 'old');
+        await assertError(r, 'ERR hash value is not an integer', 'HSETVER', 'doc:legacy', 1, 'f', 'new');
+        assert.equal(await r.hget('doc:legacy', 'f'), 'old');
+        await r.set('doc:string', 'x');
+        await assertError(r, 'WRONGTYPE Operation against a key holding the wrong kind of value',
+            'HSETVER', 'doc:string', 1, 'f', 'v');
+    });
+
+    it('ZWINDOW: three requests a minute, and old ones leave the window', async () => {
+        const t0 = await serverMs(r);
+        assert.deepEqual(await r.call('ZWINDOW', 'rl:user:7', 60000, 'req-1', 'LIMIT', 3), [1, 1]);
+        assert.deepEqual(await r.call('ZWINDOW', 'rl:user:7', 60000, 'req-2', 'LIMIT', 3), [1, 2]);
+        assert.deepEqual(await r.call('ZWINDOW', 'rl:user:7', 60000, 'req-3', 'limit', 3), [1, 3]);
+        assert.deepEqual(await r.call('ZWINDOW', 'rl:user:7', 60000, 'req-4', 'LIMIT', 3), [0, 3]);
+        const t1 = await serverMs(r);
+        const log = await r.zrange('rl:user:7', 0, -1, 'WITHSCORES');
+        assert.deepEqual(log.filter((_, i) => i % 2 === 0), ['req-1', 'req-2', 'req-3']);
+        for (const s of log.filter((_, i) => i % 2 === 1)) assert.ok(t0 <= Number(s) && Number(s) <= t1, s);
+        const pttl = await r.pttl('rl:user:7');
+        assert.ok(pttl > 0 && pttl <= 60000, String(pttl));
+        assert.deepEqual(await r.call('ZWINDOW', 'rl:user:7', 60000, 'req-5'), [1, 4]);
+        assert.deepEqual(await r.call('ZWINDOW', 'rl:user:8', 60000, 'req-1', 'LIMIT', 0), [0, 0]);
+
+        assert.deepEqual(await r.call('ZWINDOW', 'rl:burst', 50, 'req-1', 'LIMIT', 1), [1, 1]);
+        assert.deepEqual(await r.call('ZWINDOW', 'rl:burst', 50, 'req-2', 'LIMIT', 1), [0, 1]);
+        await waitServerTime(r, Number(await r.zscore('rl:burst', 'req-1')) + 50);
+        assert.deepEqual(await r.call('ZWINDOW', 'rl:burst', 50, 'req-3', 'LIMIT', 1), [1, 1]);
+        assert.deepEqual(await r.zrange('rl:burst', 0, -1), ['req-3']);
+
+        await assertError(r, "ERR invalid expire time in 'zwindow' command", 'ZWINDOW', 'rl', 0, 'req');
+        await assertError(r, 'ERR syntax error', 'ZWINDOW', 'rl', 1000, 'req', 'LIMIT');
+        await assertError(r, "ERR wrong number of arguments for 'zwindow' command", 'ZWINDOW', 'rl', 1000);
+        assert.equal(await r.exists('rl'), 0);
+    });
+
+    it('ordinary commands still work', async () => {
+        assert.equal(await r.set('greeting', 'hello'), 'OK');
+        assert.equal(await r.get('greeting'), 'hello');
+        assert.equal(await r.incrby('visits', 5), 5);
+        assert.equal(await r.hset('user:1', 'name', 'Ada', 'lang', 'en'), 2);
+        assert.deepEqual(await r.hgetall('user:1'), { name: 'Ada', lang: 'en' });
+        assert.equal(await r.rpush('list', 'a', 'b', 'c'), 3);
+        assert.deepEqual(await r.lrange('list', 0, -1), ['a', 'b', 'c']);
+        assert.equal(await r.eval("return redis.call('GET', KEYS[1])", 1, 'greeting'), 'hello');
+        assert.equal(await r.ping(), 'PONG');
+        assert.equal(await r.dbsize(), 4);
+    });
+
+    it('a pipeline mixes verbs and plain commands, in order', async () => {
+        await r.zadd('conveyor', 0, 'crate-1', 90, 'crate-2');
+        await r.zadd('jobs', 1, 'job-1');
+        const res = await r.pipeline()
+            .set('lock:p', 'tok', 'PX', 30000)
+            .call('ZTICK', 'conveyor', 15, 100)
+            .get('lock:p')
+            .call('QPOP', 'jobs', 'LEASE', 'jobs:lease', 30000)
+            .call('LOCKRELEASE', 'lock:p', 'tok')
+            .call('HSETVER', 'doc', 1, 'f', 'v')
+            .incr('counter')
+            .call('ZTICK', 'conveyor', 'fast', 100)
+            .call('ZWINDOW', 'rl', 60000, 'req', 'LIMIT', 5)
+            .call('QACK', 'jobs:lease', 'job-1')
+            .exists('lock:p')
+            .exec();
+        const errors = res.map(([e]) => (e ? e.message : null));
+        assert.deepEqual(errors, [null, null, null, null, null, null, null, 'ERR value is not a valid float',
+            null, null, null]);
+        assert.deepEqual(res.map(([, v]) => v), ['OK', ['crate-2'], 'tok', ['job-1', '1'], 1, 1, 1, undefined,
+            [1, 1], 1, 0]);
+    });
+
+    it('a MULTI returns the verbs\' real replies', async () => {
+        await r.zadd('conveyor', 0, 'crate-1', 90, 'crate-2');
+        await r.zadd('jobs', 1, 'job-1', 2, 'job-2');
+        await r.set('lock:t', 'tok-A', 'PX', 30000);
+        const res = await r.multi()
+            .call('ZTICK', 'conveyor', 15, 100, 'WITHSCORES')
+            .call('QPOP', 'jobs', 'COUNT', 1, 'LEASE', 'jobs:lease', 30000)
+            .call('QEXTEND', 'jobs:lease', 'job-1', 60000)
+            .call('QACK', 'jobs:lease', 'job-1')
+            .call('LOCKHANDOVER', 'lock:t', 'tok-A', 'tok-B', 30000)
+            .call('LOCKRENEW', 'lock:t', 'tok-B', 40000)
+            .get('lock:t')
+            .call('HSETVER', 'doc', 7, 'title', 'T')
+            .hget('doc', 'version')
+            .call('ZWINDOW', 'rl', 60000, 'req', 'LIMIT', 1)
+            .call('QRECLAIM', 'jobs:lease', 'jobs', 'NOW')
+            .call('LOCKRELEASE', 'lock:t', 'tok-B')
+            .exec();
+        assert.deepEqual(res, [[null, ['crate-2', '105']], [null, ['job-1', '1']], [null, 1], [null, 1], [null, 1],
+            [null, 1], [null, 'tok-B'], [null, 1], [null, '7'], [null, [1, 1]], [null, []], [null, 1]]);
+        assert.deepEqual(await r.zrange('jobs', 0, -1), ['job-2']);
+        assert.equal(await r.exists('lock:t', 'jobs:lease'), 0);
+        assert.deepEqual(await r.call('QPOP', 'jobs'), ['job-2', '2']);
+    });
+
+    it('in a MULTI a verb with a bad argument fails alone at EXEC, as Redis\'s own commands do', async () => {
+        // MULTI; SET a 1; ZADD z fast m; EXEC on Redis: [OK, -ERR value is not a valid float]
+        await r.set('lock:t', 'tok', 'PX', 30000);
+        const res = await r.multi()
+            .set('a', '1')
+            .call('ZTICK', 'conveyor', 'fast', 100)
+            .call('LOCKRELEASE', 'lock:t', 'tok')
+            .exec();
+        assert.deepEqual(res.map(([e, v]) => (e ? e.message : v)), ['OK', 'ERR value is not a valid float', 1]);
+        assert.equal(await r.get('a'), '1');
+    });
+
+    it('a MULTI with a malformed verb is discarded, as Redis does', async () => {
+        await assert.rejects(r.multi().set('a', '1').call('LOCKRELEASE', 'lock:t').incr('b').exec(), (e) => {
+            assert.match(e.message, /^EXECABORT /);
+            assert.deepEqual(e.previousErrors.map((x) => x.message),
+                ["ERR wrong number of arguments for 'lockrelease' command"]);
+            return true;
+        });
+        assert.equal(await r.exists('a', 'b'), 0);
+        assert.equal(await r.set('a', '2'), 'OK');
+    });
+
+    it('several connections and an auto-pipelining one pop every job exactly once', async () => {
+        const jobs = Array.from({ length: 600 }, (_, i) => `job-${String(i).padStart(4, '0')}`);
+        await r.zadd('work', ...jobs.flatMap((j, i) => [i % 7, j]));
+        const taken = [];
+
+        async function leasingWorker(c, count) {
+            for (;;) {
+                const got = await c.call('QPOP', 'work', 'COUNT', count, 'LEASE', 'work:lease', 60000);
+                const members = got.filter((_, i) => i % 2 === 0);
+                if (members.length === 0) return;
+                assert.equal(await c.call('QACK', 'work:lease', ...members), members.length);
+                taken.push(...members);
+            }
+        }
+        async function burstWorker(c) {
+            // ten QPOPs in one tick: ioredis sends them as one pipeline
+            for (;;) {
+                const replies = await Promise.all(Array.from({ length: 10 }, () => c.call('QPOP', 'work')));
+                const members = replies.filter((x) => x !== null).map(([m]) => m);
+                taken.push(...members);
+                if (members.length < replies.length) return;
+            }
+        }
+
+        const workers = [1, 2, 3, 4].map((n) => leasingWorker(client(), n));
+        workers.push(burstWorker(client({ enableAutoPipelining: true })));
+        workers.push(burstWorker(client({ enableAutoPipelining: true })));
+        await Promise.all(workers);
+        assert.equal(taken.length, jobs.length);
+        assert.deepEqual([...taken].sort(), jobs);
+        assert.equal(await r.exists('work', 'work:lease'), 0);
+    });
+});
