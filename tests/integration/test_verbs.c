@@ -17,8 +17,8 @@
  *
  * Argument errors are the proxy's own: each is pipelined with an ECHO whose
  * reply must come right after it (the connection goes on, in order), and
- * Redis must never have been asked to run a script for them. They behave as
- * Redis's own errors do inside MULTI and under CLIENT REPLY OFF/SKIP.
+ * Redis must never have been asked to run a script for them. Inside MULTI
+ * and under CLIENT REPLY OFF/SKIP they behave as Redis's own errors do.
  *
  * VP_TEST_DIRECT=1: Redis itself has no such commands; the suite skips. */
 #include <errno.h>
@@ -1348,18 +1348,43 @@ Test(verbs, verbs_inside_a_transaction)
     redisFree(c);
 }
 
-/* A verb's argument error inside MULTI is like Redis's own: the verb is not
- * queued and EXEC then aborts the whole transaction. */
-Test(verbs, an_argument_error_inside_a_transaction_aborts_exec)
+/* Inside MULTI a verb's argument errors are like Redis's own: a wrong
+ * number of arguments is refused at once and EXEC aborts the transaction; a
+ * bad value is queued and comes back as that command's error in EXEC's reply
+ * while the rest runs (as `ZADD k abc m` does). */
+Test(verbs, a_wrong_argument_count_inside_a_transaction_aborts_exec)
 {
     redisContext *c = client();
     EXPECT(c, "+OK", "SET tx:e untouched");
     EXPECT(c, "+OK", "MULTI");
     EXPECT(c, "+QUEUED", "SET tx:e touched");
-    EXPECT(c, "-" ERR_NEGATIVE, "QPOP tx:q COUNT -1");
     EXPECT(c, "-ERR wrong number of arguments for 'ztick' command", "ZTICK tx:z 1");
+    EXPECT(c, "+QUEUED", "HSETVER tx:h 1 f v");
     EXPECT(c, "-EXECABORT Transaction discarded because of previous errors.", "EXEC");
     EXPECT(c, "\"untouched\"", "GET tx:e");
+    EXPECT(c, ":0", "EXISTS tx:h");
+    redisFree(c);
+}
+
+Test(verbs, a_bad_value_inside_a_transaction_is_that_commands_error_in_exec)
+{
+    redisContext *c = client();
+    EXPECT(c, ":2", "ZADD tx:q 1 a 2 b");
+    EXPECT(c, "+OK", "MULTI");
+    EXPECT(c, "+QUEUED", "SET tx:e touched");
+    EXPECT(c, "+QUEUED", "QPOP tx:q COUNT -1");
+    EXPECT(c, "+QUEUED", "ZTICK tx:q abc 1");
+    EXPECT(c, "+QUEUED", "LOCKRENEW tx:e touched 0");
+    EXPECT(c, "+QUEUED", "ZWINDOW tx:w 1000 m FOO");
+    EXPECT(c, "+QUEUED", "QPOP tx:q");
+    EXPECT(c,
+           "[+OK, -" ERR_NEGATIVE ", -" ERR_FLOAT
+           ", -ERR invalid expire time in 'lockrenew' command, -" ERR_SYNTAX ", [\"a\", \"1\"]]",
+           "EXEC");
+    EXPECT(c, "\"touched\"", "GET tx:e");
+    EXPECT(c, ":-1", "PTTL tx:e");
+    EXPECT(c, ":0", "EXISTS tx:w");
+    EXPECT(c, "[\"b\"]", "ZRANGE tx:q 0 -1");
     redisFree(c);
 }
 
