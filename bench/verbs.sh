@@ -185,15 +185,17 @@ run_verb() {
     rcli CONFIG RESETSTAT >/dev/null
     r0=$(cpu_ticks "$REDIS_PID"); [ -z "$ppid" ] || p0=$(cpu_ticks "$ppid")
     if [ -n "$ppid" ] && [ "${BENCH_PERF:-0}" = 1 ] && [ "$round" = "$ROUNDS" ]; then
-        perf record -g -o "$OUT_DIR/perf-$verb-P$P.data" -p "$ppid" >/dev/null 2>&1 &
+        # cpu-clock: this VM has no hardware cycle counter.
+        perf record -e cpu-clock -g -o "$OUT_DIR/perf-$verb-P$P.data" -p "$ppid" >/dev/null 2>&1 &
         PERF_PID=$!; PIDS+=("$PERF_PID")
+        sleep 0.3   # let perf attach before the run starts
     fi
     bench_rps "$port" "$P" "$n" "$V_R" "${words[@]}"
     if [ -n "${PERF_PID:-}" ]; then
         kill -INT "$PERF_PID" 2>/dev/null || true
         wait "$PERF_PID" 2>/dev/null || true
         PERF_PID=""
-        perf report -i "$OUT_DIR/perf-$verb-P$P.data" --no-children --percent-limit 1 --stdio \
+        perf report -i "$OUT_DIR/perf-$verb-P$P.data" --no-children -g none --sort dso,sym --percent-limit 0.5 --stdio \
             >"$OUT_DIR/perf-$verb-P$P.txt" 2>/dev/null || true
     fi
     r1=$(cpu_ticks "$REDIS_PID"); [ -z "$ppid" ] || p1=$(cpu_ticks "$ppid")
