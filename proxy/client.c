@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "proxy/admin.h"
 #include "proxy/log.h"
 
 /* Read size per uv read, Redis's PROTO_IOBUF_LEN. */
@@ -39,9 +40,8 @@ static client_slot *slot_push(client_session *c, client_slot_kind kind)
         c->slot_head = 0;
     }
     client_slot *s = slot_at(c, c->slot_len++);
+    memset(s, 0, sizeof(*s));
     s->kind = kind;
-    s->len = 0;
-    s->data = NULL;
     return s;
 }
 
@@ -49,9 +49,30 @@ static void slot_pop(client_session *c)
 {
     client_slot *s = slot_at(c, 0);
     free(s->data);
+    free(s->verb_ids);
     s->data = NULL;
+    s->verb_ids = NULL;
     c->slot_head = (c->slot_head + 1) % c->slot_cap;
     c->slot_len--;
+    c->slot_seq++;
+}
+
+static void slot_append(client_slot *s, const char *p, size_t n)
+{
+    if (s->len + n > s->cap) {
+        size_t cap = s->cap ? s->cap : 256;
+        while (cap < s->len + n)
+            cap *= 2;
+        s->data = vp_realloc(s->data, cap);
+        s->cap = cap;
+    }
+    memcpy(s->data + s->len, p, n);
+    s->len += n;
+}
+
+unsigned long long client_next_seq(const client_session *c)
+{
+    return c->slot_seq + c->slot_len;
 }
 
 /* Local replies at the front of the queue have nothing to wait for. */
@@ -100,9 +121,19 @@ static void client_on_written(outq *q, int status)
     client_maybe_finish(c);
 }
 
-/* A reply the proxy makes itself, queued in request order. With an upstream
- * connection it is always the last one (a protocol error): the connection
- * closes after it. */
+/* A reply the proxy makes itself, queued in request order. */
+static void client_queue_local(client_session *c, const char *p, size_t n)
+{
+    c->srv->stats.local_replies++;
+    if (c->slot_len == 0) {
+        outq_add_copy(&c->out, p, n);
+        return;
+    }
+    slot_append(slot_push(c, SLOT_READY), p, n);
+}
+
+/* The proxy's reply before the connection closes (a protocol error, or
+ * "upstream unavailable" with no upstream). */
 static void client_add_local(client_session *c, const char *p, size_t n)
 {
     if (c->up) {
@@ -110,15 +141,7 @@ static void client_add_local(client_session *c, const char *p, size_t n)
         if (flags & UP_LOCAL_BARRIER) slot_push(c, SLOT_WAITING);
         if (flags & UP_LOCAL_DROP) return;
     }
-    c->srv->stats.local_replies++;
-    if (c->slot_len == 0) {
-        outq_add_copy(&c->out, p, n);
-        return;
-    }
-    client_slot *s = slot_push(c, SLOT_READY);
-    s->data = vp_malloc(n);
-    memcpy(s->data, p, n);
-    s->len = n;
+    client_queue_local(c, p, n);
 }
 
 /* "-<text>\r\n" into msg (cap >= 4); returns its length. Error lines
@@ -198,21 +221,124 @@ static void client_protocol_error(client_session *c, const char *msg)
     c->close_when_done = 1;
 }
 
+/* A reply the proxy makes on a connection that goes on (a verb's argument
+ * error, VERBPROXY): `reply` is the whole RESP reply; `err` the same as
+ * error text (no '-', no CRLF) if it is an error. Where Redis's replies are
+ * not being counted only an error can be delivered, by Redis itself. */
+static void client_answer(client_session *c, const char *reply, size_t n, const char *err)
+{
+    switch (upstream_local_mode(c->up)) {
+    case UP_LOCAL_IN_ORDER:
+        client_queue_local(c, reply, n);
+        return;
+    case UP_LOCAL_IN_MULTI:
+        /* As Redis answers a bad command inside MULTI: the error now, and
+         * EXEC aborts. A proxy reply that is not an error cannot be part of
+         * a transaction. */
+        if (!err) err = "ERR VERBPROXY is not allowed inside MULTI";
+        if (upstream_flag_multi(c->up, c)) {
+            client_slot *s = slot_push(c, SLOT_WAITING);
+            s->replace = 1;
+            char line[VERB_ERR_MAX + 8];
+            int ln = snprintf(line, sizeof(line), "-%s\r\n", err);
+            slot_append(s, line, (size_t)ln);
+            c->srv->stats.local_replies++;
+        }
+        return;
+    case UP_LOCAL_IN_STREAM:
+        if (!err)
+            err = "ERR VERBPROXY cannot answer while replies are not counted (subscribe mode, MONITOR, "
+                  "CLIENT REPLY OFF|SKIP)";
+        upstream_error_in_stream(c->up, c, err);
+        return;
+    }
+}
+
+static void client_verb_error(client_session *c, const char *err)
+{
+    char line[VERB_ERR_MAX + 8];
+    int n = snprintf(line, sizeof(line), "-%s\r\n", err);
+    c->srv->stats.verb_argument_errors++;
+    client_answer(c, line, (size_t)n, err);
+}
+
+static void client_call_verb(client_session *c, const verb_def *v, const resp_arg *argv, int argc)
+{
+    verb_call call;
+    char err[VERB_ERR_MAX];
+    if (c->srv->verbs.broken[v->id]) {
+        snprintf(err, sizeof(err),
+                 "ERR verb %s is disabled: the upstream's SHA-1 for its script is not the pinned %s (see the "
+                 "proxy's log)",
+                 v->name, v->sha);
+        client_verb_error(c, err);
+        return;
+    }
+    if (verbs_check(v, argc, argv, &call, err, sizeof(err)) < 0) {
+        client_verb_error(c, err);
+        return;
+    }
+    if (upstream_forward_verb(c->up, c, v, &call, argc, argv)) slot_push(c, SLOT_WAITING);
+}
+
+static void client_admin(client_session *c, const resp_arg *argv, int argc)
+{
+    vp_buf out = {0};
+    admin_command(c->srv, argc, argv, &out);
+    if (out.len && out.data[0] == '-') {
+        char err[VERB_ERR_MAX];
+        size_t el = out.len - 3 < sizeof(err) - 1 ? out.len - 3 : sizeof(err) - 1;
+        memcpy(err, out.data + 1, el);
+        err[el] = '\0';
+        client_answer(c, out.data, out.len, err);
+    } else {
+        client_answer(c, out.data, out.len, NULL);
+    }
+    vp_buf_free(&out);
+}
+
+static int is_script_flush(int argc, const resp_arg *argv)
+{
+    return argc >= 2 && argv[0].len == 6 && cmd_arg_is(&argv[0], "script") && cmd_arg_is(&argv[1], "flush");
+}
+
 static void client_dispatch(client_session *c, const resp_arg *argv, int argc, const char *p, size_t n)
 {
     if (c->answering_unavailable) {
         client_add_error(c, "ERR upstream unavailable: %s: %s", c->srv->conf.upstream, c->up_error);
         return;
     }
+    const verb_def *v = verbs_find(&c->srv->verbs, argv[0].ptr, argv[0].len);
+    if (v) {
+        client_call_verb(c, v, argv, argc);
+        return;
+    }
+    if (admin_is_own_command(&argv[0])) {
+        client_admin(c, argv, argc);
+        return;
+    }
     cmd_kind kind = cmd_classify(argc, argv);
     if (kind == CMD_REPLICATION) c->opaque = 1;
-    if (upstream_forward(c->up, c, p, n, kind)) slot_push(c, SLOT_WAITING);
+    int *verb_ids = NULL, nids = 0;
+    admin_patch_kind patch = kind == CMD_PLAIN
+                                 ? admin_command_patch(&c->srv->verbs, argc, argv, &verb_ids, &nids)
+                                 : ADMIN_PATCH_NONE;
+    if (upstream_forward(c->up, c, p, n, kind)) {
+        client_slot *s = slot_push(c, SLOT_WAITING);
+        s->patch = patch;
+        s->verb_ids = verb_ids;
+        s->nverb_ids = nids;
+    } else {
+        free(verb_ids);
+    }
+    if (kind == CMD_PLAIN && is_script_flush(argc, argv)) upstream_scripts_flushed(c->up, c);
 }
 
 /* A large request is forwarded as it arrives instead of being held whole:
  * once an incomplete multibulk request passes CLIENT_STREAM_THRESHOLD and its
  * name says it is a plain command (one reply, nothing the proxy must read in
- * its arguments), its settled bytes go upstream and leave the buffer. */
+ * its arguments, not a verb), its settled bytes go upstream and leave the
+ * buffer. */
 static void client_stream_partial(client_session *c, const char *p, size_t avail)
 {
     size_t n;
@@ -221,6 +347,8 @@ static void client_stream_partial(client_session *c, const char *p, size_t avail
         const resp_arg *argv;
         int argc = resp_request_partial_args(&c->parser, p, &argv);
         if (argc < 1 || cmd_name_may_be_special(&argv[0]) || !upstream_is_counting(c->up)) return;
+        /* A verb is rewritten, so it must be whole first. */
+        if (verbs_find(&c->srv->verbs, argv[0].ptr, argv[0].len) || admin_is_own_command(&argv[0])) return;
         n = resp_request_release(&c->parser, avail);
         if (n == 0) return;
         c->streaming = 1;
@@ -247,9 +375,7 @@ static void client_stream_error(client_session *c, const char *msg)
     size_t n = client_error_linef(line, sizeof(line), "ERR %s", msg);
     client_slot *s = slot_at(c, c->slot_len - 1); /* the streamed request's */
     s->kind = SLOT_READY;
-    s->data = vp_malloc(n);
-    memcpy(s->data, line, n);
-    s->len = n;
+    slot_append(s, line, n);
     client_release_ready(c);
     c->streaming = 0;
     c->input_done = 1;
@@ -452,19 +578,45 @@ void client_upstream_lost(client_session *c, const char *reason)
     client_flush(c);
 }
 
-void client_reply(client_session *c, const char *p, size_t n, int done)
+/* COMMAND INFO/DOCS naming a verb: Redis's reply with the verbs filled in. */
+static void client_patch_reply(client_session *c, client_slot *s)
+{
+    vp_buf out = {0};
+    if (admin_patch_reply(&c->srv->verbs, s->patch, s->verb_ids, s->nverb_ids, s->data, s->len, &out) == 0) {
+        free(s->data);
+        s->data = out.data;
+        s->len = out.len;
+        s->cap = out.cap;
+    } else {
+        vp_buf_free(&out); /* not the reply expected (an error): as Redis sent it */
+    }
+}
+
+void client_reply(client_session *c, unsigned long long seq, const char *p, size_t n, int done)
 {
     if (c->closing) return;
-    if (p) outq_add(&c->out, p, n);
-    if (!done) return;
-    if (c->slot_len == 0 || slot_at(c, 0)->kind != SLOT_WAITING) {
-        /* Cannot happen while local replies are made ready at once; keep the
-         * stream going rather than lose bytes. */
-        vp_log(VP_LOG_WARNING, "client %llu: reply with no waiting slot", c->id);
+    unsigned long long idx = seq - c->slot_seq;
+    if (seq < c->slot_seq || idx >= c->slot_len || slot_at(c, idx)->kind != SLOT_WAITING) {
+        vp_log(VP_LOG_WARNING, "client %llu: reply for no waiting slot; dropped", c->id);
         return;
     }
-    slot_pop(c);
-    client_release_ready(c);
+    client_slot *s = slot_at(c, idx);
+    if (s->replace) {
+        if (done) s->kind = SLOT_READY;
+    } else if (idx == 0 && !s->patch) {
+        /* The common case: the front slot's reply goes straight out. */
+        if (p) outq_add(&c->out, p, n);
+        if (done) slot_pop(c);
+    } else {
+        /* Held: a reply overtook one still owed before it (a NOSCRIPT
+         * retry), or one to rewrite. */
+        if (p) slot_append(s, p, n);
+        if (done) {
+            if (s->patch) client_patch_reply(c, s);
+            s->kind = SLOT_READY;
+        }
+    }
+    if (done) client_release_ready(c);
 }
 
 void client_push(client_session *c, const char *p, size_t n)

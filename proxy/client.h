@@ -26,13 +26,21 @@
 
 typedef enum client_slot_kind {
     SLOT_WAITING, /* the upstream owes this reply */
-    SLOT_READY    /* the proxy's own reply, in data/len */
+    SLOT_READY    /* the whole reply is in data/len */
 } client_slot_kind;
 
+/* A slot is named by its sequence number (the FIFO entries of the upstream
+ * carry it): replies normally fill the front slot and go straight out, but
+ * after a NOSCRIPT retry a later slot's reply arrives first and is held in
+ * the slot until the ones before it are answered. */
 typedef struct client_slot {
     client_slot_kind kind;
-    size_t len;
-    char *data; /* owned; NULL while waiting */
+    unsigned replace : 1; /* data is the proxy's answer; the upstream's is dropped */
+    unsigned patch : 2;   /* admin_patch_kind: rewrite the reply (COMMAND INFO/DOCS of a verb) */
+    size_t len, cap;
+    char *data;    /* owned */
+    int *verb_ids; /* patch: owned */
+    int nverb_ids;
 } client_slot;
 
 typedef struct client_session {
@@ -56,6 +64,7 @@ typedef struct client_session {
 
     client_slot *slots; /* ring */
     size_t slot_head, slot_len, slot_cap;
+    unsigned long long slot_seq; /* sequence number of the front slot */
 
     outq out;
 
@@ -80,9 +89,11 @@ void client_cron(vp_server *srv);
 void client_upstream_ready(client_session *c);
 void client_upstream_failed(client_session *c, const char *reason);
 void client_upstream_lost(client_session *c, const char *reason);
-/* Bytes of the reply owed to the oldest waiting slot (p NULL: nothing to
- * write, e.g. our barrier); `done` on its last piece. */
-void client_reply(client_session *c, const char *p, size_t n, int done);
+/* The sequence number the next slot queued will have. */
+unsigned long long client_next_seq(const client_session *c);
+/* Bytes of the reply owed to slot `seq` (p NULL: nothing to write, e.g.
+ * our barrier); `done` on its last piece. */
+void client_reply(client_session *c, unsigned long long seq, const char *p, size_t n, int done);
 /* Bytes that answer no slot: pushes, subscribe-mode and MONITOR streams. */
 void client_push(client_session *c, const char *p, size_t n);
 /* The upstream finished a read round: write what it gave us. */

@@ -8,6 +8,8 @@
 #include <string.h>
 #include <strings.h>
 
+#include "lua/verbs.h"
+
 void conf_defaults(vp_config *c)
 {
     memset(c, 0, sizeof(*c));
@@ -23,6 +25,35 @@ void conf_defaults(vp_config *c)
     c->buffer_limit = 1024 * 1024;
     c->client_query_buffer_limit = 1024LL * 1024 * 1024;
     c->loglevel = VP_LOG_NOTICE;
+    c->ztick_max_members = 100000;
+}
+
+void conf_free(vp_config *c)
+{
+    for (int i = 0; i < c->ncustom_verbs; i++)
+        verbs_free_def(c->custom_verbs[i]);
+    free(c->custom_verbs);
+    c->custom_verbs = NULL;
+    c->ncustom_verbs = 0;
+}
+
+/* `verb NAME path numkeys N [arity A] [readonly]`: may be given many times. */
+static int conf_add_verb(vp_config *c, const char *value, char *err, size_t errlen)
+{
+    verb_def *v;
+    if (verbs_parse_custom(value, c->conf_dir, &v, err, errlen) < 0) return -1;
+    for (int i = 0; i < c->ncustom_verbs; i++) {
+        if (strcmp(c->custom_verbs[i]->name, v->name) == 0) {
+            snprintf(err, errlen, "verb '%s' is defined twice", v->name);
+            verbs_free_def(v);
+            return -1;
+        }
+    }
+    verb_def **n = realloc(c->custom_verbs, (size_t)(c->ncustom_verbs + 1) * sizeof(*n));
+    if (!n) abort();
+    c->custom_verbs = n;
+    c->custom_verbs[c->ncustom_verbs++] = v;
+    return 0;
 }
 
 static int parse_ll(const char *s, long long min, long long max, long long *out)
@@ -111,7 +142,7 @@ int conf_parse_upstream(vp_config *c, const char *value, char *err, size_t errle
     return 0;
 }
 
-typedef enum { T_STRING, T_PORT, T_INT, T_MEMORY, T_OCTAL, T_LOGLEVEL, T_UPSTREAM } conf_type;
+typedef enum { T_STRING, T_PORT, T_INT, T_MEMORY, T_OCTAL, T_LOGLEVEL, T_UPSTREAM, T_VERB } conf_type;
 
 typedef struct conf_directive {
     const char *name;
@@ -135,6 +166,8 @@ static const conf_directive conf_directives[] = {
     {"client-query-buffer-limit", T_MEMORY, OFF(client_query_buffer_limit), 1024 * 1024,
      1024LL * 1024 * 1024},
     {"loglevel", T_LOGLEVEL, OFF(loglevel), 0, 0},
+    {"ztick-max-members", T_INT, OFF(ztick_max_members), 0, LLONG_MAX},
+    {"verb", T_VERB, 0, 0, 0},
 };
 
 int conf_set(vp_config *c, const char *name, const char *value, char *err, size_t errlen)
@@ -199,6 +232,8 @@ int conf_set(vp_config *c, const char *name, const char *value, char *err, size_
         return 0;
     case T_UPSTREAM:
         return conf_parse_upstream(c, value, err, errlen);
+    case T_VERB:
+        return conf_add_verb(c, value, err, errlen);
     }
     return -1;
 }
@@ -237,6 +272,16 @@ int conf_load_file(vp_config *c, const char *path, char *err, size_t errlen)
         snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
         return -1;
     }
+    /* Script paths in `verb` lines are relative to the file's directory. */
+    char saved_dir[sizeof(c->conf_dir)];
+    memcpy(saved_dir, c->conf_dir, sizeof(saved_dir));
+    const char *slash = strrchr(path, '/');
+    if (!slash)
+        snprintf(c->conf_dir, sizeof(c->conf_dir), ".");
+    else if (slash == path)
+        snprintf(c->conf_dir, sizeof(c->conf_dir), "/");
+    else
+        snprintf(c->conf_dir, sizeof(c->conf_dir), "%.*s", (int)(slash - path), path);
     char line[4096];
     int lineno = 0;
     int rc = 0;
@@ -252,9 +297,22 @@ int conf_load_file(vp_config *c, const char *path, char *err, size_t errlen)
         while (isspace((unsigned char)*hash))
             hash++;
         if (*hash == '#' || *hash == '\0') continue;
+        char why[512];
+        if (strncasecmp(hash, "verb", 4) == 0 && (hash[4] == ' ' || hash[4] == '\t')) {
+            /* The one directive with several words: the rest of the line. */
+            char *value = hash + 5;
+            size_t vl = strlen(value);
+            while (vl && isspace((unsigned char)value[vl - 1]))
+                value[--vl] = '\0';
+            if (conf_set(c, "verb", value, why, sizeof(why)) < 0) {
+                snprintf(err, errlen, "%s:%d: %s", path, lineno, why);
+                rc = -1;
+                break;
+            }
+            continue;
+        }
         char *words[3];
         int n = conf_split(line, words, 2);
-        char why[512];
         if (n < 0) {
             snprintf(err, errlen, "%s:%d: unbalanced quotes", path, lineno);
             rc = -1;
@@ -272,5 +330,6 @@ int conf_load_file(vp_config *c, const char *path, char *err, size_t errlen)
         }
     }
     fclose(f);
+    memcpy(c->conf_dir, saved_dir, sizeof(saved_dir));
     return rc;
 }

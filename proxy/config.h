@@ -29,9 +29,17 @@ typedef struct vp_config {
     long long client_query_buffer_limit; /* a client holding more unparsed bytes is closed */
 
     vp_log_level loglevel;
+
+    /* Verbs. */
+    long long ztick_max_members;    /* a bigger set makes ZTICK fail; 0 = no limit */
+    struct verb_def **custom_verbs; /* `verb` lines, in order; owned */
+    int ncustom_verbs;
+    char conf_dir[CONF_ADDR_MAX * 4]; /* the file being loaded's directory: base of relative script paths */
 } vp_config;
 
 void conf_defaults(vp_config *c);
+/* Free what the settings own (the custom verbs). */
+void conf_free(vp_config *c);
 /* Apply one directive. Returns 0, or -1 with a reason in err. */
 int conf_set(vp_config *c, const char *name, const char *value, char *err, size_t errlen);
 /* Load a file. Returns 0, or -1 with "path:line: reason" in err. */

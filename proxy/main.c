@@ -75,11 +75,11 @@ int main(int argc, char **argv)
         if (!strcmp(argv[i], "--config")) {
             if (i + 1 >= argc) {
                 fprintf(stderr, "verbproxy: --config needs a file\n");
-                return 1;
+                return conf_free(&srv.conf), 1;
             }
             if (conf_load_file(&srv.conf, argv[i + 1], err, sizeof(err)) < 0) {
                 fprintf(stderr, "verbproxy: bad config: %s\n", err);
-                return 1;
+                return conf_free(&srv.conf), 1;
             }
             i++;
         }
@@ -91,15 +91,20 @@ int main(int argc, char **argv)
         }
         if (strncmp(argv[i], "--", 2) != 0 || i + 1 >= argc) {
             fprintf(stderr, "verbproxy: unexpected argument '%s' (try --help)\n", argv[i]);
-            return 1;
+            return conf_free(&srv.conf), 1;
         }
         if (conf_set(&srv.conf, argv[i] + 2, argv[i + 1], err, sizeof(err)) < 0) {
             fprintf(stderr, "verbproxy: bad flag %s: %s\n", argv[i], err);
-            return 1;
+            return conf_free(&srv.conf), 1;
         }
         i++;
     }
 
+    if (verbs_build(&srv.verbs, srv.conf.custom_verbs, srv.conf.ncustom_verbs, srv.conf.ztick_max_members,
+                    err, sizeof(err)) < 0) {
+        fprintf(stderr, "verbproxy: %s\n", err);
+        return conf_free(&srv.conf), 1;
+    }
     vp_log_threshold = srv.conf.loglevel;
     srv.limits.max_bulk_len = srv.conf.proto_max_bulk_len;
     srv.limits.max_multibulk_len = srv.conf.proto_max_multibulk_len;
@@ -116,7 +121,8 @@ int main(int argc, char **argv)
 
     if (listener_start(&listener, &srv, err, sizeof(err)) < 0) {
         vp_log(VP_LOG_WARNING, "%s", err);
-        return 1;
+        verbs_free(&srv.verbs);
+        return conf_free(&srv.conf), 1;
     }
     vp_log(VP_LOG_NOTICE, "verbproxy %s ready, upstream %s", VP_VERSION, srv.conf.upstream);
 
@@ -126,5 +132,7 @@ int main(int argc, char **argv)
 
     uv_run(srv.loop, UV_RUN_DEFAULT);
     uv_loop_close(srv.loop);
+    verbs_free(&srv.verbs);
+    conf_free(&srv.conf);
     return 0;
 }

@@ -1,5 +1,6 @@
 #include "proxy/outq.h"
 
+#include <stdint.h>
 #include <string.h>
 
 /* Past this much idle capacity a buffer is given back after a big value. */
@@ -14,9 +15,21 @@ void outq_init(outq *q, uv_stream_t *stream, void *owner, outq_written_cb cb)
     q->req.data = q;
 }
 
+/* Turn buffer offsets into pointers: the buffers are done growing. */
+static void outq_resolve(outq *q)
+{
+    for (int i = 0; i < q->npieces; i++) {
+        if (q->ref[i]) {
+            q->pieces[i].base = q->ref[i]->data + (size_t)(uintptr_t)q->pieces[i].base;
+            q->ref[i] = NULL;
+        }
+    }
+}
+
 /* Copy the zero-copy pieces into `pending`, keeping their order. */
 static void outq_copy_pieces(outq *q)
 {
+    outq_resolve(q);
     for (int i = 0; i < q->npieces; i++)
         vp_buf_append(&q->pending, q->pieces[i].base, q->pieces[i].len);
     q->npieces = 0;
@@ -31,7 +44,7 @@ void outq_add(outq *q, const char *p, size_t n)
         vp_buf_append(&q->pending, p, n);
         return;
     }
-    if (q->npieces) {
+    if (q->npieces && !q->ref[q->npieces - 1]) {
         uv_buf_t *last = &q->pieces[q->npieces - 1];
         if (last->base + last->len == p) { /* consecutive replies in one read buffer */
             last->len += n;
@@ -44,7 +57,33 @@ void outq_add(outq *q, const char *p, size_t n)
         vp_buf_append(&q->pending, p, n);
         return;
     }
+    q->ref[q->npieces] = NULL;
     q->pieces[q->npieces++] = uv_buf_init((char *)p, (unsigned int)n);
+    q->piece_bytes += n;
+}
+
+void outq_add_ref(outq *q, const vp_buf *b, size_t off, size_t n)
+{
+    if (n == 0) return;
+    if (q->writing || q->pending.len) {
+        vp_buf_append(&q->pending, b->data + off, n);
+        return;
+    }
+    if (q->npieces && q->ref[q->npieces - 1] == b) {
+        uv_buf_t *last = &q->pieces[q->npieces - 1];
+        if ((size_t)(uintptr_t)last->base + last->len == off) { /* the next bytes of the same buffer */
+            last->len += n;
+            q->piece_bytes += n;
+            return;
+        }
+    }
+    if (q->npieces == OUTQ_MAX_PIECES) {
+        outq_copy_pieces(q);
+        vp_buf_append(&q->pending, b->data + off, n);
+        return;
+    }
+    q->ref[q->npieces] = b;
+    q->pieces[q->npieces++] = uv_buf_init((char *)(uintptr_t)off, (unsigned int)n);
     q->piece_bytes += n;
 }
 
@@ -85,6 +124,7 @@ static void outq_after_write(uv_write_t *req, int status)
 
 int outq_flush(outq *q)
 {
+    outq_resolve(q);
     if (q->npieces) {
         if (!q->writing && !q->pending.len) {
             int n = uv_try_write(q->stream, q->pieces, (unsigned int)q->npieces);

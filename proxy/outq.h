@@ -32,6 +32,9 @@ struct outq {
     outq_written_cb on_written;
 
     uv_buf_t pieces[OUTQ_MAX_PIECES];
+    /* A piece in a growable buffer is kept as an offset (in base) and the
+     * buffer, and resolved to a pointer when the round is flushed. */
+    const vp_buf *ref[OUTQ_MAX_PIECES];
     int npieces;
     size_t piece_bytes;
 
@@ -44,6 +47,9 @@ struct outq {
 void outq_init(outq *q, uv_stream_t *stream, void *owner, outq_written_cb cb);
 /* Queue bytes without copying them; they must outlive the next outq_flush(). */
 void outq_add(outq *q, const char *p, size_t n);
+/* Queue bytes n bytes at `off` in `b` without copying: `b` may grow (move)
+ * before the flush, but those bytes must stay at that offset until then. */
+void outq_add_ref(outq *q, const vp_buf *b, size_t off, size_t n);
 /* Queue bytes by copying them now (for bytes about to disappear). */
 void outq_add_copy(outq *q, const char *p, size_t n);
 /* Send what the round gathered; returns 0 or a libuv error (stream broken). */

@@ -5,6 +5,7 @@
 
 #include <uv.h>
 
+#include "lua/verbs.h"
 #include "protocol/resp_request.h"
 #include "proxy/config.h"
 #include "proxy/stats.h"
@@ -16,6 +17,7 @@ typedef struct vp_server {
     vp_config conf;
     resp_request_limits limits;
     vp_stats stats;
+    verb_table verbs;
     struct client_session *clients; /* intrusive list, newest first */
     unsigned long long next_client_id;
     unsigned long clients_draining; /* clients that sent EOF with replies owed */

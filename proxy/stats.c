@@ -1,14 +1,39 @@
 #include "proxy/stats.h"
 
+#include <stdio.h>
+
 #include "proxy/log.h"
+
+/* One place lists the counters, for the log line and VERBPROXY STATS. */
+#define STATS_FIELDS(X)                                                                                      \
+    X(connections_received)                                                                                  \
+    X(clients_connected)                                                                                     \
+    X(commands_forwarded)                                                                                    \
+    X(local_replies)                                                                                         \
+    X(protocol_errors)                                                                                       \
+    X(upstream_connects)                                                                                     \
+    X(upstream_connect_failures)                                                                             \
+    X(upstream_lost)                                                                                         \
+    X(barriers_sent)                                                                                         \
+    X(verb_calls)                                                                                            \
+    X(verb_argument_errors)                                                                                  \
+    X(script_loads)                                                                                          \
+    X(noscript_recoveries)                                                                                   \
+    X(noscript_reordered)
+
+size_t stats_format(const vp_stats *s, char *buf, size_t cap, const char *sep, const char *end)
+{
+    size_t n = 0;
+#define STATS_PRINT(f)                                                                                       \
+    if (n < cap) n += (size_t)snprintf(buf + n, cap - n, "%s%s%llu%s", #f, sep, s->f, end);
+    STATS_FIELDS(STATS_PRINT)
+#undef STATS_PRINT
+    return n < cap ? n : cap - 1;
+}
 
 void stats_log(const vp_stats *s)
 {
-    vp_log(VP_LOG_NOTICE,
-           "stats: connections_received=%llu clients_connected=%llu commands_forwarded=%llu "
-           "local_replies=%llu protocol_errors=%llu upstream_connects=%llu "
-           "upstream_connect_failures=%llu upstream_lost=%llu barriers_sent=%llu",
-           s->connections_received, s->clients_connected, s->commands_forwarded, s->local_replies,
-           s->protocol_errors, s->upstream_connects, s->upstream_connect_failures, s->upstream_lost,
-           s->barriers_sent);
+    char line[2048];
+    stats_format(s, line, sizeof(line), "=", " ");
+    vp_log(VP_LOG_NOTICE, "stats: %s", line);
 }

@@ -14,8 +14,17 @@ typedef struct vp_stats {
     unsigned long long upstream_connect_failures;
     unsigned long long upstream_lost;
     unsigned long long barriers_sent;
+    unsigned long long verb_calls;           /* verbs sent upstream */
+    unsigned long long verb_argument_errors; /* verbs refused by the proxy's checks */
+    unsigned long long script_loads;         /* rounds of SCRIPT LOAD sent */
+    unsigned long long noscript_recoveries;  /* verbs answered NOSCRIPT, reloaded and retried */
+    unsigned long long noscript_reordered;   /* ... where later commands had already run */
 } vp_stats;
 
+#include <stddef.h>
+
+/* Every counter as "<name><sep><value><end>"; returns the length. */
+size_t stats_format(const vp_stats *s, char *buf, size_t cap, const char *sep, const char *end);
 /* One log line with every counter (at shutdown). */
 void stats_log(const vp_stats *s);
 

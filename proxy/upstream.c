@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lua/verbs.h"
 #include "proxy/client.h"
 #include "proxy/log.h"
 
@@ -15,6 +16,7 @@
  * instead of being held whole: this bounds what the proxy holds per reply. */
 #define UP_STREAM_THRESHOLD (16 * 1024)
 #define UP_KEEP_BYTES (64 * 1024)
+#define NOSCRIPT_PREFIX "-NOSCRIPT"
 
 /* A barrier is a PING with this connection's own token, so no reply a
  * client asked for can be taken for it. Its answer in RESP2 subscribe mode is
@@ -27,17 +29,23 @@ typedef enum up_route {
     ROUTE_PUSH,         /* straight to the client, out of band / uncounted */
     ROUTE_SWALLOW,      /* our barrier's answer: releases the waiting slot */
     ROUTE_SWALLOW_KEEP, /* the +RESET of a closing barrier: the PING's answer follows */
-    ROUTE_RESET         /* a +RESET that ends raw mode */
+    ROUTE_RESET,        /* a +RESET that ends raw mode */
+    ROUTE_SCRIPT_LOAD,  /* our SCRIPT LOAD's answer: checked, dropped */
+    ROUTE_NOSCRIPT      /* a verb's NOSCRIPT: reload and send it again */
 } up_route;
 
 static void up_close_cb(uv_handle_t *h);
 static void up_make_barrier(upstream_conn *up);
 static void up_on_connect(uv_connect_t *req, int status);
 static void up_on_written(outq *q, int status);
+static void up_check_script_load(upstream_conn *up, const up_entry *e, const char *p, size_t n);
+static void up_retry_verb(upstream_conn *up);
 
 /* ---- the FIFO of what the upstream owes ---- */
 
-static void fifo_push(upstream_conn *up, struct client_session *c, up_entry_kind kind)
+/* The entry for the next request; its reply goes to the slot the client
+ * is about to queue. */
+static up_entry *fifo_push(upstream_conn *up, struct client_session *c, up_entry_kind kind)
 {
     if (up->fifo_len == up->fifo_cap) {
         size_t ncap = up->fifo_cap ? up->fifo_cap * 2 : 64;
@@ -49,8 +57,10 @@ static void fifo_push(upstream_conn *up, struct client_session *c, up_entry_kind
         up->fifo_cap = ncap;
         up->fifo_head = 0;
     }
-    up->fifo[(up->fifo_head + up->fifo_len) % up->fifo_cap] = (up_entry){c, kind};
+    up_entry *e = &up->fifo[(up->fifo_head + up->fifo_len) % up->fifo_cap];
+    *e = (up_entry){.client = c, .seq = c ? client_next_seq(c) : 0, .kind = kind, .verb = -1};
     up->fifo_len++;
+    return e;
 }
 
 static up_entry *fifo_head(upstream_conn *up)
@@ -58,8 +68,11 @@ static up_entry *fifo_head(upstream_conn *up)
     return up->fifo_len ? &up->fifo[up->fifo_head] : NULL;
 }
 
+/* Done with the oldest entry: the bytes it kept go too. */
 static void fifo_pop(upstream_conn *up)
 {
+    up->kept_head += up->fifo[up->fifo_head].keep;
+    if (up->kept_head >= up->kept.len) up->kept.len = up->kept_head = 0;
     up->fifo_head = (up->fifo_head + 1) % up->fifo_cap;
     up->fifo_len--;
 }
@@ -102,6 +115,8 @@ static void up_maybe_free(upstream_conn *up)
     if (up->handles_open > 0 || up->resolving) return;
     outq_free(&up->out);
     vp_buf_free(&up->in);
+    vp_buf_free(&up->kept);
+    vp_buf_free(&up->scratch);
     free(up->fifo);
     free(up);
 }
@@ -280,6 +295,13 @@ static up_route up_decide(upstream_conn *up, const char *p, size_t n, int whole)
     }
     if (!up->raw_rx) {
         if (e && e->kind == UP_REPLY) return ROUTE_REPLY;
+        if (e && e->kind == UP_SCRIPT_LOAD) return ROUTE_SCRIPT_LOAD;
+        if (e && e->kind == UP_VERB) {
+            /* Redis and Valkey word NOSCRIPT differently: the code is enough. */
+            int noscript = whole && n >= sizeof(NOSCRIPT_PREFIX) - 1 &&
+                           memcmp(p, NOSCRIPT_PREFIX, sizeof(NOSCRIPT_PREFIX) - 1) == 0;
+            return noscript && !e->retried ? ROUTE_NOSCRIPT : ROUTE_REPLY;
+        }
         vp_log(VP_LOG_WARNING, "upstream %s: reply nobody asked for; passing it on", up->srv->conf.upstream);
         return ROUTE_PUSH;
     }
@@ -302,20 +324,105 @@ static void up_deliver(upstream_conn *up, const char *p, size_t n, int done)
         if (c) client_push(c, p, n);
         return;
     case ROUTE_REPLY:
-    case ROUTE_RESET:
+    case ROUTE_RESET: {
+        unsigned long long seq = e->seq;
         if (done) {
             fifo_pop(up);
             if (up->route == ROUTE_RESET) up->raw_rx = 0; /* counting again from here */
         }
-        if (c) client_reply(c, p, n, done);
-        return;
-    case ROUTE_SWALLOW_KEEP:
-        return;
-    case ROUTE_SWALLOW:
-        fifo_pop(up);
-        if (c) client_reply(c, NULL, 0, 1);
+        if (c) client_reply(c, seq, p, n, done);
         return;
     }
+    case ROUTE_SWALLOW_KEEP:
+        return;
+    case ROUTE_SWALLOW: {
+        unsigned long long seq = e->seq;
+        fifo_pop(up);
+        if (c) client_reply(c, seq, NULL, 0, 1);
+        return;
+    }
+    case ROUTE_SCRIPT_LOAD:
+        up_check_script_load(up, e, p, n);
+        fifo_pop(up);
+        return;
+    case ROUTE_NOSCRIPT:
+        up_retry_verb(up);
+        if (up->route == ROUTE_REPLY) up_deliver(up, p, n, done); /* could not retry */
+        return;
+    }
+}
+
+/* ---- verbs: loading scripts, NOSCRIPT ---- */
+
+/* Every verb's SCRIPT LOAD, pipelined ahead of the request that needs them
+ * (one static buffer: no copy). Redis runs them first, so the EVALSHA
+ * behind them finds its script. */
+static void up_send_loads(upstream_conn *up)
+{
+    const verb_table *t = &up->srv->verbs;
+    outq_add(&up->out, t->load_cmds, t->load_len);
+    for (int i = 0; i < t->count; i++)
+        fifo_push(up, NULL, UP_SCRIPT_LOAD)->verb = (short)i;
+    up->scripts = UP_SCRIPTS_SENT;
+    up->srv->stats.script_loads++;
+}
+
+static void up_check_script_load(upstream_conn *up, const up_entry *e, const char *p, size_t n)
+{
+    verb_table *t = &up->srv->verbs;
+    const verb_def *v = t->verbs[e->verb];
+    if (n == 47 && memcmp(p, "$40\r\n", 5) == 0 && memcmp(p + 5, v->sha, 40) == 0) return;
+    if (n > 0 && p[0] == '-') {
+        /* Not loaded (NOAUTH before the client authenticated, an ACL, OOM):
+         * the next verb loads again; its EVALSHA meets the same error. */
+        up->scripts = UP_SCRIPTS_UNLOADED;
+        vp_log(VP_LOG_VERBOSE, "upstream %s: SCRIPT LOAD %s refused: %.*s", up->srv->conf.upstream, v->name,
+               (int)(n > 2 ? n - 2 : n), p);
+        return;
+    }
+    if (!t->broken[e->verb])
+        vp_log(VP_LOG_WARNING,
+               "upstream %s: SCRIPT LOAD of verb %s answered %.*s, not the pinned SHA-1 %s: "
+               "verb %s is disabled",
+               up->srv->conf.upstream, v->name, (int)(n > 2 ? n - 2 : n), p, v->sha, v->name);
+    t->broken[e->verb] = 1;
+}
+
+/* The oldest entry, a verb, was answered NOSCRIPT (the script cache was
+ * flushed, or Redis restarted or failed over under us): load the scripts
+ * and send the same EVALSHA again. Its slot keeps its place in the client's
+ * queue, so replies to later commands wait behind it. Those commands have
+ * already run, though: that reordering is counted. Not possible once a
+ * MULTI (or an uncounted mode) was sent after it: the retry would be queued
+ * in the transaction; the client then gets the NOSCRIPT. */
+static void up_retry_verb(upstream_conn *up)
+{
+    up_entry old = up->fifo[up->fifo_head];
+    if (up->in_multi || up->raw_tx) {
+        vp_log(VP_LOG_VERBOSE, "upstream %s: NOSCRIPT for %s inside a later MULTI: passed on",
+               up->srv->conf.upstream, up->srv->verbs.verbs[old.verb]->name);
+        up->route = ROUTE_REPLY;
+        return;
+    }
+    vp_stats *st = &up->srv->stats;
+    st->noscript_recoveries++;
+    if (up->fifo_len > 1) st->noscript_reordered++;
+    vp_log(VP_LOG_VERBOSE, "upstream %s: NOSCRIPT for %s: reloading and retrying%s", up->srv->conf.upstream,
+           up->srv->verbs.verbs[old.verb]->name, up->fifo_len > 1 ? " (later commands already ran)" : "");
+    /* Its request is the oldest kept one: copy it to the tail, then let the
+     * old entry go. */
+    vp_buf_reserve(&up->kept, old.keep);
+    size_t off = up->kept.len;
+    memcpy(up->kept.data + off, up->kept.data + up->kept_head, old.keep);
+    up->kept.len += old.keep;
+    fifo_pop(up);
+    up_send_loads(up);
+    outq_add_ref(&up->out, &up->kept, off, old.keep);
+    up_entry *e = fifo_push(up, old.client, UP_VERB);
+    e->seq = old.seq;
+    e->keep = old.keep;
+    e->verb = old.verb;
+    e->retried = 1;
 }
 
 static void up_process(upstream_conn *up)
@@ -380,6 +487,13 @@ static void up_on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
     /* The client's output may point into `in`: flush it before compacting. */
     if (up->client) client_round_end(up->client);
     if (up->state == UPSTREAM_CLOSED) return;
+    if (outq_size(&up->out)) { /* NOSCRIPT retries */
+        int rc = upstream_flush(up);
+        if (rc < 0) {
+            up_lost(up, uv_strerror(rc));
+            return;
+        }
+    }
     vp_buf_consume(&up->in, up->in_pos);
     up->in_pos = 0;
     vp_buf_shrink(&up->in, UP_KEEP_BYTES);
@@ -521,6 +635,149 @@ int upstream_forward(upstream_conn *up, struct client_session *c, const char *p,
     return counted;
 }
 
+/* ---- sending verbs ---- */
+
+static void buf_bulk(vp_buf *b, const char *p, size_t n)
+{
+    char head[32];
+    int hl = snprintf(head, sizeof(head), "$%zu\r\n", n);
+    vp_buf_reserve(b, (size_t)hl + n + 2);
+    memcpy(b->data + b->len, head, (size_t)hl);
+    memcpy(b->data + b->len + hl, p, n);
+    memcpy(b->data + b->len + hl + n, "\r\n", 2);
+    b->len += (size_t)hl + n + 2;
+}
+
+/* "*<count>\r\n" and the command name of a verb's EVALSHA / EVAL. */
+static void up_call_head(vp_buf *b, const upstream_conn *up, const verb_def *v, const verb_call *call,
+                         int argc, int eval)
+{
+    int hidden = v->hidden_max_members ? 1 : 0;
+    int count = 3 + call->nkeys + hidden + (argc - call->first_arg);
+    char head[32];
+    int hl = snprintf(head, sizeof(head), "*%d\r\n", count);
+    vp_buf_append(b, head, (size_t)hl);
+    (void)up;
+    if (eval)
+        buf_bulk(b, v->readonly ? "EVAL_RO" : "EVAL", v->readonly ? 7 : 4);
+    else
+        buf_bulk(b, v->readonly ? "EVALSHA_RO" : "EVALSHA", v->readonly ? 10 : 7);
+}
+
+/* numkeys, the keys, the hidden arguments, the rest of the arguments. */
+static void up_call_tail(vp_buf *b, const upstream_conn *up, const verb_def *v, const verb_call *call,
+                         int argc, const resp_arg *argv)
+{
+    char nk[16];
+    int nl = snprintf(nk, sizeof(nk), "%d", call->nkeys);
+    buf_bulk(b, nk, (size_t)nl);
+    for (int i = 0; i < call->nkeys; i++)
+        buf_bulk(b, argv[call->keys[i]].ptr, argv[call->keys[i]].len);
+    if (v->hidden_max_members) {
+        const char *m = up->srv->verbs.ztick_max;
+        buf_bulk(b, m, strlen(m));
+    }
+    for (int i = call->first_arg; i < argc; i++)
+        buf_bulk(b, argv[i].ptr, argv[i].len);
+}
+
+/* Bookkeeping shared by every one-reply request: a CLIENT REPLY SKIP in
+ * force is used up, and a counted connection owes a reply. */
+static up_entry *up_account_plain(upstream_conn *up, struct client_session *c, up_entry_kind kind)
+{
+    up->skip_next = 0;
+    up->srv->stats.commands_forwarded++;
+    return up->raw_tx ? NULL : fifo_push(up, c, kind);
+}
+
+int upstream_forward_verb(upstream_conn *up, struct client_session *c, const verb_def *v,
+                          const verb_call *call, int argc, const resp_arg *argv)
+{
+    up->srv->stats.verb_calls++;
+    if (up->raw_tx) {
+        /* Nothing can be retried here (replies are not counted): EVAL with
+         * the body never meets NOSCRIPT. Rare: built and copied at once. */
+        up->scratch.len = 0;
+        up_call_head(&up->scratch, up, v, call, argc, 1);
+        buf_bulk(&up->scratch, v->body, v->body_len);
+        up_call_tail(&up->scratch, up, v, call, argc, argv);
+        outq_add_copy(&up->out, up->scratch.data, up->scratch.len);
+        up_account_plain(up, c, UP_REPLY);
+        return 0;
+    }
+    size_t start = up->kept.len;
+    if (up->in_multi) {
+        /* Queued in a transaction: EXEC must answer with the verb's real
+         * reply, and a NOSCRIPT there could not be retried. EVAL carries the
+         * body (sent from the table, not copied). */
+        char head[32];
+        up_call_head(&up->kept, up, v, call, argc, 1);
+        int hl = snprintf(head, sizeof(head), "$%zu\r\n", v->body_len);
+        vp_buf_append(&up->kept, head, (size_t)hl);
+        size_t mid = up->kept.len;
+        vp_buf_append(&up->kept, "\r\n", 2);
+        up_call_tail(&up->kept, up, v, call, argc, argv);
+        outq_add_ref(&up->out, &up->kept, start, mid - start);
+        outq_add(&up->out, v->body, v->body_len);
+        outq_add_ref(&up->out, &up->kept, mid, up->kept.len - mid);
+        up_account_plain(up, c, UP_REPLY)->keep = (unsigned)(up->kept.len - start);
+        return 1;
+    }
+    if (up->scripts != UP_SCRIPTS_SENT) {
+        up_send_loads(up);
+        start = up->kept.len;
+    }
+    up_call_head(&up->kept, up, v, call, argc, 0);
+    buf_bulk(&up->kept, v->sha, 40);
+    up_call_tail(&up->kept, up, v, call, argc, argv);
+    outq_add_ref(&up->out, &up->kept, start, up->kept.len - start);
+    up_entry *e = up_account_plain(up, c, UP_VERB);
+    e->keep = (unsigned)(up->kept.len - start);
+    e->verb = (short)v->id;
+    return 1;
+}
+
+up_local_mode upstream_local_mode(const upstream_conn *up)
+{
+    if (up->raw_tx) return UP_LOCAL_IN_STREAM;
+    return up->in_multi ? UP_LOCAL_IN_MULTI : UP_LOCAL_IN_ORDER;
+}
+
+int upstream_flag_multi(upstream_conn *up, struct client_session *c)
+{
+    /* EVALSHA without arguments fails Redis's own arity check, which flags
+     * the transaction: EXEC then answers -EXECABORT, as after any command
+     * with wrong arguments. Its error is replaced by the proxy's. */
+    static const char flag_cmd[] = "*1\r\n$7\r\nEVALSHA\r\n";
+    outq_add(&up->out, flag_cmd, sizeof(flag_cmd) - 1);
+    up_account_plain(up, c, UP_REPLY);
+    return 1;
+}
+
+void upstream_error_in_stream(upstream_conn *up, struct client_session *c, const char *err)
+{
+    /* Redis answers it in its stream: in order, and dropped under CLIENT
+     * REPLY OFF/SKIP exactly as its own errors are. */
+    static const char script[] = "return redis.error_reply(ARGV[1])";
+    up->scratch.len = 0;
+    vp_buf_append(&up->scratch, "*4\r\n", 4);
+    buf_bulk(&up->scratch, "EVAL", 4);
+    buf_bulk(&up->scratch, script, sizeof(script) - 1);
+    buf_bulk(&up->scratch, "0", 1);
+    buf_bulk(&up->scratch, err, strlen(err));
+    outq_add_copy(&up->out, up->scratch.data, up->scratch.len);
+    up_account_plain(up, c, UP_REPLY);
+}
+
+void upstream_scripts_flushed(upstream_conn *up, struct client_session *c)
+{
+    (void)c;
+    if (!up->raw_tx && !up->in_multi)
+        up_send_loads(up);
+    else
+        up->scripts = UP_SCRIPTS_UNLOADED; /* loaded before the next verb */
+}
+
 int upstream_closing_reply(upstream_conn *up, struct client_session *c)
 {
     /* Counting: the reply just takes its place in the client's queue. */
@@ -546,7 +803,13 @@ int upstream_is_counting(const upstream_conn *up)
 int upstream_flush(upstream_conn *up)
 {
     if (up->state != UPSTREAM_READY) return 0;
-    return outq_flush(&up->out);
+    int rc = outq_flush(&up->out);
+    /* Every piece is written or copied now: the kept requests may move. */
+    if (up->kept_head > UP_KEEP_BYTES && up->kept_head > up->kept.len / 2) {
+        vp_buf_consume(&up->kept, up->kept_head);
+        up->kept_head = 0;
+    }
+    return rc;
 }
 
 size_t upstream_backlog(const upstream_conn *up)

@@ -36,7 +36,9 @@
 struct client_session;
 
 typedef enum up_entry_kind {
-    UP_REPLY,         /* one reply for the client's oldest waiting slot */
+    UP_REPLY,         /* one reply for the client's slot `seq` */
+    UP_VERB,          /* a verb's EVALSHA: its reply for slot `seq`, or NOSCRIPT -> reload, retry */
+    UP_SCRIPT_LOAD,   /* our SCRIPT LOAD of verb `verb`: checked, never shown */
     UP_CLOSE_BARRIER, /* RESET + barrier PING before the connection closes */
     UP_RESET,         /* RESET sent in raw mode: its +RESET ends raw mode */
     UP_RAW_START,     /* from here on replies are not counted (no reply of its own) */
@@ -45,8 +47,23 @@ typedef enum up_entry_kind {
 
 typedef struct up_entry {
     struct client_session *client;
+    unsigned long long seq; /* the client's reply slot */
     up_entry_kind kind;
+    unsigned keep; /* bytes of `kept` this request owns, released with the entry */
+    short verb;    /* UP_VERB, UP_SCRIPT_LOAD: index in the verb table */
+    short retried; /* UP_VERB: already sent again after a NOSCRIPT */
 } up_entry;
+
+/* Whether this connection has had the verbs' scripts loaded. */
+typedef enum up_scripts { UP_SCRIPTS_UNLOADED, UP_SCRIPTS_SENT } up_scripts;
+
+/* How an argument error for a verb (or a reply the proxy makes on a
+ * connection that goes on) must be delivered. */
+typedef enum up_local_mode {
+    UP_LOCAL_IN_ORDER, /* counted, outside MULTI: a ready slot in the client's queue */
+    UP_LOCAL_IN_MULTI, /* inside MULTI: answered now, and the transaction must abort */
+    UP_LOCAL_IN_STREAM /* replies uncounted: Redis itself must send the error, in its stream */
+} up_local_mode;
 
 typedef enum upstream_state { UPSTREAM_CONNECTING, UPSTREAM_READY, UPSTREAM_CLOSED } upstream_state;
 
@@ -74,6 +91,13 @@ typedef struct upstream_conn {
     char error[128];
 
     outq out; /* requests; pieces point into the client's input buffer */
+    /* Requests the proxy wrote itself (verbs rewritten into EVALSHA), kept
+     * until their reply is in so a NOSCRIPT can be retried. FIFO like the
+     * entries: kept[kept_head..] is live, each entry owns `keep` bytes. */
+    vp_buf kept;
+    size_t kept_head;
+    vp_buf scratch; /* a request built for a raw connection, copied out at once */
+    up_scripts scripts;
 
     /* Replies: `in` holds bytes read; in[in_pos..] is not yet handed on. A
      * small reply is handed on whole; one that grows past the stream
@@ -108,8 +132,25 @@ typedef struct upstream_conn {
 upstream_conn *upstream_open(vp_server *srv, struct client_session *client);
 int upstream_is_ready(const upstream_conn *up);
 /* Send one request (bytes stay the caller's until upstream_flush()). Returns 1
- * if a reply will come back for it, so the client queues a waiting slot. */
+ * if a reply will come back for it, so the client queues a waiting slot
+ * (whose sequence number the entry records: client_next_seq()). */
 int upstream_forward(upstream_conn *up, struct client_session *c, const char *p, size_t n, cmd_kind kind);
+/* Send a checked verb call as EVALSHA (or EVAL inside MULTI / uncounted).
+ * Returns 1 if a reply will come back for it. */
+struct verb_def;
+struct verb_call;
+int upstream_forward_verb(upstream_conn *up, struct client_session *c, const struct verb_def *v,
+                          const struct verb_call *call, int argc, const resp_arg *argv);
+/* How a reply the proxy makes now must be delivered (see up_local_mode). */
+up_local_mode upstream_local_mode(const upstream_conn *up);
+/* Inside MULTI: make Redis abort the transaction at EXEC, as it does after
+ * a command with wrong arguments. Its reply is for a waiting slot that
+ * already holds the proxy's own error. Returns 1 (a slot is owed). */
+int upstream_flag_multi(upstream_conn *up, struct client_session *c);
+/* Uncounted: have Redis answer `err` ("ERR ...") in its stream. */
+void upstream_error_in_stream(upstream_conn *up, struct client_session *c, const char *err);
+/* SCRIPT FLUSH was just forwarded: load the scripts again. */
+void upstream_scripts_flushed(upstream_conn *up, struct client_session *c);
 /* Bytes with no reply of their own (the rest of a streamed request, a
  * replication stream). */
 void upstream_forward_bytes(upstream_conn *up, const char *p, size_t n);

@@ -1,0 +1,18 @@
+/* verb_scripts.h - the built-in verbs' Lua scripts, embedded at build time
+ * by lua/embed.cmake from lua/<name>.lua, each with its SHA-1 pinned then. */
+#ifndef VP_VERB_SCRIPTS_H
+#define VP_VERB_SCRIPTS_H
+
+#include <stddef.h>
+
+typedef struct verb_script {
+    const char *name; /* the file's name without .lua */
+    const char *body; /* NUL-terminated too */
+    size_t len;
+    const char *sha; /* 40 lower-case hex digits */
+} verb_script;
+
+extern const verb_script verb_scripts[];
+extern const int verb_scripts_count;
+
+#endif

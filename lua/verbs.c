@@ -1,0 +1,580 @@
+#include "lua/verbs.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <openssl/sha.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lua/verb_scripts.h"
+
+/* ---- Redis's number parsing ---- */
+
+/* Redis's string2ll: optional '-', no '+', no leading zeros, no spaces, in
+ * range. */
+static int parse_ll(const resp_arg *a, long long *out)
+{
+    const char *p = a->ptr;
+    size_t n = a->len;
+    if (n == 0 || n > 20) return 0;
+    if (n == 1 && p[0] == '0') {
+        *out = 0;
+        return 1;
+    }
+    int neg = p[0] == '-';
+    size_t i = neg;
+    if (i >= n || p[i] < '1' || p[i] > '9') return 0;
+    unsigned long long v = 0;
+    for (; i < n; i++) {
+        if (p[i] < '0' || p[i] > '9') return 0;
+        unsigned long long d = (unsigned long long)(p[i] - '0');
+        if (v > (ULLONG_MAX - d) / 10) return 0;
+        v = v * 10 + d;
+    }
+    if (neg) {
+        if (v > (unsigned long long)LLONG_MAX + 1) return 0;
+        *out = v == (unsigned long long)LLONG_MAX + 1 ? LLONG_MIN : -(long long)v;
+    } else {
+        if (v > (unsigned long long)LLONG_MAX) return 0;
+        *out = (long long)v;
+    }
+    return 1;
+}
+
+/* Redis's string2d (getDoubleFromObject): strtod over the whole argument,
+ * no leading space, not NaN, no overflow to infinity (written "inf" is
+ * fine). */
+static int parse_double(const resp_arg *a, double *out)
+{
+    char small[128];
+    char *buf = a->len < sizeof(small) ? small : malloc(a->len + 1);
+    if (!buf) return 0;
+    memcpy(buf, a->ptr, a->len);
+    buf[a->len] = '\0';
+    int ok = 0;
+    if (a->len > 0 && !isspace((unsigned char)buf[0]) && strlen(buf) == a->len) {
+        char *end;
+        errno = 0;
+        double v = strtod(buf, &end);
+        ok = *end == '\0' && !isnan(v) &&
+             !(errno == ERANGE && (v == HUGE_VAL || v == -HUGE_VAL || fpclassify(v) == FP_ZERO));
+        if (ok) *out = v;
+    }
+    if (buf != small) free(buf);
+    return ok;
+}
+
+static int arg_is(const resp_arg *a, const char *lower)
+{
+    size_t n = strlen(lower);
+    if (a->len != n) return 0;
+    for (size_t i = 0; i < n; i++)
+        if (tolower((unsigned char)a->ptr[i]) != lower[i]) return 0;
+    return 1;
+}
+
+static int fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int fail(char *err, size_t errlen, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+#define ERR_SYNTAX "ERR syntax error"
+#define ERR_FLOAT "ERR value is not a valid float"
+#define ERR_INT "ERR value is not an integer or out of range"
+#define ERR_POSITIVE "ERR value is out of range, must be positive"
+
+static int check_float(const resp_arg *a, char *err, size_t errlen)
+{
+    double d;
+    return parse_double(a, &d) ? 0 : fail(err, errlen, ERR_FLOAT);
+}
+
+static int check_float_or_now(const resp_arg *a, char *err, size_t errlen)
+{
+    return arg_is(a, "now") ? 0 : check_float(a, err, errlen);
+}
+
+/* COUNT and LIMIT: an integer, not below 0. */
+static int check_count(const resp_arg *a, char *err, size_t errlen)
+{
+    long long v;
+    if (!parse_ll(a, &v)) return fail(err, errlen, ERR_INT);
+    return v < 0 ? fail(err, errlen, ERR_POSITIVE) : 0;
+}
+
+/* A time in milliseconds: an integer above 0, as SET ... PX wants it. */
+static int check_ms(const verb_def *v, const resp_arg *a, char *err, size_t errlen)
+{
+    long long ms;
+    if (!parse_ll(a, &ms)) return fail(err, errlen, ERR_INT);
+    return ms <= 0 ? fail(err, errlen, "ERR invalid expire time in '%s' command", v->name) : 0;
+}
+
+/* ---- the built-in verbs' checks (arity is already right) ---- */
+
+static int check_ztick(const verb_def *v, int argc, const resp_arg *argv, verb_call *call, char *err,
+                       size_t errlen)
+{
+    (void)v;
+    (void)call;
+    if (check_float(&argv[2], err, errlen) || check_float(&argv[3], err, errlen)) return -1;
+    if (argc == 5 && !arg_is(&argv[4], "withscores")) return fail(err, errlen, ERR_SYNTAX);
+    if (argc > 5) return fail(err, errlen, ERR_SYNTAX);
+    return 0;
+}
+
+static int check_qpop(const verb_def *v, int argc, const resp_arg *argv, verb_call *call, char *err,
+                      size_t errlen)
+{
+    for (int i = 2; i < argc; i++) {
+        int left = argc - i - 1; /* values after the option word */
+        if (arg_is(&argv[i], "count") && left >= 1) {
+            if (check_count(&argv[++i], err, errlen)) return -1;
+        } else if (arg_is(&argv[i], "maxscore") && left >= 1) {
+            if (check_float_or_now(&argv[++i], err, errlen)) return -1;
+        } else if (arg_is(&argv[i], "lease") && left >= 2) {
+            if (check_ms(v, &argv[i + 2], err, errlen)) return -1;
+            call->keys[1] = i + 1; /* the last LEASE wins, as in the script */
+            call->nkeys = 2;
+            i += 2;
+        } else {
+            return fail(err, errlen, ERR_SYNTAX);
+        }
+    }
+    return 0;
+}
+
+static int check_qextend(const verb_def *v, int argc, const resp_arg *argv, verb_call *call, char *err,
+                         size_t errlen)
+{
+    (void)argc;
+    (void)call;
+    return check_ms(v, &argv[3], err, errlen);
+}
+
+static int check_qreclaim(const verb_def *v, int argc, const resp_arg *argv, verb_call *call, char *err,
+                          size_t errlen)
+{
+    (void)v;
+    (void)call;
+    if (check_float_or_now(&argv[3], err, errlen)) return -1;
+    for (int i = 4; i < argc; i++) {
+        if (arg_is(&argv[i], "count") && i + 1 < argc) {
+            if (check_count(&argv[++i], err, errlen)) return -1;
+        } else {
+            return fail(err, errlen, ERR_SYNTAX);
+        }
+    }
+    return 0;
+}
+
+static int check_lockrenew(const verb_def *v, int argc, const resp_arg *argv, verb_call *call, char *err,
+                           size_t errlen)
+{
+    (void)call;
+    return check_ms(v, &argv[argc - 1], err, errlen);
+}
+
+static int check_hsetver(const verb_def *v, int argc, const resp_arg *argv, verb_call *call, char *err,
+                         size_t errlen)
+{
+    (void)call;
+    long long ver;
+    if ((argc - 3) % 2 != 0)
+        return fail(err, errlen, "ERR wrong number of arguments for '%s' command", v->name);
+    return parse_ll(&argv[2], &ver) ? 0 : fail(err, errlen, ERR_INT);
+}
+
+static int check_zwindow(const verb_def *v, int argc, const resp_arg *argv, verb_call *call, char *err,
+                         size_t errlen)
+{
+    (void)call;
+    if (check_ms(v, &argv[2], err, errlen)) return -1;
+    for (int i = 4; i < argc; i++) {
+        if (arg_is(&argv[i], "limit") && i + 1 < argc) {
+            if (check_count(&argv[++i], err, errlen)) return -1;
+        } else {
+            return fail(err, errlen, ERR_SYNTAX);
+        }
+    }
+    return 0;
+}
+
+/* body/sha are filled from the embedded scripts by verbs_build. */
+static verb_def builtins[] = {
+    {.name = "ztick",
+     .syntax = "ZTICK key delta threshold [WITHSCORES]",
+     .summary = "Adds delta to every member's score, then removes and returns the members whose new score "
+                "is at least threshold (a conveyor tick).",
+     .group = "sorted-set",
+     .arity = -4,
+     .numkeys = 1,
+     .hidden_max_members = 1,
+     .check = check_ztick},
+    {.name = "qpop",
+     .syntax = "QPOP key [COUNT count] [MAXSCORE max|NOW] [LEASE leasekey ms]",
+     .summary = "Pops the lowest-score members of a priority queue, optionally only those due by MAXSCORE, "
+                "optionally leasing them into leasekey until server time + ms.",
+     .group = "sorted-set",
+     .arity = -2,
+     .numkeys = 1,
+     .check = check_qpop},
+    {.name = "qack",
+     .syntax = "QACK leasekey member [member ...]",
+     .summary = "Removes finished members from a lease set; returns how many were removed.",
+     .group = "sorted-set",
+     .arity = -3,
+     .numkeys = 1},
+    {.name = "qextend",
+     .syntax = "QEXTEND leasekey member ms",
+     .summary = "Moves a leased member's deadline to server time + ms; 1, or 0 if it is not leased.",
+     .group = "sorted-set",
+     .arity = 4,
+     .numkeys = 1,
+     .check = check_qextend},
+    {.name = "qreclaim",
+     .syntax = "QRECLAIM leasekey key score|NOW [COUNT count]",
+     .summary = "Moves members whose lease deadline has passed back into the queue at score; returns them.",
+     .group = "sorted-set",
+     .arity = -4,
+     .numkeys = 2,
+     .check = check_qreclaim},
+    {.name = "lockrelease",
+     .syntax = "LOCKRELEASE key token",
+     .summary = "Deletes the lock only if its value is token; 1 or 0.",
+     .group = "string",
+     .arity = 3,
+     .numkeys = 1},
+    {.name = "lockrenew",
+     .syntax = "LOCKRENEW key token ms",
+     .summary = "Sets the lock's time to live to ms only if its value is token; 1 or 0.",
+     .group = "string",
+     .arity = 4,
+     .numkeys = 1,
+     .check = check_lockrenew},
+    {.name = "lockhandover",
+     .syntax = "LOCKHANDOVER key oldtoken newtoken ms",
+     .summary = "Gives the lock to newtoken with time to live ms only if it is held by oldtoken; 1 or 0.",
+     .group = "string",
+     .arity = 5,
+     .numkeys = 1,
+     .check = check_lockrenew},
+    {.name = "hsetver",
+     .syntax = "HSETVER key version field value [field value ...]",
+     .summary = "Writes the fields and the version field only if the stored version is missing or not "
+                "greater than version; 1 applied, 0 outdated.",
+     .group = "hash",
+     .arity = -5,
+     .numkeys = 1,
+     .check = check_hsetver},
+    {.name = "zwindow",
+     .syntax = "ZWINDOW key window-ms member [LIMIT max]",
+     .summary = "Sliding-window log on the server clock: drops entries older than the window, adds member "
+                "unless LIMIT is reached; returns [added, count].",
+     .group = "sorted-set",
+     .arity = -4,
+     .numkeys = 1,
+     .check = check_zwindow},
+};
+#define NBUILTINS ((int)(sizeof(builtins) / sizeof(builtins[0])))
+
+static int builtins_ready;
+
+/* Attach the embedded scripts to the built-ins (once). */
+static void builtins_init(void)
+{
+    if (builtins_ready) return;
+    for (int i = 0; i < NBUILTINS; i++) {
+        verb_def *v = &builtins[i];
+        v->source = "builtin";
+        for (int j = 0; j < verb_scripts_count; j++) {
+            if (strcmp(verb_scripts[j].name, v->name) == 0) {
+                v->body = verb_scripts[j].body;
+                v->body_len = verb_scripts[j].len;
+                memcpy(v->sha, verb_scripts[j].sha, 40);
+                v->sha[40] = '\0';
+            }
+        }
+        if (!v->body) {
+            /* The build embeds every script in lua/: a missing one is a build bug. */
+            fprintf(stderr, "verbproxy: built-in verb %s has no embedded script (lua/%s.lua)\n", v->name,
+                    v->name);
+            abort();
+        }
+    }
+    builtins_ready = 1;
+}
+
+const verb_def *verbs_builtin(int *count)
+{
+    builtins_init();
+    *count = NBUILTINS;
+    return builtins;
+}
+
+const verb_def *verbs_find_builtin(const char *lower)
+{
+    builtins_init();
+    for (int i = 0; i < NBUILTINS; i++)
+        if (strcmp(builtins[i].name, lower) == 0) return &builtins[i];
+    return NULL;
+}
+
+void verbs_sha1_hex(const char *p, size_t n, char out[41])
+{
+    unsigned char md[SHA_DIGEST_LENGTH];
+    SHA1((const unsigned char *)p, n, md);
+    for (int i = 0; i < SHA_DIGEST_LENGTH; i++)
+        snprintf(out + 2 * i, 3, "%02x", md[i]);
+}
+
+/* ---- custom verbs ---- */
+
+void verbs_free_def(verb_def *v)
+{
+    if (!v || !v->owned) return;
+    free((char *)v->syntax);
+    free((char *)v->summary);
+    free((char *)v->body);
+    free((char *)v->source);
+    free(v);
+}
+
+static char *read_whole_file(const char *path, size_t *len, char *err, size_t errlen)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        fail(err, errlen, "cannot read script %s: %s", path, strerror(errno));
+        return NULL;
+    }
+    size_t cap = 4096, n = 0;
+    char *buf = malloc(cap);
+    size_t got;
+    while (buf && (got = fread(buf + n, 1, cap - n - 1, f)) > 0) {
+        n += got;
+        if (cap - n - 1 == 0) buf = realloc(buf, cap *= 2);
+    }
+    fclose(f);
+    if (!buf) abort();
+    buf[n] = '\0';
+    *len = n;
+    return buf;
+}
+
+static int parse_int_word(const char *s, int *out)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (*s == '\0' || *end != '\0' || errno || v < INT_MIN || v > INT_MAX) return 0;
+    *out = (int)v;
+    return 1;
+}
+
+int verbs_parse_custom(const char *value, const char *basedir, verb_def **out, char *err, size_t errlen)
+{
+    char copy[1024];
+    if (snprintf(copy, sizeof(copy), "%s", value) >= (int)sizeof(copy))
+        return fail(err, errlen, "verb line too long");
+    char *words[8];
+    int nw = 0;
+    for (char *save = NULL, *w = strtok_r(copy, " \t", &save); w; w = strtok_r(NULL, " \t", &save)) {
+        if (nw == 8)
+            return fail(err, errlen, "too many words: expected NAME path numkeys N [arity A] [readonly]");
+        words[nw++] = w;
+    }
+    if (nw < 4 || strcasecmp(words[2], "numkeys") != 0)
+        return fail(err, errlen, "expected NAME path numkeys N [arity A] [readonly]");
+
+    char lower[VERB_NAME_MAX];
+    size_t nl = strlen(words[0]);
+    if (nl == 0 || nl >= sizeof(lower))
+        return fail(err, errlen, "verb name must be 1 to %d characters", VERB_NAME_MAX - 1);
+    for (size_t i = 0; i <= nl; i++) {
+        unsigned char ch = (unsigned char)words[0][i];
+        if (ch && !isalnum(ch) && ch != '_' && ch != '-' && ch != '.')
+            return fail(err, errlen, "verb name '%s' may hold only letters, digits, '_', '-' and '.'",
+                        words[0]);
+        lower[i] = (char)tolower(ch);
+    }
+    if (verbs_is_redis_command(lower))
+        return fail(err, errlen, "verb '%s' would shadow the Redis command %s", words[0], lower);
+    if (verbs_find_builtin(lower))
+        return fail(err, errlen, "verb '%s' would shadow the built-in verb %s", words[0], lower);
+    if (strcmp(lower, "verbproxy") == 0)
+        return fail(err, errlen, "verb '%s' would shadow the proxy's own VERBPROXY command", words[0]);
+
+    int numkeys;
+    if (!parse_int_word(words[3], &numkeys) || numkeys < 0 || numkeys > VERB_MAX_KEYS)
+        return fail(err, errlen, "numkeys must be 0 to %d, not '%s'", VERB_MAX_KEYS, words[3]);
+    int arity = -(1 + numkeys), readonly = 0;
+    for (int i = 4; i < nw; i++) {
+        if (strcasecmp(words[i], "arity") == 0 && i + 1 < nw) {
+            if (!parse_int_word(words[++i], &arity) || arity == 0 || arity == 1 || arity == -1)
+                return fail(err, errlen, "arity must be a Redis arity (name included: 2, -2, ...), not '%s'",
+                            words[i]);
+        } else if (strcasecmp(words[i], "readonly") == 0) {
+            readonly = 1;
+        } else {
+            return fail(err, errlen, "unexpected '%s': expected [arity A] [readonly]", words[i]);
+        }
+    }
+    /* The keys must fit in every call the arity allows. */
+    int min_args = arity > 0 ? arity : -arity;
+    if (min_args < 1 + numkeys)
+        return fail(err, errlen, "arity %d leaves no room for %d keys", arity, numkeys);
+
+    char path[4096];
+    if (words[1][0] == '/' || !basedir || !*basedir)
+        snprintf(path, sizeof(path), "%s", words[1]);
+    else
+        snprintf(path, sizeof(path), "%s/%s", basedir, words[1]);
+    size_t len;
+    char *body = read_whole_file(path, &len, err, errlen);
+    if (!body) return -1;
+
+    verb_def *v = calloc(1, sizeof(*v));
+    if (!v) abort();
+    memcpy(v->name, lower, nl + 1);
+    char syntax[256];
+    int n = snprintf(syntax, sizeof(syntax), "%s", words[0]);
+    for (size_t i = 0; words[0][i]; i++)
+        syntax[i] = (char)toupper((unsigned char)words[0][i]);
+    for (int k = 0; k < numkeys && n < (int)sizeof(syntax); k++)
+        n += snprintf(syntax + n, sizeof(syntax) - (size_t)n, " key%s",
+                      numkeys > 1 ? (char[]){(char)('1' + k), 0} : "");
+    if (n < (int)sizeof(syntax)) snprintf(syntax + n, sizeof(syntax) - (size_t)n, " [arg ...]");
+    v->syntax = strdup(syntax);
+    char summary[4200];
+    snprintf(summary, sizeof(summary), "Custom verb: runs %s with %d key%s.", path, numkeys,
+             numkeys == 1 ? "" : "s");
+    v->summary = strdup(summary);
+    v->group = "scripting";
+    v->arity = arity;
+    v->numkeys = numkeys;
+    v->readonly = readonly;
+    v->body = body;
+    v->body_len = len;
+    verbs_sha1_hex(body, len, v->sha);
+    v->source = strdup(path);
+    v->owned = 1;
+    if (!v->syntax || !v->summary || !v->source) abort();
+    *out = v;
+    return 0;
+}
+
+/* ---- the table ---- */
+
+static unsigned name_hash(const char *lower, size_t len)
+{
+    unsigned h = 2166136261u; /* FNV-1a */
+    for (size_t i = 0; i < len; i++)
+        h = (h ^ (unsigned char)lower[i]) * 16777619u;
+    return h;
+}
+
+static void append(char **buf, size_t *len, size_t *cap, const char *p, size_t n)
+{
+    if (*len + n > *cap) {
+        while (*len + n > *cap)
+            *cap = *cap ? *cap * 2 : 4096;
+        *buf = realloc(*buf, *cap);
+        if (!*buf) abort();
+    }
+    memcpy(*buf + *len, p, n);
+    *len += n;
+}
+
+int verbs_build(verb_table *t, verb_def **custom, int ncustom, long long ztick_max_members, char *err,
+                size_t errlen)
+{
+    memset(t, 0, sizeof(*t));
+    builtins_init();
+    t->count = NBUILTINS + ncustom;
+    t->verbs = calloc((size_t)t->count, sizeof(*t->verbs));
+    t->broken = calloc((size_t)t->count, 1);
+    if (!t->verbs || !t->broken) abort();
+    for (int i = 0; i < NBUILTINS; i++)
+        t->verbs[i] = &builtins[i];
+    for (int i = 0; i < ncustom; i++)
+        t->verbs[NBUILTINS + i] = custom[i];
+    for (int i = 0; i < t->count; i++)
+        t->verbs[i]->id = i;
+    snprintf(t->ztick_max, sizeof(t->ztick_max), "%lld", ztick_max_members);
+
+    t->nslots = 16;
+    while (t->nslots < t->count * 4)
+        t->nslots *= 2;
+    t->slots = malloc((size_t)t->nslots * sizeof(int));
+    if (!t->slots) abort();
+    for (int i = 0; i < t->nslots; i++)
+        t->slots[i] = -1;
+    for (int i = 0; i < t->count; i++) {
+        const char *name = t->verbs[i]->name;
+        if (verbs_find(t, name, strlen(name))) {
+            fail(err, errlen, "verb '%s' is defined twice", name);
+            verbs_free(t);
+            return -1;
+        }
+        unsigned s = name_hash(name, strlen(name)) & (unsigned)(t->nslots - 1);
+        while (t->slots[s] >= 0)
+            s = (s + 1) & (unsigned)(t->nslots - 1);
+        t->slots[s] = i;
+    }
+
+    size_t cap = 0;
+    for (int i = 0; i < t->count; i++) {
+        const verb_def *v = t->verbs[i];
+        char head[64];
+        int n = snprintf(head, sizeof(head), "*3\r\n$6\r\nSCRIPT\r\n$4\r\nLOAD\r\n$%zu\r\n", v->body_len);
+        append(&t->load_cmds, &t->load_len, &cap, head, (size_t)n);
+        append(&t->load_cmds, &t->load_len, &cap, v->body, v->body_len);
+        append(&t->load_cmds, &t->load_len, &cap, "\r\n", 2);
+    }
+    return 0;
+}
+
+void verbs_free(verb_table *t)
+{
+    free(t->verbs);
+    free(t->slots);
+    free(t->broken);
+    free(t->load_cmds);
+    memset(t, 0, sizeof(*t));
+}
+
+const verb_def *verbs_find(const verb_table *t, const char *name, size_t len)
+{
+    if (len == 0 || len >= VERB_NAME_MAX || t->nslots == 0) return NULL;
+    char lower[VERB_NAME_MAX];
+    for (size_t i = 0; i < len; i++) {
+        char ch = name[i];
+        lower[i] = ch >= 'A' && ch <= 'Z' ? (char)(ch + 32) : ch;
+    }
+    unsigned s = name_hash(lower, len) & (unsigned)(t->nslots - 1);
+    for (; t->slots[s] >= 0; s = (s + 1) & (unsigned)(t->nslots - 1)) {
+        const verb_def *v = t->verbs[t->slots[s]];
+        if (strlen(v->name) == len && memcmp(v->name, lower, len) == 0) return v;
+    }
+    return NULL;
+}
+
+int verbs_check(const verb_def *v, int argc, const resp_arg *argv, verb_call *call, char *err, size_t errlen)
+{
+    if ((v->arity > 0 && argc != v->arity) || (v->arity < 0 && argc < -v->arity))
+        return fail(err, errlen, "ERR wrong number of arguments for '%s' command", v->name);
+    call->nkeys = v->numkeys;
+    for (int i = 0; i < v->numkeys; i++)
+        call->keys[i] = 1 + i;
+    call->first_arg = 1 + v->numkeys;
+    return v->check ? v->check(v, argc, argv, call, err, errlen) : 0;
+}

@@ -1,0 +1,103 @@
+/* verbs.h - the verb table: which command names are virtual verbs, how their
+ * arguments are checked, and how each maps onto its script's KEYS and ARGV.
+ *
+ * A verb call `NAME a1 a2 ...` becomes
+ *     EVALSHA <sha> <nkeys> <keys...> <hidden args...> <a_first_arg ...>
+ * where the keys are the verb's leading key arguments plus any key found in
+ * an option (QPOP's LEASE), and every argument after the leading keys goes to
+ * ARGV verbatim (see lua/README.md for each verb's contract).
+ *
+ * Built-in verbs come from lua/<name>.lua (embedded, SHA pinned at build
+ * time); custom verbs from `verb` lines in the config, read at start-up.
+ * The table is built once at start-up and read-only afterwards, except for
+ * the `broken` mark set when an upstream disagrees about a script's SHA. */
+#ifndef VP_VERBS_H
+#define VP_VERBS_H
+
+#include <stddef.h>
+
+#include "protocol/resp_request.h"
+
+#define VERB_NAME_MAX 32
+#define VERB_MAX_KEYS 4
+#define VERB_ERR_MAX 192
+
+/* What one call sends: the argv indexes of its keys (in KEYS order) and
+ * where ARGV continues after the leading keys. */
+typedef struct verb_call {
+    int nkeys;
+    int keys[VERB_MAX_KEYS];
+    int first_arg;
+} verb_call;
+
+typedef struct verb_def verb_def;
+
+/* Check a call whose arity is already right. 0, or -1 with the error text
+ * (without the leading '-', e.g. "ERR syntax error") in err. */
+typedef int (*verb_check_fn)(const verb_def *v, int argc, const resp_arg *argv, verb_call *call, char *err,
+                             size_t errlen);
+
+struct verb_def {
+    char name[VERB_NAME_MAX]; /* lower case */
+    const char *syntax;       /* "ZTICK key delta threshold [WITHSCORES]" */
+    const char *summary;
+    const char *group;      /* Redis's COMMAND DOCS group: "sorted-set", ... */
+    int arity;              /* Redis's convention: name included, negative = minimum */
+    int numkeys;            /* leading key arguments */
+    int readonly;           /* sent as EVALSHA_RO / EVAL_RO */
+    int hidden_max_members; /* ZTICK: ztick-max-members goes first in ARGV */
+    verb_check_fn check;    /* NULL: arity and keys only */
+    const char *body;       /* the script */
+    size_t body_len;
+    char sha[41];
+    const char *source; /* "builtin" or the script's path */
+    int owned;          /* custom: syntax, summary, body, source are malloc'd */
+    int id;             /* index in the table */
+};
+
+typedef struct verb_table {
+    verb_def **verbs; /* built-ins first, then custom verbs in config order */
+    int count;
+    int *slots; /* open-addressing hash of names -> index, -1 = empty */
+    int nslots;
+    unsigned char *broken; /* [count] an upstream's SCRIPT LOAD gave another SHA */
+    char ztick_max[24];    /* the hidden argument, as text */
+    /* "SCRIPT LOAD <body>" for every verb, in table order, as one RESP
+     * buffer: sent whole before a connection's first verb. */
+    char *load_cmds;
+    size_t load_len;
+} verb_table;
+
+/* The built-in verbs (static). */
+const verb_def *verbs_builtin(int *count);
+const verb_def *verbs_find_builtin(const char *lower);
+/* Is it one of Redis's own command names (lower case)? */
+int verbs_is_redis_command(const char *lower);
+
+/* Parse a `verb` directive's value, "NAME path numkeys N [arity A]
+ * [readonly]", reading the script (a relative path is taken from basedir,
+ * NULL = the working directory). 0 with *out set (free with verbs_free_def),
+ * or -1 with a reason in err. Refuses names of Redis commands, of built-in
+ * verbs and "verbproxy". */
+int verbs_parse_custom(const char *value, const char *basedir, verb_def **out, char *err, size_t errlen);
+void verbs_free_def(verb_def *v);
+
+/* Build the table from the built-ins and the custom verbs (which stay the
+ * caller's: the config owns them). -1 with a reason if two verbs share a
+ * name. */
+int verbs_build(verb_table *t, verb_def **custom, int ncustom, long long ztick_max_members, char *err,
+                size_t errlen);
+void verbs_free(verb_table *t);
+
+/* The verb called `name` (any case), or NULL. The hot path: every command
+ * is looked up. */
+const verb_def *verbs_find(const verb_table *t, const char *name, size_t len);
+
+/* Check a call: arity, then the verb's own checks. 0 with *call filled, or
+ * -1 with the error text (no leading '-') in err. */
+int verbs_check(const verb_def *v, int argc, const resp_arg *argv, verb_call *call, char *err, size_t errlen);
+
+/* SHA-1 of a buffer as 40 lower-case hex digits (OpenSSL's libcrypto). */
+void verbs_sha1_hex(const char *p, size_t n, char out[41]);
+
+#endif

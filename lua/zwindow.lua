@@ -1,0 +1,110 @@
+#!lua
+-- ZWINDOW key window-ms member [LIMIT max]
+--
+-- KEYS[1]  the window, a sorted set of member -> time in ms
+-- ARGV[1]  window-ms, a positive integer
+-- ARGV[2]  the member to log
+-- ARGV     then options: LIMIT max, a non-negative integer (keyword in any
+--          case, last one wins)
+--
+-- A sliding-window log on the server clock: removes the entries with score
+-- <= now - window-ms, then adds member with score now, unless LIMIT was
+-- given and the window already holds max entries. A member already in the
+-- window has its time refreshed, and that counts as added. When it adds,
+-- it sets the key's time to live to window-ms, so an idle window frees
+-- itself.
+-- Reply: [added, count], added 1 or 0, count the entries afterwards.
+
+local function err(msg)
+  return redis.error_reply(msg)
+end
+
+-- Redis's string2ll: optional '-', no '+', no leading zeros ('0' itself is
+-- fine), no spaces, within int64. Lua numbers are doubles, so the range is
+-- checked on the digits. Returns the value (exact below 2^53) or nil.
+local function parse_int(s)
+  if s == '0' then
+    return 0
+  end
+  local sign, digits = string.match(s, '^(%-?)([1-9]%d*)$')
+  if digits == nil or #digits > 19 then
+    return nil
+  end
+  if #digits == 19 then
+    local limit = (sign == '-') and '9223372036854775808' or '9223372036854775807'
+    if digits > limit then
+      return nil
+    end
+  end
+  return tonumber(s)
+end
+
+-- Whether server time + ms passes the int64 range, which PEXPIRE refuses.
+-- ms is a valid positive int64 string; it is compared exactly, as two
+-- halves of at most 10 and 9 digits, with LLONG_MAX - now.
+local function ttl_overflows(ms)
+  if #ms < 19 then
+    return false -- below 10^18, far from LLONG_MAX - now
+  end
+  local t = redis.call('TIME')
+  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  local room_high = 9223372036 - math.floor(now / 1e9)
+  local room_low = 854775807 - now % 1e9
+  if room_low < 0 then
+    room_high, room_low = room_high - 1, room_low + 1e9
+  end
+  local high, low = tonumber(string.sub(ms, 1, -10)), tonumber(string.sub(ms, -9))
+  return high > room_high or (high == room_high and low > room_low)
+end
+
+if #KEYS ~= 1 or #ARGV < 2 then
+  return err("ERR wrong number of arguments for 'zwindow' command")
+end
+local key, window, member = KEYS[1], ARGV[1], ARGV[2]
+local window_ms = parse_int(window)
+if window_ms == nil then
+  return err('ERR value is not an integer or out of range')
+end
+if window_ms <= 0 or ttl_overflows(window) then
+  return err("ERR invalid expire time in 'zwindow' command")
+end
+
+local limit -- nil without LIMIT
+local i = 3
+while i <= #ARGV do
+  if string.lower(ARGV[i]) == 'limit' and i + 1 <= #ARGV then
+    limit = parse_int(ARGV[i + 1])
+    if limit == nil then
+      return err('ERR value is not an integer or out of range')
+    end
+    if limit < 0 then
+      return err('ERR value is out of range, must be positive')
+    end
+    i = i + 2
+  else
+    return err('ERR syntax error')
+  end
+end
+
+local kind = redis.call('TYPE', key).ok
+if kind ~= 'zset' and kind ~= 'none' then
+  return err('WRONGTYPE Operation against a key holding the wrong kind of value')
+end
+
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+-- Lua numbers: Redis formats them with %.17g, exactly.
+redis.call('ZREMRANGEBYSCORE', key, '-inf', now - window_ms)
+local count = redis.call('ZCARD', key)
+local present = redis.call('ZSCORE', key, member)
+if not present and limit and count >= limit then
+  return { 0, count }
+end
+redis.call('ZADD', key, now, member)
+if not present then
+  count = count + 1
+end
+-- window-ms goes as the client's digits: a Lua number would be formatted
+-- as 1e+17 from 10^17 on.
+redis.call('PEXPIRE', key, window)
+return { 1, count }

@@ -1,0 +1,243 @@
+#include "proxy/admin.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "protocol/resp_frame.h"
+#include "proxy/command.h"
+
+/* ---- RESP writers ---- */
+
+static void put_fmt(vp_buf *b, const char *fmt, long long v)
+{
+    char t[32];
+    int n = snprintf(t, sizeof(t), fmt, v);
+    vp_buf_append(b, t, (size_t)n);
+}
+
+static void put_bulk(vp_buf *b, const char *s, size_t n)
+{
+    put_fmt(b, "$%lld\r\n", (long long)n);
+    vp_buf_append(b, s, n);
+    vp_buf_append(b, "\r\n", 2);
+}
+
+static void put_str(vp_buf *b, const char *s)
+{
+    put_bulk(b, s, strlen(s));
+}
+
+#define PUT_LIT(b, lit) vp_buf_append((b), (lit), sizeof(lit) - 1)
+
+static void put_error(vp_buf *b, const char *s)
+{
+    vp_buf_append(b, "-", 1);
+    vp_buf_append(b, s, strlen(s));
+    vp_buf_append(b, "\r\n", 2);
+}
+
+/* ---- VERBPROXY ---- */
+
+int admin_is_own_command(const resp_arg *name)
+{
+    return name->len == 9 && cmd_arg_is(name, "verbproxy");
+}
+
+static void admin_verbs(const verb_table *t, vp_buf *out)
+{
+    put_fmt(out, "*%lld\r\n", t->count);
+    for (int i = 0; i < t->count; i++) {
+        const verb_def *v = t->verbs[i];
+        PUT_LIT(out, "*7\r\n");
+        put_str(out, v->name);
+        put_str(out, v->syntax);
+        put_str(out, v->sha);
+        put_fmt(out, ":%lld\r\n", v->arity);
+        put_fmt(out, ":%lld\r\n", v->numkeys);
+        put_str(out, v->readonly ? "readonly" : "write");
+        put_str(out, v->source);
+    }
+}
+
+static void admin_stats(const vp_stats *s, vp_buf *out)
+{
+    char text[2048];
+    size_t n = stats_format(s, text, sizeof(text), ":", "\r\n");
+    put_bulk(out, text, n);
+}
+
+static void admin_help(vp_buf *out)
+{
+    static const char *const lines[] = {
+        "VERBPROXY <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+        "VERBS",
+        "    Return the virtual verbs: name, syntax, pinned SHA-1, arity, number of leading keys,",
+        "    write|readonly, source (builtin or the script's path).",
+        "STATS",
+        "    Return the proxy's counters, INFO style (noscript_recoveries, ...).",
+        "HELP",
+        "    Print this help.",
+    };
+    int n = (int)(sizeof(lines) / sizeof(lines[0]));
+    put_fmt(out, "*%lld\r\n", n);
+    for (int i = 0; i < n; i++) {
+        vp_buf_append(out, "+", 1);
+        vp_buf_append(out, lines[i], strlen(lines[i]));
+        vp_buf_append(out, "\r\n", 2);
+    }
+}
+
+void admin_command(const vp_server *srv, int argc, const resp_arg *argv, vp_buf *out)
+{
+    if (argc < 2) {
+        put_error(out, "ERR wrong number of arguments for 'verbproxy' command");
+        return;
+    }
+    const resp_arg *sub = &argv[1];
+    if (cmd_arg_is(sub, "verbs") || cmd_arg_is(sub, "stats") || cmd_arg_is(sub, "help")) {
+        if (argc != 2) {
+            char msg[96];
+            int n = snprintf(msg, sizeof(msg), "ERR wrong number of arguments for 'verbproxy|%.*s' command",
+                             (int)sub->len, sub->ptr);
+            for (int i = 4; i < n; i++)
+                if (msg[i] >= 'A' && msg[i] <= 'Z') msg[i] = (char)(msg[i] + 32);
+            put_error(out, msg);
+        } else if (cmd_arg_is(sub, "verbs")) {
+            admin_verbs(&srv->verbs, out);
+        } else if (cmd_arg_is(sub, "stats")) {
+            admin_stats(&srv->stats, out);
+        } else {
+            admin_help(out);
+        }
+        return;
+    }
+    /* Redis's wording for an unknown subcommand. */
+    char msg[160];
+    int n = snprintf(msg, sizeof(msg), "ERR unknown subcommand '%.*s'. Try VERBPROXY HELP.",
+                     (int)(sub->len > 64 ? 64 : sub->len), sub->ptr);
+    for (int i = 0; i < n; i++)
+        if (msg[i] == '\r' || msg[i] == '\n') msg[i] = ' ';
+    put_error(out, msg);
+}
+
+/* ---- COMMAND INFO / COMMAND DOCS ---- */
+
+admin_patch_kind admin_command_patch(const verb_table *t, int argc, const resp_arg *argv, int **verb_ids,
+                                     int *n)
+{
+    if (argc < 3 || argv[0].len != 7 || !cmd_arg_is(&argv[0], "command")) return ADMIN_PATCH_NONE;
+    admin_patch_kind kind;
+    if (cmd_arg_is(&argv[1], "info"))
+        kind = ADMIN_PATCH_INFO;
+    else if (cmd_arg_is(&argv[1], "docs"))
+        kind = ADMIN_PATCH_DOCS;
+    else
+        return ADMIN_PATCH_NONE;
+    int any = 0;
+    for (int i = 2; i < argc && !any; i++)
+        any = verbs_find(t, argv[i].ptr, argv[i].len) != NULL;
+    if (!any) return ADMIN_PATCH_NONE;
+    int *ids = vp_malloc((size_t)(argc - 2) * sizeof(int));
+    for (int i = 2; i < argc; i++) {
+        const verb_def *v = verbs_find(t, argv[i].ptr, argv[i].len);
+        ids[i - 2] = v ? v->id : -1;
+    }
+    *verb_ids = ids;
+    *n = argc - 2;
+    return kind;
+}
+
+/* Redis 7's COMMAND INFO entry for a verb (the RESP2 shape, which RESP3
+ * clients read too). */
+static void verb_info(const verb_def *v, vp_buf *out)
+{
+    PUT_LIT(out, "*10\r\n");
+    put_str(out, v->name);
+    put_fmt(out, ":%lld\r\n", v->arity);
+    if (v->readonly)
+        PUT_LIT(out, "*1\r\n+readonly\r\n");
+    else
+        PUT_LIT(out, "*1\r\n+write\r\n");
+    int k = v->numkeys;
+    put_fmt(out, ":%lld\r\n", k ? 1 : 0);
+    put_fmt(out, ":%lld\r\n", k);
+    put_fmt(out, ":%lld\r\n", k ? 1 : 0);
+    PUT_LIT(out, "*1\r\n+@scripting\r\n");
+    PUT_LIT(out, "*0\r\n*0\r\n*0\r\n"); /* tips, key specs, subcommands */
+}
+
+static void verb_docs(const verb_def *v, int resp3, vp_buf *out)
+{
+    char summary[1024];
+    snprintf(summary, sizeof(summary), "%s Syntax: %s", v->summary, v->syntax);
+    put_str(out, v->name);
+    if (resp3)
+        PUT_LIT(out, "%4\r\n");
+    else
+        PUT_LIT(out, "*8\r\n");
+    put_str(out, "summary");
+    put_str(out, summary);
+    put_str(out, "since");
+    put_str(out, VP_VERSION);
+    put_str(out, "group");
+    put_str(out, v->group);
+    put_str(out, "complexity");
+    put_str(out, "O(N) where N is the number of members the script reads or writes.");
+}
+
+/* The aggregate header at r: its type and count, and where its elements
+ * start. -1 if it is not one. */
+static int read_header(const char *r, size_t len, char *type, long long *count, size_t *body)
+{
+    if (len < 4 || (r[0] != '*' && r[0] != '%')) return -1;
+    const char *crlf = memchr(r, '\r', len);
+    if (!crlf) return -1;
+    char num[24];
+    size_t nl = (size_t)(crlf - r - 1);
+    if (nl == 0 || nl >= sizeof(num)) return -1;
+    memcpy(num, r + 1, nl);
+    num[nl] = '\0';
+    char *end;
+    *count = strtoll(num, &end, 10);
+    if (*end || *count < 0) return -1;
+    *type = r[0];
+    *body = (size_t)(crlf - r) + 2;
+    return 0;
+}
+
+int admin_patch_reply(const verb_table *t, admin_patch_kind kind, const int *verb_ids, int n,
+                      const char *reply, size_t len, vp_buf *out)
+{
+    char type;
+    long long count;
+    size_t body;
+    if (read_header(reply, len, &type, &count, &body) < 0) return -1;
+    if (kind == ADMIN_PATCH_DOCS) {
+        int m = 0;
+        for (int i = 0; i < n; i++)
+            m += verb_ids[i] >= 0;
+        int resp3 = type == '%';
+        put_fmt(out, resp3 ? "%%%lld\r\n" : "*%lld\r\n", count + (resp3 ? m : 2 * m));
+        vp_buf_append(out, reply + body, len - body);
+        for (int i = 0; i < n; i++)
+            if (verb_ids[i] >= 0) verb_docs(t->verbs[verb_ids[i]], resp3, out);
+        return 0;
+    }
+    /* INFO: one element per name, nil where Redis knows no such command. */
+    if (type != '*' || count != n) return -1;
+    vp_buf_append(out, reply, body);
+    size_t pos = body;
+    for (int i = 0; i < n; i++) {
+        resp_framer f;
+        resp_frame_reset(&f);
+        size_t used = 0;
+        if (resp_frame_scan(&f, reply + pos, len - pos, &used) != RESP_FRAME_DONE) return -1;
+        if (verb_ids[i] >= 0)
+            verb_info(t->verbs[verb_ids[i]], out);
+        else
+            vp_buf_append(out, reply + pos, used);
+        pos += used;
+    }
+    return pos == len ? 0 : -1;
+}

@@ -1,0 +1,334 @@
+/* The verb table: pinned SHA-1s against the files in lua/, lookup, every
+ * built-in verb's argument checks with Redis's wording, custom verbs from
+ * config lines. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "lua/verb_scripts.h"
+#include "lua/verbs.h"
+#include "proxy/config.h"
+
+static char *read_file(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    cr_assert(f, "cannot open %s", path);
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *buf = malloc((size_t)n + 1);
+    cr_assert_eq(fread(buf, 1, (size_t)n, f), (size_t)n);
+    fclose(f);
+    buf[n] = '\0';
+    *len = (size_t)n;
+    return buf;
+}
+
+Test(verbs, pinned_sha_and_body_match_the_files_in_lua)
+{
+    int n;
+    const verb_def *b = verbs_builtin(&n);
+    cr_assert_eq(n, 10);
+    for (int i = 0; i < n; i++) {
+        char path[512], sha[41];
+        snprintf(path, sizeof(path), "%s/lua/%s.lua", SOURCE_DIR, b[i].name);
+        size_t len;
+        char *file = read_file(path, &len);
+        verbs_sha1_hex(file, len, sha);
+        cr_expect_str_eq(b[i].sha, sha, "%s: pinned %s, file %s", b[i].name, b[i].sha, sha);
+        cr_expect_eq(b[i].body_len, len, "%s: embedded body is not the file", b[i].name);
+        cr_expect(memcmp(b[i].body, file, len) == 0, "%s: embedded body is not the file", b[i].name);
+        free(file);
+    }
+    /* every embedded script is a built-in verb */
+    cr_expect_eq(verb_scripts_count, n);
+}
+
+Test(verbs, sha1_is_openssls)
+{
+    char sha[41];
+    verbs_sha1_hex("abc", 3, sha);
+    cr_assert_str_eq(sha, "a9993e364706816aba3e25717850c26c9cd0d89d");
+}
+
+static verb_table table;
+
+static void build(void)
+{
+    char err[256];
+    cr_assert_eq(verbs_build(&table, NULL, 0, 100000, err, sizeof(err)), 0, "%s", err);
+}
+
+static void unbuild(void)
+{
+    verbs_free(&table);
+}
+
+TestSuite(verb_checks, .init = build, .fini = unbuild);
+
+Test(verb_checks, lookup_is_case_insensitive_and_exact)
+{
+    cr_assert(verbs_find(&table, "ZTICK", 5));
+    cr_assert(verbs_find(&table, "ztick", 5));
+    cr_assert(verbs_find(&table, "zTiCk", 5));
+    cr_assert_null(verbs_find(&table, "ztic", 4));
+    cr_assert_null(verbs_find(&table, "zticks", 6));
+    cr_assert_null(verbs_find(&table, "get", 3));
+    cr_assert_null(verbs_find(&table, "", 0));
+    cr_assert_str_eq(verbs_find(&table, "LockHandOver", 12)->name, "lockhandover");
+    cr_assert_str_eq(table.ztick_max, "100000");
+}
+
+/* Split "a b c" into argv (no spaces inside arguments in these tests). */
+static int split(char *line, resp_arg *argv)
+{
+    int n = 0;
+    for (char *save = NULL, *w = strtok_r(line, " ", &save); w; w = strtok_r(NULL, " ", &save))
+        argv[n++] = (resp_arg){w, strlen(w)};
+    return n;
+}
+
+/* The error for a call, or "" if it is accepted. */
+static const char *check(const char *cmd, verb_call *call)
+{
+    static char err[VERB_ERR_MAX];
+    static char line[512];
+    snprintf(line, sizeof(line), "%s", cmd);
+    resp_arg argv[32];
+    int argc = split(line, argv);
+    const verb_def *v = verbs_find(&table, argv[0].ptr, argv[0].len);
+    cr_assert(v, "%s is no verb", cmd);
+    verb_call dummy;
+    err[0] = '\0';
+    int rc = verbs_check(v, argc, argv, call ? call : &dummy, err, sizeof(err));
+    cr_assert((rc == 0) == (err[0] == '\0'), "%s: rc %d but err '%s'", cmd, rc, err);
+    return err;
+}
+
+#define OK(cmd) cr_expect_str_eq(check(cmd, NULL), "", "%s", cmd)
+#define ERR(cmd, text) cr_expect_str_eq(check(cmd, NULL), text, "%s", cmd)
+#define ARITY(cmd, name) ERR(cmd, "ERR wrong number of arguments for '" name "' command")
+#define SYNTAX "ERR syntax error"
+#define FLOAT "ERR value is not a valid float"
+#define INT "ERR value is not an integer or out of range"
+#define POSITIVE "ERR value is out of range, must be positive"
+
+Test(verb_checks, ztick)
+{
+    OK("ZTICK k 15 100");
+    OK("ztick k -1.5 1e3 WITHSCORES");
+    OK("ZTICK k inf -inf withscores");
+    ARITY("ZTICK k 15", "ztick");
+    ARITY("ZTICK", "ztick");
+    ERR("ZTICK k abc 100", FLOAT);
+    ERR("ZTICK k 1 nan", FLOAT);
+    ERR("ZTICK k 1 100x", FLOAT);
+    ERR("ZTICK k 1 100 WITHSCORE", SYNTAX);
+    ERR("ZTICK k 1 100 WITHSCORES x", SYNTAX);
+}
+
+Test(verb_checks, qpop_options_and_the_lease_key)
+{
+    verb_call call;
+    cr_assert_str_eq(check("QPOP q", &call), "");
+    cr_assert_eq(call.nkeys, 1);
+    cr_assert_eq(call.first_arg, 2);
+    cr_assert_str_eq(check("QPOP q COUNT 5 LEASE q:lease 30000 MAXSCORE NOW", &call), "");
+    cr_assert_eq(call.nkeys, 2);
+    cr_assert_eq(call.keys[0], 1);
+    cr_assert_eq(call.keys[1], 5, "the lease key is argv[5]");
+    cr_assert_eq(call.first_arg, 2);
+    OK("qpop q count 0 maxscore -inf");
+    OK("QPOP q MAXSCORE 17.5");
+    ERR("QPOP q COUNT", SYNTAX);
+    ERR("QPOP q COUNT x", INT);
+    ERR("QPOP q COUNT -1", POSITIVE);
+    ERR("QPOP q COUNT 01", INT);
+    ERR("QPOP q MAXSCORE later", FLOAT);
+    ERR("QPOP q LEASE q:lease", SYNTAX);
+    ERR("QPOP q LEASE q:lease 0", "ERR invalid expire time in 'qpop' command");
+    ERR("QPOP q LEASE q:lease -5", "ERR invalid expire time in 'qpop' command");
+    ERR("QPOP q LEASE q:lease 1.5", INT);
+    ERR("QPOP q BOGUS", SYNTAX);
+    ARITY("QPOP", "qpop");
+}
+
+Test(verb_checks, queue_helpers)
+{
+    OK("QACK l m");
+    OK("QACK l m1 m2 m3");
+    ARITY("QACK l", "qack");
+    OK("QEXTEND l m 1000");
+    ERR("QEXTEND l m 0", "ERR invalid expire time in 'qextend' command");
+    ERR("QEXTEND l m soon", INT);
+    ARITY("QEXTEND l m", "qextend");
+    ARITY("QEXTEND l m 1 2", "qextend");
+    verb_call call;
+    cr_assert_str_eq(check("QRECLAIM l q NOW COUNT 10", &call), "");
+    cr_assert_eq(call.nkeys, 2);
+    cr_assert_eq(call.keys[1], 2);
+    cr_assert_eq(call.first_arg, 3);
+    OK("QRECLAIM l q 0");
+    ERR("QRECLAIM l q x", FLOAT);
+    ERR("QRECLAIM l q 0 COUNT", SYNTAX);
+    ERR("QRECLAIM l q 0 COUNT -2", POSITIVE);
+    ERR("QRECLAIM l q 0 LIMIT 2", SYNTAX);
+    ARITY("QRECLAIM l q", "qreclaim");
+}
+
+Test(verb_checks, locks)
+{
+    OK("LOCKRELEASE k t");
+    ARITY("LOCKRELEASE k", "lockrelease");
+    ARITY("LOCKRELEASE k t x", "lockrelease");
+    OK("LOCKRENEW k t 30000");
+    ERR("LOCKRENEW k t 0", "ERR invalid expire time in 'lockrenew' command");
+    ERR("LOCKRENEW k t 9223372036854775808", INT);
+    OK("LOCKHANDOVER k a b 1000");
+    ERR("LOCKHANDOVER k a b -1", "ERR invalid expire time in 'lockhandover' command");
+    ARITY("LOCKHANDOVER k a b", "lockhandover");
+}
+
+Test(verb_checks, hsetver)
+{
+    OK("HSETVER h 3 f v");
+    OK("HSETVER h -9223372036854775808 f v g w");
+    OK("HSETVER h 9223372036854775807 f v");
+    ERR("HSETVER h 9223372036854775808 f v", INT);
+    ERR("HSETVER h +3 f v", INT);
+    ERR("HSETVER h 3.0 f v", INT);
+    ARITY("HSETVER h 3 f", "hsetver");
+    ARITY("HSETVER h 3 f v g", "hsetver");
+}
+
+Test(verb_checks, zwindow)
+{
+    OK("ZWINDOW k 1000 m");
+    OK("ZWINDOW k 1000 m LIMIT 0");
+    ERR("ZWINDOW k 0 m", "ERR invalid expire time in 'zwindow' command");
+    ERR("ZWINDOW k x m", INT);
+    ERR("ZWINDOW k 1000 m LIMIT", SYNTAX);
+    ERR("ZWINDOW k 1000 m LIMIT -1", POSITIVE);
+    ERR("ZWINDOW k 1000 m MAX 3", SYNTAX);
+    ARITY("ZWINDOW k 1000", "zwindow");
+}
+
+/* ---- custom verbs ---- */
+
+static char dir[64];
+
+static void make_dir(void)
+{
+    snprintf(dir, sizeof(dir), "/tmp/vp-verbs-XXXXXX");
+    cr_assert(mkdtemp(dir));
+    char path[128];
+    snprintf(path, sizeof(path), "%s/mine.lua", dir);
+    FILE *f = fopen(path, "w");
+    fputs("return redis.call('GET', KEYS[1])\n", f);
+    fclose(f);
+}
+
+static void remove_dir(void)
+{
+    char cmd[128];
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+    cr_assert_eq(system(cmd), 0);
+}
+
+TestSuite(custom_verbs, .init = make_dir, .fini = remove_dir);
+
+Test(custom_verbs, a_config_line_adds_a_verb)
+{
+    verb_def *v;
+    char err[256] = "";
+    cr_assert_eq(verbs_parse_custom("MyGet mine.lua numkeys 1 arity 2 readonly", dir, &v, err, sizeof(err)),
+                 0, "%s", err);
+    cr_assert_str_eq(v->name, "myget");
+    cr_assert_eq(v->arity, 2);
+    cr_assert_eq(v->numkeys, 1);
+    cr_assert(v->readonly);
+    char sha[41];
+    const char *body = "return redis.call('GET', KEYS[1])\n";
+    verbs_sha1_hex(body, strlen(body), sha);
+    cr_assert_str_eq(v->sha, sha);
+    char want[160];
+    snprintf(want, sizeof(want), "%s/mine.lua", dir);
+    cr_assert_str_eq(v->source, want);
+
+    verb_table t;
+    cr_assert_eq(verbs_build(&t, &v, 1, 0, err, sizeof(err)), 0, "%s", err);
+    cr_assert_eq(verbs_find(&t, "MYGET", 5), v);
+    cr_assert(verbs_find(&t, "qpop", 4));
+    cr_assert_str_eq(t.ztick_max, "0");
+    resp_arg argv[3] = {{"myget", 5}, {"k", 1}, {"x", 1}};
+    verb_call call;
+    cr_assert_eq(verbs_check(v, 3, argv, &call, err, sizeof(err)), -1);
+    cr_assert_str_eq(err, "ERR wrong number of arguments for 'myget' command");
+    cr_assert_eq(verbs_check(v, 2, argv, &call, err, sizeof(err)), 0);
+    cr_assert_eq(call.nkeys, 1);
+    cr_assert_eq(call.first_arg, 2);
+    /* the SCRIPT LOAD round holds every verb's body */
+    cr_assert(memmem(t.load_cmds, t.load_len, body, strlen(body)));
+    verbs_free(&t);
+    verbs_free_def(v);
+}
+
+static void refused(const char *line, const char *why)
+{
+    verb_def *v = NULL;
+    char err[256] = "";
+    cr_expect_eq(verbs_parse_custom(line, dir, &v, err, sizeof(err)), -1, "%s accepted", line);
+    cr_expect(strstr(err, why), "%s: '%s' does not say '%s'", line, err, why);
+}
+
+Test(custom_verbs, shadowing_and_bad_lines_are_refused)
+{
+    refused("get mine.lua numkeys 1", "shadow the Redis command get");
+    refused("EVALSHA mine.lua numkeys 1", "shadow the Redis command evalsha");
+    refused("ZTick mine.lua numkeys 1", "shadow the built-in verb ztick");
+    refused("verbproxy mine.lua numkeys 1", "VERBPROXY");
+    refused("mine missing.lua numkeys 1", "cannot read script");
+    refused("mine mine.lua numkeys x", "numkeys");
+    refused("mine mine.lua keys 1", "expected NAME path numkeys N");
+    refused("mine mine.lua numkeys 2 arity 2", "no room for 2 keys");
+    refused("mine mine.lua numkeys 1 arity 0", "arity");
+    refused("mine mine.lua numkeys 1 fast", "unexpected 'fast'");
+    refused("my/verb mine.lua numkeys 1", "may hold only");
+}
+
+Test(custom_verbs, from_the_config_file_relative_to_it)
+{
+    char conf[128];
+    snprintf(conf, sizeof(conf), "%s/vp.conf", dir);
+    FILE *f = fopen(conf, "w");
+    fputs("# custom verbs\nverb myget mine.lua numkeys 1\nztick-max-members 5\n", f);
+    fclose(f);
+    vp_config c;
+    conf_defaults(&c);
+    cr_assert_eq(c.ztick_max_members, 100000);
+    char err[512] = "";
+    cr_assert_eq(conf_load_file(&c, conf, err, sizeof(err)), 0, "%s", err);
+    cr_assert_eq(c.ncustom_verbs, 1);
+    cr_assert_str_eq(c.custom_verbs[0]->name, "myget");
+    cr_assert_eq(c.custom_verbs[0]->arity, -2);
+    cr_assert_eq(c.ztick_max_members, 5);
+    conf_free(&c);
+
+    f = fopen(conf, "w");
+    fputs("verb myget mine.lua numkeys 1\nverb MYGET mine.lua numkeys 1\n", f);
+    fclose(f);
+    conf_defaults(&c);
+    cr_assert_eq(conf_load_file(&c, conf, err, sizeof(err)), -1);
+    cr_assert(strstr(err, "vp.conf:2: verb 'myget' is defined twice"), "%s", err);
+    conf_free(&c);
+
+    f = fopen(conf, "w");
+    fputs("verb set mine.lua numkeys 1\n", f);
+    fclose(f);
+    conf_defaults(&c);
+    cr_assert_eq(conf_load_file(&c, conf, err, sizeof(err)), -1);
+    cr_assert(strstr(err, "vp.conf:1: verb 'set' would shadow the Redis command set"), "%s", err);
+    conf_free(&c);
+}
