@@ -175,16 +175,16 @@ run_verb() {
     local round=$1 verb=$2 path=$3 P=$4 n=$5 port ppid="" r0 r1 p0="" p1="" pus="" rus
     local words calls usec failed ecalls
     verb_case "$verb"
-    if [ "$path" = vp ]; then
-        port=$VPORT; ppid=$VPID; words=("${V_WORDS[@]}")
-    else
-        port=$RPORT; words=(EVALSHA "${SHA[$verb]}" "$V_NKEYS" "${V_WORDS[@]:1}")
-    fi
+    case $path in
+    vp)     port=$VPORT; ppid=$VPID; words=("${V_WORDS[@]}") ;;
+    bare)   port=$BPORT; ppid=$BPID; words=(EVALSHA "${SHA[$verb]}" "$V_NKEYS" "${V_WORDS[@]:1}") ;;
+    direct) port=$RPORT; words=(EVALSHA "${SHA[$verb]}" "$V_NKEYS" "${V_WORDS[@]:1}") ;;
+    esac
     for pp in $REDIS_PID $ppid; do kill -0 "$pp" 2>/dev/null || die "process $pp died (path $path); logs in $TMP"; done
     [ -z "$V_PREP" ] || "$V_PREP"
     rcli CONFIG RESETSTAT >/dev/null
     r0=$(cpu_ticks "$REDIS_PID"); [ -z "$ppid" ] || p0=$(cpu_ticks "$ppid")
-    if [ -n "$ppid" ] && [ "${BENCH_PERF:-0}" = 1 ] && [ "$round" = "$ROUNDS" ]; then
+    if [ "$path" = vp ] && [ "${BENCH_PERF:-0}" = 1 ] && [ "$round" = "$ROUNDS" ]; then
         # cpu-clock: this VM has no hardware cycle counter.
         perf record -e cpu-clock -g -o "$OUT_DIR/perf-$verb-P$P.data" -p "$ppid" >/dev/null 2>&1 &
         PERF_PID=$!; PIDS+=("$PERF_PID")
@@ -243,6 +243,18 @@ if [ "$SKIP_TP" != 1 ]; then
         done
     fi
     PATHS=(direct); [ "$SKIP_VP" = 1 ] || PATHS+=(vp)
+
+    # The floor of any one-connection-per-client proxy, as in bench/run.sh:
+    # the same EVALSHA through a bare libuv byte forwarder.
+    if [ "${BENCH_SKIP_BARE:-0}" != 1 ] && cc -O2 -o "$TMP/bare_forwarder" "$SCRIPT_DIR/bare_forwarder.c" -luv 2>"$TMP/bare.build"; then
+        BPORT=$(free_port) || die "no free port"
+        "${TS_SERVER[@]}" "$TMP/bare_forwarder" "$BPORT" "$RPORT" &
+        BPID=$!; PIDS+=("$BPID")
+        if wait_ready bare "$BPID" "$BPORT"; then
+            log "bare forwarder pid $BPID on 127.0.0.1:$BPORT"
+            PATHS+=(bare)
+        fi
+    fi
 
     # calibrate: -n per verb and P, from a direct run
     for verb in $VERBS; do
@@ -303,22 +315,28 @@ zt_args() {
     esac
 }
 
-# zt_sample impl n case -> sets ZT_UPC (server usec per call) and ZT_CALLS:
-# EVALSHA over `reps` calls, each on a fresh copy of src:<n>.
+# main_cpu -> redis-server's main-thread CPU time (user + sys), in seconds
+main_cpu() {
+    rcli INFO cpu | tr -d '\r' | awk -F: '$1 ~ /^used_cpu_(user|sys)_main_thread$/ {t += $2} END {printf "%.6f\n", t}'
+}
+
+# zt_sample impl n case -> sets ZT_UPC (server usec per call: cmdstat_evalsha
+# usec / calls), ZT_CPC (redis-server main-thread CPU us per call) and
+# ZT_CALLS. The calls run on fresh copies of src:<n> (w:1 .. w:reps), all made
+# before the timed part, one EVALSHA per copy.
 zt_sample() {
-    local impl=$1 n=$2 c=$3 reps delta thr calls usec failed
+    local impl=$1 n=$2 c=$3 reps delta thr calls usec failed cpu0 cpu1 k
     reps=$(( (ZMEMBERS + n - 1) / n ))
     read -r delta thr <<<"$(zt_args "$n" "$c")"
-    {
-        echo "CONFIG RESETSTAT"
-        for _ in $(seq 1 "$reps"); do
-            echo "COPY src:$n work REPLACE"
-            echo "EVALSHA ${ZSHA[$impl]} 1 work 0 $delta $thr"
-        done
-    } | rcli >/dev/null
+    for k in $(seq 1 "$reps"); do echo "COPY src:$n w:$k REPLACE"; done | rcli >/dev/null
+    rcli CONFIG RESETSTAT >/dev/null
+    cpu0=$(main_cpu)
+    for k in $(seq 1 "$reps"); do echo "EVALSHA ${ZSHA[$impl]} 1 w:$k 0 $delta $thr"; done | rcli >/dev/null
+    cpu1=$(main_cpu)
     read -r calls usec failed <<<"$(cmdstat evalsha)"
     [ "$calls" = "$reps" ] && [ "$failed" = 0 ] || die "ZTICK sample $impl n=$n $c: $calls calls ($failed failed), expected $reps"
     ZT_UPC=$(awk -v u="$usec" -v c="$calls" 'BEGIN { printf "%.1f", u / c }')
+    ZT_CPC=$(awk -v a="$cpu0" -v b="$cpu1" -v c="$calls" 'BEGIN { printf "%.1f", (b - a) * 1e6 / c }')
     ZT_CALLS=$calls
 }
 
@@ -344,7 +362,7 @@ if [ "$SKIP_ZT" != 1 ]; then
         for c in none 10pct; do check_ztick "$n" "$c"; done
     done
     log "check: ztick.lua and bench/ztick_seed.lua give the same replies and sets (sizes $ZSIZES)"
-    echo "round,members,case,impl,calls,usec_per_call,us_per_member,load1" >"$ZT_RAW"
+    echo "round,members,case,impl,calls,usec_per_call,us_per_member,cpu_us_per_call,cpu_us_per_member,load1" >"$ZT_RAW"
     log "part 2: ZTICK vs seed; sizes $ZSIZES; rounds $ROUNDS; ~$ZMEMBERS members per sample"
     ZT_DATE=$(date -u '+%Y-%m-%d %H:%M:%S UTC')
     ZT_LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
@@ -353,11 +371,12 @@ if [ "$SKIP_ZT" != 1 ]; then
             for c in none 10pct; do
                 for i in 0 1; do
                     impl=${ZIMPLS[$(((i + r - 1) % 2))]}
-                    zt_sample "$impl" "$n" "$c"; upc=$ZT_UPC; calls=$ZT_CALLS
-                    upm=$(awk -v u="$upc" -v n="$n" 'BEGIN { printf "%.4f", u / n }')
-                    echo "$r,$n,$c,$impl,$calls,$upc,$upm,$(cut -d' ' -f1 /proc/loadavg)" >>"$ZT_RAW"
-                    printf '[verbs] round %s/%s  ZTICK n=%-6s %-5s %-5s %10s us/call  %7s us/member (%s calls)\n' \
-                        "$r" "$ROUNDS" "$n" "$c" "$impl" "$upc" "$upm" "$calls" >&2
+                    zt_sample "$impl" "$n" "$c"
+                    upm=$(awk -v u="$ZT_UPC" -v n="$n" 'BEGIN { printf "%.4f", u / n }')
+                    cpm=$(awk -v u="$ZT_CPC" -v n="$n" 'BEGIN { printf "%.4f", u / n }')
+                    echo "$r,$n,$c,$impl,$ZT_CALLS,$ZT_UPC,$upm,$ZT_CPC,$cpm,$(cut -d' ' -f1 /proc/loadavg)" >>"$ZT_RAW"
+                    printf '[verbs] round %s/%s  ZTICK n=%-6s %-5s %-5s %10s us/call  %7s us/member  (CPU %7s us/member; %s calls)\n' \
+                        "$r" "$ROUNDS" "$n" "$c" "$impl" "$ZT_UPC" "$upm" "$cpm" "$ZT_CALLS" >&2
                 done
             done
         done
@@ -394,8 +413,11 @@ if [ "$SKIP_TP" != 1 ]; then
             k=(verb="$verb" pipeline="$P" path="$path")
             rps=$(sel "$TP_RAW" rps "${k[@]}" | median)
             drps=$(sel "$TP_RAW" rps verb="$verb" pipeline="$P" path=direct | median)
-            name=$path; [ "$path" = vp ] && name="verbproxy (\`${verb^^}\`)"
-            [ "$path" = direct ] && name="direct (\`EVALSHA\`)"
+            case $path in
+            vp) name="verbproxy (\`${verb^^}\`)" ;;
+            bare) name="bare forwarder (\`EVALSHA\`)" ;;
+            *) name="direct (\`EVALSHA\`)" ;;
+            esac
             printf '| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n' "${verb^^}" "$P" "$name" \
                 "$(fmt "$rps" '%.0f')" "$(sel "$TP_RAW" rps "${k[@]}" | minmax)" "$(fmt "$(ratio "$rps" "$drps")" '%.3f')" \
                 "$(fmt "$(sel "$TP_RAW" proxy_us_per_req "${k[@]}" | median)" '%.2f')" \
@@ -406,14 +428,15 @@ if [ "$SKIP_TP" != 1 ]; then
 fi
 if [ "$SKIP_ZT" != 1 ]; then
     ZT_TABLE=$(
-        echo "| members | leave | members left | script | median server us/call | min-max us/call | median us/member | calls per sample |"
-        echo "|--------:|------|-------------:|--------|---------------------:|----------------:|-----------------:|-----------------:|"
+        echo "| members | leave | members left | script | median server us/call | min-max us/call | median server us/member | median main-thread CPU us/member | calls per sample |"
+        echo "|--------:|------|-------------:|--------|---------------------:|----------------:|-----------------:|-----------------:|-----------------:|"
         for n in $ZSIZES; do for c in none 10pct; do for impl in ztick seed; do
             k=(members="$n" case="$c" impl="$impl")
             name=$impl; [ "$impl" = ztick ] && name="lua/ztick.lua"; [ "$impl" = seed ] && name="bench/ztick_seed.lua"
-            printf '| %s | %s | %s | %s | %s | %s | %s | %s |\n' "$n" "${c/pct/%}" "${ZT_LEFT[$n/$c]}" "$name" \
+            printf '| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n' "$n" "${c/pct/%}" "${ZT_LEFT[$n/$c]}" "$name" \
                 "$(fmt "$(sel "$ZT_RAW" usec_per_call "${k[@]}" | median)" '%.0f')" "$(sel "$ZT_RAW" usec_per_call "${k[@]}" | minmax)" \
-                "$(fmt "$(sel "$ZT_RAW" us_per_member "${k[@]}" | median)" '%.3f')" "$(sel "$ZT_RAW" calls "${k[@]}" | head -1)"
+                "$(fmt "$(sel "$ZT_RAW" us_per_member "${k[@]}" | median)" '%.3f')" \
+                "$(fmt "$(sel "$ZT_RAW" cpu_us_per_member "${k[@]}" | median)" '%.3f')" "$(sel "$ZT_RAW" calls "${k[@]}" | head -1)"
         done; done; done
     )
 fi
@@ -429,6 +452,18 @@ TARGETS=$(
             printf '| -P %s %s: verbproxy rps / direct EVALSHA rps | %s | %s | >= %s | %s |\n' "$P" "${verb^^}" \
                 "$(fmt "$x" '%.3f')" "$(fmt "$y" '%.3f')" "$TARGET_VERB" "$(verdict "$x" '>=' "$TARGET_VERB")"
         done; done
+        # Where the gap comes from: the hop itself (bare forwarder) or verbproxy.
+        for verb in $VERBS; do for P in $PIPELINES; do
+            case " ${PATHS[*]} " in *" bare "*) ;; *) continue ;; esac
+            c=$(sel "$TP_RAW" rps verb="$verb" pipeline="$P" path=bare | median)
+            b=$(sel "$TP_RAW" rps verb="$verb" pipeline="$P" path=direct | median)
+            printf '| -P %s %s: bare forwarder rps / direct EVALSHA rps (the floor of any 1:1 proxy) | %s | %s | - | - |\n' "$P" "${verb^^}" \
+                "$(fmt "$(ratio "$c" "$b")" '%.3f')" "$(fmt "$(paired "$TP_RAW" rps path bare direct verb="$verb" pipeline="$P")" '%.3f')"
+            [ "$SKIP_VP" = 1 ] && continue
+            a=$(sel "$TP_RAW" rps verb="$verb" pipeline="$P" path=vp | median)
+            printf '| -P %s %s: verbproxy rps / bare forwarder rps | %s | %s | - | - |\n' "$P" "${verb^^}" \
+                "$(fmt "$(ratio "$a" "$c")" '%.3f')" "$(fmt "$(paired "$TP_RAW" rps path vp bare verb="$verb" pipeline="$P")" '%.3f')"
+        done; done
     fi
     if [ "$SKIP_ZT" != 1 ]; then
         for n in $ZSIZES; do for c in none 10pct; do
@@ -437,6 +472,16 @@ TARGETS=$(
             x=$(ratio "$a" "$b")
             y=$(paired "$ZT_RAW" us_per_member impl ztick seed members="$n" case="$c")
             printf '| ZTICK %s members, %s leave: ztick.lua server time / seed script'"'"'s | %s | %s | <= %s | %s |\n' \
+                "$n" "${c/pct/%}" "$(fmt "$x" '%.3f')" "$(fmt "$y" '%.3f')" "$TARGET_ZTICK" "$(verdict "$x" '<=' "$TARGET_ZTICK")"
+        done; done
+        # The same from redis-server's main-thread CPU time, which a busy
+        # machine's preemption does not inflate (commandstats is wall time).
+        for n in $ZSIZES; do for c in none 10pct; do
+            a=$(sel "$ZT_RAW" cpu_us_per_member members="$n" case="$c" impl=ztick | median)
+            b=$(sel "$ZT_RAW" cpu_us_per_member members="$n" case="$c" impl=seed | median)
+            x=$(ratio "$a" "$b")
+            y=$(paired "$ZT_RAW" cpu_us_per_member impl ztick seed members="$n" case="$c")
+            printf '| ZTICK %s members, %s leave: same, main-thread CPU time | %s | %s | (<= %s) | %s |\n' \
                 "$n" "${c/pct/%}" "$(fmt "$x" '%.3f')" "$(fmt "$y" '%.3f')" "$TARGET_ZTICK" "$(verdict "$x" '<=' "$TARGET_ZTICK")"
         done; done
     fi
@@ -468,7 +513,7 @@ SECTION=$(
         echo "- \"EVALSHA server us/call\" is cmdstat_evalsha usec/calls over the run: the script's own server time, the same on both paths when the proxy adds nothing on the server"
     fi
     if [ "$SKIP_ZT" != 1 ]; then
-        echo "- part 2: \`EVALSHA <sha> 1 work 0 <delta> <threshold>\` on a fresh \`COPY src:<n> work\` per call; server time = cmdstat_evalsha usec after CONFIG RESETSTAT; $ZMEMBERS members touched per sample"
+        echo "- part 2: \`EVALSHA <sha> 1 w:<k> 0 <delta> <threshold>\`, each call on its own fresh \`COPY src:<n> w:<k>\` (made before the timed part); server time = cmdstat_evalsha usec / calls after CONFIG RESETSTAT (wall time inside Redis, so preemption on a busy machine inflates it); main-thread CPU = used_cpu_user_main_thread + used_cpu_sys_main_thread (INFO cpu) over the same calls; $ZMEMBERS members touched per sample"
     fi
     [ "$SKIP_VP" = 1 ] && [ "$SKIP_TP" != 1 ] && echo "- **verbproxy leg skipped** (did not build or does not run the verbs)"
     echo
