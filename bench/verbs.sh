@@ -463,6 +463,10 @@ TARGETS=$(
             a=$(sel "$TP_RAW" rps verb="$verb" pipeline="$P" path=vp | median)
             printf '| -P %s %s: verbproxy rps / bare forwarder rps | %s | %s | - | - |\n' "$P" "${verb^^}" \
                 "$(fmt "$(ratio "$a" "$c")" '%.3f')" "$(fmt "$(paired "$TP_RAW" rps path vp bare verb="$verb" pipeline="$P")" '%.3f')"
+            a=$(sel "$TP_RAW" proxy_us_per_req verb="$verb" pipeline="$P" path=vp | median)
+            c=$(sel "$TP_RAW" proxy_us_per_req verb="$verb" pipeline="$P" path=bare | median)
+            printf '| -P %s %s: verbproxy CPU/req / bare forwarder CPU/req | %s | %s | - | - |\n' "$P" "${verb^^}" \
+                "$(fmt "$(ratio "$a" "$c")" '%.3f')" "$(fmt "$(paired "$TP_RAW" proxy_us_per_req path vp bare verb="$verb" pipeline="$P")" '%.3f')"
         done; done
     fi
     if [ "$SKIP_ZT" != 1 ]; then
