@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # bench/lib.sh - helpers shared by bench/run.sh and bench/verbs.sh. Sourced,
 # not run. Every function is safe under `set -e` (none fails unless it means
 # to), so it serves both run.sh (`set -uo pipefail`) and verbs.sh

@@ -168,7 +168,6 @@ bench_rps() {
 
 declare -A SHA
 TP_RAW="$OUT_DIR/verbs-throughput.csv"
-TP_ROUNDS_DONE=0
 
 # run_verb round verb path P N: one redis-benchmark run, one row of TP_RAW.
 run_verb() {
