@@ -55,60 +55,15 @@ SKIP_TW=${BENCH_SKIP_TW:-0}
 ORIG_CMD="bash bench/run.sh"
 ORIG_ENV=$(env | grep -E '^(BENCH_|VERBPROXY_BIN=)' | sort | tr '\n' ' ')
 
-log() { printf '[bench] %s\n' "$*" >&2; }
-die() { printf '[bench] ERROR: %s\n' "$*" >&2; exit 1; }
+# Helpers shared with bench/verbs.sh: log/die, cleanup traps, apt_install,
+# build_verbproxy, free_port, cpu_ticks, wait_ready, start_redis, median...
+# shellcheck source=bench/lib.sh
+. "$SCRIPT_DIR/lib.sh"
 
-# ---------------------------------------------------------------- cleanup
-TMP=""
-PIDS=()
-BENCH_PID=""
-cleanup() {
-    local rc=$?
-    trap - EXIT INT TERM
-    [ -n "$BENCH_PID" ] && kill -TERM "$BENCH_PID" 2>/dev/null
-    local p
-    for p in "${PIDS[@]}"; do kill -TERM "$p" 2>/dev/null; done
-    for _ in $(seq 1 30); do
-        local alive=0
-        for p in "${PIDS[@]}" $BENCH_PID; do kill -0 "$p" 2>/dev/null && alive=1; done
-        [ "$alive" = 0 ] && break
-        sleep 0.1
-    done
-    for p in "${PIDS[@]}" $BENCH_PID; do kill -KILL "$p" 2>/dev/null; done
-    wait 2>/dev/null
-    [ -n "$TMP" ] && rm -rf "$TMP"
-    exit "$rc"
-}
-trap cleanup EXIT
-trap 'log "interrupted"; exit 130' INT
-trap 'log "terminated"; exit 143' TERM
-
-# ---------------------------------------------------------------- install
-SUDO=""
-[ "$(id -u)" -ne 0 ] && command -v sudo >/dev/null && SUDO="sudo"
-APT_UPDATED=0
-apt_install() {   # apt_install pkg... ; returns non-zero on failure
-    [ "${BENCH_NO_INSTALL:-0}" = 1 ] && return 1
-    command -v apt-get >/dev/null || return 1
-    if [ "$APT_UPDATED" = 0 ]; then
-        log "apt-get update"
-        $SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -qq >/dev/null || return 1
-        APT_UPDATED=1
-    fi
-    log "apt-get install $*"
-    $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >/dev/null
-}
-
-missing=()
-command -v redis-server >/dev/null || missing+=(redis-server)
-{ command -v redis-benchmark >/dev/null && command -v redis-cli >/dev/null; } || missing+=(redis-tools)
-[ "$SKIP_TW" != 1 ] && ! command -v nutcracker >/dev/null && missing+=(nutcracker)
-if [ ${#missing[@]} -gt 0 ]; then
-    apt_install "${missing[@]}" || log "could not install: ${missing[*]}"
+need_redis
+if [ "$SKIP_TW" != 1 ] && ! command -v nutcracker >/dev/null; then
+    apt_install nutcracker || log "could not install: nutcracker"
 fi
-command -v redis-server >/dev/null || die "redis-server not found"
-command -v redis-benchmark >/dev/null || die "redis-benchmark not found"
-command -v redis-cli >/dev/null || die "redis-cli not found"
 if [ "$SKIP_TW" != 1 ] && ! command -v nutcracker >/dev/null; then
     log "nutcracker (twemproxy) not available: skipping the twemproxy leg"
     SKIP_TW=1
@@ -117,113 +72,20 @@ fi
 mkdir -p "$OUT_DIR"
 
 # ---------------------------------------------------------------- build
-VP_BIN=""
-if [ "$SKIP_VP" != 1 ]; then
-    if [ -n "${VERBPROXY_BIN:-}" ]; then
-        VP_BIN="$VERBPROXY_BIN"
-        [ -x "$VP_BIN" ] || { log "VERBPROXY_BIN=$VP_BIN is not executable: skipping verbproxy leg"; SKIP_VP=1; }
-    elif [ "${BENCH_NO_BUILD:-0}" = 1 ]; then
-        VP_BIN="$BUILD_DIR/verbproxy"
-        [ -x "$VP_BIN" ] || { log "$VP_BIN missing (BENCH_NO_BUILD=1): skipping verbproxy leg"; SKIP_VP=1; }
-    else
-        bmissing=()
-        for p in cmake pkg-config gcc make; do command -v "$p" >/dev/null || bmissing+=("$p"); done
-        for p in libuv1-dev libhiredis-dev libjemalloc-dev; do
-            dpkg -s "$p" >/dev/null 2>&1 || bmissing+=("$p")
-        done
-        if [ ${#bmissing[@]} -gt 0 ]; then
-            # map commands to packages
-            pk=(); for p in "${bmissing[@]}"; do case $p in gcc|make) pk+=(build-essential);; *) pk+=("$p");; esac; done
-            apt_install $(printf '%s\n' "${pk[@]}" | sort -u) || log "could not install build deps: ${pk[*]}"
-        fi
-        log "building verbproxy (Release) in ${BUILD_DIR#$ROOT/} (log: bench/out/build.log)"
-        # VP_TESTS=OFF: the bench needs only the proxy, not Criterion.
-        if (cd "$ROOT" && cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DVP_TESTS=OFF -DVP_SANITIZE=OFF \
-                && cmake --build "$BUILD_DIR" --target verbproxy -j"$(nproc)") >"$OUT_DIR/build.log" 2>&1 \
-           && [ -x "$BUILD_DIR/verbproxy" ]; then
-            VP_BIN="$BUILD_DIR/verbproxy"
-        else
-            log "verbproxy did not build: skipping the verbproxy leg (see bench/out/build.log; tail below)"
-            tail -n 15 "$OUT_DIR/build.log" | sed 's/^/    /' >&2
-            SKIP_VP=1
-        fi
-    fi
-fi
-
-# ---------------------------------------------------------------- helpers
-TS_SERVER=(); TS_CLIENT=()
-[ -n "${BENCH_TASKSET_SERVER:-}" ] && TS_SERVER=(taskset -c "$BENCH_TASKSET_SERVER")
-[ -n "${BENCH_TASKSET_CLIENT:-}" ] && TS_CLIENT=(taskset -c "$BENCH_TASKSET_CLIENT")
-
-CLK_TCK=$(getconf CLK_TCK)
-USED_PORTS=" "
-# Ports are taken below the ephemeral range, so that no client socket of
-# another test (or one in TIME_WAIT) can hold them.
-EPH_LOW=$(awk '{print $1}' /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || echo 32768)
-[ "${EPH_LOW:-0}" -gt 12000 ] 2>/dev/null || EPH_LOW=32768
-free_port() {
-    local p
-    for _ in $(seq 1 200); do
-        p=$(( 10000 + RANDOM % (EPH_LOW - 10000) ))
-        case "$USED_PORTS" in *" $p "*) continue;; esac
-        if [ -z "$(ss -Htan "( sport = :$p )" 2>/dev/null)" ]; then
-            USED_PORTS="$USED_PORTS$p "
-            echo "$p"; return 0
-        fi
-    done
-    return 1
-}
-
-cpu_ticks() {   # cpu_ticks pid [user] -> utime+stime (or utime only) of all threads, in clock ticks
-    local s
-    s=$(cat "/proc/$1/stat" 2>/dev/null) || { echo ""; return; }
-    s=${s##*) }          # drop "pid (comm) ", comm may contain spaces/parens
-    awk -v f="${2:-}" '{print (f == "user") ? $12 : $12 + $13}' <<<"$s"
-}
-
-wait_ready() {  # wait_ready name pid port
-    for _ in $(seq 1 100); do
-        kill -0 "$2" 2>/dev/null || return 1
-        [ "$(redis-cli -h 127.0.0.1 -p "$3" ping 2>/dev/null)" = PONG ] && return 0
-        sleep 0.1
-    done
-    return 1
-}
-
-median() {      # numbers on stdin -> median (empty if none)
-    grep -E '^[0-9.eE+-]+$' | sort -g | awk '{a[NR]=$1} END {
-        if (NR == 0) exit; if (NR % 2) print a[(NR+1)/2]; else print (a[NR/2]+a[NR/2+1])/2 }'
-}
-minmax() { grep -E '^[0-9.eE+-]+$' | sort -g | awk 'NR==1{mn=$1} {mx=$1} END{if(NR) printf "%.0f-%.0f", mn, mx}'; }
+build_verbproxy
 
 # ---------------------------------------------------------------- start servers
 TMP=$(mktemp -d /tmp/verbproxy-bench.XXXXXX)
 
-RPORT=$(free_port) || die "no free port"
-"${TS_SERVER[@]}" redis-server --port "$RPORT" --bind 127.0.0.1 --save "" --appendonly no \
-    --dir "$TMP" --daemonize no --protected-mode no --logfile "$TMP/redis.log" &
-REDIS_PID=$!; PIDS+=("$REDIS_PID")
-wait_ready redis "$REDIS_PID" "$RPORT" || { cat "$TMP/redis.log" >&2; die "redis-server did not start"; }
-log "redis-server pid $REDIS_PID on 127.0.0.1:$RPORT"
+start_redis
 
 PATHS=(direct)
 declare -A PORT PID
 PORT[direct]=$RPORT; PID[direct]=""
 
 if [ "$SKIP_VP" != 1 ]; then
-    VPORT=$(free_port) || die "no free port"
-    "${TS_SERVER[@]}" "$VP_BIN" --port "$VPORT" --bind 127.0.0.1 --upstream "127.0.0.1:$RPORT" \
-        --loglevel warning >"$TMP/vp.log" 2>&1 &
-    VPID=$!; PIDS+=("$VPID")
-    if wait_ready verbproxy "$VPID" "$VPORT"; then
-        log "verbproxy pid $VPID on 127.0.0.1:$VPORT"
-        PATHS+=(vp); PORT[vp]=$VPORT; PID[vp]=$VPID
-    else
-        log "verbproxy did not answer PING on port $VPORT: skipping the verbproxy leg. Its log:"
-        sed 's/^/    /' "$TMP/vp.log" >&2
-        kill -KILL "$VPID" 2>/dev/null
-        SKIP_VP=1
-    fi
+    start_verbproxy
+    if [ "$SKIP_VP" != 1 ]; then PATHS+=(vp); PORT[vp]=$VPORT; PID[vp]=$VPID; fi
 fi
 
 # The floor of any one-connection-per-client proxy: a bare libuv byte
@@ -288,11 +150,6 @@ bench_rps() {
 
 RAW="$OUT_DIR/raw.csv"
 echo "round,pipeline,test,path,n,rps,proxy_us_per_req,redis_us_per_req,load1,proxy_user_us_per_req" >"$RAW"
-
-us_per_req() {  # ticks_before ticks_after n
-    awk -v a="$1" -v b="$2" -v n="$3" -v hz="$CLK_TCK" \
-        'BEGIN { if (a == "" || b == "") print "NA"; else printf "%.3f", (b - a) / hz * 1e6 / n }'
-}
 
 run_one() {     # run_one round path P test N
     local path=$2 P=$3 t=$4 n=$5 ppid=${PID[$2]}
@@ -366,13 +223,6 @@ paired() {      # paired P test pathA pathB field -> median over rounds of A/B
         NR > 1 && $2 == P && $3 == t && $f ~ /^[0-9.]+$/ { if ($4 == a) A[$1] = $f; if ($4 == b) B[$1] = $f }
         END { for (r in A) if ((r in B) && B[r] + 0 > 0) printf "%.4f\n", A[r] / B[r] }' "$RAW" | median
 }
-fmt() { awk -v x="$1" -v f="$2" 'BEGIN { if (x == "") print "-"; else printf f, x }'; }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "" || b == "" || b + 0 == 0) print ""; else printf "%.3f", a / b }'; }
-verdict() {     # verdict value op target
-    [ -n "$1" ] || { echo "n/a (no data: leg skipped?)"; return; }
-    awk -v x="$1" -v op="$2" -v t="$3" 'BEGIN { ok = (op == ">=") ? (x >= t) : (x <= t); print ok ? "met" : "NOT met" }'
-}
-
 TABLE=$(
     echo "| -P | test | path | median rps | min-max rps | rps vs direct | proxy CPU us/req | of which user | redis CPU us/req | proxy+redis us/req |"
     echo "|---:|------|------|-----------:|------------:|--------------:|-----------------:|--------------:|-----------------:|-------------------:|"
@@ -434,6 +284,7 @@ VP_DIRTY=$(cd "$ROOT" && [ -n "$(git status --porcelain -- proxy protocol CMakeL
 skipped=""
 [ "$SKIP_VP" = 1 ] && skipped="$skipped verbproxy"
 [ "$SKIP_TW" = 1 ] && skipped="$skipped twemproxy"
+KEEP_VERBS=$(verbs_block "$RESULTS")
 {
     echo "# verbproxy benchmark results"
     echo
@@ -462,5 +313,7 @@ skipped=""
     echo "## Targets"
     echo
     echo "$RATIOS"
+    # bench/verbs.sh's section of the same file survives a rerun of this script.
+    if [ -n "$KEEP_VERBS" ]; then echo; echo "$KEEP_VERBS"; fi
 } >"$RESULTS"
 log "wrote ${RESULTS#$ROOT/}; raw runs in ${RAW#$ROOT/}"

@@ -1,0 +1,216 @@
+# shellcheck shell=bash
+# bench/lib.sh - helpers shared by bench/run.sh and bench/verbs.sh. Sourced,
+# not run. Every function is safe under `set -e` (none fails unless it means
+# to), so it serves both run.sh (`set -uo pipefail`) and verbs.sh
+# (`set -euo pipefail`).
+#
+# The sourcing script sets, before sourcing:
+#   SCRIPT_DIR, ROOT, OUT_DIR   bench/, the repo root, bench/out/
+#   BUILD_DIR                   where build_verbproxy builds
+#   SKIP_VP                     1 = no verbproxy wanted
+# and may set LOG_TAG (default "bench") for the log prefix.
+#
+# State the helpers own: TMP (temp dir, removed on exit), PIDS (processes
+# killed on exit), BENCH_PID (the running redis-benchmark, killed on exit or
+# interrupt), VP_BIN (set by build_verbproxy), REDIS_PID/RPORT (start_redis).
+
+LOG_TAG=${LOG_TAG:-bench}
+log() { printf '[%s] %s\n' "$LOG_TAG" "$*" >&2; }
+die() { printf '[%s] ERROR: %s\n' "$LOG_TAG" "$*" >&2; exit 1; }
+
+# ---------------------------------------------------------------- cleanup
+TMP=""
+PIDS=()
+BENCH_PID=""
+cleanup() {
+    local rc=$?
+    set +e
+    trap - EXIT INT TERM
+    [ -n "$BENCH_PID" ] && kill -TERM "$BENCH_PID" 2>/dev/null
+    local p
+    for p in "${PIDS[@]}"; do kill -TERM "$p" 2>/dev/null; done
+    for _ in $(seq 1 30); do
+        local alive=0
+        for p in "${PIDS[@]}" $BENCH_PID; do kill -0 "$p" 2>/dev/null && alive=1; done
+        [ "$alive" = 0 ] && break
+        sleep 0.1
+    done
+    for p in "${PIDS[@]}" $BENCH_PID; do kill -KILL "$p" 2>/dev/null; done
+    wait 2>/dev/null
+    [ -n "$TMP" ] && rm -rf "$TMP"
+    exit "$rc"
+}
+trap cleanup EXIT
+trap 'log "interrupted"; exit 130' INT
+trap 'log "terminated"; exit 143' TERM
+
+# ---------------------------------------------------------------- install
+SUDO=""
+if [ "$(id -u)" -ne 0 ] && command -v sudo >/dev/null; then SUDO="sudo"; fi
+APT_UPDATED=0
+apt_install() {   # apt_install pkg... ; returns non-zero on failure
+    [ "${BENCH_NO_INSTALL:-0}" = 1 ] && return 1
+    command -v apt-get >/dev/null || return 1
+    if [ "$APT_UPDATED" = 0 ]; then
+        log "apt-get update"
+        $SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -qq >/dev/null || return 1
+        APT_UPDATED=1
+    fi
+    log "apt-get install $*"
+    $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >/dev/null
+}
+
+# need_redis: redis-server, redis-benchmark and redis-cli, installed if missing.
+need_redis() {
+    local missing=()
+    command -v redis-server >/dev/null || missing+=(redis-server)
+    { command -v redis-benchmark >/dev/null && command -v redis-cli >/dev/null; } || missing+=(redis-tools)
+    if [ ${#missing[@]} -gt 0 ]; then
+        apt_install "${missing[@]}" || log "could not install: ${missing[*]}"
+    fi
+    command -v redis-server >/dev/null || die "redis-server not found"
+    command -v redis-benchmark >/dev/null || die "redis-benchmark not found"
+    command -v redis-cli >/dev/null || die "redis-cli not found"
+}
+
+# ---------------------------------------------------------------- build
+# build_verbproxy: sets VP_BIN, or SKIP_VP=1 with a message. VERBPROXY_BIN
+# names a binary to use as is; BENCH_NO_BUILD=1 uses what BUILD_DIR holds.
+VP_BIN=""
+build_verbproxy() {
+    [ "$SKIP_VP" != 1 ] || return 0
+    if [ -n "${VERBPROXY_BIN:-}" ]; then
+        VP_BIN="$VERBPROXY_BIN"
+        [ -x "$VP_BIN" ] || { log "VERBPROXY_BIN=$VP_BIN is not executable: skipping verbproxy leg"; SKIP_VP=1; }
+        return 0
+    fi
+    if [ "${BENCH_NO_BUILD:-0}" = 1 ]; then
+        VP_BIN="$BUILD_DIR/verbproxy"
+        [ -x "$VP_BIN" ] || { log "$VP_BIN missing (BENCH_NO_BUILD=1): skipping verbproxy leg"; SKIP_VP=1; }
+        return 0
+    fi
+    local bmissing=() pk=() p
+    for p in cmake pkg-config gcc make; do command -v "$p" >/dev/null || bmissing+=("$p"); done
+    for p in libuv1-dev libhiredis-dev libjemalloc-dev; do
+        dpkg -s "$p" >/dev/null 2>&1 || bmissing+=("$p")
+    done
+    if [ ${#bmissing[@]} -gt 0 ]; then
+        # map commands to packages
+        for p in "${bmissing[@]}"; do case $p in gcc|make) pk+=(build-essential);; *) pk+=("$p");; esac; done
+        apt_install $(printf '%s\n' "${pk[@]}" | sort -u) || log "could not install build deps: ${pk[*]}"
+    fi
+    log "building verbproxy (Release) in ${BUILD_DIR#$ROOT/} (log: bench/out/build.log)"
+    # VP_TESTS=OFF: the bench needs only the proxy, not Criterion.
+    if (cd "$ROOT" && cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DVP_TESTS=OFF -DVP_SANITIZE=OFF \
+            && cmake --build "$BUILD_DIR" --target verbproxy -j"$(nproc)") >"$OUT_DIR/build.log" 2>&1 \
+       && [ -x "$BUILD_DIR/verbproxy" ]; then
+        VP_BIN="$BUILD_DIR/verbproxy"
+    else
+        log "verbproxy did not build: skipping the verbproxy leg (see bench/out/build.log; tail below)"
+        tail -n 15 "$OUT_DIR/build.log" | sed 's/^/    /' >&2
+        SKIP_VP=1
+    fi
+}
+
+# ---------------------------------------------------------------- processes
+TS_SERVER=(); TS_CLIENT=()
+[ -n "${BENCH_TASKSET_SERVER:-}" ] && TS_SERVER=(taskset -c "$BENCH_TASKSET_SERVER")
+[ -n "${BENCH_TASKSET_CLIENT:-}" ] && TS_CLIENT=(taskset -c "$BENCH_TASKSET_CLIENT")
+
+CLK_TCK=$(getconf CLK_TCK)
+USED_PORTS=" "
+# Ports are taken below the ephemeral range, so that no client socket of
+# another test (or one in TIME_WAIT) can hold them.
+EPH_LOW=$(awk '{print $1}' /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || echo 32768)
+[ "${EPH_LOW:-0}" -gt 12000 ] 2>/dev/null || EPH_LOW=32768
+free_port() {
+    local p
+    for _ in $(seq 1 200); do
+        p=$(( 10000 + RANDOM % (EPH_LOW - 10000) ))
+        case "$USED_PORTS" in *" $p "*) continue;; esac
+        if [ -z "$(ss -Htan "( sport = :$p )" 2>/dev/null)" ]; then
+            USED_PORTS="$USED_PORTS$p "
+            echo "$p"; return 0
+        fi
+    done
+    return 1
+}
+
+cpu_ticks() {   # cpu_ticks pid [user] -> utime+stime (or utime only) of all threads, in clock ticks
+    local s
+    s=$(cat "/proc/$1/stat" 2>/dev/null) || { echo ""; return 0; }
+    s=${s##*) }          # drop "pid (comm) ", comm may contain spaces/parens
+    awk -v f="${2:-}" '{print (f == "user") ? $12 : $12 + $13}' <<<"$s"
+}
+
+wait_ready() {  # wait_ready name pid port
+    for _ in $(seq 1 100); do
+        kill -0 "$2" 2>/dev/null || return 1
+        [ "$(redis-cli -h 127.0.0.1 -p "$3" ping 2>/dev/null)" = PONG ] && return 0
+        sleep 0.1
+    done
+    return 1
+}
+
+# start_redis: a throwaway redis-server on a free port, data in $TMP (made
+# here if unset). Sets RPORT and REDIS_PID.
+start_redis() {
+    [ -n "$TMP" ] || TMP=$(mktemp -d /tmp/verbproxy-bench.XXXXXX)
+    RPORT=$(free_port) || die "no free port"
+    "${TS_SERVER[@]}" redis-server --port "$RPORT" --bind 127.0.0.1 --save "" --appendonly no \
+        --dir "$TMP" --daemonize no --protected-mode no --logfile "$TMP/redis.log" &
+    REDIS_PID=$!; PIDS+=("$REDIS_PID")
+    wait_ready redis "$REDIS_PID" "$RPORT" || { cat "$TMP/redis.log" >&2; die "redis-server did not start"; }
+    log "redis-server pid $REDIS_PID on 127.0.0.1:$RPORT"
+}
+
+# start_verbproxy: VP_BIN in front of RPORT. Sets VPORT and VPID, or
+# SKIP_VP=1 (with its log) when it does not answer PING.
+start_verbproxy() {
+    VPORT=$(free_port) || die "no free port"
+    "${TS_SERVER[@]}" "$VP_BIN" --port "$VPORT" --bind 127.0.0.1 --upstream "127.0.0.1:$RPORT" \
+        --loglevel warning >"$TMP/vp.log" 2>&1 &
+    VPID=$!; PIDS+=("$VPID")
+    if wait_ready verbproxy "$VPID" "$VPORT"; then
+        log "verbproxy pid $VPID on 127.0.0.1:$VPORT"
+    else
+        log "verbproxy did not answer PING on port $VPORT: skipping the verbproxy leg. Its log:"
+        sed 's/^/    /' "$TMP/vp.log" >&2
+        kill -KILL "$VPID" 2>/dev/null || true
+        SKIP_VP=1
+    fi
+}
+
+# ---------------------------------------------------------------- figures
+median() {      # numbers on stdin -> median (empty if none)
+    { grep -E '^[0-9.eE+-]+$' || true; } | sort -g | awk '{a[NR]=$1} END {
+        if (NR == 0) exit; if (NR % 2) print a[(NR+1)/2]; else print (a[NR/2]+a[NR/2+1])/2 }'
+}
+minmax() { { grep -E '^[0-9.eE+-]+$' || true; } | sort -g | awk 'NR==1{mn=$1} {mx=$1} END{if(NR) printf "%.0f-%.0f", mn, mx}'; }
+
+us_per_req() {  # ticks_before ticks_after n
+    awk -v a="$1" -v b="$2" -v n="$3" -v hz="$CLK_TCK" \
+        'BEGIN { if (a == "" || b == "") print "NA"; else printf "%.3f", (b - a) / hz * 1e6 / n }'
+}
+fmt() { awk -v x="$1" -v f="$2" 'BEGIN { if (x == "") print "-"; else printf f, x }'; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "" || b == "" || b + 0 == 0) print ""; else printf "%.3f", a / b }'; }
+verdict() {     # verdict value op target
+    [ -n "$1" ] || { echo "n/a (no data: leg skipped?)"; return 0; }
+    awk -v x="$1" -v op="$2" -v t="$3" 'BEGIN { ok = (op == ">=") ? (x >= t) : (x <= t); print ok ? "met" : "NOT met" }'
+}
+
+# ---------------------------------------------------------------- report
+# RESULTS.md is shared: run.sh writes the file's head and its own sections,
+# verbs.sh owns one block between these two markers. Each keeps the other's.
+VERBS_BEGIN='<!-- bench/verbs.sh: begin -->'
+VERBS_END='<!-- bench/verbs.sh: end -->'
+verbs_block() {  # verbs_block file -> the verbs.sh block of file, markers included (nothing if none)
+    [ -f "$1" ] || return 0
+    awk -v b="$VERBS_BEGIN" -v e="$VERBS_END" '$0 == b {on = 1} on {print} $0 == e {on = 0}' "$1"
+}
+without_verbs_block() {  # without_verbs_block file -> file without that block (and the blank line before it)
+    [ -f "$1" ] || return 0
+    awk -v b="$VERBS_BEGIN" -v e="$VERBS_END" '
+        $0 == b {on = 1; held = ""; next} on {if ($0 == e) on = 0; next}
+        $0 == "" {held = held "\n"; next} {printf "%s%s\n", held, $0; held = ""}' "$1"
+}
