@@ -299,8 +299,8 @@ static void client_admin(client_session *c, const resp_arg *argv, int argc)
         size_t el = out.len - 3 < sizeof(err) - 1 ? out.len - 3 : sizeof(err) - 1;
         memcpy(err, out.data + 1, el);
         err[el] = '\0';
-        client_answer(c, out.data, out.len, err,
-                      1); /* refused as a whole in MULTI, like an unknown command */
+        /* Inside MULTI refused as a whole, like an unknown command. */
+        client_answer(c, out.data, out.len, err, 1);
     } else {
         client_answer(c, out.data, out.len, NULL, 1);
     }

@@ -8,6 +8,7 @@
 #include "lua/verbs.h"
 #include "proxy/client.h"
 #include "proxy/log.h"
+#include "proxy/upstream_internal.h"
 
 /* Read size per uv read, Redis's PROTO_IOBUF_LEN. */
 #define UP_READ_CHUNK (16 * 1024)
@@ -40,14 +41,12 @@ static void up_close_cb(uv_handle_t *h);
 static void up_make_barrier(upstream_conn *up);
 static void up_on_connect(uv_connect_t *req, int status);
 static void up_on_written(outq *q, int status);
-static void up_check_script_load(upstream_conn *up, const up_entry *e, const char *p, size_t n);
-static void up_retry_verb(upstream_conn *up);
 
 /* ---- the FIFO of what the upstream owes ---- */
 
 /* The entry for the next request; its reply goes to the slot the client
  * is about to queue. */
-static up_entry *fifo_push(upstream_conn *up, struct client_session *c, up_entry_kind kind)
+up_entry *up_fifo_push(upstream_conn *up, struct client_session *c, up_entry_kind kind)
 {
     if (up->fifo_len == up->fifo_cap) {
         size_t ncap = up->fifo_cap ? up->fifo_cap * 2 : 64;
@@ -73,7 +72,7 @@ static up_entry *fifo_head(upstream_conn *up)
 }
 
 /* Done with the oldest entry: the bytes it kept go too. */
-static void fifo_pop(upstream_conn *up)
+void up_fifo_pop(upstream_conn *up)
 {
     if (up->fifo[up->fifo_head].kind == UP_VERB) up->verbs_in_flight--;
     up->kept_head += up->fifo[up->fifo_head].keep;
@@ -296,7 +295,7 @@ static up_route up_decide(upstream_conn *up, const char *p, size_t n, int whole)
     up_entry *e;
     while ((e = fifo_head(up)) && e->kind == UP_RAW_START) {
         up->raw_rx = 1;
-        fifo_pop(up);
+        up_fifo_pop(up);
     }
     if (!up->raw_rx) {
         if (e && e->kind == UP_REPLY) return ROUTE_REPLY;
@@ -332,7 +331,7 @@ static void up_deliver(upstream_conn *up, const char *p, size_t n, int done)
     case ROUTE_RESET: {
         unsigned long long seq = e->seq;
         if (done) {
-            fifo_pop(up);
+            up_fifo_pop(up);
             if (up->route == ROUTE_RESET) up->raw_rx = 0; /* counting again from here */
         }
         if (c) client_reply(c, seq, p, n, done);
@@ -342,98 +341,21 @@ static void up_deliver(upstream_conn *up, const char *p, size_t n, int done)
         return;
     case ROUTE_SWALLOW: {
         unsigned long long seq = e->seq;
-        fifo_pop(up);
+        up_fifo_pop(up);
         if (c) client_reply(c, seq, NULL, 0, 1);
         return;
     }
     case ROUTE_SCRIPT_LOAD:
         up_check_script_load(up, e, p, n);
-        fifo_pop(up);
+        up_fifo_pop(up);
         return;
     case ROUTE_NOSCRIPT:
-        up_retry_verb(up);
-        if (up->route == ROUTE_REPLY) up_deliver(up, p, n, done); /* could not retry */
+        if (!up_retry_verb(up)) {
+            up->route = ROUTE_REPLY; /* could not retry: the client gets the NOSCRIPT */
+            up_deliver(up, p, n, done);
+        }
         return;
     }
-}
-
-/* ---- verbs: loading scripts, NOSCRIPT ---- */
-
-/* Every verb's SCRIPT LOAD, pipelined ahead of the request that needs them
- * (one static buffer: no copy). Redis runs them first, so the EVALSHA
- * behind them finds its script. */
-static void up_send_loads(upstream_conn *up)
-{
-    const verb_table *t = &up->srv->verbs;
-    outq_add(&up->out, t->load_cmds, t->load_len);
-    for (int i = 0; i < t->count; i++)
-        fifo_push(up, NULL, UP_SCRIPT_LOAD)->verb = (short)i;
-    up->scripts = UP_SCRIPTS_SENT;
-    up->srv->stats.script_loads++;
-}
-
-static void up_check_script_load(upstream_conn *up, const up_entry *e, const char *p, size_t n)
-{
-    verb_table *t = &up->srv->verbs;
-    const verb_def *v = t->verbs[e->verb];
-    if (n == 47 && memcmp(p, "$40\r\n", 5) == 0 && memcmp(p + 5, v->sha, 40) == 0) return;
-    if (n > 0 && p[0] == '-') {
-        /* Not loaded (NOAUTH before the client authenticated, an ACL, OOM):
-         * the next verb loads again; its EVALSHA meets the same error. */
-        up->scripts = UP_SCRIPTS_UNLOADED;
-        vp_log(VP_LOG_VERBOSE, "upstream %s: SCRIPT LOAD %s refused: %.*s", up->srv->conf.upstream, v->name,
-               (int)(n > 2 ? n - 2 : n), p);
-        return;
-    }
-    if (!t->broken[e->verb])
-        vp_log(VP_LOG_WARNING,
-               "upstream %s: SCRIPT LOAD of verb %s answered %.*s, not the pinned SHA-1 %s: "
-               "verb %s is disabled",
-               up->srv->conf.upstream, v->name, (int)(n > 2 ? n - 2 : n), p, v->sha, v->name);
-    t->broken[e->verb] = 1;
-}
-
-/* The oldest entry, a verb, was answered NOSCRIPT (the script cache was
- * flushed, or Redis restarted or failed over under us): load the scripts
- * and send the same EVALSHA again. Its slot keeps its place in the client's
- * queue, so replies to later commands wait behind it. Those commands have
- * already run, though: that reordering is counted. Not possible once a
- * MULTI (or an uncounted mode) was sent after it: the retry would be queued
- * in the transaction; the client then gets the NOSCRIPT. */
-static void up_retry_verb(upstream_conn *up)
-{
-    up_entry old = up->fifo[up->fifo_head];
-    if (up->in_multi || up->raw_tx) {
-        vp_log(VP_LOG_VERBOSE, "upstream %s: NOSCRIPT for %s inside a later MULTI: passed on",
-               up->srv->conf.upstream, up->srv->verbs.verbs[old.verb]->name);
-        up->route = ROUTE_REPLY;
-        return;
-    }
-    vp_stats *st = &up->srv->stats;
-    st->noscript_recoveries++;
-    if (up->fifo_len > 1) st->noscript_reordered++;
-    vp_log(VP_LOG_VERBOSE, "upstream %s: NOSCRIPT for %s: reloading and retrying%s", up->srv->conf.upstream,
-           up->srv->verbs.verbs[old.verb]->name, up->fifo_len > 1 ? " (later commands already ran)" : "");
-    /* Its request is the oldest kept one: copy it to the tail, then let the
-     * old entry go. */
-    vp_buf_reserve(&up->kept, old.keep);
-    size_t off = up->kept.len;
-    memcpy(up->kept.data + off, up->kept.data + up->kept_head, old.keep);
-    up->kept.len += old.keep;
-    fifo_pop(up);
-    /* One reload serves every verb sent before it: after a flush a whole
-     * pipeline of verbs comes back NOSCRIPT, and their retries all go
-     * behind the same loads. */
-    if (old.sent >= up->reloaded_from) {
-        up->reloaded_from = up->sent;
-        up_send_loads(up);
-    }
-    outq_add_ref(&up->out, &up->kept, off, old.keep);
-    up_entry *e = fifo_push(up, old.client, UP_VERB);
-    e->seq = old.seq;
-    e->keep = old.keep;
-    e->verb = old.verb;
-    e->retries = (short)(old.retries + 1);
 }
 
 static void up_process(upstream_conn *up)
@@ -448,7 +370,7 @@ static void up_process(upstream_conn *up)
             break;
         }
         if (!up->streaming && fifo_head(up) && fifo_head(up)->kind == UP_OPAQUE_START) {
-            fifo_pop(up);
+            up_fifo_pop(up);
             up->opaque_rx = 1;
             continue;
         }
@@ -573,10 +495,10 @@ int upstream_forward(upstream_conn *up, struct client_session *c, const char *p,
         up->reply_off = up->skip_next = 0;
         if (!answered) return 0;
         if (up->raw_tx) {
-            fifo_push(up, c, UP_RESET);
+            up_fifo_push(up, c, UP_RESET);
             up->raw_tx = 0;
         } else {
-            fifo_push(up, c, UP_REPLY);
+            up_fifo_push(up, c, UP_REPLY);
         }
         return 1;
     }
@@ -623,7 +545,7 @@ int upstream_forward(upstream_conn *up, struct client_session *c, const char *p,
             enter_raw = 1;
             break;
         case CMD_REPLICATION:
-            fifo_push(up, c, UP_OPAQUE_START);
+            up_fifo_push(up, c, UP_OPAQUE_START);
             up->raw_tx = 1;
             return 0;
         default:
@@ -636,189 +558,14 @@ int upstream_forward(upstream_conn *up, struct client_session *c, const char *p,
 
     int counted = 0;
     if (!up->raw_tx && replies) {
-        fifo_push(up, c, UP_REPLY);
+        up_fifo_push(up, c, UP_REPLY);
         counted = 1;
     }
     if (enter_raw && !up->raw_tx) {
-        fifo_push(up, c, UP_RAW_START);
+        up_fifo_push(up, c, UP_RAW_START);
         up->raw_tx = 1;
     }
     return counted;
-}
-
-/* ---- sending verbs ---- */
-
-/* "<prefix><n>\r\n" at p; returns its length. (snprintf is most of the
- * cost of rewriting a small verb.) */
-static size_t put_header(char *p, char prefix, unsigned long long n)
-{
-    char digits[20];
-    int k = 0;
-    do {
-        digits[k++] = (char)('0' + n % 10);
-        n /= 10;
-    } while (n);
-    size_t len = 0;
-    p[len++] = prefix;
-    while (k)
-        p[len++] = digits[--k];
-    p[len++] = '\r';
-    p[len++] = '\n';
-    return len;
-}
-
-static void buf_bulk(vp_buf *b, const char *p, size_t n)
-{
-    vp_buf_reserve(b, 24 + n + 2);
-    char *d = b->data + b->len;
-    size_t hl = put_header(d, '$', n);
-    memcpy(d + hl, p, n);
-    memcpy(d + hl + n, "\r\n", 2);
-    b->len += hl + n + 2;
-}
-
-/* "*<count>\r\n" and the command name of a verb's EVALSHA / EVAL. */
-static void up_call_head(vp_buf *b, const upstream_conn *up, const verb_def *v, const verb_call *call,
-                         int argc, int eval)
-{
-    int hidden = v->hidden_max_members ? 1 : 0;
-    int count = 3 + call->nkeys + hidden + (argc - call->first_arg);
-    char head[24];
-    vp_buf_append(b, head, put_header(head, '*', (unsigned long long)count));
-    (void)up;
-    if (eval)
-        buf_bulk(b, v->readonly ? "EVAL_RO" : "EVAL", v->readonly ? 7 : 4);
-    else
-        buf_bulk(b, v->readonly ? "EVALSHA_RO" : "EVALSHA", v->readonly ? 10 : 7);
-}
-
-/* numkeys, the keys, the hidden arguments, the rest of the arguments. */
-static void up_call_tail(vp_buf *b, const upstream_conn *up, const verb_def *v, const verb_call *call,
-                         int argc, const resp_arg *argv)
-{
-    char nk = (char)('0' + call->nkeys); /* at most VERB_MAX_KEYS */
-    buf_bulk(b, &nk, 1);
-    for (int i = 0; i < call->nkeys; i++)
-        buf_bulk(b, argv[call->keys[i]].ptr, argv[call->keys[i]].len);
-    if (v->hidden_max_members) {
-        const char *m = up->srv->verbs.ztick_max;
-        buf_bulk(b, m, strlen(m));
-    }
-    for (int i = call->first_arg; i < argc; i++)
-        buf_bulk(b, argv[i].ptr, argv[i].len);
-}
-
-/* Bookkeeping shared by every one-reply request: a CLIENT REPLY SKIP in
- * force is used up, and a counted connection owes a reply. */
-static up_entry *up_account_plain(upstream_conn *up, struct client_session *c, up_entry_kind kind)
-{
-    up->skip_next = 0;
-    up->srv->stats.commands_forwarded++;
-    return up->raw_tx ? NULL : fifo_push(up, c, kind);
-}
-
-int upstream_forward_verb(upstream_conn *up, struct client_session *c, const verb_def *v,
-                          const verb_call *call, int argc, const resp_arg *argv)
-{
-    up->srv->stats.verb_calls++;
-    if (up->raw_tx) {
-        /* Nothing can be retried here (replies are not counted): EVAL with
-         * the body never meets NOSCRIPT. Rare: built and copied at once. */
-        up->scratch.len = 0;
-        up_call_head(&up->scratch, up, v, call, argc, 1);
-        buf_bulk(&up->scratch, v->body, v->body_len);
-        up_call_tail(&up->scratch, up, v, call, argc, argv);
-        outq_add_copy(&up->out, up->scratch.data, up->scratch.len);
-        up_account_plain(up, c, UP_REPLY);
-        return 0;
-    }
-    size_t start = up->kept.len;
-    if (up->in_multi) {
-        /* Queued in a transaction: EXEC must answer with the verb's real
-         * reply, and a NOSCRIPT there could not be retried. EVAL carries the
-         * body (sent from the table, not copied). */
-        char head[24];
-        up_call_head(&up->kept, up, v, call, argc, 1);
-        vp_buf_append(&up->kept, head, put_header(head, '$', v->body_len));
-        size_t mid = up->kept.len;
-        vp_buf_append(&up->kept, "\r\n", 2);
-        up_call_tail(&up->kept, up, v, call, argc, argv);
-        outq_add_ref(&up->out, &up->kept, start, mid - start);
-        outq_add(&up->out, v->body, v->body_len);
-        outq_add_ref(&up->out, &up->kept, mid, up->kept.len - mid);
-        up_account_plain(up, c, UP_REPLY)->keep = (unsigned)(up->kept.len - start);
-        return 1;
-    }
-    if (up->scripts != UP_SCRIPTS_SENT) {
-        up_send_loads(up);
-        start = up->kept.len;
-    }
-    up_call_head(&up->kept, up, v, call, argc, 0);
-    buf_bulk(&up->kept, v->sha, 40);
-    up_call_tail(&up->kept, up, v, call, argc, argv);
-    outq_add_ref(&up->out, &up->kept, start, up->kept.len - start);
-    up_entry *e = up_account_plain(up, c, UP_VERB);
-    e->keep = (unsigned)(up->kept.len - start);
-    e->verb = (short)v->id;
-    return 1;
-}
-
-up_local_mode upstream_local_mode(const upstream_conn *up)
-{
-    if (up->raw_tx) return UP_LOCAL_IN_STREAM;
-    return up->in_multi ? UP_LOCAL_IN_MULTI : UP_LOCAL_IN_ORDER;
-}
-
-int upstream_flag_multi(upstream_conn *up, struct client_session *c)
-{
-    /* EVALSHA without arguments fails Redis's own arity check, which flags
-     * the transaction: EXEC then answers -EXECABORT, as after any command
-     * with wrong arguments. Its error is replaced by the proxy's. */
-    static const char flag_cmd[] = "*1\r\n$7\r\nEVALSHA\r\n";
-    outq_add(&up->out, flag_cmd, sizeof(flag_cmd) - 1);
-    up_account_plain(up, c, UP_REPLY);
-    return 1;
-}
-
-int upstream_error_in_stream(upstream_conn *up, struct client_session *c, const char *err)
-{
-    /* Redis answers it in its stream: in order, and dropped under CLIENT
-     * REPLY OFF/SKIP exactly as its own errors are. */
-    static const char script[] = "return redis.error_reply(ARGV[1])";
-    up->scratch.len = 0;
-    vp_buf_append(&up->scratch, "*4\r\n", 4);
-    buf_bulk(&up->scratch, "EVAL", 4);
-    buf_bulk(&up->scratch, script, sizeof(script) - 1);
-    buf_bulk(&up->scratch, "0", 1);
-    buf_bulk(&up->scratch, err, strlen(err));
-    outq_add_copy(&up->out, up->scratch.data, up->scratch.len);
-    return up_account_plain(up, c, UP_REPLY) != NULL;
-}
-
-void upstream_scripts_flushed(upstream_conn *up, struct client_session *c)
-{
-    (void)c;
-    if (!up->raw_tx && !up->in_multi)
-        up_send_loads(up);
-    else
-        up->scripts = UP_SCRIPTS_UNLOADED; /* loaded before the next verb */
-}
-
-int upstream_must_settle_verbs(const upstream_conn *up, cmd_kind kind)
-{
-    if (up->verbs_in_flight == 0 || up->in_multi || up->raw_tx) return 0;
-    switch (kind) {
-    case CMD_MULTI:
-    case CMD_SUBSCRIBE:
-    case CMD_MONITOR:
-    case CMD_CLIENT_REPLY_OFF:
-    case CMD_CLIENT_REPLY_SKIP:
-    case CMD_UNCOUNTABLE:
-    case CMD_REPLICATION:
-        return 1;
-    default:
-        return 0;
-    }
 }
 
 int upstream_closing_reply(upstream_conn *up, struct client_session *c)
@@ -833,7 +580,7 @@ int upstream_closing_reply(upstream_conn *up, struct client_session *c)
     if (up->reply_off || up->skip_next) flags |= UP_LOCAL_DROP; /* Redis would not answer either */
     outq_add(&up->out, "*1\r\n$5\r\nRESET\r\n", 15);
     outq_add(&up->out, up->barrier_cmd, strlen(up->barrier_cmd));
-    fifo_push(up, c, UP_CLOSE_BARRIER);
+    up_fifo_push(up, c, UP_CLOSE_BARRIER);
     up->srv->stats.barriers_sent++;
     return flags;
 }

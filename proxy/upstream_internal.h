@@ -1,0 +1,20 @@
+/* upstream_internal.h - what upstream.c and upstream_verbs.c share: the
+ * FIFO of entries and the verb hooks reply routing calls. Not for clients. */
+#ifndef VP_UPSTREAM_INTERNAL_H
+#define VP_UPSTREAM_INTERNAL_H
+
+#include "proxy/upstream.h"
+
+/* The entry for the next request; its reply goes to the slot the client is
+ * about to queue. */
+up_entry *up_fifo_push(upstream_conn *up, struct client_session *c, up_entry_kind kind);
+/* Done with the oldest entry: the bytes it kept go too. */
+void up_fifo_pop(upstream_conn *up);
+
+/* Our SCRIPT LOAD's answer (the oldest entry, `e`) in p..p+n: check it. */
+void up_check_script_load(upstream_conn *up, const up_entry *e, const char *p, size_t n);
+/* The oldest entry, a verb, was answered NOSCRIPT: reload and send it again
+ * (1), or 0 when that is no longer possible and the reply must go on. */
+int up_retry_verb(upstream_conn *up);
+
+#endif
