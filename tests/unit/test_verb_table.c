@@ -1,6 +1,6 @@
 /* The verb table: pinned SHA-1s against the files in lua/, lookup, every
  * built-in verb's argument checks with Redis's wording, custom verbs from
- * config lines. */
+ * config lines, and the check of what SCRIPT LOAD answers. */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,6 +10,8 @@
 #include "lua/verb_scripts.h"
 #include "lua/verbs.h"
 #include "proxy/config.h"
+#include "proxy/server.h"
+#include "proxy/upstream_internal.h"
 
 static char *read_file(const char *path, size_t *len)
 {
@@ -347,4 +349,37 @@ Test(custom_verbs, from_the_config_file_relative_to_it)
     cr_assert_eq(conf_load_file(&c, conf, err, sizeof(err)), -1);
     cr_assert(strstr(err, "vp.conf:1: verb 'set' would shadow the Redis command set"), "%s", err);
     conf_free(&c);
+}
+
+/* ---- what SCRIPT LOAD answers ----
+ * A real Redis always answers the SHA of what it was sent, so a mismatch
+ * cannot be produced by a server in a test: the check itself is tested
+ * here, on the answers Redis gives (a bulk SHA, an error). */
+
+Test(script_load_answers, a_foreign_sha_disables_the_verb_an_error_reloads_later)
+{
+    static vp_server srv;
+    char err[256];
+    cr_assert_eq(verbs_build(&srv.verbs, NULL, 0, 0, err, sizeof(err)), 0, "%s", err);
+    upstream_conn up = {.srv = &srv, .scripts = UP_SCRIPTS_SENT};
+    const verb_def *z = verbs_find(&srv.verbs, "ztick", 5);
+    up_entry e = {.kind = UP_SCRIPT_LOAD, .verb = (short)z->id};
+    char reply[64];
+
+    snprintf(reply, sizeof(reply), "$40\r\n%s\r\n", z->sha);
+    up_check_script_load(&up, &e, reply, strlen(reply));
+    cr_assert_not(srv.verbs.broken[z->id], "the pinned SHA is accepted");
+    cr_assert_eq(up.scripts, UP_SCRIPTS_SENT);
+
+    const char *noauth = "-NOAUTH Authentication required.\r\n";
+    up_check_script_load(&up, &e, noauth, strlen(noauth));
+    cr_assert_not(srv.verbs.broken[z->id]);
+    cr_assert_eq(up.scripts, UP_SCRIPTS_UNLOADED, "a refused load is repeated before the next verb");
+
+    const char *other = "$40\r\n0000000000000000000000000000000000000000\r\n";
+    up_check_script_load(&up, &e, other, strlen(other));
+    cr_assert(srv.verbs.broken[z->id], "another SHA disables the verb");
+    const verb_def *q = verbs_find(&srv.verbs, "qpop", 4);
+    cr_assert_not(srv.verbs.broken[q->id], "and only that verb");
+    verbs_free(&srv.verbs);
 }
