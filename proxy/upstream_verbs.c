@@ -53,9 +53,11 @@ void up_check_script_load(upstream_conn *up, const up_entry *e, const char *p, s
  * flushed, or Redis restarted or failed over under us): load the scripts
  * and send the same EVALSHA again. Its slot keeps its place in the client's
  * queue, so replies to later commands wait behind it. Those commands have
- * already run, though: that reordering is counted. Not possible once a
- * MULTI (or an uncounted mode) was sent after it: the retry would be queued
- * in the transaction; the client then gets the NOSCRIPT. */
+ * already run, though: that reordering is counted. The retry would be
+ * queued in a transaction or go uncounted if a MULTI (or an uncounted mode)
+ * had been sent after the verb; upstream_must_settle_verbs holds those back
+ * until the verbs are answered, so this is only a safety net: the client
+ * then gets the NOSCRIPT. */
 int up_retry_verb(upstream_conn *up)
 {
     up_entry old = up->fifo[up->fifo_head];
@@ -124,14 +126,12 @@ static void buf_bulk(vp_buf *b, const char *p, size_t n)
 }
 
 /* "*<count>\r\n" and the command name of a verb's EVALSHA / EVAL. */
-static void up_call_head(vp_buf *b, const upstream_conn *up, const verb_def *v, const verb_call *call,
-                         int argc, int eval)
+static void up_call_head(vp_buf *b, const verb_def *v, const verb_call *call, int argc, int eval)
 {
     int hidden = v->hidden_max_members ? 1 : 0;
     int count = 3 + call->nkeys + hidden + (argc - call->first_arg);
     char head[24];
     vp_buf_append(b, head, put_header(head, '*', (unsigned long long)count));
-    (void)up;
     if (eval)
         buf_bulk(b, v->readonly ? "EVAL_RO" : "EVAL", v->readonly ? 7 : 4);
     else
@@ -171,7 +171,7 @@ int upstream_forward_verb(upstream_conn *up, struct client_session *c, const ver
         /* Nothing can be retried here (replies are not counted): EVAL with
          * the body never meets NOSCRIPT. Rare: built and copied at once. */
         up->scratch.len = 0;
-        up_call_head(&up->scratch, up, v, call, argc, 1);
+        up_call_head(&up->scratch, v, call, argc, 1);
         buf_bulk(&up->scratch, v->body, v->body_len);
         up_call_tail(&up->scratch, up, v, call, argc, argv);
         outq_add_copy(&up->out, up->scratch.data, up->scratch.len);
@@ -184,7 +184,7 @@ int upstream_forward_verb(upstream_conn *up, struct client_session *c, const ver
          * reply, and a NOSCRIPT there could not be retried. EVAL carries the
          * body (sent from the table, not copied). */
         char head[24];
-        up_call_head(&up->kept, up, v, call, argc, 1);
+        up_call_head(&up->kept, v, call, argc, 1);
         vp_buf_append(&up->kept, head, put_header(head, '$', v->body_len));
         size_t mid = up->kept.len;
         vp_buf_append(&up->kept, "\r\n", 2);
@@ -199,7 +199,7 @@ int upstream_forward_verb(upstream_conn *up, struct client_session *c, const ver
         up_send_loads(up);
         start = up->kept.len;
     }
-    up_call_head(&up->kept, up, v, call, argc, 0);
+    up_call_head(&up->kept, v, call, argc, 0);
     buf_bulk(&up->kept, v->sha, 40);
     up_call_tail(&up->kept, up, v, call, argc, argv);
     outq_add_ref(&up->out, &up->kept, start, up->kept.len - start);
