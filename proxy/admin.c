@@ -123,17 +123,39 @@ void admin_command(const vp_server *srv, int argc, const resp_arg *argv, vp_buf 
 
 /* ---- COMMAND INFO / COMMAND DOCS ---- */
 
+/* Every verb, for the full listings. */
+static int *all_verbs(const verb_table *t, int *n)
+{
+    int *ids = vp_malloc((size_t)(t->count ? t->count : 1) * sizeof(int));
+    for (int i = 0; i < t->count; i++)
+        ids[i] = i;
+    *n = t->count;
+    return ids;
+}
+
 admin_patch_kind admin_command_patch(const verb_table *t, int argc, const resp_arg *argv, int **verb_ids,
                                      int *n)
 {
-    if (argc < 3 || argv[0].len != 7 || !cmd_arg_is(&argv[0], "command")) return ADMIN_PATCH_NONE;
+    if (argv[0].len != 7 || !cmd_arg_is(&argv[0], "command")) return ADMIN_PATCH_NONE;
+    if (argc == 1) {
+        *verb_ids = all_verbs(t, n);
+        return ADMIN_PATCH_INFO_ALL;
+    }
     admin_patch_kind kind;
     if (cmd_arg_is(&argv[1], "info"))
         kind = ADMIN_PATCH_INFO;
     else if (cmd_arg_is(&argv[1], "docs"))
         kind = ADMIN_PATCH_DOCS;
+    else if (argc == 2 && cmd_arg_is(&argv[1], "count"))
+        kind = ADMIN_PATCH_COUNT;
+    else if (argc == 2 && cmd_arg_is(&argv[1], "list"))
+        kind = ADMIN_PATCH_LIST;
     else
         return ADMIN_PATCH_NONE;
+    if (argc == 2) { /* no names: the whole listing */
+        *verb_ids = all_verbs(t, n);
+        return kind == ADMIN_PATCH_INFO ? ADMIN_PATCH_INFO_ALL : kind;
+    }
     int any = 0;
     for (int i = 2; i < argc && !any; i++)
         any = verbs_find(t, argv[i].ptr, argv[i].len) != NULL;
@@ -212,7 +234,27 @@ int admin_patch_reply(const verb_table *t, admin_patch_kind kind, const int *ver
     char type;
     long long count;
     size_t body;
+    if (kind == ADMIN_PATCH_COUNT) {
+        char *end;
+        if (len < 4 || reply[0] != ':') return -1;
+        long long c = strtoll(reply + 1, &end, 10);
+        if (end != reply + len - 2) return -1;
+        put_fmt(out, ":%lld\r\n", c + n);
+        return 0;
+    }
     if (read_header(reply, len, &type, &count, &body) < 0) return -1;
+    if (kind == ADMIN_PATCH_INFO_ALL || kind == ADMIN_PATCH_LIST) {
+        if (type != '*') return -1;
+        put_fmt(out, "*%lld\r\n", count + n);
+        vp_buf_append(out, reply + body, len - body);
+        for (int i = 0; i < n; i++) {
+            if (kind == ADMIN_PATCH_LIST)
+                put_str(out, t->verbs[verb_ids[i]]->name);
+            else
+                verb_info(t->verbs[verb_ids[i]], out);
+        }
+        return 0;
+    }
     if (kind == ADMIN_PATCH_DOCS) {
         int m = 0;
         for (int i = 0; i < n; i++)

@@ -16,17 +16,23 @@ int admin_is_own_command(const resp_arg *name);
 /* Answer VERBPROXY <sub> ...: a reply or an error, appended to out. */
 void admin_command(const vp_server *srv, int argc, const resp_arg *argv, vp_buf *out);
 
-typedef enum admin_patch_kind { ADMIN_PATCH_NONE, ADMIN_PATCH_INFO, ADMIN_PATCH_DOCS } admin_patch_kind;
+typedef enum admin_patch_kind {
+    ADMIN_PATCH_NONE,
+    ADMIN_PATCH_INFO,     /* COMMAND INFO name...: the verbs' entries where Redis put nil */
+    ADMIN_PATCH_INFO_ALL, /* COMMAND, COMMAND INFO: every verb's entry added */
+    ADMIN_PATCH_DOCS,     /* COMMAND DOCS [name...]: the verbs' docs added to the map */
+    ADMIN_PATCH_COUNT,    /* COMMAND COUNT: the verbs counted */
+    ADMIN_PATCH_LIST      /* COMMAND LIST: the verbs' names added */
+} admin_patch_kind;
 
-/* COMMAND INFO|DOCS naming at least one verb: which kind of patch its reply
- * needs, and for each name argument (argv[2..]) the verb id or -1 in
- * *verb_ids (malloc'd, *n entries). ADMIN_PATCH_NONE (nothing allocated)
- * for every other command. */
+/* Does Redis's reply to this command need the verbs filled in? The kind,
+ * and the verb ids concerned in *verb_ids (malloc'd, *n entries; for INFO
+ * one per name argument, -1 where it is no verb). ADMIN_PATCH_NONE
+ * (nothing allocated) for every other command. */
 admin_patch_kind admin_command_patch(const verb_table *t, int argc, const resp_arg *argv, int **verb_ids,
                                      int *n);
-/* Rewrite Redis's reply: INFO gets each verb's entry where Redis put nil;
- * DOCS gets the verbs' entries added to its map. Returns 0, or -1 when the
- * reply is not what Redis sends (an error, say): then it goes out as is. */
+/* Rewrite Redis's reply accordingly. Returns 0, or -1 when the reply is not
+ * what Redis sends for it (an error, say): then it goes out as is. */
 int admin_patch_reply(const verb_table *t, admin_patch_kind kind, const int *verb_ids, int n,
                       const char *reply, size_t len, vp_buf *out);
 

@@ -36,7 +36,7 @@ typedef enum client_slot_kind {
 typedef struct client_slot {
     client_slot_kind kind;
     unsigned replace : 1; /* data is the proxy's answer; the upstream's is dropped */
-    unsigned patch : 2;   /* admin_patch_kind: rewrite the reply (COMMAND INFO/DOCS of a verb) */
+    unsigned patch : 3;   /* admin_patch_kind: fill the verbs into a COMMAND reply */
     size_t len, cap;
     char *data;    /* owned */
     int *verb_ids; /* patch: owned */

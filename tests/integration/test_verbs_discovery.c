@@ -13,6 +13,7 @@
  * Verbs are proxy-only: the suite is skipped under VP_TEST_DIRECT=1. */
 #include <ctype.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include "tests/support/checks.h"
 
@@ -309,6 +310,82 @@ Test(verbs_discovery, command_docs_gives_a_verbs_summary_and_group)
     cr_assert(summary && group, "no summary or no group in %s", VT_DESCRIBE(doc));
     freeReplyObject(r);
     redisFree(c);
+}
+
+/* The full listings: Redis's commands, then the verbs. */
+static long long int_reply(redisContext *c, const char *cmd)
+{
+    redisReply *r = vt_cmd(c, cmd);
+    vt_assert_reply(r, c);
+    cr_assert(r->type == REDIS_REPLY_INTEGER, "%s: %s", cmd, VT_DESCRIBE(r));
+    long long v = r->integer;
+    freeReplyObject(r);
+    return v;
+}
+
+/* The top-level count of a raw reply (the full COMMAND and COMMAND DOCS
+ * replies nest deeper than hiredis 0.14 reads), and whether its last bytes
+ * are `tail`. */
+static long long raw_listing(int port, const char *cmd, const char *tail, bool *tail_ok)
+{
+    int fd = vt_sock_tcp(port);
+    cr_assert(fd >= 0);
+    cr_assert(vt_sock_send_str(fd, cmd));
+    vt_buf b = {0};
+    cr_assert(vt_sock_read_replies(fd, &b, 1, VT_READ_DEADLINE_MS), "%s: no whole reply", cmd);
+    cr_assert(b.len > 4 && b.data[0] == '*', "%s: %.40s", cmd, vt_buf_escaped(&b));
+    long long n = strtoll(b.data + 1, NULL, 10);
+    size_t tl = strlen(tail);
+    *tail_ok = b.len >= tl && memcmp(b.data + b.len - tl, tail, tl) == 0;
+    vt_buf_free(&b);
+    close(fd);
+    return n;
+}
+
+Test(verbs_discovery, the_full_command_listings_include_the_verbs)
+{
+    VT_SKIP_IF_DIRECT();
+    redisContext *admin = vt_must_connect(env.redis->port);
+    redisContext *c = vt_must_connect(env.proxy->port);
+    long long redis_count = int_reply(admin, "COMMAND COUNT");
+    cr_assert_eq(int_reply(c, "COMMAND COUNT"), redis_count + 10);
+
+    /* COMMAND LIST names subcommands too ("acl|cat") */
+    redisReply *redis_list = vt_cmd(admin, "COMMAND LIST");
+    vt_assert_reply(redis_list, admin);
+    redisReply *list = vt_cmd(c, "COMMAND LIST");
+    vt_assert_reply(list, c);
+    cr_assert(list->type == REDIS_REPLY_ARRAY && list->elements == redis_list->elements + 10,
+              "Redis lists %zu, the proxy %zu", redis_list->elements, list->elements);
+    freeReplyObject(redis_list);
+    for (size_t i = 0; i < sizeof(builtins) / sizeof(builtins[0]); i++) {
+        bool found = false;
+        for (size_t j = 0; j < list->elements; j++)
+            found |= is_str(list->element[j], builtins[i].name);
+        cr_assert(found, "COMMAND LIST lacks %s", builtins[i].name);
+    }
+    freeReplyObject(list);
+    /* a filtered list is Redis's alone */
+    redisReply *filtered = vt_cmd(c, "COMMAND LIST FILTERBY PATTERN zti*");
+    vt_assert_array(filtered, 0);
+    freeReplyObject(filtered);
+
+    bool tail_ok;
+    /* the last verb in the table is zwindow: its entry closes the listing */
+    long long n = raw_listing(env.proxy->port, "*1\r\n$7\r\nCOMMAND\r\n",
+                              "*1\r\n+@scripting\r\n*0\r\n*0\r\n*0\r\n", &tail_ok);
+    cr_assert_eq(n, redis_count + 10);
+    cr_assert(tail_ok, "COMMAND does not end with a verb's entry");
+    long long redis_docs =
+        raw_listing(env.redis->port, "*2\r\n$7\r\nCOMMAND\r\n$4\r\nDOCS\r\n", "", &tail_ok);
+    n = raw_listing(env.proxy->port, "*2\r\n$7\r\nCOMMAND\r\n$4\r\nDOCS\r\n",
+                    "$10\r\ncomplexity\r\n$65\r\nO(N) where N is the number of members the script reads or "
+                    "writes.\r\n",
+                    &tail_ok);
+    cr_assert_eq(n, redis_docs + 2 * 10, "COMMAND DOCS: Redis's name, doc pairs and one per verb");
+    cr_assert(tail_ok, "COMMAND DOCS does not end with a verb's doc");
+    redisFree(c);
+    redisFree(admin);
 }
 
 /* ---- custom verbs ---- */
