@@ -356,6 +356,7 @@ static char *read_whole_file(const char *path, size_t *len, char *err, size_t er
         fail(err, errlen, "cannot read script %s: %s", path, strerror(errno));
         return NULL;
     }
+    errno = 0;
     size_t cap = 4096, n = 0;
     char *buf = malloc(cap);
     size_t got;
@@ -363,8 +364,14 @@ static char *read_whole_file(const char *path, size_t *len, char *err, size_t er
         n += got;
         if (cap - n - 1 == 0) buf = realloc(buf, cap *= 2);
     }
+    int failed = ferror(f) ? (errno ? errno : EIO) : 0;
     fclose(f);
     if (!buf) abort();
+    if (failed) { /* a directory, an I/O error */
+        fail(err, errlen, "cannot read script %s: %s", path, strerror(failed));
+        free(buf);
+        return NULL;
+    }
     buf[n] = '\0';
     *len = n;
     return buf;

@@ -357,6 +357,8 @@ static void client_stream_partial(client_session *c, const char *p, size_t avail
         const resp_arg *argv;
         int argc = resp_request_partial_args(&c->parser, p, &argv);
         if (argc < 1 || cmd_name_may_be_special(&argv[0]) || !upstream_is_counting(c->up)) return;
+        /* A NOSCRIPT retry must not land inside a half-sent request. */
+        if (c->up->verbs_in_flight) return;
         /* A verb is rewritten, so it must be whole first. */
         if (verbs_find(&c->srv->verbs, argv[0].ptr, argv[0].len) || admin_is_own_command(&argv[0])) return;
         n = resp_request_release(&c->parser, avail);
@@ -427,10 +429,10 @@ static int client_parse_batch(client_session *c, size_t limit)
             c->streaming = 0;
         } else if (st == RESP_REQ_COMMAND) {
             if (c->up && c->up->verbs_in_flight &&
-                upstream_must_settle_verbs(c->up, cmd_classify(c->parser.argc, c->parser.argv))) {
-                /* Left in the buffer, parsed again once they are. */
+                upstream_must_settle_verbs(c->up, c->parser.argc, c->parser.argv)) {
+                /* Left in the buffer, parsed again once they are. Reading
+                 * goes on, so a client that leaves is still noticed. */
                 c->settling = 1;
-                client_stop_reading(c);
                 return 0;
             }
             client_dispatch(c, c->parser.argv, c->parser.argc, p, used);
@@ -488,7 +490,8 @@ static void client_process_input(client_session *c)
  * requests waiting for it are still to be answered.) */
 static int client_idle(client_session *c)
 {
-    return c->slot_len == 0 && outq_size(&c->out) == 0 && !(c->up && !upstream_is_ready(c->up));
+    return c->slot_len == 0 && outq_size(&c->out) == 0 && !(c->up && !upstream_is_ready(c->up)) &&
+           !c->settling; /* a command held back is still to be sent */
 }
 
 static void client_on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
@@ -643,12 +646,12 @@ void client_push(client_session *c, const char *p, size_t n)
 
 void client_round_end(client_session *c)
 {
-    client_flush(c);
-    if (c->settling && !c->closing && c->up && !upstream_must_settle_verbs(c->up, CMD_MULTI)) {
+    if (c->settling && !c->closing && c->up && c->up->verbs_in_flight == 0) {
+        /* The verbs before the held command are answered: go on from it. */
         c->settling = 0;
-        client_start_reading(c);
         client_process_input(c);
     }
+    client_flush(c);
 }
 
 void client_upstream_drained(client_session *c)

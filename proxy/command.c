@@ -68,3 +68,15 @@ int cmd_name_may_be_special(const resp_arg *name)
         if (cmd_arg_is(name, names[i])) return 1;
     return 0;
 }
+
+int cmd_changes_session(const resp_arg *name)
+{
+    static const char *const names[] = {"select",   "hello",      "auth",       "reset",    "swapdb",
+                                        "blpop",    "brpop",      "brpoplpush", "blmove",   "blmpop",
+                                        "bzpopmin", "bzpopmax",   "bzmpop",     "wait",     "waitaof",
+                                        "xread",    "xreadgroup", "readonly",   "readwrite"};
+    if (name->len < 4 || name->len > 10) return 0;
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+        if (cmd_arg_is(name, names[i])) return 1;
+    return 0;
+}

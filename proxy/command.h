@@ -32,6 +32,12 @@ cmd_kind cmd_classify(int argc, const resp_arg *argv);
  * arguments are in.) */
 int cmd_name_may_be_special(const resp_arg *name);
 
+/* Does the command change what a command sent before it would see if it
+ * were run again after it (the database, the user, the protocol), or block
+ * the connection? A verb's NOSCRIPT retry must not land behind one of
+ * these: see upstream_must_settle_verbs. */
+int cmd_changes_session(const resp_arg *name);
+
 /* Case-insensitive comparison of an argument with a lower-case literal. */
 int cmd_arg_is(const resp_arg *a, const char *lower);
 

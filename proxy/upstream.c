@@ -430,6 +430,7 @@ static void up_on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
     vp_buf_consume(&up->in, up->in_pos);
     up->in_pos = 0;
     vp_buf_shrink(&up->in, UP_KEEP_BYTES);
+    vp_buf_shrink(&up->kept, UP_KEEP_BYTES); /* after a large verb (only when empty) */
 }
 
 static void up_on_connect(uv_connect_t *req, int status)

@@ -155,13 +155,15 @@ int upstream_flag_multi(upstream_conn *up, struct client_session *c);
  * inside MULTI (EXEC then returns it in the command's place). Returns 1 if
  * a counted reply comes back for it. */
 int upstream_error_in_stream(upstream_conn *up, struct client_session *c, const char *err);
-/* Must a command of this kind wait until every verb sent before it is
- * answered? After MULTI, SUBSCRIBE, MONITOR, CLIENT REPLY OFF|SKIP ... a
- * NOSCRIPT could no longer be retried in place (the retry would be queued
- * in the transaction, or its reply not counted), so those commands are held
- * back until the verbs before them are settled: one round trip, only when a
- * verb is pipelined right before one of them. */
-int upstream_must_settle_verbs(const upstream_conn *up, cmd_kind kind);
+/* Must this command wait until every verb sent before it is answered?
+ * A verb answered NOSCRIPT is sent again after whatever followed it, so
+ * those commands are held back until the verbs before them are settled:
+ * MULTI, SUBSCRIBE, MONITOR, CLIENT REPLY OFF|SKIP (the retry would be
+ * queued, or its reply not counted), SELECT, AUTH, HELLO, RESET (it would
+ * run in another database, as another user, in another protocol) and the
+ * blocking commands (it would wait behind them). One round trip, only when
+ * a verb is pipelined right before one of them. */
+int upstream_must_settle_verbs(const upstream_conn *up, int argc, const resp_arg *argv);
 /* SCRIPT FLUSH was just forwarded: load the scripts again. */
 void upstream_scripts_flushed(upstream_conn *up, struct client_session *c);
 /* Bytes with no reply of their own (the rest of a streamed request, a

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "lua/verbs.h"
+#include "proxy/command.h"
 #include "proxy/client.h"
 #include "proxy/log.h"
 #include "proxy/upstream.h"
@@ -41,11 +42,20 @@ void up_check_script_load(upstream_conn *up, const up_entry *e, const char *p, s
                (int)(n > 2 ? n - 2 : n), p);
         return;
     }
+    int is_sha = n == 47 && memcmp(p, "$40\r\n", 5) == 0 && p[45] == '\r' && p[46] == '\n';
+    if (!is_sha) {
+        /* Not an answer to SCRIPT LOAD at all: something is off on this
+         * connection, not in the script. Load again before the next verb. */
+        up->scripts = UP_SCRIPTS_UNLOADED;
+        vp_log(VP_LOG_WARNING, "upstream %s: unexpected answer to SCRIPT LOAD %s: %.*s",
+               up->srv->conf.upstream, v->name, (int)(n > 64 ? 64 : n), p);
+        return;
+    }
     if (!t->broken[e->verb])
         vp_log(VP_LOG_WARNING,
                "upstream %s: SCRIPT LOAD of verb %s answered %.*s, not the pinned SHA-1 %s: "
                "verb %s is disabled",
-               up->srv->conf.upstream, v->name, (int)(n > 2 ? n - 2 : n), p, v->sha, v->name);
+               up->srv->conf.upstream, v->name, 40, p + 5, v->sha, v->name);
     t->broken[e->verb] = 1;
 }
 
@@ -66,11 +76,15 @@ int up_retry_verb(upstream_conn *up)
                up->srv->conf.upstream, up->srv->verbs.verbs[old.verb]->name);
         return 0;
     }
+    /* Did anything of the client's run after it? (Our SCRIPT LOADs do not count.) */
+    int later = 0;
+    for (size_t i = 1; i < up->fifo_len && !later; i++)
+        later = up->fifo[(up->fifo_head + i) % up->fifo_cap].kind != UP_SCRIPT_LOAD;
     vp_stats *st = &up->srv->stats;
     st->noscript_recoveries++;
-    if (up->fifo_len > 1) st->noscript_reordered++;
+    if (later) st->noscript_reordered++;
     vp_log(VP_LOG_VERBOSE, "upstream %s: NOSCRIPT for %s: reloading and retrying%s", up->srv->conf.upstream,
-           up->srv->verbs.verbs[old.verb]->name, up->fifo_len > 1 ? " (later commands already ran)" : "");
+           up->srv->verbs.verbs[old.verb]->name, later ? " (later commands already ran)" : "");
     /* Its request is the oldest kept one: copy it to the tail, then let the
      * old entry go. */
     vp_buf_reserve(&up->kept, old.keep);
@@ -250,19 +264,20 @@ void upstream_scripts_flushed(upstream_conn *up, struct client_session *c)
         up->scripts = UP_SCRIPTS_UNLOADED; /* loaded before the next verb */
 }
 
-int upstream_must_settle_verbs(const upstream_conn *up, cmd_kind kind)
+int upstream_must_settle_verbs(const upstream_conn *up, int argc, const resp_arg *argv)
 {
     if (up->verbs_in_flight == 0 || up->in_multi || up->raw_tx) return 0;
-    switch (kind) {
+    switch (cmd_classify(argc, argv)) {
     case CMD_MULTI:
     case CMD_SUBSCRIBE:
     case CMD_MONITOR:
+    case CMD_RESET:
     case CMD_CLIENT_REPLY_OFF:
     case CMD_CLIENT_REPLY_SKIP:
     case CMD_UNCOUNTABLE:
     case CMD_REPLICATION:
         return 1;
     default:
-        return 0;
+        return cmd_changes_session(&argv[0]);
     }
 }

@@ -20,6 +20,8 @@
  * so the proxy's EVALSHA surely meets an empty cache.
  *
  * Verbs are proxy-only: the suite is skipped under VP_TEST_DIRECT=1. */
+#include <sys/socket.h>
+
 #include "tests/support/checks.h"
 
 #define PASSWORD "s3cret-pass"
@@ -735,6 +737,125 @@ Test(verbs_noscript, a_verb_recovered_right_before_monitor_keeps_its_real_reply)
 }
 
 /* ---- (e) SCRIPT FLUSH through the proxy ---- */
+
+/* A built-in verb's pinned SHA, from VERBPROXY VERBS. */
+static const char *verb_sha(const char *name)
+{
+    static char sha[41];
+    redisContext *c = vt_must_connect(env.proxy->port);
+    redisReply *r = vt_cmd(c, "VERBPROXY VERBS");
+    cr_assert(r && r->type == REDIS_REPLY_ARRAY, "%s", VT_DESCRIBE(r));
+    sha[0] = '\0';
+    for (size_t i = 0; i < r->elements; i++)
+        if (strcmp(r->element[i]->element[0]->str, name) == 0)
+            snprintf(sha, sizeof(sha), "%s", r->element[i]->element[2]->str);
+    cr_assert(sha[0], "no verb %s", name);
+    freeReplyObject(r);
+    redisFree(c);
+    return sha;
+}
+
+/* A fresh connection with the scripts loaded, then flushed behind its back. */
+static int loaded_then_flushed(void)
+{
+    int fd = vt_must_sock(env.proxy->port);
+    vt_buf req = {0};
+    vt_buf_cmd(&req, "LOCKRELEASE", "rv:none", "t", NULL);
+    exchange(fd, &req, ":0\r\n");
+    vt_buf_free(&req);
+    flush_scripts_directly(NULL);
+    return fd;
+}
+
+Test(verbs_noscript, a_verb_recovered_before_select_runs_in_the_database_it_was_sent_in)
+{
+    VT_SKIP_IF_DIRECT();
+    int fd = loaded_then_flushed();
+    vt_buf req = {0};
+    vt_buf_cmd(&req, "HSETVER", "rv:h", "1", "f", "v", NULL);
+    vt_buf_cmd(&req, "SELECT", "1", NULL);
+    vt_buf_cmd(&req, "EXISTS", "rv:h", NULL);
+    exchange(fd, &req, ":1\r\n+OK\r\n:0\r\n");
+    vt_buf_free(&req);
+    close(fd);
+    redisContext *admin = admin_connect(NULL);
+    redisReply *r = vt_cmd(admin, "HGET rv:h f");
+    vt_assert_str(r, "v"); /* db 0, where the client was when it sent HSETVER */
+    freeReplyObject(r);
+    redisFree(admin);
+}
+
+Test(verbs_noscript, a_large_request_after_a_recovered_verb_arrives_whole)
+{
+    VT_SKIP_IF_DIRECT();
+    int fd = loaded_then_flushed();
+    size_t vlen = 1024 * 1024;
+    char *val = malloc(vlen);
+    memset(val, 'x', vlen);
+    vt_buf req = {0};
+    vt_buf_cmd(&req, "LOCKRELEASE", "rv:k", "t", NULL);
+    const char *argv[] = {"SET", "rv:big", val};
+    size_t lens[] = {3, 6, vlen};
+    vt_buf_cmd_argv(&req, 3, argv, lens);
+    vt_buf_cmd(&req, "PING", NULL);
+    /* the verb and the start of the SET now, the rest once the proxy has
+     * had the chance to stream the SET while the verb is retried */
+    size_t first = 200000;
+    cr_assert(vt_sock_send(fd, req.data, first));
+    /* The verb met NOSCRIPT and the proxy reloaded: its script is back. */
+    redisContext *admin = admin_connect(NULL);
+    char cmd[80];
+    snprintf(cmd, sizeof(cmd), "SCRIPT EXISTS %s", verb_sha("lockrelease"));
+    long long deadline = vt_now_ms() + VT_READ_DEADLINE_MS;
+    bool reloaded = false;
+    while (!reloaded && vt_now_ms() < deadline) {
+        redisReply *e = vt_cmd(admin, cmd);
+        vt_assert_array(e, 1);
+        reloaded = e->element[0]->integer == 1;
+        freeReplyObject(e);
+    }
+    cr_assert(reloaded, "the proxy did not reload the scripts while the SET was half sent");
+    cr_assert(vt_sock_send(fd, req.data + first, req.len - first));
+    vt_buf got = {0};
+    vt_expect_bytes(fd, &got, ":0\r\n+OK\r\n+PONG\r\n");
+    redisReply *r = vt_cmd(admin, "STRLEN rv:big");
+    vt_assert_int(r, (long long)vlen);
+    freeReplyObject(r);
+    r = vt_cmd(admin, "GETRANGE rv:big -3 -1");
+    vt_assert_str(r, "xxx");
+    freeReplyObject(r);
+    redisFree(admin);
+    vt_buf_free(&got);
+    vt_buf_free(&req);
+    free(val);
+    close(fd);
+}
+
+Test(verbs_noscript, a_client_that_half_closes_gets_the_commands_held_behind_a_verb_run)
+{
+    VT_SKIP_IF_DIRECT();
+    int fd = vt_must_sock(env.proxy->port);
+    vt_buf req = {0};
+    vt_buf_cmd(&req, "LOCKRELEASE", "rv:k", "t", NULL);
+    vt_buf_cmd(&req, "MULTI", NULL);
+    vt_buf_cmd(&req, "SET", "rv:a", "1", NULL);
+    vt_buf_cmd(&req, "EXEC", NULL);
+    cr_assert(vt_sock_send_buf(fd, &req));
+    shutdown(fd, SHUT_WR);
+    vt_buf got = {0};
+    cr_assert(vt_sock_read_eof(fd, &got, VT_READ_DEADLINE_MS), "no EOF; got %s", vt_buf_escaped(&got));
+    const char *want = ":0\r\n+OK\r\n+QUEUED\r\n*1\r\n+OK\r\n";
+    cr_assert(got.len == strlen(want) && memcmp(got.data, want, got.len) == 0, "got %s",
+              vt_buf_escaped(&got));
+    redisContext *admin = admin_connect(NULL);
+    redisReply *r = vt_cmd(admin, "GET rv:a");
+    vt_assert_str(r, "1");
+    freeReplyObject(r);
+    redisFree(admin);
+    vt_buf_free(&got);
+    vt_buf_free(&req);
+    close(fd);
+}
 
 Test(verbs_noscript, script_flush_through_the_proxy_then_verbs_still_work)
 {
