@@ -156,15 +156,17 @@ admin_patch_kind admin_command_patch(const verb_table *t, int argc, const resp_a
         *verb_ids = all_verbs(t, n);
         return kind == ADMIN_PATCH_INFO ? ADMIN_PATCH_INFO_ALL : kind;
     }
-    int any = 0;
-    for (int i = 2; i < argc && !any; i++)
-        any = verbs_find(t, argv[i].ptr, argv[i].len) != NULL;
-    if (!any) return ADMIN_PATCH_NONE;
-    int *ids = vp_malloc((size_t)(argc - 2) * sizeof(int));
+    int *ids = NULL; /* allocated at the first verb named */
     for (int i = 2; i < argc; i++) {
         const verb_def *v = verbs_find(t, argv[i].ptr, argv[i].len);
-        ids[i - 2] = v ? v->id : -1;
+        if (v && !ids) {
+            ids = vp_malloc((size_t)(argc - 2) * sizeof(int));
+            for (int j = 2; j < i; j++)
+                ids[j - 2] = -1;
+        }
+        if (ids) ids[i - 2] = v ? v->id : -1;
     }
+    if (!ids) return ADMIN_PATCH_NONE;
     *verb_ids = ids;
     *n = argc - 2;
     return kind;

@@ -243,13 +243,14 @@ static void client_answer(client_session *c, const char *reply, size_t n, const 
         /* As Redis answers a command it cannot queue: the error now, and
          * EXEC aborts. A proxy reply that is not an error cannot be part of
          * a transaction. */
-        if (!err) err = "ERR VERBPROXY is not allowed inside MULTI";
+        if (!err) {
+            reply = "-ERR VERBPROXY is not allowed inside MULTI\r\n";
+            n = strlen(reply);
+        }
         if (upstream_flag_multi(c->up, c)) {
             client_slot *s = slot_push(c, SLOT_WAITING);
             s->replace = 1;
-            char line[VERB_ERR_MAX + 8];
-            int ln = snprintf(line, sizeof(line), "-%s\r\n", err);
-            slot_append(s, line, (size_t)ln);
+            slot_append(s, reply, n);
             c->srv->stats.local_replies++;
         }
         return;
@@ -341,7 +342,7 @@ static void client_dispatch(client_session *c, const resp_arg *argv, int argc, c
     } else {
         free(verb_ids);
     }
-    if (kind == CMD_PLAIN && is_script_flush(argc, argv)) upstream_scripts_flushed(c->up, c);
+    if (kind == CMD_PLAIN && is_script_flush(argc, argv)) upstream_scripts_flushed(c->up);
 }
 
 /* A large request is forwarded as it arrives instead of being held whole:

@@ -255,9 +255,8 @@ int upstream_error_in_stream(upstream_conn *up, struct client_session *c, const 
     return up_account_plain(up, c, UP_REPLY) != NULL;
 }
 
-void upstream_scripts_flushed(upstream_conn *up, struct client_session *c)
+void upstream_scripts_flushed(upstream_conn *up)
 {
-    (void)c;
     if (!up->raw_tx && !up->in_multi)
         up_send_loads(up);
     else
