@@ -164,12 +164,13 @@ start_redis() {
     log "redis-server pid $REDIS_PID on 127.0.0.1:$RPORT"
 }
 
-# start_verbproxy: VP_BIN in front of RPORT. Sets VPORT and VPID, or
+# start_verbproxy: VP_BIN in front of RPORT, with BENCH_VP_ARGS (extra flags,
+# word-split) if set. Sets VPORT and VPID, or
 # SKIP_VP=1 (with its log) when it does not answer PING.
 start_verbproxy() {
     VPORT=$(free_port) || die "no free port"
     "${TS_SERVER[@]}" "$VP_BIN" --port "$VPORT" --bind 127.0.0.1 --upstream "127.0.0.1:$RPORT" \
-        --loglevel warning >"$TMP/vp.log" 2>&1 &
+        --loglevel warning ${BENCH_VP_ARGS:-} >"$TMP/vp.log" 2>&1 &
     VPID=$!; PIDS+=("$VPID")
     if wait_ready verbproxy "$VPID" "$VPORT"; then
         log "verbproxy pid $VPID on 127.0.0.1:$VPORT"

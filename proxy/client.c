@@ -19,6 +19,8 @@
 
 static void client_on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
 static void client_process_input(client_session *c);
+static void client_stop_reading(client_session *c);
+static void client_start_reading(client_session *c);
 
 /* ---- the reply slot queue ---- */
 
@@ -103,8 +105,17 @@ static void client_flush(client_session *c)
         client_close(c);
         return;
     }
-    /* A slow reader must not make the proxy hold an unbounded reply stream. */
-    if (c->up && outq_size(&c->out) > (size_t)c->srv->conf.buffer_limit) upstream_pause_reading(c->up);
+    /* A slow reader must not make the proxy hold an unbounded reply stream.
+     * A shared connection cannot stop for one client: that client's
+     * requests are not read instead (what it is owed already is held). */
+    if (c->up && outq_size(&c->out) > (size_t)c->srv->conf.buffer_limit) {
+        if (!c->up->shared) {
+            upstream_pause_reading(c->up);
+        } else if (!c->output_held) {
+            c->output_held = 1;
+            client_stop_reading(c);
+        }
+    }
     client_maybe_finish(c);
 }
 
@@ -117,7 +128,16 @@ static void client_on_written(outq *q, int status)
         client_close(c);
         return;
     }
-    if (c->up && outq_size(q) <= (size_t)c->srv->conf.buffer_limit / 2) upstream_resume_reading(c->up);
+    if (outq_size(q) <= (size_t)c->srv->conf.buffer_limit / 2) {
+        if (c->output_held) {
+            c->output_held = 0;
+            client_start_reading(c);
+            client_process_input(c);
+            if (c->closing) return;
+        } else if (c->up && !c->up->shared) {
+            upstream_resume_reading(c->up);
+        }
+    }
     client_maybe_finish(c);
 }
 
@@ -180,6 +200,59 @@ static void client_add_error(client_session *c, const char *fmt, ...)
     size_t n = client_error_line(msg, sizeof(msg), fmt, ap);
     va_end(ap);
     client_add_local(c, msg, n);
+}
+
+/* ---- which upstream ---- */
+
+/* Its own connection, or a shared one while it needs no state. */
+static upstream_conn *client_connect(client_session *c)
+{
+    if (c->own_upstream || c->srv->conf.shared_upstreams == 0) return upstream_open(c->srv, c);
+    return upstream_shared(c->srv, c->id);
+}
+
+/* Leave the shared connection for one of its own. Only once nothing is
+ * owed on the shared one: what the client sent there has then run. */
+static void client_move_to_own(client_session *c)
+{
+    upstream_detach_client(c->up, c);
+    if (c->shared_wait) {
+        c->shared_wait = 0;
+        c->srv->shared_waiters--;
+    }
+    c->own_upstream = 1;
+    c->settling = 0;
+    c->up = upstream_open(c->srv, c);
+    c->srv->stats.clients_pinned++;
+    vp_log(VP_LOG_DEBUG, "client %llu %s: moved to its own upstream connection", c->id, c->addr);
+}
+
+/* The command at hand needs a connection of its own (it stays in the
+ * buffer and is parsed again there). Returns after moving, or after
+ * marking the client to move once its replies are in (client_round_end). */
+static void client_want_own(client_session *c)
+{
+    if (c->slot_len) {
+        c->settling = 1;
+        return;
+    }
+    client_move_to_own(c);
+}
+
+/* Leave its upstream connection: close its own, or just stop being owed
+ * anything on a shared one. */
+static void client_release_upstream(client_session *c)
+{
+    if (!c->up) return;
+    if (c->up->shared)
+        upstream_detach_client(c->up, c);
+    else
+        upstream_close(c->up);
+    c->up = NULL;
+    if (c->shared_wait) {
+        c->shared_wait = 0;
+        c->srv->shared_waiters--;
+    }
 }
 
 /* ---- input ---- */
@@ -328,6 +401,13 @@ static void client_dispatch(client_session *c, const resp_arg *argv, int argc, c
         client_admin(c, argv, argc);
         return;
     }
+    if (c->up->shared && cmd_is_quit(argc, argv)) {
+        /* Redis answers +OK and closes; the shared connection must stay. */
+        client_queue_local(c, "+OK\r\n", 5);
+        c->input_done = 1;
+        c->close_when_done = 1;
+        return;
+    }
     cmd_kind kind = cmd_classify(argc, argv);
     if (kind == CMD_REPLICATION) c->opaque = 1;
     int *verb_ids = NULL, nids = 0;
@@ -355,6 +435,12 @@ static void client_stream_partial(client_session *c, const char *p, size_t avail
     size_t n;
     if (!c->streaming) {
         if (avail < CLIENT_STREAM_THRESHOLD) return;
+        if (c->up->shared) {
+            /* Half a request on a shared connection would hold up everyone
+             * behind it: streaming is done on a connection of its own. */
+            client_want_own(c);
+            return;
+        }
         const resp_arg *argv;
         int argc = resp_request_partial_args(&c->parser, p, &argv);
         if (argc < 1 || cmd_name_may_be_special(&argv[0]) || !upstream_is_counting(c->up)) return;
@@ -429,7 +515,11 @@ static int client_parse_batch(client_session *c, size_t limit)
             upstream_forward_bytes(c->up, p, used); /* the rest of a streamed request */
             c->streaming = 0;
         } else if (st == RESP_REQ_COMMAND) {
-            if (c->up && c->up->verbs_in_flight &&
+            if (c->up && c->up->shared && cmd_needs_own_connection(c->parser.argc, c->parser.argv)) {
+                client_want_own(c); /* left in the buffer, parsed again there */
+                return 0;
+            }
+            if (c->up && !c->up->shared && c->up->verbs_in_flight &&
                 upstream_must_settle_verbs(c->up, c->parser.argc, c->parser.argv)) {
                 /* Left in the buffer, parsed again once they are. Reading
                  * goes on, so a client that leaves is still noticed. */
@@ -437,7 +527,7 @@ static int client_parse_batch(client_session *c, size_t limit)
                 return 0;
             }
             client_dispatch(c, c->parser.argv, c->parser.argc, p, used);
-        } else if (c->up) {
+        } else if (c->up && !c->up->shared) {
             upstream_forward_empty(c->up, p, used); /* keeps the pieces contiguous */
         }
         c->in_pos += used;
@@ -450,7 +540,7 @@ static void client_process_input(client_session *c)
 {
     if (c->closing || c->input_done) return;
     if (c->in_pos == c->in.len) return;
-    if (!c->up && !c->answering_unavailable) c->up = upstream_open(c->srv, c); /* retry */
+    if (!c->up && !c->answering_unavailable) c->up = client_connect(c); /* retry */
     if (c->up && !upstream_is_ready(c->up)) {
         /* Hold requests until the connect settles, one way or the other. */
         if (c->in.len > (size_t)c->srv->conf.buffer_limit) client_stop_reading(c);
@@ -460,8 +550,10 @@ static void client_process_input(client_session *c)
     size_t limit = (size_t)c->srv->conf.buffer_limit;
     for (;;) {
         int more = client_parse_batch(c, limit);
-        /* The forwarded pieces point into `in`: write them before compacting. */
-        if (c->up) {
+        /* The forwarded pieces point into `in`: write them before compacting.
+         * (A shared connection has copied them and writes once per loop
+         * iteration, upstream_flush_shared.) */
+        if (c->up && !c->up->shared) {
             int rc = upstream_flush(c->up);
             if (rc < 0) {
                 client_upstream_lost(c, uv_strerror(rc));
@@ -480,6 +572,10 @@ static void client_process_input(client_session *c)
          * drain (client_upstream_drained resumes). */
         if (upstream_backlog(c->up) > limit) {
             client_stop_reading(c);
+            if (c->up->shared && !c->shared_wait) {
+                c->shared_wait = 1; /* client_shared_drained resumes */
+                c->srv->shared_waiters++;
+            }
             break;
         }
     }
@@ -583,10 +679,7 @@ void client_upstream_failed(client_session *c, const char *reason)
 
 void client_upstream_lost(client_session *c, const char *reason)
 {
-    if (c->up) {
-        upstream_close(c->up);
-        c->up = NULL;
-    }
+    client_release_upstream(c);
     vp_log(VP_LOG_VERBOSE,
            "client %llu %s: upstream connection lost (%s); closing after delivering what arrived", c->id,
            c->addr, reason);
@@ -596,6 +689,7 @@ void client_upstream_lost(client_session *c, const char *reason)
         slot_pop(c);
     c->input_done = 1;
     c->close_when_done = 1;
+    c->settling = 0; /* a held command will not be sent now */
     client_flush(c);
 }
 
@@ -647,8 +741,9 @@ void client_push(client_session *c, const char *p, size_t n)
 
 void client_round_end(client_session *c)
 {
-    if (c->settling && !c->closing && c->up && c->up->verbs_in_flight == 0) {
-        /* The verbs before the held command are answered: go on from it. */
+    if (c->settling && !c->closing && c->up &&
+        (c->up->shared ? c->slot_len == 0 : c->up->verbs_in_flight == 0)) {
+        /* What the held command waited for is answered: go on from it. */
         c->settling = 0;
         client_process_input(c);
     }
@@ -660,6 +755,75 @@ void client_upstream_drained(client_session *c)
     if (c->closing || c->input_done) return;
     client_start_reading(c);
     client_process_input(c);
+}
+
+/* ---- shared connections ---- */
+
+void client_touch(client_session *c)
+{
+    if (c->touched) return;
+    c->touched = 1;
+    c->touched_next = c->srv->touched;
+    c->srv->touched = c;
+}
+
+void client_flush_touched(vp_server *srv)
+{
+    client_session *c;
+    while ((c = srv->touched)) {
+        srv->touched = c->touched_next;
+        c->touched = 0;
+        client_round_end(c);
+    }
+}
+
+/* (Each walks every client: these are rare events. A call may close the
+ * client at hand, never another one.) */
+
+void client_shared_ready(vp_server *srv, upstream_conn *up)
+{
+    client_session *next;
+    for (client_session *c = srv->clients; c; c = next) {
+        next = c->next;
+        if (c->up == up) client_upstream_ready(c);
+    }
+}
+
+void client_shared_failed(vp_server *srv, upstream_conn *up, const char *reason)
+{
+    client_session *next;
+    for (client_session *c = srv->clients; c; c = next) {
+        next = c->next;
+        if (c->up == up) client_upstream_failed(c, reason);
+    }
+}
+
+/* A client owed replies is closed after what arrived, as on a connection of
+ * its own; one owed nothing never notices and takes a new connection with
+ * its next command. */
+void client_shared_lost(vp_server *srv, upstream_conn *up, const char *reason)
+{
+    client_session *next;
+    for (client_session *c = srv->clients; c; c = next) {
+        next = c->next;
+        if (c->up != up) continue;
+        if (c->slot_len)
+            client_upstream_lost(c, reason);
+        else
+            client_release_upstream(c);
+    }
+}
+
+void client_shared_drained(vp_server *srv, upstream_conn *up)
+{
+    client_session *next;
+    for (client_session *c = srv->clients; c && srv->shared_waiters; c = next) {
+        next = c->next;
+        if (c->up != up || !c->shared_wait) continue;
+        c->shared_wait = 0;
+        srv->shared_waiters--;
+        client_upstream_drained(c);
+    }
 }
 
 /* ---- lifetime ---- */
@@ -680,10 +844,7 @@ void client_close(client_session *c)
 {
     if (c->closing) return;
     c->closing = 1;
-    if (c->up) {
-        upstream_close(c->up);
-        c->up = NULL;
-    }
+    client_release_upstream(c);
     if (c->prev)
         c->prev->next = c->next;
     else
@@ -749,6 +910,6 @@ void client_accept(vp_server *srv, uv_stream_t *listener, int is_unix)
     client_describe(c, is_unix);
     vp_log(VP_LOG_DEBUG, "client %llu %s: connected", c->id, c->addr);
     /* Connect upstream at once so the first request does not pay for it. */
-    c->up = upstream_open(srv, c);
+    c->up = client_connect(c);
     client_start_reading(c);
 }

@@ -8,6 +8,14 @@
  * the queue only from the front, so a reply the proxy makes never overtakes
  * an upstream reply still owed.
  *
+ * Upstream. With shared-upstreams > 0 a new session sends its commands on
+ * a shared upstream connection (upstream.h). The first command that needs
+ * connection state (command.h: cmd_needs_own_connection), or a request big
+ * enough to be streamed, moves it to a connection of its own for good:
+ * once every reply it is owed on the shared connection is in (so nothing
+ * it sent there can run after what it sends next), it opens one and sends
+ * that command there.
+ *
  * Ownership: the session owns its input buffer (requests are forwarded as
  * pieces pointing into it, so it is compacted only after the upstream's
  * flush), its slots and the bytes of its local replies, its output queue and
@@ -58,7 +66,8 @@ typedef struct client_session {
     size_t in_pos;
     resp_request_parser parser;
 
-    upstream_conn *up; /* NULL between a failed connect and the next request */
+    upstream_conn *up; /* its own or a shared one (up->shared); NULL between a failed connect and the next
+                          request */
     char up_error[160];
     int answering_unavailable; /* answer what is buffered with up_error */
 
@@ -72,12 +81,18 @@ typedef struct client_session {
     unsigned input_done : 1;      /* read no more (protocol error, upstream lost) */
     unsigned close_when_done : 1; /* close once every slot is answered and written */
     unsigned closing : 1;
-    unsigned opaque : 1;    /* after SYNC/PSYNC: bytes, not commands */
-    unsigned streaming : 1; /* a large request is being forwarded as it arrives */
-    unsigned settling : 1;  /* the next command waits for the verbs before it (upstream_must_settle_verbs) */
-    uint64_t eof_at;        /* loop time the client sent EOF with replies owed, 0 = not */
+    unsigned opaque : 1;       /* after SYNC/PSYNC: bytes, not commands */
+    unsigned streaming : 1;    /* a large request is being forwarded as it arrives */
+    unsigned settling : 1;     /* the next command waits for the verbs before it (upstream_must_settle_verbs),
+                                  or, on a shared connection, for every reply owed before it moves */
+    unsigned own_upstream : 1; /* on a connection of its own for the rest of the session */
+    unsigned touched : 1;      /* in srv->touched */
+    unsigned shared_wait : 1;  /* not read until its shared connection's backlog drains */
+    unsigned output_held : 1;  /* on a shared connection: not read until its own output drains */
+    uint64_t eof_at;           /* loop time the client sent EOF with replies owed, 0 = not */
 
     struct client_session *prev, *next;
+    struct client_session *touched_next;
 } client_session;
 
 /* A new connection on a listener. */
@@ -101,5 +116,15 @@ void client_push(client_session *c, const char *p, size_t n);
 void client_round_end(client_session *c);
 /* The upstream's output queue drained: read requests again. */
 void client_upstream_drained(client_session *c);
+
+/* A shared connection gave the client a reply: flush it at the end of the
+ * read (client_flush_touched). */
+void client_touch(client_session *c);
+void client_flush_touched(vp_server *srv);
+/* A shared connection's events, for every client on it. */
+void client_shared_ready(vp_server *srv, upstream_conn *up);
+void client_shared_failed(vp_server *srv, upstream_conn *up, const char *reason);
+void client_shared_lost(vp_server *srv, upstream_conn *up, const char *reason);
+void client_shared_drained(vp_server *srv, upstream_conn *up);
 
 #endif

@@ -80,3 +80,55 @@ int cmd_changes_session(const resp_arg *name)
         if (cmd_arg_is(name, names[i])) return 1;
     return 0;
 }
+
+/* XREAD / XREADGROUP with a BLOCK option (one option word among the
+ * arguments before STREAMS). */
+static int cmd_has_block_option(int argc, const resp_arg *argv)
+{
+    for (int i = 1; i < argc; i++) {
+        if (cmd_arg_is(&argv[i], "streams")) return 0;
+        if (cmd_arg_is(&argv[i], "block")) return 1;
+    }
+    return 0;
+}
+
+/* The hot path again: one switch on length and first letter. */
+int cmd_needs_own_connection(int argc, const resp_arg *argv)
+{
+    if (argc < 1) return 0;
+    const resp_arg *name = &argv[0];
+    if (name->len < 4 || name->len > 12) return 0;
+    /* MULTI, SUBSCRIBE, MONITOR, RESET, CLIENT REPLY, replication. */
+    if (cmd_classify(argc, argv) != CMD_PLAIN) return 1;
+    switch (name->ptr[0] | 0x20) {
+    case 'a':
+        return cmd_arg_is(name, "auth") || cmd_arg_is(name, "asking");
+    case 'b':
+        return cmd_arg_is(name, "blpop") || cmd_arg_is(name, "brpop") || cmd_arg_is(name, "brpoplpush") ||
+               cmd_arg_is(name, "blmove") || cmd_arg_is(name, "blmpop") || cmd_arg_is(name, "bzpopmin") ||
+               cmd_arg_is(name, "bzpopmax") || cmd_arg_is(name, "bzmpop");
+    case 'c':
+        return cmd_arg_is(name, "client");
+    case 'h':
+        return cmd_arg_is(name, "hello");
+    case 'r':
+        return cmd_arg_is(name, "readonly") || cmd_arg_is(name, "readwrite");
+    case 's':
+        if (cmd_arg_is(name, "select")) return 1;
+        return argc >= 2 && cmd_arg_is(name, "script") && cmd_arg_is(&argv[1], "debug");
+    case 'u':
+        return cmd_arg_is(name, "unwatch");
+    case 'w':
+        return cmd_arg_is(name, "watch") || cmd_arg_is(name, "wait") || cmd_arg_is(name, "waitaof");
+    case 'x':
+        return (cmd_arg_is(name, "xread") || cmd_arg_is(name, "xreadgroup")) &&
+               cmd_has_block_option(argc, argv);
+    default:
+        return 0;
+    }
+}
+
+int cmd_is_quit(int argc, const resp_arg *argv)
+{
+    return argc >= 1 && cmd_arg_is(&argv[0], "quit");
+}

@@ -38,6 +38,18 @@ int cmd_name_may_be_special(const resp_arg *name);
  * these: see upstream_must_settle_verbs. */
 int cmd_changes_session(const resp_arg *name);
 
+/* Does the command need a connection of its own (not a shared one)? Yes
+ * when it sets or reads connection state (SELECT, AUTH, HELLO, CLIENT ...,
+ * WATCH, READONLY, SCRIPT DEBUG), changes how replies are counted (MULTI,
+ * SUBSCRIBE, MONITOR, RESET, CLIENT REPLY, replication) or may block the
+ * connection (BLPOP and the other blocking commands, WAIT, XREAD BLOCK):
+ * on a shared connection those would leak into other clients' commands or
+ * stall them. Everything else is stateless and may share. */
+int cmd_needs_own_connection(int argc, const resp_arg *argv);
+
+/* QUIT (answered by the proxy on a shared connection: Redis would close it). */
+int cmd_is_quit(int argc, const resp_arg *argv);
+
 /* Case-insensitive comparison of an argument with a lower-case literal. */
 int cmd_arg_is(const resp_arg *a, const char *lower);
 

@@ -22,6 +22,7 @@ typedef struct vp_config {
     char upstream_host[CONF_ADDR_MAX]; /* host, or the unix socket path */
     int upstream_port;                 /* 0 for a unix socket */
     long long connect_timeout_ms;
+    long long shared_upstreams; /* connections shared by stateless clients; 0 = one per client */
 
     long long proto_max_bulk_len;
     long long proto_max_multibulk_len;

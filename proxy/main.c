@@ -10,6 +10,7 @@
 #include "proxy/listener.h"
 #include "proxy/log.h"
 #include "proxy/server.h"
+#include "proxy/upstream.h"
 
 static void usage(FILE *out)
 {
@@ -25,6 +26,8 @@ static void usage(FILE *out)
                  "  --upstream ADDR        upstream Redis: host:port or a unix socket path\n"
                  "                         (default 127.0.0.1:6379)\n"
                  "  --connect-timeout MS   upstream connect timeout (default 2000)\n"
+                 "  --shared-upstreams N   upstream connections shared by clients without\n"
+                 "                         connection state (default 1; 0 = one per client)\n"
                  "  --loglevel LEVEL       debug, verbose, notice or warning\n"
                  "  --help                 this text\n"
                  "  --version              the version\n");
@@ -33,6 +36,13 @@ static void usage(FILE *out)
 static vp_listener listener;
 static uv_signal_t sigint_handle, sigterm_handle;
 static uv_timer_t cron;
+
+/* After each round of I/O callbacks: the shared connections write what
+ * every client gave them in one go. */
+static void on_flush_check(uv_check_t *h)
+{
+    upstream_flush_shared(h->data);
+}
 
 static void on_cron(uv_timer_t *t)
 {
@@ -48,6 +58,8 @@ static void on_signal(uv_signal_t *h, int signum)
     listener_close(&listener);
     while (srv->clients)
         client_close(srv->clients);
+    upstream_close_shared(srv);
+    uv_close((uv_handle_t *)&srv->flush_check, NULL);
     stats_log(&srv->stats);
     uv_close((uv_handle_t *)&sigint_handle, NULL);
     uv_close((uv_handle_t *)&sigterm_handle, NULL);
@@ -125,6 +137,10 @@ int main(int argc, char **argv)
         return conf_free(&srv.conf), 1;
     }
     vp_log(VP_LOG_NOTICE, "verbproxy %s ready, upstream %s", VP_VERSION, srv.conf.upstream);
+
+    uv_check_init(srv.loop, &srv.flush_check);
+    srv.flush_check.data = &srv;
+    uv_check_start(&srv.flush_check, on_flush_check);
 
     uv_timer_init(srv.loop, &cron);
     cron.data = &srv;

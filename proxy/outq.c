@@ -149,7 +149,17 @@ int outq_flush(outq *q)
             outq_copy_pieces(q);
         }
     }
-    if (!q->writing && q->pending.len) return outq_start_write(q);
+    if (!q->writing && q->pending.len) {
+        /* Copied bytes (a shared connection's requests, what the kernel did
+         * not take last time) also go in one try first: uv_write would
+         * call back only in the next loop iteration. */
+        uv_buf_t b = uv_buf_init(q->pending.data, (unsigned int)q->pending.len);
+        int n = uv_try_write(q->stream, &b, 1);
+        if (n < 0 && n != UV_EAGAIN) return n;
+        if (n > 0) vp_buf_consume(&q->pending, (size_t)n);
+        if (q->pending.len) return outq_start_write(q);
+        vp_buf_shrink(&q->pending, OUTQ_KEEP_BYTES);
+    }
     return 0;
 }
 

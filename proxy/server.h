@@ -11,6 +11,9 @@
 #include "proxy/stats.h"
 
 struct client_session;
+struct upstream_conn;
+
+#define VP_MAX_SHARED_UPSTREAMS 64
 
 typedef struct vp_server {
     uv_loop_t *loop;
@@ -22,6 +25,16 @@ typedef struct vp_server {
     unsigned long long next_client_id;
     unsigned long clients_draining; /* clients that sent EOF with replies owed */
     uint64_t unavailable_logged_at; /* loop time of the last "upstream unavailable" line */
+
+    /* Shared upstream connections (conf.shared_upstreams of them, opened on
+     * demand; NULL when not open). Requests for them are gathered during a
+     * loop iteration and written once per iteration from `flush_check`. */
+    struct upstream_conn *shared[VP_MAX_SHARED_UPSTREAMS];
+    uv_check_t flush_check;
+    /* Clients given replies by a shared connection in the current read
+     * round, flushed at its end (intrusive, through touched_next). */
+    struct client_session *touched;
+    unsigned long shared_waiters; /* clients not read until a shared connection drains */
 } vp_server;
 
 #endif

@@ -15,6 +15,8 @@
     X(upstream_connect_failures)                                                                             \
     X(upstream_lost)                                                                                         \
     X(barriers_sent)                                                                                         \
+    X(shared_commands)                                                                                       \
+    X(clients_pinned)                                                                                        \
     X(verb_calls)                                                                                            \
     X(verb_argument_errors)                                                                                  \
     X(script_loads)                                                                                          \

@@ -14,6 +14,8 @@ typedef struct vp_stats {
     unsigned long long upstream_connect_failures;
     unsigned long long upstream_lost;
     unsigned long long barriers_sent;
+    unsigned long long shared_commands;      /* commands sent on a shared upstream connection */
+    unsigned long long clients_pinned;       /* clients moved to their own connection */
     unsigned long long verb_calls;           /* verbs sent upstream */
     unsigned long long verb_argument_errors; /* verbs refused by the proxy's checks */
     unsigned long long script_loads;         /* rounds of SCRIPT LOAD sent */

@@ -108,6 +108,7 @@ void upstream_close(upstream_conn *up)
     if (up->state == UPSTREAM_CLOSED) return;
     up->state = UPSTREAM_CLOSED;
     up->client = NULL;
+    if (up->shared && up->srv->shared[up->shared_index] == up) up->srv->shared[up->shared_index] = NULL;
     uv_timer_stop(&up->timer);
     up_release_handle((uv_handle_t *)&up->timer);
     if (up->resolving) uv_cancel((uv_req_t *)&up->resolve_req); /* its callback drops the last ref */
@@ -141,7 +142,10 @@ static void up_fail(upstream_conn *up, const char *reason)
     up->srv->stats.upstream_connect_failures++;
     vp_log(VP_LOG_VERBOSE, "upstream %s: connect failed: %s", up->srv->conf.upstream, why);
     upstream_close(up);
-    if (c) client_upstream_failed(c, why);
+    if (c)
+        client_upstream_failed(c, why);
+    else if (up->shared)
+        client_shared_failed(up->srv, up, why);
 }
 
 /* Mid-session loss: the client gets what already arrived, then is closed. */
@@ -151,7 +155,10 @@ static void up_lost(upstream_conn *up, const char *reason)
     up->srv->stats.upstream_lost++;
     vp_log(VP_LOG_VERBOSE, "upstream %s: connection lost: %s", up->srv->conf.upstream, reason);
     upstream_close(up);
-    if (c) client_upstream_lost(c, reason);
+    if (c)
+        client_upstream_lost(c, reason);
+    else if (up->shared)
+        client_shared_lost(up->srv, up, reason);
 }
 
 static void up_on_timeout(uv_timer_t *t)
@@ -251,6 +258,49 @@ int upstream_is_ready(const upstream_conn *up)
     return up->state == UPSTREAM_READY;
 }
 
+/* ---- shared connections ---- */
+
+upstream_conn *upstream_shared(vp_server *srv, unsigned long long client_id)
+{
+    int i = (int)(client_id % (unsigned long long)srv->conf.shared_upstreams);
+    if (!srv->shared[i]) {
+        upstream_conn *up = upstream_open(srv, NULL);
+        up->shared = 1;
+        up->shared_index = i;
+        srv->shared[i] = up;
+    }
+    return srv->shared[i];
+}
+
+void upstream_detach_client(upstream_conn *up, struct client_session *c)
+{
+    for (size_t i = 0; i < up->fifo_len; i++) {
+        up_entry *e = &up->fifo[(up->fifo_head + i) % up->fifo_cap];
+        if (e->client == c) e->client = NULL;
+    }
+}
+
+void upstream_flush_shared(vp_server *srv)
+{
+    size_t resume_below = (size_t)srv->conf.buffer_limit / 2;
+    for (int i = 0; i < srv->conf.shared_upstreams; i++) {
+        upstream_conn *up = srv->shared[i];
+        if (!up || up->state != UPSTREAM_READY) continue;
+        int rc = upstream_flush(up);
+        if (rc < 0) {
+            up_lost(up, uv_strerror(rc));
+            continue;
+        }
+        if (srv->shared_waiters && outq_size(&up->out) <= resume_below) client_shared_drained(srv, up);
+    }
+}
+
+void upstream_close_shared(vp_server *srv)
+{
+    for (int i = 0; i < VP_MAX_SHARED_UPSTREAMS; i++)
+        if (srv->shared[i]) upstream_close(srv->shared[i]);
+}
+
 /* ---- reading replies ---- */
 
 static void up_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
@@ -323,6 +373,7 @@ static void up_deliver(upstream_conn *up, const char *p, size_t n, int done)
 {
     up_entry *e = fifo_head(up);
     struct client_session *c = e && up->route != ROUTE_PUSH ? e->client : up->client;
+    if (up->shared && c) client_touch(c); /* flushed at the end of the read */
     switch (up->route) {
     case ROUTE_PUSH:
         if (c) client_push(c, p, n);
@@ -417,8 +468,11 @@ static void up_on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
     }
     up->in.len += (size_t)nread;
     up_process(up);
-    /* The client's output may point into `in`: flush it before compacting. */
-    if (up->client) client_round_end(up->client);
+    /* The clients' output may point into `in`: flush it before compacting. */
+    if (up->client)
+        client_round_end(up->client);
+    else if (up->shared)
+        client_flush_touched(up->srv);
     if (up->state == UPSTREAM_CLOSED) return;
     if (outq_size(&up->out)) { /* NOSCRIPT retries */
         int rc = upstream_flush(up);
@@ -446,7 +500,10 @@ static void up_on_connect(uv_connect_t *req, int status)
     up->reading = 1;
     uv_read_start(&up->h.stream, up_alloc, up_on_read);
     vp_log(VP_LOG_DEBUG, "upstream %s: connected", up->srv->conf.upstream);
-    if (up->client) client_upstream_ready(up->client);
+    if (up->client)
+        client_upstream_ready(up->client);
+    else if (up->shared)
+        client_shared_ready(up->srv, up);
 }
 
 /* ---- sending requests ---- */
@@ -459,7 +516,11 @@ static void up_on_written(outq *q, int status)
         up_lost(up, uv_strerror(status));
         return;
     }
-    if (up->client && outq_size(q) == 0) client_upstream_drained(up->client);
+    if (outq_size(q) != 0) return;
+    if (up->client)
+        client_upstream_drained(up->client);
+    else if (up->shared && up->srv->shared_waiters)
+        client_shared_drained(up->srv, up);
 }
 
 void upstream_forward_bytes(upstream_conn *up, const char *p, size_t n)
@@ -484,8 +545,17 @@ static int up_is_special(cmd_kind kind)
 
 int upstream_forward(upstream_conn *up, struct client_session *c, const char *p, size_t n, cmd_kind kind)
 {
-    outq_add(&up->out, p, n);
     up->srv->stats.commands_forwarded++;
+    if (up->shared) {
+        /* Written at the end of the loop iteration, with other clients'
+         * requests, while this client's buffer has moved on: copied. A
+         * shared connection only carries plain commands (client.c). */
+        outq_add_copy(&up->out, p, n);
+        up->srv->stats.shared_commands++;
+        up_fifo_push(up, c, UP_REPLY);
+        return 1;
+    }
+    outq_add(&up->out, p, n);
 
     /* RESET runs even inside MULTI and clears every mode. Its +RESET is not
      * sent when a CLIENT REPLY SKIP is in force; then the proxy cannot tell

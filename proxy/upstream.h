@@ -19,9 +19,22 @@
  * RESET and `PING verbproxy:barrier:<token>`, and releases its reply when
  * their answers come back. RESP3 pushes ('>') are out of band in every mode.
  *
- * Lifetime: created by the client session; freed by itself after
- * upstream_close() once libuv has closed its handles. After a failure or
- * upstream_close() it never calls the client again. */
+ * Shared connections. With `shared-upstreams` > 0, clients without
+ * connection state of their own send their commands on one of a few shared
+ * connections (srv->shared), whose FIFO entries then name many clients.
+ * Their requests are copied (the client's buffer moves on at once) and all
+ * written once per loop iteration (upstream_flush_shared); their replies
+ * are handed to each entry's client, and the clients given something are
+ * flushed at the end of the read (client_flush_touched). A shared
+ * connection never carries state: a client that needs some moves to its
+ * own connection first (client.c). Events that concern every client on a
+ * shared connection (connected, failed, lost, drained) go through the
+ * client_shared_* calls.
+ *
+ * Lifetime: created by the client session (or, shared, by the first
+ * client that needs it); freed by itself after upstream_close() once libuv
+ * has closed its handles. After a failure or upstream_close() it never
+ * calls a client again. */
 #ifndef VP_UPSTREAM_H
 #define VP_UPSTREAM_H
 
@@ -74,8 +87,10 @@ typedef enum upstream_state { UPSTREAM_CONNECTING, UPSTREAM_READY, UPSTREAM_CLOS
 
 typedef struct upstream_conn {
     vp_server *srv;
-    struct client_session *client; /* NULL once detached */
+    struct client_session *client; /* its one client; NULL once detached, and when shared */
     upstream_state state;
+    int shared;       /* one of srv->shared: its entries name many clients */
+    int shared_index; /* its place there */
 
     union {
         uv_handle_t handle;
@@ -135,6 +150,17 @@ typedef struct upstream_conn {
  * reported through client_upstream_failed() from the loop. */
 upstream_conn *upstream_open(vp_server *srv, struct client_session *client);
 int upstream_is_ready(const upstream_conn *up);
+/* The shared connection for a client with this id: the open one, or a new
+ * one (connecting). */
+upstream_conn *upstream_shared(vp_server *srv, unsigned long long client_id);
+/* The client leaves a shared connection: replies still owed to it are
+ * dropped when they come. */
+void upstream_detach_client(upstream_conn *up, struct client_session *c);
+/* Write what every shared connection gathered in this loop iteration (from
+ * the server's check handle). */
+void upstream_flush_shared(vp_server *srv);
+/* At shutdown. */
+void upstream_close_shared(vp_server *srv);
 /* Send one request (bytes stay the caller's until upstream_flush()). Returns 1
  * if a reply will come back for it, so the client queues a waiting slot
  * (whose sequence number the entry records: client_next_seq()). */

@@ -181,6 +181,7 @@ int upstream_forward_verb(upstream_conn *up, struct client_session *c, const ver
                           const verb_call *call, int argc, const resp_arg *argv)
 {
     up->srv->stats.verb_calls++;
+    if (up->shared) up->srv->stats.shared_commands++;
     if (up->raw_tx) {
         /* Nothing can be retried here (replies are not counted): EVAL with
          * the body never meets NOSCRIPT. Rare: built and copied at once. */

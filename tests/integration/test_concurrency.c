@@ -3,8 +3,9 @@
  * A thousand clients connect and all keep their connections open; every one
  * sends SET and GET of its own key before any of them reads a reply, so the
  * proxy has a thousand conversations in flight. Each must get its own answers.
- * Redis must see one connection per client (one upstream per client
- * connection), and none once they have all gone. */
+ * By default they all share one upstream connection (shared-upstreams 1),
+ * which stays when they have gone; with shared-upstreams 0 Redis must see
+ * one connection per client, and none once they have all gone. */
 #include <pthread.h>
 #include <sys/resource.h>
 
@@ -36,14 +37,24 @@ static void setup(void)
     vt_env_start(&env, NULL, NULL);
 }
 
+static void setup_own(void)
+{
+    static const char *const own[] = {"--shared-upstreams", "0", NULL};
+    raise_fd_limit();
+    vt_env_start(&env, NULL, &(vt_proxy_opts){.extra_args = own});
+}
+
 static void teardown(void)
 {
     vt_env_stop(&env);
 }
 
 TestSuite(concurrency, .init = setup, .fini = teardown, .timeout = 120);
+TestSuite(concurrency_own, .init = setup_own, .fini = teardown, .timeout = 120);
 
-Test(concurrency, a_thousand_clients_each_get_their_own_answers)
+/* `upstreams`: the connections Redis must see for the clients (besides the
+ * admin's and the probe's), while they talk and after they have gone. */
+static void thousand_clients(long long upstreams_during, long long upstreams_after)
 {
     static redisContext *clients[CLIENTS];
     redisContext *admin = vt_must_connect(env.redis->port);
@@ -75,9 +86,9 @@ Test(concurrency, a_thousand_clients_each_get_their_own_answers)
         freeReplyObject(r);
     }
 
-    /* one upstream connection per client, plus the admin */
     long long connected = vt_info_int(admin, "clients", "connected_clients");
-    cr_assert(connected >= CLIENTS + 1, "Redis sees %lld connections for %d clients", connected, CLIENTS);
+    cr_assert_eq(connected, upstreams_during + 1, "Redis sees %lld connections for %d clients and the admin",
+                 connected, CLIENTS);
     redisReply *r = vt_cmd(admin, "DBSIZE");
     vt_assert_int(r, CLIENTS);
     freeReplyObject(r);
@@ -86,11 +97,26 @@ Test(concurrency, a_thousand_clients_each_get_their_own_answers)
     for (int i = 0; i < CLIENTS; i++)
         redisFree(clients[i]);
 
-    /* and when they leave, their upstream connections go too (the probe
-     * connection vt_wait_info uses is the one left) */
+    /* and when they leave, their own upstream connections go too (the
+     * probe connection vt_wait_info uses is counted) */
     long long last;
-    cr_assert(vt_wait_info(env.redis->port, "clients", "connected_clients", 1, VT_READ_DEADLINE_MS, &last),
-              "Redis still has %lld connections after all clients left", last);
+    cr_assert(vt_wait_info(env.redis->port, "clients", "connected_clients", upstreams_after + 1,
+                           VT_READ_DEADLINE_MS, &last),
+              "Redis has %lld connections after all clients left", last);
+}
+
+Test(concurrency, a_thousand_clients_each_get_their_own_answers)
+{
+    /* in direct mode each client is its own connection */
+    if (env.proxy->direct)
+        thousand_clients(CLIENTS, 0);
+    else
+        thousand_clients(1, 1); /* one shared connection, kept */
+}
+
+Test(concurrency_own, a_thousand_clients_each_get_their_own_answers_and_their_own_upstream)
+{
+    thousand_clients(CLIENTS, 0);
 }
 
 typedef struct counter_job {

@@ -29,6 +29,15 @@ static void teardown(void)
 
 TestSuite(failures, .init = setup, .fini = teardown, .timeout = VT_TEST_TIMEOUT_S);
 
+/* Upstream connections Redis sees besides the clients' own: the proxy's
+ * shared one (shared-upstreams 1, the default), opened by the first client
+ * and kept. A client that blocks or pipelines a blocking command has moved
+ * to a connection of its own, which is the one these tests watch. */
+static int shared_conns(void)
+{
+    return env.proxy->direct ? 0 : 1;
+}
+
 static void must_status(int port, const char *cmd, const char *status)
 {
     redisContext *c = vt_must_connect(port);
@@ -141,13 +150,19 @@ Test(failures, a_client_killed_mid_pipeline_frees_its_upstream_connection)
     vt_buf_cmd(&req, "BLPOP", "f:never", "0", NULL);
     cr_assert(vt_sock_send_buf(fd, &req));
     cr_assert(vt_sock_read_len(fd, &got, 1, VT_READ_DEADLINE_MS), "no reply at all");
-    /* Redis counts the probe connection and the client's upstream */
+    /* Redis counts the probe connection, the shared one and the client's
+     * own (the BLPOP is sent there once the GETs are answered) */
     long long seen;
-    cr_assert(vt_wait_info(env.redis->port, "clients", "connected_clients", 2, VT_READ_DEADLINE_MS, &seen),
-              "Redis sees %lld connections, expected the client's and the probe's", seen);
+    cr_assert(vt_wait_info(env.redis->port, "clients", "connected_clients", 2 + shared_conns(),
+                           VT_READ_DEADLINE_MS, &seen),
+              "Redis sees %lld connections, expected the client's, the probe's and %d shared", seen,
+              shared_conns());
+    cr_assert(vt_wait_info(env.redis->port, "clients", "blocked_clients", 1, VT_READ_DEADLINE_MS, &seen),
+              "the BLPOP is not blocked (%lld blocked clients)", seen);
     close(fd); /* unread data: the kernel resets the connection */
 
-    cr_assert(vt_wait_info(env.redis->port, "clients", "connected_clients", 1, VT_READ_DEADLINE_MS, &seen),
+    cr_assert(vt_wait_info(env.redis->port, "clients", "connected_clients", 1 + shared_conns(),
+                           VT_READ_DEADLINE_MS, &seen),
               "the dead client's upstream connection is still open (%lld connections)", seen);
     cr_assert(vt_wait_info(env.redis->port, "clients", "blocked_clients", 0, VT_READ_DEADLINE_MS, &seen),
               "Redis still has %lld blocked clients", seen);
@@ -165,7 +180,8 @@ Test(failures, a_client_that_disconnects_while_blocked_frees_its_upstream_connec
     close(fd);
 
     long long seen;
-    cr_assert(vt_wait_info(env.redis->port, "clients", "connected_clients", 1, VT_READ_DEADLINE_MS, &seen),
+    cr_assert(vt_wait_info(env.redis->port, "clients", "connected_clients", 1 + shared_conns(),
+                           VT_READ_DEADLINE_MS, &seen),
               "the client's upstream connection is still open (%lld connections)", seen);
     /* nobody is left to pop the element: it stays in the list */
     redisContext *c = vt_must_connect(env.proxy->port);

@@ -254,7 +254,18 @@ Test(verbs_noscript, a_long_pipeline_across_two_flushes_runs_every_verb_once_in_
 
 /* ---- (b) the upstream restarts ---- */
 
-Test(verbs_noscript, after_an_upstream_restart_old_clients_are_closed_and_new_ones_use_verbs_at_once)
+/* Has the proxy noticed `want` more lost upstream connections than `base`? */
+typedef struct lost_wait {
+    long long base, want;
+} lost_wait;
+
+static bool upstreams_lost(void *arg)
+{
+    lost_wait *w = arg;
+    return proxy_stat("upstream_lost") >= w->base + w->want;
+}
+
+Test(verbs_noscript, after_an_upstream_restart_clients_with_state_are_closed_and_the_others_use_verbs_at_once)
 {
     VT_SKIP_IF_DIRECT();
     redisContext *admin = admin_connect(NULL);
@@ -263,35 +274,48 @@ Test(verbs_noscript, after_an_upstream_restart_old_clients_are_closed_and_new_on
     freeReplyObject(r);
     redisFree(admin);
 
+    /* one client with connection state (its own upstream connection), one
+     * on the shared connection */
     int fd = vt_must_sock(env.proxy->port);
     vt_buf req = {0}, got = {0};
+    vt_buf_cmd(&req, "SELECT", "0", NULL);
     vt_buf_cmd(&req, "QPOP", "rs:q", NULL);
-    exchange(fd, &req, "*2\r\n$1\r\na\r\n$1\r\n1\r\n");
+    exchange(fd, &req, "+OK\r\n*2\r\n$1\r\na\r\n$1\r\n1\r\n");
+    redisContext *idle = vt_must_connect(env.proxy->port);
+    r = vt_cmd(idle, "PING");
+    vt_assert_status(r, "PONG");
+    freeReplyObject(r);
 
     long long recoveries = proxy_stat("noscript_recoveries");
+    lost_wait lost = {.base = proxy_stat("upstream_lost"), .want = 2};
     cr_assert(vt_redis_restart(env.redis), "redis-server did not restart");
 
-    /* the client's upstream connection is gone: so is the client's, with
-     * nothing more said */
+    /* the stateful client's upstream connection is gone: so is the
+     * client's, with nothing more said */
     bool closed = vt_sock_read_eof(fd, &got, VT_READ_DEADLINE_MS);
     cr_assert(closed, "the client was not closed after its upstream went away; got \"%s\"",
               vt_buf_escaped(&got));
     cr_assert_eq(got.len, 0, "expected no bytes before the close, got \"%s\"", vt_buf_escaped(&got));
     close(fd);
+    /* the shared connection's loss is noticed too; the client owed nothing
+     * there carries on */
+    cr_assert(vt_wait_until(upstreams_lost, &lost, VT_READ_DEADLINE_MS),
+              "the proxy did not notice both lost upstream connections");
 
-    /* a fresh Redis knows no script; a new client's verbs work at once */
+    /* a fresh Redis knows no script; the old idle client's and a new
+     * client's verbs work at once */
     admin = admin_connect(NULL);
     r = vt_cmd(admin, "ZADD rs:q 1 x 2 y");
     vt_assert_int(r, 2);
     freeReplyObject(r);
     ok(admin, "SET rs:lock t", "OK");
 
-    redisContext *c = vt_must_connect(env.proxy->port);
-    r = vt_cmd(c, "QPOP rs:q");
+    r = vt_cmd(idle, "QPOP rs:q");
     vt_assert_array(r, 2);
     vt_assert_str(r->element[0], "x");
     vt_assert_str(r->element[1], "1");
     freeReplyObject(r);
+    redisContext *c = vt_must_connect(env.proxy->port);
     r = vt_cmd(c, "ZTICK rs:q 10 5");
     vt_assert_array(r, 1);
     vt_assert_str(r->element[0], "y");
@@ -314,6 +338,7 @@ Test(verbs_noscript, after_an_upstream_restart_old_clients_are_closed_and_new_on
                  recoveries, after);
 
     redisFree(c);
+    redisFree(idle);
     redisFree(admin);
     vt_buf_free(&req);
     vt_buf_free(&got);
