@@ -107,8 +107,8 @@ static void thousand_clients(long long upstreams_during, long long upstreams_aft
 
 Test(concurrency, a_thousand_clients_each_get_their_own_answers)
 {
-    /* in direct mode each client is its own connection */
-    if (env.proxy->direct)
+    /* directly or with shared-upstreams 0, each client is a connection */
+    if (vt_proxy_shared_upstreams(env.proxy) == 0)
         thousand_clients(CLIENTS, 0);
     else
         thousand_clients(1, 1); /* one shared connection, kept */

@@ -35,7 +35,7 @@ TestSuite(failures, .init = setup, .fini = teardown, .timeout = VT_TEST_TIMEOUT_
  * to a connection of its own, which is the one these tests watch. */
 static int shared_conns(void)
 {
-    return env.proxy->direct ? 0 : 1;
+    return vt_proxy_shared_upstreams(env.proxy) > 0 ? 1 : 0;
 }
 
 static void must_status(int port, const char *cmd, const char *status)

@@ -83,39 +83,6 @@ static void flush_scripts_directly(const char *password)
               "expected -%s, got %s", (text), VT_DESCRIBE(r))
 
 /* Send `req` on fd and expect exactly `want` back. */
-static void exchange(int fd, vt_buf *req, const char *want)
-{
-    vt_buf got = {0};
-    cr_assert(vt_sock_send_buf(fd, req), "send failed");
-    vt_expect_bytes(fd, &got, want);
-    vt_buf_free(&got);
-    vt_buf_reset(req);
-}
-
-/* A counter of `VERBPROXY STATS` (a bulk string of name:value lines). */
-static long long proxy_stat(const char *name)
-{
-    redisContext *c = vt_must_connect(env.proxy->port);
-    redisReply *r = vt_cmd(c, "VERBPROXY STATS");
-    cr_assert(r && r->type == REDIS_REPLY_STRING, "VERBPROXY STATS: expected a bulk string, got %s",
-              VT_DESCRIBE(r));
-    size_t nlen = strlen(name);
-    long long value = -1;
-    for (const char *line = r->str; line && *line;
-         line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
-        if (strncmp(line, name, nlen) == 0 && line[nlen] == ':') {
-            char *end;
-            value = strtoll(line + nlen + 1, &end, 10);
-            cr_assert(end > line + nlen + 1 && (*end == '\r' || *end == '\n' || *end == '\0'),
-                      "%s is not an integer in \"%s\"", name, vt_escape(r->str, r->len));
-            break;
-        }
-    }
-    cr_assert(value >= 0, "no \"%s:<n>\" line in VERBPROXY STATS: \"%s\"", name, vt_escape(r->str, r->len));
-    freeReplyObject(r);
-    redisFree(c);
-    return value;
-}
 
 /* ---- (a) a flush between pipelines ---- */
 
@@ -137,7 +104,7 @@ Test(verbs_noscript, a_flush_between_pipelines_loses_no_reply_and_keeps_their_or
     vt_buf_cmd(&req, "QPOP", "ns:q", NULL);
     vt_buf_cmd(&req, "ZTICK", "ns:z", "15", "100", NULL);
     vt_buf_cmd(&req, "LOCKRELEASE", "ns:lock", "other", NULL);
-    exchange(fd, &req, "*2\r\n$1\r\na\r\n$1\r\n1\r\n*1\r\n$7\r\ncrate-3\r\n:0\r\n");
+    vt_exchange(fd, &req, "*2\r\n$1\r\na\r\n$1\r\n1\r\n*1\r\n$7\r\ncrate-3\r\n:0\r\n");
 
     flush_scripts_directly(NULL);
 
@@ -172,7 +139,7 @@ Test(verbs_noscript, a_flush_between_pipelines_loses_no_reply_and_keeps_their_or
     vt_buf_cmd(&req, "PING", NULL);
     vt_buf_append_str(&want, "+PONG\r\n");
     vt_buf_append(&want, "", 1);
-    exchange(fd, &req, want.data);
+    vt_exchange(fd, &req, want.data);
 
     /* and each verb ran exactly once */
     r = vt_cmd(admin, "ZRANGE ns:z 0 -1 WITHSCORES");
@@ -214,7 +181,7 @@ Test(verbs_noscript, a_long_pipeline_across_two_flushes_runs_every_verb_once_in_
     int fd = vt_must_sock(env.proxy->port);
     vt_buf req = {0}, want = {0}, got = {0};
     vt_buf_cmd(&req, "ZTICK", "lp:belt", "1", "1000000000", NULL); /* loads the scripts */
-    exchange(fd, &req, "*0\r\n");
+    vt_exchange(fd, &req, "*0\r\n");
     flush_scripts_directly(NULL);
 
     for (int i = 0; i < LONG_PIPELINE; i++) {
@@ -262,7 +229,7 @@ typedef struct lost_wait {
 static bool upstreams_lost(void *arg)
 {
     lost_wait *w = arg;
-    return proxy_stat("upstream_lost") >= w->base + w->want;
+    return vt_proxy_stat(env.proxy->port, "upstream_lost") >= w->base + w->want;
 }
 
 Test(verbs_noscript, after_an_upstream_restart_clients_with_state_are_closed_and_the_others_use_verbs_at_once)
@@ -280,14 +247,14 @@ Test(verbs_noscript, after_an_upstream_restart_clients_with_state_are_closed_and
     vt_buf req = {0}, got = {0};
     vt_buf_cmd(&req, "SELECT", "0", NULL);
     vt_buf_cmd(&req, "QPOP", "rs:q", NULL);
-    exchange(fd, &req, "+OK\r\n*2\r\n$1\r\na\r\n$1\r\n1\r\n");
+    vt_exchange(fd, &req, "+OK\r\n*2\r\n$1\r\na\r\n$1\r\n1\r\n");
     redisContext *idle = vt_must_connect(env.proxy->port);
     r = vt_cmd(idle, "PING");
     vt_assert_status(r, "PONG");
     freeReplyObject(r);
 
-    long long recoveries = proxy_stat("noscript_recoveries");
-    lost_wait lost = {.base = proxy_stat("upstream_lost"), .want = 2};
+    long long recoveries = vt_proxy_stat(env.proxy->port, "noscript_recoveries");
+    lost_wait lost = {.base = vt_proxy_stat(env.proxy->port, "upstream_lost"), .want = 2};
     cr_assert(vt_redis_restart(env.redis), "redis-server did not restart");
 
     /* the stateful client's upstream connection is gone: so is the
@@ -301,6 +268,15 @@ Test(verbs_noscript, after_an_upstream_restart_clients_with_state_are_closed_and
      * there carries on */
     cr_assert(vt_wait_until(upstreams_lost, &lost, VT_READ_DEADLINE_MS),
               "the proxy did not notice both lost upstream connections");
+
+    if (vt_proxy_shared_upstreams(env.proxy) == 0) {
+        /* every client had a connection of its own: the idle one is
+         * closed as well, and comes back */
+        r = vt_cmd(idle, "PING");
+        cr_assert(r == NULL, "the idle client was not closed: %s", VT_DESCRIBE(r));
+        redisFree(idle);
+        idle = vt_must_connect(env.proxy->port);
+    }
 
     /* a fresh Redis knows no script; the old idle client's and a new
      * client's verbs work at once */
@@ -331,7 +307,7 @@ Test(verbs_noscript, after_an_upstream_restart_clients_with_state_are_closed_and
     freeReplyObject(r);
 
     /* loaded before first use on the new connection, not recovered */
-    long long after = proxy_stat("noscript_recoveries");
+    long long after = vt_proxy_stat(env.proxy->port, "noscript_recoveries");
     cr_assert_eq(after, recoveries,
                  "noscript_recoveries went from %lld to %lld: the new connection's first verbs "
                  "met NOSCRIPT instead of loaded scripts",
@@ -423,7 +399,7 @@ Test(verbs_noscript, a_pipelined_transaction_with_verbs_gets_every_reply_in_orde
     int fd = vt_must_sock(env.proxy->port);
     vt_buf req = {0};
     vt_buf_cmd(&req, "QPOP", "tx:pq", NULL); /* loads the scripts on this connection */
-    exchange(fd, &req, "*2\r\n$1\r\na\r\n$1\r\n1\r\n");
+    vt_exchange(fd, &req, "*2\r\n$1\r\na\r\n$1\r\n1\r\n");
     flush_scripts_directly(NULL);
 
     vt_buf_cmd(&req, "MULTI", NULL);
@@ -432,10 +408,10 @@ Test(verbs_noscript, a_pipelined_transaction_with_verbs_gets_every_reply_in_orde
     vt_buf_cmd(&req, "ZTICK", "tx:pz", "1", "2", NULL);
     vt_buf_cmd(&req, "EXEC", NULL);
     vt_buf_cmd(&req, "QPOP", "tx:pq", NULL);
-    exchange(fd, &req,
-             "+OK\r\n+QUEUED\r\n+QUEUED\r\n+QUEUED\r\n"
-             "*3\r\n*4\r\n$1\r\nb\r\n$1\r\n2\r\n$1\r\nc\r\n$1\r\n3\r\n:1\r\n*0\r\n"
-             "$-1\r\n");
+    vt_exchange(fd, &req,
+                "+OK\r\n+QUEUED\r\n+QUEUED\r\n+QUEUED\r\n"
+                "*3\r\n*4\r\n$1\r\nb\r\n$1\r\n2\r\n$1\r\nc\r\n$1\r\n3\r\n:1\r\n*0\r\n"
+                "$-1\r\n");
     vt_buf_free(&req);
     close(fd);
 }
@@ -461,7 +437,7 @@ Test(verbs_noscript, a_verb_recovered_while_a_transaction_follows_it_keeps_its_r
     int fd = vt_must_sock(env.proxy->port);
     vt_buf req = {0};
     vt_buf_cmd(&req, "LOCKRELEASE", "tx:none", "t", NULL); /* loads the scripts on this connection */
-    exchange(fd, &req, ":0\r\n");
+    vt_exchange(fd, &req, ":0\r\n");
 
     /* round 1: the whole transaction in the same write */
     flush_scripts_directly(NULL);
@@ -471,19 +447,19 @@ Test(verbs_noscript, a_verb_recovered_while_a_transaction_follows_it_keeps_its_r
     vt_buf_cmd(&req, "INCR", "tx:m", NULL);
     vt_buf_cmd(&req, "EXEC", NULL);
     vt_buf_cmd(&req, "QPOP", "tx:inside", NULL);
-    exchange(fd, &req,
-             "*2\r\n$1\r\na\r\n$1\r\n1\r\n+OK\r\n+QUEUED\r\n+QUEUED\r\n"
-             "*2\r\n*2\r\n$1\r\nx\r\n$1\r\n1\r\n:1\r\n"
-             "*2\r\n$1\r\ny\r\n$1\r\n2\r\n");
+    vt_exchange(fd, &req,
+                "*2\r\n$1\r\na\r\n$1\r\n1\r\n+OK\r\n+QUEUED\r\n+QUEUED\r\n"
+                "*2\r\n*2\r\n$1\r\nx\r\n$1\r\n1\r\n:1\r\n"
+                "*2\r\n$1\r\ny\r\n$1\r\n2\r\n");
 
     /* round 2: the transaction is still open when the NOSCRIPT comes back */
     flush_scripts_directly(NULL);
     vt_buf_cmd(&req, "QPOP", "tx:before", NULL);
     vt_buf_cmd(&req, "MULTI", NULL);
     vt_buf_cmd(&req, "QPOP", "tx:inside", NULL);
-    exchange(fd, &req, "*2\r\n$1\r\nb\r\n$1\r\n2\r\n+OK\r\n+QUEUED\r\n");
+    vt_exchange(fd, &req, "*2\r\n$1\r\nb\r\n$1\r\n2\r\n+OK\r\n+QUEUED\r\n");
     vt_buf_cmd(&req, "EXEC", NULL);
-    exchange(fd, &req, "*1\r\n*2\r\n$1\r\nz\r\n$1\r\n3\r\n");
+    vt_exchange(fd, &req, "*1\r\n*2\r\n$1\r\nz\r\n$1\r\n3\r\n");
     vt_buf_free(&req);
     close(fd);
 }
@@ -637,18 +613,18 @@ Test(verbs_noscript, a_pipelined_bad_verb_in_multi_gives_the_same_bytes_as_redis
     vt_buf_cmd(&req, "INCR", "tx:f", NULL);
     vt_buf_cmd(&req, "GET", NULL);
     vt_buf_cmd(&req, "EXEC", NULL);
-    exchange(fd, &req,
-             "+OK\r\n+QUEUED\r\n-ERR wrong number of arguments for 'get' command\r\n"
-             "-EXECABORT Transaction discarded because of previous errors.\r\n");
+    vt_exchange(fd, &req,
+                "+OK\r\n+QUEUED\r\n-ERR wrong number of arguments for 'get' command\r\n"
+                "-EXECABORT Transaction discarded because of previous errors.\r\n");
     /* ...and the same with a verb */
     vt_buf_cmd(&req, "MULTI", NULL);
     vt_buf_cmd(&req, "INCR", "tx:f", NULL);
     vt_buf_cmd(&req, "HSETVER", "tx:h", "1", "f", NULL);
     vt_buf_cmd(&req, "EXEC", NULL);
     vt_buf_cmd(&req, "GET", "tx:f", NULL);
-    exchange(fd, &req,
-             "+OK\r\n+QUEUED\r\n-ERR wrong number of arguments for 'hsetver' command\r\n"
-             "-EXECABORT Transaction discarded because of previous errors.\r\n$-1\r\n");
+    vt_exchange(fd, &req,
+                "+OK\r\n+QUEUED\r\n-ERR wrong number of arguments for 'hsetver' command\r\n"
+                "-EXECABORT Transaction discarded because of previous errors.\r\n$-1\r\n");
     vt_buf_free(&req);
     close(fd);
 }
@@ -673,24 +649,24 @@ Test(verbs_noscript, a_verb_with_a_bad_value_in_multi_is_queued_and_fails_alone_
     vt_buf_cmd(&req, "HSETVER", "tx:h", "1", "f", "v", "g", NULL); /* a field without a value */
     vt_buf_cmd(&req, "EXEC", NULL);
     vt_buf_cmd(&req, "GET", "tx:o", NULL);
-    exchange(fd, &req,
-             "+OK\r\n+QUEUED\r\n+QUEUED\r\n+QUEUED\r\n+QUEUED\r\n+QUEUED\r\n+QUEUED\r\n+QUEUED\r\n"
-             "+QUEUED\r\n"
-             "*8\r\n+OK\r\n"
-             "-ERR value is not an integer or out of range\r\n"
-             "-ERR value is not an integer or out of range\r\n"
-             "-ERR value is not a valid float\r\n"
-             "-ERR value is out of range, must be positive\r\n"
-             "-ERR invalid expire time in 'lockrenew' command\r\n"
-             "-ERR syntax error\r\n"
-             "-ERR wrong number of arguments for 'hsetver' command\r\n"
-             "$7\r\ntouched\r\n");
+    vt_exchange(fd, &req,
+                "+OK\r\n+QUEUED\r\n+QUEUED\r\n+QUEUED\r\n+QUEUED\r\n+QUEUED\r\n+QUEUED\r\n+QUEUED\r\n"
+                "+QUEUED\r\n"
+                "*8\r\n+OK\r\n"
+                "-ERR value is not an integer or out of range\r\n"
+                "-ERR value is not an integer or out of range\r\n"
+                "-ERR value is not a valid float\r\n"
+                "-ERR value is out of range, must be positive\r\n"
+                "-ERR invalid expire time in 'lockrenew' command\r\n"
+                "-ERR syntax error\r\n"
+                "-ERR wrong number of arguments for 'hsetver' command\r\n"
+                "$7\r\ntouched\r\n");
 
     /* outside MULTI the same errors come in their place in a pipeline */
     vt_buf_cmd(&req, "SET", "tx:o", "1", NULL);
     vt_buf_cmd(&req, "QPOP", "tx:q", "COUNT", "-1", NULL);
     vt_buf_cmd(&req, "GET", "tx:o", NULL);
-    exchange(fd, &req, "+OK\r\n-ERR value is out of range, must be positive\r\n$1\r\n1\r\n");
+    vt_exchange(fd, &req, "+OK\r\n-ERR value is out of range, must be positive\r\n$1\r\n1\r\n");
     vt_buf_free(&req);
     close(fd);
 }
@@ -710,12 +686,12 @@ static void verb_then_uncounted(const char *key, const vt_buf *mode, const char 
     int fd = vt_must_sock(env.proxy->port);
     vt_buf req = {0};
     vt_buf_cmd(&req, "LOCKRELEASE", "sk:none", "t", NULL); /* loads the scripts on this connection */
-    exchange(fd, &req, ":0\r\n");
+    vt_exchange(fd, &req, ":0\r\n");
     flush_scripts_directly(NULL);
 
     vt_buf_cmd(&req, "QPOP", key, NULL);
     vt_buf_append(&req, mode->data, mode->len);
-    exchange(fd, &req, want);
+    vt_exchange(fd, &req, want);
     vt_buf_free(&req);
     close(fd);
 }
@@ -786,7 +762,7 @@ static int loaded_then_flushed(void)
     int fd = vt_must_sock(env.proxy->port);
     vt_buf req = {0};
     vt_buf_cmd(&req, "LOCKRELEASE", "rv:none", "t", NULL);
-    exchange(fd, &req, ":0\r\n");
+    vt_exchange(fd, &req, ":0\r\n");
     vt_buf_free(&req);
     flush_scripts_directly(NULL);
     return fd;
@@ -800,7 +776,7 @@ Test(verbs_noscript, a_verb_recovered_before_select_runs_in_the_database_it_was_
     vt_buf_cmd(&req, "HSETVER", "rv:h", "1", "f", "v", NULL);
     vt_buf_cmd(&req, "SELECT", "1", NULL);
     vt_buf_cmd(&req, "EXISTS", "rv:h", NULL);
-    exchange(fd, &req, ":1\r\n+OK\r\n:0\r\n");
+    vt_exchange(fd, &req, ":1\r\n+OK\r\n:0\r\n");
     vt_buf_free(&req);
     close(fd);
     redisContext *admin = admin_connect(NULL);
@@ -904,19 +880,19 @@ Test(verbs_noscript, script_flush_through_the_proxy_then_verbs_still_work)
     vt_buf_cmd(&req, "LOCKRELEASE", "e:l", "x", NULL);
     vt_buf_cmd(&req, "SCRIPT", "FLUSH", "ASYNC", NULL);
     vt_buf_cmd(&req, "QPOP", "e:q", "COUNT", "1", NULL);
-    exchange(fd, &req,
-             "*2\r\n$1\r\na\r\n$1\r\n1\r\n+OK\r\n*2\r\n$1\r\nb\r\n$1\r\n2\r\n:0\r\n+OK\r\n"
-             "*2\r\n$1\r\nc\r\n$1\r\n3\r\n");
+    vt_exchange(fd, &req,
+                "*2\r\n$1\r\na\r\n$1\r\n1\r\n+OK\r\n*2\r\n$1\r\nb\r\n$1\r\n2\r\n:0\r\n+OK\r\n"
+                "*2\r\n$1\r\nc\r\n$1\r\n3\r\n");
     vt_buf_cmd(&req, "SCRIPT", "FLUSH", NULL);
-    exchange(fd, &req, "+OK\r\n");
+    vt_exchange(fd, &req, "+OK\r\n");
     vt_buf_cmd(&req, "ZTICK", "e:q", "1", "1", NULL);
-    exchange(fd, &req, "*0\r\n");
+    vt_exchange(fd, &req, "*0\r\n");
     /* a flush queued in a transaction takes effect at EXEC */
     vt_buf_cmd(&req, "MULTI", NULL);
     vt_buf_cmd(&req, "SCRIPT", "FLUSH", NULL);
     vt_buf_cmd(&req, "EXEC", NULL);
     vt_buf_cmd(&req, "LOCKRELEASE", "e:l", "x", NULL);
-    exchange(fd, &req, "+OK\r\n+QUEUED\r\n*1\r\n+OK\r\n:0\r\n");
+    vt_exchange(fd, &req, "+OK\r\n+QUEUED\r\n*1\r\n+OK\r\n:0\r\n");
 
     /* the flush went through to Redis, and Bob's verbs still work too */
     r = vt_cmd(bob, "HSETVER e:h 2 f v");
@@ -939,14 +915,16 @@ Test(verbs_noscript, stats_count_recoveries_and_reordered_recoveries)
     int fd = vt_must_sock(env.proxy->port);
     vt_buf req = {0};
     vt_buf_cmd(&req, "LOCKRELEASE", "st:l", "x", NULL);
-    exchange(fd, &req, ":0\r\n");
-    long long rec0 = proxy_stat("noscript_recoveries"), reo0 = proxy_stat("noscript_reordered");
+    vt_exchange(fd, &req, ":0\r\n");
+    long long rec0 = vt_proxy_stat(env.proxy->port, "noscript_recoveries"),
+              reo0 = vt_proxy_stat(env.proxy->port, "noscript_reordered");
 
     /* a lone verb meets NOSCRIPT: one recovery, nothing reordered */
     flush_scripts_directly(NULL);
     vt_buf_cmd(&req, "LOCKRELEASE", "st:l", "x", NULL);
-    exchange(fd, &req, ":0\r\n");
-    long long rec1 = proxy_stat("noscript_recoveries"), reo1 = proxy_stat("noscript_reordered");
+    vt_exchange(fd, &req, ":0\r\n");
+    long long rec1 = vt_proxy_stat(env.proxy->port, "noscript_recoveries"),
+              reo1 = vt_proxy_stat(env.proxy->port, "noscript_reordered");
     cr_assert_eq(rec1, rec0 + 1, "noscript_recoveries: %lld before, %lld after one recovery", rec0, rec1);
     cr_assert_eq(reo1, reo0, "noscript_reordered: %lld before, %lld after a recovery with nothing behind it",
                  reo0, reo1);
@@ -957,8 +935,9 @@ Test(verbs_noscript, stats_count_recoveries_and_reordered_recoveries)
     vt_buf_cmd(&req, "LOCKRELEASE", "st:l", "x", NULL);
     vt_buf_cmd(&req, "INCR", "st:n", NULL);
     vt_buf_cmd(&req, "GET", "st:n", NULL);
-    exchange(fd, &req, ":0\r\n:1\r\n$1\r\n1\r\n");
-    long long rec2 = proxy_stat("noscript_recoveries"), reo2 = proxy_stat("noscript_reordered");
+    vt_exchange(fd, &req, ":0\r\n:1\r\n$1\r\n1\r\n");
+    long long rec2 = vt_proxy_stat(env.proxy->port, "noscript_recoveries"),
+              reo2 = vt_proxy_stat(env.proxy->port, "noscript_reordered");
     cr_assert_eq(rec2, rec1 + 1, "noscript_recoveries: %lld before, %lld after one recovery", rec1, rec2);
     cr_assert_eq(reo2, reo1 + 1,
                  "noscript_reordered: %lld before, %lld after a recovery that later commands "
@@ -968,9 +947,9 @@ Test(verbs_noscript, stats_count_recoveries_and_reordered_recoveries)
     /* no flush: no recovery */
     vt_buf_cmd(&req, "LOCKRELEASE", "st:l", "x", NULL);
     vt_buf_cmd(&req, "INCR", "st:n", NULL);
-    exchange(fd, &req, ":0\r\n:2\r\n");
-    cr_assert_eq(proxy_stat("noscript_recoveries"), rec2);
-    cr_assert_eq(proxy_stat("noscript_reordered"), reo2);
+    vt_exchange(fd, &req, ":0\r\n:2\r\n");
+    cr_assert_eq(vt_proxy_stat(env.proxy->port, "noscript_recoveries"), rec2);
+    cr_assert_eq(vt_proxy_stat(env.proxy->port, "noscript_reordered"), reo2);
     vt_buf_free(&req);
     close(fd);
 }
@@ -1041,7 +1020,7 @@ Test(verbs_noscript_auth, a_pipeline_of_verb_auth_verb_gets_noauth_ok_and_the_re
     vt_buf_cmd(&req, "AUTH", PASSWORD, NULL);
     vt_buf_cmd(&req, "QPOP", "au:p", NULL);
     vt_buf_cmd(&req, "QPOP", "au:p", NULL);
-    exchange(fd, &req, "-NOAUTH Authentication required.\r\n+OK\r\n*2\r\n$1\r\na\r\n$1\r\n1\r\n$-1\r\n");
+    vt_exchange(fd, &req, "-NOAUTH Authentication required.\r\n+OK\r\n*2\r\n$1\r\na\r\n$1\r\n1\r\n$-1\r\n");
     vt_buf_free(&req);
     close(fd);
 }
@@ -1058,7 +1037,7 @@ Test(verbs_noscript_auth, hello_3_auth_then_verbs_answer_in_resp3)
     int fd = vt_must_sock(env.proxy->port);
     vt_buf req = {0}, got = {0};
     vt_buf_cmd(&req, "LOCKRELEASE", "au:l", "x", NULL);
-    exchange(fd, &req, "-NOAUTH Authentication required.\r\n");
+    vt_exchange(fd, &req, "-NOAUTH Authentication required.\r\n");
 
     vt_buf_cmd(&req, "HELLO", "3", "AUTH", "default", PASSWORD, NULL);
     cr_assert(vt_sock_send_buf(fd, &req));
@@ -1074,13 +1053,13 @@ Test(verbs_noscript_auth, hello_3_auth_then_verbs_answer_in_resp3)
     vt_buf_cmd(&req, "QPOP", "au:h", NULL);
     vt_buf_cmd(&req, "LOCKRELEASE", "au:l", "x", NULL);
     vt_buf_cmd(&req, "QPOP", "au:h", "COUNT", "0", NULL);
-    exchange(fd, &req, "*2\r\n$1\r\na\r\n$1\r\n1\r\n:0\r\n*0\r\n");
+    vt_exchange(fd, &req, "*2\r\n$1\r\na\r\n$1\r\n1\r\n:0\r\n*0\r\n");
 
     flush_scripts_directly(PASSWORD);
     vt_buf_cmd(&req, "QPOP", "au:h", NULL);
     vt_buf_cmd(&req, "QPOP", "au:h", NULL); /* empty now: a RESP3 null */
     vt_buf_cmd(&req, "PING", NULL);
-    exchange(fd, &req, "*2\r\n$1\r\nb\r\n$1\r\n2\r\n_\r\n+PONG\r\n");
+    vt_exchange(fd, &req, "*2\r\n$1\r\nb\r\n$1\r\n2\r\n_\r\n+PONG\r\n");
     vt_buf_free(&req);
     close(fd);
 }

@@ -121,6 +121,42 @@ static inline int vt_must_sock(int port)
     return fd;
 }
 
+/* Send what `req` holds (then empty it) and expect exactly `want` back. */
+static inline void vt_exchange(int fd, vt_buf *req, const char *want)
+{
+    vt_buf got = {0};
+    cr_assert(vt_sock_send_buf(fd, req), "send failed");
+    vt_expect_bytes(fd, &got, want);
+    vt_buf_free(&got);
+    vt_buf_reset(req);
+}
+
+/* A counter of the proxy's `VERBPROXY STATS` (a bulk string of name:value
+ * lines), asked on a new connection. */
+static inline long long vt_proxy_stat(int port, const char *name)
+{
+    redisContext *c = vt_must_connect(port);
+    redisReply *r = vt_cmd(c, "VERBPROXY STATS");
+    cr_assert(r && r->type == REDIS_REPLY_STRING, "VERBPROXY STATS: expected a bulk string, got %s",
+              VT_DESCRIBE(r));
+    size_t nlen = strlen(name);
+    long long value = -1;
+    for (const char *line = r->str; line && *line;
+         line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
+        if (strncmp(line, name, nlen) == 0 && line[nlen] == ':') {
+            char *end;
+            value = strtoll(line + nlen + 1, &end, 10);
+            cr_assert(end > line + nlen + 1 && (*end == '\r' || *end == '\n' || *end == '\0'),
+                      "%s is not an integer in \"%s\"", name, vt_escape(r->str, r->len));
+            break;
+        }
+    }
+    cr_assert(value >= 0, "no \"%s:<n>\" line in VERBPROXY STATS: \"%s\"", name, vt_escape(r->str, r->len));
+    freeReplyObject(r);
+    redisFree(c);
+    return value;
+}
+
 /* Send `request` on a new connection, expect exactly `reply` and then the
  * connection closed by the other side (a protocol error's story). */
 static inline void vt_expect_closed_after(int port, const char *request, size_t len, const char *reply)

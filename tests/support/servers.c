@@ -102,6 +102,25 @@ bool vt_direct_mode(void)
     return env_on("VP_TEST_DIRECT");
 }
 
+/* VP_TEST_SHARED_UPSTREAMS=N: every proxy gets --shared-upstreams N first
+ * (a test's own extra_args still override it). */
+static const char *shared_upstreams_env(void)
+{
+    const char *v = getenv("VP_TEST_SHARED_UPSTREAMS");
+    return v && v[0] ? v : NULL;
+}
+
+int vt_proxy_shared_upstreams(const vt_proxy *p)
+{
+    if (p->direct) return 0;
+    int n = 1; /* verbproxy's default */
+    if (shared_upstreams_env()) n = atoi(shared_upstreams_env());
+    for (int i = 0; p->opts.extra_args && p->opts.extra_args[i]; i++)
+        if (!strcmp(p->opts.extra_args[i], "--shared-upstreams") && p->opts.extra_args[i + 1])
+            n = atoi(p->opts.extra_args[i + 1]);
+    return n;
+}
+
 /* ---- ports ---- */
 
 static int ephemeral_low(void)
@@ -543,6 +562,10 @@ static bool proxy_launch_once(vt_proxy *p)
     if (p->unixsocket[0]) {
         argv[n++] = "--unixsocket";
         argv[n++] = p->unixsocket;
+    }
+    if (shared_upstreams_env()) {
+        argv[n++] = "--shared-upstreams";
+        argv[n++] = (char *)shared_upstreams_env();
     }
     for (int i = 0; p->opts.extra_args && p->opts.extra_args[i] && n < 31; i++)
         argv[n++] = (char *)p->opts.extra_args[i];

@@ -86,6 +86,11 @@ typedef struct vt_proxy {
 } vt_proxy;
 
 bool vt_direct_mode(void);
+/* How many shared upstream connections the proxy runs with (0: every client
+ * has its own; always 0 in direct mode). VP_TEST_SHARED_UPSTREAMS=N runs
+ * every proxy with --shared-upstreams N (CTest's integration-own/ entries
+ * use 0). */
+int vt_proxy_shared_upstreams(const struct vt_proxy *p);
 /* Start verbproxy in front of `upstream` (which need not be running) and wait
  * until its port accepts connections. opts may be NULL. NULL on failure. */
 vt_proxy *vt_proxy_start(const vt_redis *upstream, const vt_proxy_opts *opts);
