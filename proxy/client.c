@@ -223,6 +223,12 @@ static void client_move_to_own(client_session *c)
     c->own_upstream = 1;
     c->settling = 0;
     c->up = upstream_open(c->srv, c);
+    /* Its name and library info go first, so its own connection is what
+     * the shared one stood for. */
+    for (int i = 0; i < 3; i++) {
+        if (c->setters[i].len) upstream_forward_silent(c->up, c->setters[i].data, c->setters[i].len);
+        vp_buf_free(&c->setters[i]);
+    }
     c->srv->stats.clients_pinned++;
     vp_log(VP_LOG_DEBUG, "client %llu %s: moved to its own upstream connection", c->id, c->addr);
 }
@@ -381,6 +387,21 @@ static void client_admin(client_session *c, const resp_arg *argv, int argc)
     vp_buf_free(&out);
 }
 
+/* CLIENT SETNAME/SETINFO sent on a shared connection: kept to be sent
+ * again if the client moves (the last of each kind). */
+static void client_keep_setter(client_session *c, int argc, const resp_arg *argv, const char *p, size_t n)
+{
+    int i = argc == 3 ? 0 : cmd_arg_is(&argv[2], "lib-name") ? 1 : cmd_arg_is(&argv[2], "lib-ver") ? 2 : -1;
+    if (i < 0) return; /* Redis refuses any other attribute */
+    /* Nor does it take a value with a space, newline or other character
+     * outside '!'..'~' (clientSetName, 7.2's SETINFO): keep what it took. */
+    const resp_arg *v = &argv[argc - 1];
+    for (size_t k = 0; k < v->len; k++)
+        if (v->ptr[k] < '!' || v->ptr[k] > '~') return;
+    c->setters[i].len = 0;
+    vp_buf_append(&c->setters[i], p, n);
+}
+
 static int is_script_flush(int argc, const resp_arg *argv)
 {
     return argc >= 2 && argv[0].len == 6 && cmd_arg_is(&argv[0], "script") && cmd_arg_is(&argv[1], "flush");
@@ -408,6 +429,7 @@ static void client_dispatch(client_session *c, const resp_arg *argv, int argc, c
         c->close_when_done = 1;
         return;
     }
+    if (c->up->shared && cmd_is_client_setter(argc, argv)) client_keep_setter(c, argc, argv, p, n);
     cmd_kind kind = cmd_classify(argc, argv);
     if (kind == CMD_REPLICATION) c->opaque = 1;
     int *verb_ids = NULL, nids = 0;
@@ -833,6 +855,8 @@ static void client_close_cb(uv_handle_t *h)
     client_session *c = h->data;
     outq_free(&c->out);
     vp_buf_free(&c->in);
+    for (int i = 0; i < 3; i++)
+        vp_buf_free(&c->setters[i]);
     resp_request_free(&c->parser);
     while (c->slot_len)
         slot_pop(c);

@@ -76,6 +76,10 @@ typedef struct client_session {
     unsigned long long slot_seq; /* sequence number of the front slot */
 
     outq out;
+    /* On a shared connection: the last CLIENT SETNAME, SETINFO LIB-NAME and
+     * SETINFO LIB-VER requests, sent again on its own connection if it
+     * moves. */
+    vp_buf setters[3];
 
     unsigned reading : 1;
     unsigned input_done : 1;      /* read no more (protocol error, upstream lost) */

@@ -108,7 +108,7 @@ int cmd_needs_own_connection(int argc, const resp_arg *argv)
                cmd_arg_is(name, "blmove") || cmd_arg_is(name, "blmpop") || cmd_arg_is(name, "bzpopmin") ||
                cmd_arg_is(name, "bzpopmax") || cmd_arg_is(name, "bzmpop");
     case 'c':
-        return cmd_arg_is(name, "client");
+        return cmd_arg_is(name, "client") && !cmd_is_client_setter(argc, argv);
     case 'h':
         return cmd_arg_is(name, "hello");
     case 'r':
@@ -126,6 +126,12 @@ int cmd_needs_own_connection(int argc, const resp_arg *argv)
     default:
         return 0;
     }
+}
+
+int cmd_is_client_setter(int argc, const resp_arg *argv)
+{
+    return argc >= 2 && cmd_arg_is(&argv[0], "client") &&
+           ((argc == 3 && cmd_arg_is(&argv[1], "setname")) || (argc == 4 && cmd_arg_is(&argv[1], "setinfo")));
 }
 
 int cmd_is_quit(int argc, const resp_arg *argv)

@@ -39,13 +39,19 @@ int cmd_name_may_be_special(const resp_arg *name);
 int cmd_changes_session(const resp_arg *name);
 
 /* Does the command need a connection of its own (not a shared one)? Yes
- * when it sets or reads connection state (SELECT, AUTH, HELLO, CLIENT ...,
+ * when it sets or reads connection state (SELECT, AUTH, HELLO, CLIENT ... but its setters below,
  * WATCH, READONLY, SCRIPT DEBUG), changes how replies are counted (MULTI,
  * SUBSCRIBE, MONITOR, RESET, CLIENT REPLY, replication) or may block the
  * connection (BLPOP and the other blocking commands, WAIT, XREAD BLOCK):
  * on a shared connection those would leak into other clients' commands or
  * stall them. Everything else is stateless and may share. */
 int cmd_needs_own_connection(int argc, const resp_arg *argv);
+
+/* CLIENT SETNAME name / CLIENT SETINFO attr value: clients send them as
+ * they connect (ioredis, redis-py 5, node-redis), so they do not move a
+ * client; on a shared connection they are sent there for Redis's verdict
+ * and sent again on the client's own connection if it moves. */
+int cmd_is_client_setter(int argc, const resp_arg *argv);
 
 /* QUIT (answered by the proxy on a shared connection: Redis would close it). */
 int cmd_is_quit(int argc, const resp_arg *argv);

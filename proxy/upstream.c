@@ -523,6 +523,12 @@ static void up_on_written(outq *q, int status)
         client_shared_drained(up->srv, up);
 }
 
+void upstream_forward_silent(upstream_conn *up, const char *p, size_t n)
+{
+    outq_add_copy(&up->out, p, n);
+    up_fifo_push(up, NULL, UP_REPLY); /* no client: the reply is dropped */
+}
+
 void upstream_forward_bytes(upstream_conn *up, const char *p, size_t n)
 {
     outq_add(&up->out, p, n);

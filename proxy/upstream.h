@@ -192,6 +192,8 @@ int upstream_error_in_stream(upstream_conn *up, struct client_session *c, const 
 int upstream_must_settle_verbs(const upstream_conn *up, int argc, const resp_arg *argv);
 /* SCRIPT FLUSH was just forwarded: load the scripts again. */
 void upstream_scripts_flushed(upstream_conn *up);
+/* A request of the proxy's own whose reply nobody sees (copied). */
+void upstream_forward_silent(upstream_conn *up, const char *p, size_t n);
 /* Bytes with no reply of their own (the rest of a streamed request, a
  * replication stream). */
 void upstream_forward_bytes(upstream_conn *up, const char *p, size_t n);

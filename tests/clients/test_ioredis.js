@@ -394,6 +394,33 @@ describe('verbproxy through ioredis', () => {
         assert.equal(await r.exists('rl'), 0);
     });
 
+    it('ioredis connections share the upstream connection, names and all', async () => {
+        // ioredis names itself as it connects (CLIENT SETNAME, CLIENT SETINFO):
+        // that must not cost a client its place on the shared connection.
+        const stat = async (name) => {
+            const text = await r.call('VERBPROXY', 'STATS');
+            const line = text.split('\r\n').find((l) => l.startsWith(`${name}:`));
+            assert.ok(line, `no ${name} in VERBPROXY STATS`);
+            return Number(line.split(':')[1]);
+        };
+        const direct = new Redis({ host: '127.0.0.1', port: redisServer.port, maxRetriesPerRequest: 0 });
+        const connected = async () => Number((await direct.info('clients')).match(/connected_clients:(\d+)/)[1]);
+        const pinned = await stat('clients_pinned');
+        const before = await connected();
+        const cs = Array.from({ length: 10 }, (_, i) => client({ connectionName: `svc-${i}` }));
+        await Promise.all(cs.map(async (c, i) => {
+            assert.equal(await c.set(`shared:${i}`, i), 'OK');
+            assert.equal(await c.get(`shared:${i}`), String(i));
+            assert.equal(await c.call('QPOP', `shared:q:${i}`), null);
+        }));
+        assert.equal(await stat('clients_pinned'), pinned, 'an ioredis client moved to its own connection');
+        assert.equal(await connected(), before, 'Redis sees more connections for ten ioredis clients');
+        // the name is there for the client that asks
+        assert.equal(await cs[3].client('GETNAME'), 'svc-3');
+        assert.equal(await stat('clients_pinned'), pinned + 1);
+        await direct.quit();
+    });
+
     it('ordinary commands still work', async () => {
         assert.equal(await r.set('greeting', 'hello'), 'OK');
         assert.equal(await r.get('greeting'), 'hello');

@@ -557,6 +557,31 @@ class ClientFeaturesTest(ProxyTestCase):
             self.r.execute_command("NOSUCHCOMMAND", "x")
         self.assertTrue(str(cm.exception).startswith("unknown command 'NOSUCHCOMMAND'"), str(cm.exception))
 
+    def test_clients_share_the_upstream_connection_and_keep_their_names(self):
+        """Plain clients (a name set as they connect included) stay on the
+        proxy's shared upstream connection; one that asks for connection state
+        gets its own, with its name."""
+
+        def stat(name):
+            text = self.r.execute_command("VERBPROXY", "STATS")
+            return int(dict(line.split(":", 1) for line in text.split("\r\n") if line)[name])
+
+        direct = redis.Redis(host=HOST, port=self.env.redis.port, decode_responses=True)
+        pinned = stat("clients_pinned")
+        before = direct.info("clients")["connected_clients"]
+        clients = [self.client(client_name="worker-%d" % i) for i in range(8)]
+        for i, c in enumerate(clients):
+            self.assertTrue(c.set("shared:%d" % i, i))
+            self.assertEqual(c.get("shared:%d" % i), str(i))
+            self.assertIsNone(c.execute_command("QPOP", "shared:q"))
+        self.assertEqual(stat("clients_pinned"), pinned, "a plain client moved to its own connection")
+        self.assertEqual(direct.info("clients")["connected_clients"], before)
+        self.assertEqual(clients[5].client_getname(), "worker-5")
+        self.assertEqual(stat("clients_pinned"), pinned + 1)
+        for c in clients:
+            c.close()
+        direct.close()
+
     def test_verbs_survive_a_script_flush(self):
         self.r.zadd("jobs", {"a": 1, "b": 2})
         self.assertEqual(self.v("QPOP", "jobs"), ["a", "1"])

@@ -137,7 +137,9 @@ static const move_case move_cases[] = {
     {{"SELECT", "0"}, 1},
     {{"AUTH", "nopass"}, 1},
     {{"HELLO", "2"}, 1},
-    {{"CLIENT", "SETNAME", "x"}, 1},
+    {{"CLIENT", "GETNAME"}, 1},
+    {{"CLIENT", "SETNAME", "x"}, 0},
+    {{"CLIENT", "SETINFO", "LIB-NAME", "x"}, 0},
     {{"CLIENT", "ID"}, 1},
     {{"CLIENT", "TRACKING", "off"}, 1},
     {{"WATCH", "mv:k"}, 1},
@@ -190,6 +192,42 @@ Test(shared, commands_with_connection_state_move_the_client_and_the_others_do_no
                      mc->argv[1] ? mc->argv[1] : "", now - pinned, mc->moves);
         pinned = now;
     }
+}
+
+/* Clients name themselves as they connect (ioredis, redis-py 5, node-redis):
+ * that keeps them on the shared connection, answered by Redis itself, and a
+ * client that moves later takes its name along. */
+Test(shared, a_client_that_names_itself_stays_shared_and_takes_its_name_when_it_moves)
+{
+    redisContext *direct = vt_must_connect(env.redis->port);
+    redisContext *c = vt_must_connect(env.proxy->port);
+    must(c, "CLIENT SETNAME app-1", "OK");
+    /* whatever this Redis says to SETINFO (7.0: unknown subcommand), the
+     * client hears the same through the proxy */
+    redisReply *want = vt_cmd(direct, "CLIENT SETINFO LIB-NAME vt-lib");
+    redisReply *got = vt_cmd(c, "CLIENT SETINFO LIB-NAME vt-lib");
+    char why[256];
+    cr_assert(vt_reply_equal(want, got, why, sizeof(why)), "CLIENT SETINFO: %s", why);
+    freeReplyObject(want);
+    freeReplyObject(got);
+    must(c, "CLIENT SETNAME app-2", "OK");                         /* the last one counts */
+    redisReply *bad = vt_cmd(c, "CLIENT SETNAME %s", "has space"); /* refused: app-2 stays */
+    vt_assert_error(bad, "ERR");
+    freeReplyObject(bad);
+    cr_assert_eq(vt_proxy_stat(env.proxy->port, "clients_pinned"), 0, "naming moved the client");
+
+    /* asking for it needs the client's own connection, which has it */
+    redisReply *r = vt_cmd(c, "CLIENT GETNAME");
+    vt_assert_str(r, "app-2");
+    freeReplyObject(r);
+    cr_assert_eq(vt_proxy_stat(env.proxy->port, "clients_pinned"), 1,
+                 "CLIENT GETNAME did not move the client");
+    r = vt_cmd(direct, "CLIENT LIST");
+    cr_assert(r && r->type == REDIS_REPLY_STRING && strstr(r->str, " name=app-2 "), "no app-2 in %s",
+              VT_DESCRIBE(r));
+    freeReplyObject(r);
+    redisFree(c);
+    redisFree(direct);
 }
 
 Test(shared, subscribe_and_multi_pipelined_behind_shared_commands_work_as_direct)
