@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # bench/run.sh - throughput and CPU-per-request benchmark:
 #   redis-benchmark -> redis-server            (direct)
-#   redis-benchmark -> verbproxy -> redis      (vp)
+#   redis-benchmark -> verbproxy -> redis      (vp: default settings, a shared upstream connection)
+#   redis-benchmark -> verbproxy -> redis      (vpown: --shared-upstreams 0, a connection per client)
+#   redis-benchmark -> bare forwarder -> redis (bare: bench/bare_forwarder.c, a connection per client)
 #   redis-benchmark -> nutcracker -> redis     (tw, Debian's twemproxy)
 #
 # One redis-server is shared by all paths. Runs alternate between the paths
@@ -21,6 +23,8 @@
 #                              it is calibrated so a direct run takes
 #   BENCH_TARGET_SECS=1.5      ... about this many seconds (at least 50000 / 500000
 #                              requests, so that the 10 ms tick stays small per request)
+#   BENCH_SKIP_VPOWN=1         skip the verbproxy-with-own-connections leg
+#   BENCH_VP_ARGS="..."        extra flags for verbproxy (both legs)
 #   BENCH_SKIP_VP=1            skip the verbproxy leg (also skipped automatically,
 #                              with a message, when verbproxy does not build)
 #   BENCH_SKIP_TW=1            skip the twemproxy leg (also skipped when
@@ -84,8 +88,14 @@ declare -A PORT PID
 PORT[direct]=$RPORT; PID[direct]=""
 
 if [ "$SKIP_VP" != 1 ]; then
-    start_verbproxy
+    start_verbproxy # as configured by default: clients share an upstream connection
     if [ "$SKIP_VP" != 1 ]; then PATHS+=(vp); PORT[vp]=$VPORT; PID[vp]=$VPID; fi
+fi
+# The same binary with an upstream connection per client (shared-upstreams 0):
+# what sharing buys, and the proxy's own cost next to the bare forwarder.
+if [ "$SKIP_VP" != 1 ] && [ "${BENCH_SKIP_VPOWN:-0}" != 1 ]; then
+    BENCH_VP_ARGS="${BENCH_VP_ARGS:-} --shared-upstreams 0" start_verbproxy
+    if [ "$SKIP_VP" != 1 ]; then PATHS+=(vpown); PORT[vpown]=$VPORT; PID[vpown]=$VPID; fi
 fi
 
 # The floor of any one-connection-per-client proxy: a bare libuv byte
@@ -230,7 +240,7 @@ TABLE=$(
         k="$P/$t/$path"
         tot=""; [ -n "${MPUS[$k]}" ] && [ -n "${MRUS[$k]}" ] && tot=$(awk -v a="${MPUS[$k]}" -v b="${MRUS[$k]}" 'BEGIN{print a+b}')
         [ "$path" = direct ] && tot=${MRUS[$k]}
-        name=$path; case $path in vp) name=verbproxy;; tw) name=twemproxy;; bare) name="bare forwarder";; esac
+        name=$path; case $path in vp) name=verbproxy;; vpown) name="verbproxy, own connections";; tw) name=twemproxy;; bare) name="bare forwarder";; esac
         printf '| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n' "$P" "$t" "$name" \
             "$(fmt "${MRPS[$k]}" '%.0f')" "${RANGE[$k]}" "$(fmt "$(ratio "${MRPS[$k]}" "${MRPS[$P/$t/direct]}")" '%.3f')" \
             "$(fmt "${MPUS[$k]}" '%.2f')" "$(fmt "${MUUS[$k]}" '%.2f')" "$(fmt "${MRUS[$k]}" '%.2f')" "$(fmt "$tot" '%.2f')"
@@ -251,10 +261,14 @@ RATIOS=$(
         T=${t^^}
         x=$(ratio "${MPUS[16/$t/bare]:-}" "${MPUS[16/$t/tw]:-}"); y=$(paired 16 "$t" bare tw 7)
         printf '| -P 16 %s: bare forwarder CPU/req / twemproxy CPU/req (the floor of 1:1) | %s | %s | - | - |\n' "$T" "$(fmt "$x" '%.3f')" "$(fmt "$y" '%.3f')"
-        x=$(ratio "${MPUS[16/$t/vp]:-}" "${MPUS[16/$t/bare]:-}"); y=$(paired 16 "$t" vp bare 7)
-        printf '| -P 16 %s: verbproxy CPU/req / bare forwarder CPU/req | %s | %s | - | - |\n' "$T" "$(fmt "$x" '%.3f')" "$(fmt "$y" '%.3f')"
-        x=$(ratio "${MRPS[1/$t/vp]:-}" "${MRPS[1/$t/bare]:-}"); y=$(paired 1 "$t" vp bare 6)
-        printf '| -P 1 %s: verbproxy rps / bare forwarder rps | %s | %s | - | - |\n' "$T" "$(fmt "$x" '%.3f')" "$(fmt "$y" '%.3f')"
+        x=$(ratio "${MPUS[16/$t/vpown]:-}" "${MPUS[16/$t/bare]:-}"); y=$(paired 16 "$t" vpown bare 7)
+        printf '| -P 16 %s: verbproxy (own connections) CPU/req / bare forwarder CPU/req | %s | %s | - | - |\n' "$T" "$(fmt "$x" '%.3f')" "$(fmt "$y" '%.3f')"
+        x=$(ratio "${MRPS[1/$t/vpown]:-}" "${MRPS[1/$t/bare]:-}"); y=$(paired 1 "$t" vpown bare 6)
+        printf '| -P 1 %s: verbproxy (own connections) rps / bare forwarder rps | %s | %s | - | - |\n' "$T" "$(fmt "$x" '%.3f')" "$(fmt "$y" '%.3f')"
+        for P in $PIPELINES; do
+            x=$(ratio "${MRPS[$P/$t/vp]:-}" "${MRPS[$P/$t/vpown]:-}"); y=$(paired "$P" "$t" vp vpown 6)
+            printf '| -P %s %s: verbproxy (shared) rps / verbproxy (own connections) rps | %s | %s | - | - |\n' "$P" "$T" "$(fmt "$x" '%.3f')" "$(fmt "$y" '%.3f')"
+        done
     done
     for t in get set; do
         T=${t^^}
@@ -297,7 +311,7 @@ KEEP_VERBS=$(verbs_block "$RESULTS")
     echo "- machine: nproc=$(nproc), CPU: ${CPU_MODEL:-unknown}, kernel $(uname -r)"
     echo "- versions: $(redis-server --version | awk '{print $1, $2, $3}'); $(redis-benchmark --version); $(command -v nutcracker >/dev/null && nutcracker -V 2>&1 | head -1); verbproxy ${VP_REV}${VP_DIRTY} (Release, ${BUILD_DIR#$ROOT/})"
     echo "- pinning: server side ${BENCH_TASKSET_SERVER:-none}, client ${BENCH_TASKSET_CLIENT:-none}"
-    echo "- topology: one redis-server (\`--save \"\" --appendonly no\`); verbproxy (\`--upstream\` that server, one upstream connection per client); twemproxy = Debian nutcracker, one pool, one server, \`server_connections: 1\`, \`preconnect: true\`; bare forwarder = bench/bare_forwarder.c (libuv, one upstream connection per client, bytes only)"
+    echo "- topology: one redis-server (\`--save \"\" --appendonly no\`); verbproxy (\`--upstream\` that server, defaults: clients share one upstream connection, \`shared-upstreams 1\`); verbproxy, own connections (the same with \`--shared-upstreams 0\`: one upstream connection per client); twemproxy = Debian nutcracker, one pool, one server, \`server_connections: 1\`, \`preconnect: true\`; bare forwarder = bench/bare_forwarder.c (libuv, one upstream connection per client, bytes only)"
     [ -n "$skipped" ] && echo "- **skipped legs:**$skipped"
     echo
     echo "CPU = utime+stime from /proc/PID/stat (all threads, clock tick = 1/$CLK_TCK s) read before and after each run, divided by N."

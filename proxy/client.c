@@ -14,6 +14,10 @@
 #define CLIENT_KEEP_BYTES (64 * 1024)
 /* An incomplete request past this size is forwarded piece by piece. */
 #define CLIENT_STREAM_THRESHOLD (64 * 1024)
+/* A client on a shared connection owed this many replies is not read
+ * until half of them are in: what the proxy may have to hold for a client
+ * that does not read stays bounded by its pipeline, not by its appetite. */
+#define CLIENT_SHARED_MAX_OWED 256
 /* How long a client that sent EOF is still given the replies it is owed. */
 #define CLIENT_EOF_GRACE_MS 2000
 
@@ -112,7 +116,10 @@ static void client_flush(client_session *c)
         if (!c->up->shared) {
             upstream_pause_reading(c->up);
         } else if (!c->output_held) {
+            /* And its next command goes on a connection of its own, where
+             * Redis holds what it does not read. */
             c->output_held = 1;
+            c->slow_reader = 1;
             client_stop_reading(c);
         }
     }
@@ -204,6 +211,46 @@ static void client_add_error(client_session *c, const char *fmt, ...)
 
 /* ---- which upstream ---- */
 
+static void client_want_own(client_session *c);
+
+/* May this command go on the client's shared connection now? If not, the
+ * client is set to wait (its replies owed, its move to a connection of its
+ * own) and the command is parsed again when that is over. */
+static int client_may_share(client_session *c, int argc, const resp_arg *argv)
+{
+    if (c->slot_len >= CLIENT_SHARED_MAX_OWED) {
+        c->owed_wait = 1; /* client_round_end resumes */
+        client_stop_reading(c);
+        return 0;
+    }
+    if (cmd_is_select_zero(argc, argv)) return 1; /* answered by client_dispatch */
+    if (c->slow_reader || cmd_needs_own_connection(argc, argv)) {
+        client_want_own(c);
+        return 0;
+    }
+    /* SWAPDB: a NOSCRIPT retry of a verb before it must not run after it. */
+    if (c->slot_len && cmd_changes_session(&argv[0])) {
+        c->settling = 1;
+        return 0;
+    }
+    return 1;
+}
+
+/* Leave its upstream connection: close its own, or just stop being owed
+ * anything on a shared one. */
+static void client_release_upstream(client_session *c)
+{
+    if (!c->up) return;
+    if (c->up->shared) {
+        upstream_detach_client(c->up, c);
+        if (c->shared_wait) c->up->waiters--;
+    } else {
+        upstream_close(c->up);
+    }
+    c->up = NULL;
+    c->shared_wait = c->output_held = c->owed_wait = 0;
+}
+
 /* Its own connection, or a shared one while it needs no state. */
 static upstream_conn *client_connect(client_session *c)
 {
@@ -215,14 +262,15 @@ static upstream_conn *client_connect(client_session *c)
  * owed on the shared one: what the client sent there has then run. */
 static void client_move_to_own(client_session *c)
 {
-    upstream_detach_client(c->up, c);
-    if (c->shared_wait) {
-        c->shared_wait = 0;
-        c->srv->shared_waiters--;
-    }
+    client_release_upstream(c);
     c->own_upstream = 1;
     c->settling = 0;
     c->up = upstream_open(c->srv, c);
+    /* WAIT counts replicas that have the connection's last write: make
+     * that at least everything it wrote on the shared one (a PUBLISH is
+     * replicated and changes nothing). */
+    static const char sync_write[] = "*3\r\n$7\r\nPUBLISH\r\n$19\r\n__verbproxy__:moved\r\n$0\r\n\r\n";
+    if (c->used_shared) upstream_forward_silent(c->up, sync_write, sizeof(sync_write) - 1);
     /* Its name and library info go first, so its own connection is what
      * the shared one stood for. */
     for (int i = 0; i < 3; i++) {
@@ -243,22 +291,6 @@ static void client_want_own(client_session *c)
         return;
     }
     client_move_to_own(c);
-}
-
-/* Leave its upstream connection: close its own, or just stop being owed
- * anything on a shared one. */
-static void client_release_upstream(client_session *c)
-{
-    if (!c->up) return;
-    if (c->up->shared)
-        upstream_detach_client(c->up, c);
-    else
-        upstream_close(c->up);
-    c->up = NULL;
-    if (c->shared_wait) {
-        c->shared_wait = 0;
-        c->srv->shared_waiters--;
-    }
 }
 
 /* ---- input ---- */
@@ -283,6 +315,7 @@ static void client_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 
 static void client_start_reading(client_session *c)
 {
+    if (c->shared_wait || c->output_held || c->owed_wait) return; /* resumed when that is over */
     if (!c->reading && !c->eof_at && !c->closing) {
         c->reading = 1;
         uv_read_start(&c->h.stream, client_alloc, client_on_read);
@@ -429,6 +462,10 @@ static void client_dispatch(client_session *c, const resp_arg *argv, int argc, c
         c->close_when_done = 1;
         return;
     }
+    if (c->up->shared && cmd_is_select_zero(argc, argv)) {
+        client_queue_local(c, "+OK\r\n", 5); /* it is there already */
+        return;
+    }
     if (c->up->shared && cmd_is_client_setter(argc, argv)) client_keep_setter(c, argc, argv, p, n);
     cmd_kind kind = cmd_classify(argc, argv);
     if (kind == CMD_REPLICATION) c->opaque = 1;
@@ -507,6 +544,12 @@ static void client_stream_error(client_session *c, const char *msg)
  * because more than `limit` bytes wait to go upstream. */
 static int client_parse_batch(client_session *c, size_t limit)
 {
+    /* On a shared connection a client held back for the connection's sake
+     * is not parsed either (what it sent may already be read). One held for
+     * its own output is: what it sent runs, as it would on Redis, but its
+     * next command moves it (slow_reader), where Redis holds what it does
+     * not read. */
+    if (c->shared_wait || c->owed_wait) return 0;
     while (c->in_pos < c->in.len && !c->input_done) {
         const char *p = c->in.data + c->in_pos;
         size_t avail = c->in.len - c->in_pos;
@@ -537,15 +580,21 @@ static int client_parse_batch(client_session *c, size_t limit)
             upstream_forward_bytes(c->up, p, used); /* the rest of a streamed request */
             c->streaming = 0;
         } else if (st == RESP_REQ_COMMAND) {
-            if (c->up && c->up->shared && cmd_needs_own_connection(c->parser.argc, c->parser.argv)) {
-                client_want_own(c); /* left in the buffer, parsed again there */
+            if (c->up && c->up->shared && !client_may_share(c, c->parser.argc, c->parser.argv)) {
+                /* Left in the buffer, parsed again once it may go. Reading
+                 * goes on up to buffer-limit, so a client that leaves is
+                 * still noticed. */
+                if (c->in.len - c->in_pos > limit) client_stop_reading(c);
                 return 0;
             }
+            if (c->up && c->up->shared) c->used_shared = 1;
             if (c->up && !c->up->shared && c->up->verbs_in_flight &&
                 upstream_must_settle_verbs(c->up, c->parser.argc, c->parser.argv)) {
                 /* Left in the buffer, parsed again once they are. Reading
-                 * goes on, so a client that leaves is still noticed. */
+                 * goes on up to buffer-limit, so a client that leaves is
+                 * still noticed. */
                 c->settling = 1;
+                if (c->in.len - c->in_pos > limit) client_stop_reading(c);
                 return 0;
             }
             client_dispatch(c, c->parser.argv, c->parser.argc, p, used);
@@ -596,7 +645,7 @@ static void client_process_input(client_session *c)
             client_stop_reading(c);
             if (c->up->shared && !c->shared_wait) {
                 c->shared_wait = 1; /* client_shared_drained resumes */
-                c->srv->shared_waiters++;
+                c->up->waiters++;
             }
             break;
         }
@@ -645,7 +694,7 @@ static void client_on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
     /* (Not while a connect is pending: reading stops at buffer-limit then,
      * and what is held is complete requests, not one oversized one.) */
     int connecting = c->up && !upstream_is_ready(c->up);
-    if (!connecting && c->in.len > (size_t)c->srv->conf.client_query_buffer_limit) {
+    if (!connecting && !c->settling && c->in.len > (size_t)c->srv->conf.client_query_buffer_limit) {
         /* As Redis: a request that would not fit is not answered, the
          * connection is closed (and nothing else suffers). */
         vp_log(VP_LOG_WARNING,
@@ -767,6 +816,12 @@ void client_round_end(client_session *c)
         (c->up->shared ? c->slot_len == 0 : c->up->verbs_in_flight == 0)) {
         /* What the held command waited for is answered: go on from it. */
         c->settling = 0;
+        client_start_reading(c);
+        client_process_input(c);
+    }
+    if (c->owed_wait && !c->closing && c->slot_len <= CLIENT_SHARED_MAX_OWED / 2) {
+        c->owed_wait = 0;
+        client_start_reading(c);
         client_process_input(c);
     }
     client_flush(c);
@@ -829,21 +884,25 @@ void client_shared_lost(vp_server *srv, upstream_conn *up, const char *reason)
     for (client_session *c = srv->clients; c; c = next) {
         next = c->next;
         if (c->up != up) continue;
-        if (c->slot_len)
+        if (c->slot_len) {
             client_upstream_lost(c, reason);
-        else
+        } else {
+            /* Its next command (maybe one already read) takes a new one. */
             client_release_upstream(c);
+            client_start_reading(c);
+            client_process_input(c);
+        }
     }
 }
 
 void client_shared_drained(vp_server *srv, upstream_conn *up)
 {
     client_session *next;
-    for (client_session *c = srv->clients; c && srv->shared_waiters; c = next) {
+    for (client_session *c = srv->clients; c && up->waiters; c = next) {
         next = c->next;
         if (c->up != up || !c->shared_wait) continue;
         c->shared_wait = 0;
-        srv->shared_waiters--;
+        up->waiters--;
         client_upstream_drained(c);
     }
 }

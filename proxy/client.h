@@ -91,9 +91,13 @@ typedef struct client_session {
                                   or, on a shared connection, for every reply owed before it moves */
     unsigned own_upstream : 1; /* on a connection of its own for the rest of the session */
     unsigned touched : 1;      /* in srv->touched */
-    unsigned shared_wait : 1;  /* not read until its shared connection's backlog drains */
-    unsigned output_held : 1;  /* on a shared connection: not read until its own output drains */
-    uint64_t eof_at;           /* loop time the client sent EOF with replies owed, 0 = not */
+    /* On a shared connection, reasons not to read (and parse) it for now: */
+    unsigned shared_wait : 1; /* the shared connection's backlog must drain (up->waiters) */
+    unsigned output_held : 1; /* its own output must drain (a slow reader) */
+    unsigned owed_wait : 1;   /* it is owed CLIENT_SHARED_MAX_OWED replies already */
+    unsigned slow_reader : 1; /* its output was held once: its next command moves it */
+    unsigned used_shared : 1; /* it sent commands on a shared connection */
+    uint64_t eof_at;          /* loop time the client sent EOF with replies owed, 0 = not */
 
     struct client_session *prev, *next;
     struct client_session *touched_next;

@@ -81,13 +81,20 @@ int cmd_changes_session(const resp_arg *name)
     return 0;
 }
 
-/* XREAD / XREADGROUP with a BLOCK option (one option word among the
- * arguments before STREAMS). */
+/* XREAD / XREADGROUP with a BLOCK option before STREAMS. Options are
+ * stepped over with their values (GROUP group consumer, COUNT n), so a group
+ * or consumer named "block" or "streams" is not taken for one. */
 static int cmd_has_block_option(int argc, const resp_arg *argv)
 {
-    for (int i = 1; i < argc; i++) {
+    for (int i = 1; i < argc;) {
         if (cmd_arg_is(&argv[i], "streams")) return 0;
         if (cmd_arg_is(&argv[i], "block")) return 1;
+        if (cmd_arg_is(&argv[i], "group"))
+            i += 3;
+        else if (cmd_arg_is(&argv[i], "count"))
+            i += 2;
+        else
+            i += 1; /* NOACK, or something Redis will refuse */
     }
     return 0;
 }
@@ -132,6 +139,11 @@ int cmd_is_client_setter(int argc, const resp_arg *argv)
 {
     return argc >= 2 && cmd_arg_is(&argv[0], "client") &&
            ((argc == 3 && cmd_arg_is(&argv[1], "setname")) || (argc == 4 && cmd_arg_is(&argv[1], "setinfo")));
+}
+
+int cmd_is_select_zero(int argc, const resp_arg *argv)
+{
+    return argc == 2 && argv[1].len == 1 && argv[1].ptr[0] == '0' && cmd_arg_is(&argv[0], "select");
 }
 
 int cmd_is_quit(int argc, const resp_arg *argv)

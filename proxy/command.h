@@ -53,6 +53,10 @@ int cmd_needs_own_connection(int argc, const resp_arg *argv);
  * and sent again on the client's own connection if it moves. */
 int cmd_is_client_setter(int argc, const resp_arg *argv);
 
+/* SELECT 0: on a shared connection (always database 0) answered +OK by the
+ * proxy, since clients send it as they connect. */
+int cmd_is_select_zero(int argc, const resp_arg *argv);
+
 /* QUIT (answered by the proxy on a shared connection: Redis would close it). */
 int cmd_is_quit(int argc, const resp_arg *argv);
 

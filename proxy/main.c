@@ -37,9 +37,9 @@ static vp_listener listener;
 static uv_signal_t sigint_handle, sigterm_handle;
 static uv_timer_t cron;
 
-/* After each round of I/O callbacks: the shared connections write what
- * every client gave them in one go. */
-static void on_flush_check(uv_check_t *h)
+/* Before the loop waits for I/O: the shared connections write what every
+ * client gave them since, in one go (whichever phase queued it). */
+static void on_flush_prepare(uv_prepare_t *h)
 {
     upstream_flush_shared(h->data);
 }
@@ -59,7 +59,7 @@ static void on_signal(uv_signal_t *h, int signum)
     while (srv->clients)
         client_close(srv->clients);
     upstream_close_shared(srv);
-    uv_close((uv_handle_t *)&srv->flush_check, NULL);
+    uv_close((uv_handle_t *)&srv->flush_prepare, NULL);
     stats_log(&srv->stats);
     uv_close((uv_handle_t *)&sigint_handle, NULL);
     uv_close((uv_handle_t *)&sigterm_handle, NULL);
@@ -138,9 +138,9 @@ int main(int argc, char **argv)
     }
     vp_log(VP_LOG_NOTICE, "verbproxy %s ready, upstream %s", VP_VERSION, srv.conf.upstream);
 
-    uv_check_init(srv.loop, &srv.flush_check);
-    srv.flush_check.data = &srv;
-    uv_check_start(&srv.flush_check, on_flush_check);
+    uv_prepare_init(srv.loop, &srv.flush_prepare);
+    srv.flush_prepare.data = &srv;
+    uv_prepare_start(&srv.flush_prepare, on_flush_prepare);
 
     uv_timer_init(srv.loop, &cron);
     cron.data = &srv;

@@ -125,8 +125,10 @@ static void outq_after_write(uv_write_t *req, int status)
 int outq_flush(outq *q)
 {
     outq_resolve(q);
+    int tried = 0; /* the kernel was just offered the pieces */
     if (q->npieces) {
         if (!q->writing && !q->pending.len) {
+            tried = 1;
             int n = uv_try_write(q->stream, q->pieces, (unsigned int)q->npieces);
             if (n < 0 && n != UV_EAGAIN) {
                 q->npieces = 0;
@@ -149,17 +151,18 @@ int outq_flush(outq *q)
             outq_copy_pieces(q);
         }
     }
-    if (!q->writing && q->pending.len) {
-        /* Copied bytes (a shared connection's requests, what the kernel did
-         * not take last time) also go in one try first: uv_write would
-         * call back only in the next loop iteration. */
+    if (!q->writing && q->pending.len && !tried) {
+        /* Copied bytes (a shared connection's requests) also go in one try
+         * first: uv_write would call back only in the next loop iteration.
+         * (Not right after the kernel took only part of the pieces: it
+         * would take nothing more now.) */
         uv_buf_t b = uv_buf_init(q->pending.data, (unsigned int)q->pending.len);
         int n = uv_try_write(q->stream, &b, 1);
         if (n < 0 && n != UV_EAGAIN) return n;
         if (n > 0) vp_buf_consume(&q->pending, (size_t)n);
-        if (q->pending.len) return outq_start_write(q);
-        vp_buf_shrink(&q->pending, OUTQ_KEEP_BYTES);
+        if (!q->pending.len) vp_buf_shrink(&q->pending, OUTQ_KEEP_BYTES);
     }
+    if (!q->writing && q->pending.len) return outq_start_write(q);
     return 0;
 }
 

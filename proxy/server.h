@@ -28,13 +28,13 @@ typedef struct vp_server {
 
     /* Shared upstream connections (conf.shared_upstreams of them, opened on
      * demand; NULL when not open). Requests for them are gathered during a
-     * loop iteration and written once per iteration from `flush_check`. */
+     * loop iteration and written once per iteration, just before the loop
+     * waits for I/O again (`flush_prepare`). */
     struct upstream_conn *shared[VP_MAX_SHARED_UPSTREAMS];
-    uv_check_t flush_check;
+    uv_prepare_t flush_prepare;
     /* Clients given replies by a shared connection in the current read
      * round, flushed at its end (intrusive, through touched_next). */
     struct client_session *touched;
-    unsigned long shared_waiters; /* clients not read until a shared connection drains */
 } vp_server;
 
 #endif

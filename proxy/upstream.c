@@ -268,6 +268,11 @@ upstream_conn *upstream_shared(vp_server *srv, unsigned long long client_id)
         up->shared = 1;
         up->shared_index = i;
         srv->shared[i] = up;
+        /* Many clients' replies queue on it: under maxmemory-clients Redis
+         * must not take it for one big client and evict it. (Refused by a
+         * Redis before 7.0 or an ACL: then nothing changes.) */
+        static const char no_evict[] = "*3\r\n$6\r\nCLIENT\r\n$8\r\nNO-EVICT\r\n$2\r\non\r\n";
+        upstream_forward_silent(up, no_evict, sizeof(no_evict) - 1);
     }
     return srv->shared[i];
 }
@@ -287,11 +292,13 @@ void upstream_flush_shared(vp_server *srv)
         upstream_conn *up = srv->shared[i];
         if (!up || up->state != UPSTREAM_READY) continue;
         int rc = upstream_flush(up);
-        if (rc < 0) {
-            up_lost(up, uv_strerror(rc));
-            continue;
+        if (rc == 0 && up->waiters && outq_size(&up->out) <= resume_below) {
+            /* The clients held back go on; what they send goes now too,
+             * before the loop waits. */
+            client_shared_drained(srv, up);
+            if (up->state == UPSTREAM_READY) rc = upstream_flush(up);
         }
-        if (srv->shared_waiters && outq_size(&up->out) <= resume_below) client_shared_drained(srv, up);
+        if (rc < 0) up_lost(up, uv_strerror(rc));
     }
 }
 
@@ -519,7 +526,7 @@ static void up_on_written(outq *q, int status)
     if (outq_size(q) != 0) return;
     if (up->client)
         client_upstream_drained(up->client);
-    else if (up->shared && up->srv->shared_waiters)
+    else if (up->shared && up->waiters)
         client_shared_drained(up->srv, up);
 }
 

@@ -91,6 +91,7 @@ typedef struct upstream_conn {
     upstream_state state;
     int shared;       /* one of srv->shared: its entries name many clients */
     int shared_index; /* its place there */
+    unsigned waiters; /* clients not read until its backlog drains (client shared_wait) */
 
     union {
         uv_handle_t handle;

@@ -76,10 +76,13 @@ int up_retry_verb(upstream_conn *up)
                up->srv->conf.upstream, up->srv->verbs.verbs[old.verb]->name);
         return 0;
     }
-    /* Did anything of the client's run after it? (Our SCRIPT LOADs do not count.) */
+    /* Did anything of the client's run after it? (Our SCRIPT LOADs do not
+     * count, nor, on a shared connection, other clients' commands.) */
     int later = 0;
-    for (size_t i = 1; i < up->fifo_len && !later; i++)
-        later = up->fifo[(up->fifo_head + i) % up->fifo_cap].kind != UP_SCRIPT_LOAD;
+    for (size_t i = 1; i < up->fifo_len && !later; i++) {
+        const up_entry *e = &up->fifo[(up->fifo_head + i) % up->fifo_cap];
+        later = e->kind != UP_SCRIPT_LOAD && e->client == old.client;
+    }
     vp_stats *st = &up->srv->stats;
     st->noscript_recoveries++;
     if (later) st->noscript_reordered++;

@@ -50,20 +50,6 @@ static size_t first_difference(const char *a, const char *b, size_t len)
     return len;
 }
 
-#ifndef VP_SANITIZED
-/* The peak resident set of a process, from /proc (VmHWM), in KiB. */
-static long long proxy_peak_rss_kb(pid_t pid)
-{
-    char path[64];
-    snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-    char *status = vt_read_file(path);
-    const char *line = strstr(status, "VmHWM:");
-    long long kb = line ? strtoll(line + 6, NULL, 10) : -1;
-    free(status);
-    return kb;
-}
-#endif
-
 /* Raw bytes rather than hiredis: hiredis 0.14 moves its buffers around for
  * every chunk and would take seconds on 64 MiB. */
 Test(large, a_64_mib_value_makes_the_round_trip_byte_for_byte)
@@ -104,7 +90,7 @@ Test(large, a_64_mib_value_makes_the_round_trip_byte_for_byte)
      * stayed far below the value's size (it never held it whole). */
 #ifndef VP_SANITIZED
     if (!env.proxy->direct) {
-        long long peak_kb = proxy_peak_rss_kb(env.proxy->pid);
+        long long peak_kb = vt_peak_rss_kb(env.proxy->pid);
         cr_assert(peak_kb > 0, "cannot read the proxy's VmHWM");
         cr_assert_lt(peak_kb, (long long)BIG_VALUE / 1024 / 4,
                      "the proxy's peak RSS was %lld KiB for a %u MiB value", peak_kb, BIG_VALUE >> 20);

@@ -8,10 +8,12 @@
  * reaches another. The proxy is started with --shared-upstreams 1 whatever
  * VP_TEST_SHARED_UPSTREAMS says. */
 #include <pthread.h>
+#include <signal.h>
 
 #include "tests/support/checks.h"
 
 static vt_env env;
+static vt_redis *replica; /* started by the test that needs one */
 
 static void setup(void)
 {
@@ -21,6 +23,9 @@ static void setup(void)
 
 static void teardown(void)
 {
+    if (replica && replica->pid) kill(replica->pid, SIGCONT);
+    vt_redis_free(replica);
+    replica = NULL;
     vt_env_stop(&env);
 }
 
@@ -134,7 +139,9 @@ typedef struct move_case {
 } move_case;
 
 static const move_case move_cases[] = {
-    {{"SELECT", "0"}, 1},
+    {{"SELECT", "1"}, 1},
+    {{"SELECT", "0"}, 0}, /* database 0 is where a shared connection is */
+    {{"XREADGROUP", "GROUP", "streams", "c", "BLOCK", "10"}, 1}, /* (refused: too few arguments) */
     {{"AUTH", "nopass"}, 1},
     {{"HELLO", "2"}, 1},
     {{"CLIENT", "GETNAME"}, 1},
@@ -256,6 +263,59 @@ Test(shared, subscribe_and_multi_pipelined_behind_shared_commands_work_as_direct
     vt_buf_free(&req);
 }
 
+typedef struct key_probe {
+    int port;
+    const char *key;
+} key_probe;
+
+static bool replica_has(void *arg)
+{
+    key_probe *k = arg;
+    redisContext *c = vt_connect(k->port);
+    if (!c) return false;
+    redisReply *r = vt_cmd(c, "EXISTS %s", k->key);
+    bool ok = r && r->type == REDIS_REPLY_INTEGER && r->integer == 1;
+    if (r) freeReplyObject(r);
+    redisFree(c);
+    return ok;
+}
+
+/* WAIT counts the replicas that have a connection's last write. A client
+ * that wrote on the shared connection and then waits (which moves it) must
+ * not be told a replica has writes it does not. */
+Test(shared, wait_after_moving_counts_the_writes_made_on_the_shared_connection)
+{
+    redisContext *admin = vt_must_connect(env.redis->port);
+    must(admin, "CONFIG SET repl-diskless-sync-delay 0", "OK"); /* sync at once, not after 5 s */
+    must(admin, "SET w:synced 1", "OK");
+    char port[16];
+    snprintf(port, sizeof(port), "%d", env.redis->port);
+    const char *args[] = {"--replicaof", "127.0.0.1", port, NULL};
+    replica = vt_redis_start(&(vt_redis_opts){.extra_args = args});
+    cr_assert(replica != NULL, "the replica did not start");
+    key_probe synced = {replica->port, "w:synced"};
+    cr_assert(vt_wait_until(replica_has, &synced, VT_READ_DEADLINE_MS), "the replica never synced");
+    redisFree(admin);
+
+    /* a replica that takes nothing more */
+    cr_assert_eq(kill(replica->pid, SIGSTOP), 0);
+    redisContext *c = vt_must_connect(env.proxy->port);
+    must(c, "SET w:k 1", "OK");
+    long long start = vt_now_ms();
+    redisReply *r = vt_cmd(c, "WAIT 1 300");
+    long long took = vt_now_ms() - start;
+    vt_assert_int(r, 0);
+    freeReplyObject(r);
+    cr_assert_geq(took, 250, "WAIT answered after %lld ms, before its timeout", took);
+    cr_assert_eq(kill(replica->pid, SIGCONT), 0);
+
+    /* and once the replica has it, WAIT says so */
+    r = vt_cmd(c, "WAIT 1 5000");
+    vt_assert_int(r, 1);
+    freeReplyObject(r);
+    redisFree(c);
+}
+
 Test(shared, quit_answers_ok_and_closes_only_that_client)
 {
     redisContext *other = vt_must_connect(env.proxy->port);
@@ -344,6 +404,74 @@ Test(shared, a_client_that_does_not_read_does_not_stall_the_others)
     vt_buf_free(&got);
 }
 
+/* Redis's count of GET calls so far. */
+static long long redis_gets(void)
+{
+    redisContext *c = vt_must_connect(env.redis->port);
+    redisReply *r = vt_cmd(c, "INFO commandstats");
+    cr_assert(r && r->type == REDIS_REPLY_STRING, "INFO commandstats: %s", VT_DESCRIBE(r));
+    const char *p = strstr(r->str, "cmdstat_get:calls=");
+    long long calls = p ? atoll(p + strlen("cmdstat_get:calls=")) : 0;
+    freeReplyObject(r);
+    redisFree(c);
+    return calls;
+}
+
+typedef struct gets_wait {
+    long long want;
+} gets_wait;
+
+static bool gets_reached(void *arg)
+{
+    return redis_gets() >= ((gets_wait *)arg)->want;
+}
+
+#define MANY_GETS 3000
+
+/* A shared connection cannot stop reading for one client, so the proxy
+ * bounds what that client may have in flight there, and moves a client
+ * that does not read to a connection of its own (where Redis holds what it
+ * does not read, as it would without the proxy). What it sent still runs. */
+Test(shared, a_client_that_does_not_read_moves_and_the_proxy_holds_no_more_than_a_window)
+{
+    store_big();
+    long long base = redis_gets();
+    /* 300 MB of replies asked for in one go, none read */
+    int fd = vt_must_sock(env.proxy->port);
+    vt_buf req = {0}, got = {0};
+    for (int i = 0; i < MANY_GETS; i++)
+        vt_buf_cmd(&req, "GET", "sh:big", NULL);
+    vt_buf_cmd(&req, "PING", NULL);
+    cr_assert(vt_sock_send_buf(fd, &req));
+    /* all of them run, without the client reading a byte */
+    gets_wait all_run = {.want = base + MANY_GETS};
+    cr_assert(vt_wait_until(gets_reached, &all_run, 4 * VT_READ_DEADLINE_MS),
+              "only %lld of the GETs of a client that reads nothing ran", redis_gets() - base);
+    redisContext *other = vt_must_connect(env.proxy->port);
+    must(other, "PING", "PONG"); /* the shared connection is not held up */
+
+    /* then every reply, in order, the rest through its own connection */
+    size_t one = strlen("$100000\r\n") + BIG + 2;
+    size_t all = one * MANY_GETS + 7;
+    cr_assert(vt_sock_read_len(fd, &got, all, 4 * VT_READ_DEADLINE_MS), "got %zu of %zu bytes", got.len, all);
+    cr_assert_eq(got.len, all);
+    cr_assert_eq(vt_resp_count_replies(got.data, got.len), MANY_GETS + 1);
+    cr_assert(memcmp(got.data + one * (MANY_GETS - 1), "$100000\r\nbbbb", 13) == 0,
+              "the last GET's reply: %s", vt_escape(got.data + one * (MANY_GETS - 1), 20));
+    cr_assert(memcmp(got.data + one * MANY_GETS, "+PONG\r\n", 7) == 0, "the PING's reply is not last");
+    cr_assert_eq(vt_proxy_stat(env.proxy->port, "clients_pinned"), 1, "the slow reader did not move");
+#ifndef VP_SANITIZED
+    long long peak_kb = vt_peak_rss_kb(env.proxy->pid);
+    cr_assert(peak_kb > 0, "cannot read the proxy's VmHWM");
+    cr_assert_lt(peak_kb, 96 * 1024, "the proxy's peak RSS was %lld KiB for %d x 100 kB replies not read",
+                 peak_kb, MANY_GETS);
+#endif
+    close(fd);
+    redisFree(other);
+    vt_buf_free(&req);
+    vt_buf_free(&got);
+}
+
 Test(shared, a_client_that_leaves_mid_pipeline_leaves_the_shared_connection_to_the_others)
 {
     store_big();
@@ -417,4 +545,51 @@ Test(shared, losing_the_shared_connection_closes_only_the_clients_owed_replies)
     redisFree(idle);
     vt_buf_free(&req);
     vt_buf_free(&got);
+}
+
+/* ---- a client waiting to move keeps within its limits ---- */
+
+static void setup_small_query_buffer(void)
+{
+    static const char *const args[] = {"--shared-upstreams", "1", "--client-query-buffer-limit", "1mb", NULL};
+    vt_env_start(&env, NULL, &(vt_proxy_opts){.extra_args = args});
+}
+
+TestSuite(shared_small, .init = setup_small_query_buffer, .fini = teardown, .timeout = VT_TEST_TIMEOUT_S);
+
+#define BURST_SETS 2000
+#define BURST_VALUE 1000
+
+/* The client's SELECT waits for a slow script before it on the shared
+ * connection while 2 MB of requests pour in behind it: the proxy stops
+ * reading at buffer-limit instead of taking them for an oversized query. */
+Test(shared_small, a_client_waiting_to_move_is_not_taken_for_an_oversized_query)
+{
+    static const char busy[] = "local t = redis.call('TIME') local s = t[1] * 1000000 + t[2] "
+                               "repeat local n = redis.call('TIME') until n[1] * 1000000 + n[2] - s > 300000 "
+                               "return 1";
+    int fd = vt_must_sock(env.proxy->port);
+    vt_buf req = {0}, got = {0}, want = {0};
+    vt_buf_cmd(&req, "EVAL", busy, "0", NULL);
+    vt_buf_cmd(&req, "SELECT", "1", NULL);
+    vt_buf_append_str(&want, ":1\r\n+OK\r\n");
+    char *value = malloc(BURST_VALUE + 1);
+    memset(value, 'v', BURST_VALUE);
+    value[BURST_VALUE] = '\0';
+    for (int i = 0; i < BURST_SETS; i++) {
+        char key[32];
+        snprintf(key, sizeof(key), "burst:%d", i);
+        vt_buf_cmd(&req, "SET", key, value, NULL);
+        vt_buf_append_str(&want, "+OK\r\n");
+    }
+    vt_buf_cmd(&req, "DBSIZE", NULL);
+    vt_buf_append_str(&want, ":2000\r\n");
+    vt_buf_append(&want, "", 1);
+    cr_assert(vt_sock_send_buf(fd, &req));
+    vt_expect_bytes(fd, &got, want.data);
+    close(fd);
+    free(value);
+    vt_buf_free(&req);
+    vt_buf_free(&got);
+    vt_buf_free(&want);
 }

@@ -245,7 +245,7 @@ Test(verbs_noscript, after_an_upstream_restart_clients_with_state_are_closed_and
      * on the shared connection */
     int fd = vt_must_sock(env.proxy->port);
     vt_buf req = {0}, got = {0};
-    vt_buf_cmd(&req, "SELECT", "0", NULL);
+    vt_buf_cmd(&req, "WATCH", "rs:w", NULL);
     vt_buf_cmd(&req, "QPOP", "rs:q", NULL);
     vt_exchange(fd, &req, "+OK\r\n*2\r\n$1\r\na\r\n$1\r\n1\r\n");
     redisContext *idle = vt_must_connect(env.proxy->port);

@@ -716,3 +716,14 @@ void vt_proxy_free(vt_proxy *p)
     }
     free(p);
 }
+
+long long vt_peak_rss_kb(pid_t pid)
+{
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+    char *status = vt_read_file(path);
+    const char *line = strstr(status, "VmHWM:");
+    long long kb = line ? strtoll(line + 6, NULL, 10) : -1;
+    free(status);
+    return kb;
+}

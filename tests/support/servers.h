@@ -130,6 +130,9 @@ long long vt_now_ms(void);
 bool vt_wait_until(bool (*cond)(void *arg), void *arg, int timeout_ms);
 /* Ignore SIGPIPE (a test writes to sockets the other side closes). */
 void vt_ignore_sigpipe(void);
+/* The peak resident set of a process, from /proc (VmHWM), in KiB; -1 if
+ * unreadable. (Says nothing under ASan: see VP_SANITIZED.) */
+long long vt_peak_rss_kb(pid_t pid);
 /* Read a whole file (malloc'd, NUL-terminated; "" if it can't be read). */
 char *vt_read_file(const char *path);
 
