@@ -733,6 +733,7 @@ void client_upstream_ready(client_session *c)
 void client_upstream_failed(client_session *c, const char *reason)
 {
     c->up = NULL;
+    c->shared_wait = c->output_held = c->owed_wait = 0; /* nothing of that connection's holds it now */
     snprintf(c->up_error, sizeof(c->up_error), "%s", reason);
     /* One line per second at most: in an outage every client hits this. */
     uint64_t now = uv_now(c->srv->loop);

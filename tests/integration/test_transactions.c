@@ -1,8 +1,9 @@
 /* test_transactions.c - MULTI/EXEC/DISCARD/WATCH behave as on Redis.
  *
- * The proxy keeps one upstream connection per client, so a transaction and
- * its WATCHes live on that connection; another client's write (through its
- * own proxied connection) must abort it exactly as on Redis. */
+ * MULTI and WATCH give a client an upstream connection of its own (it may
+ * have shared one before), so a transaction and its WATCHes live on that
+ * connection; another client's write (through the proxy too) must abort it
+ * exactly as on Redis. */
 #include "tests/support/checks.h"
 
 static vt_env env;
