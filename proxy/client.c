@@ -229,7 +229,7 @@ static int client_may_share(client_session *c, int argc, const resp_arg *argv)
         return 0;
     }
     /* SWAPDB: a NOSCRIPT retry of a verb before it must not run after it. */
-    if (c->slot_len && cmd_changes_session(&argv[0])) {
+    if (c->slot_len && cmd_arg_is(&argv[0], "swapdb")) {
         c->settling = 1;
         return 0;
     }
@@ -251,10 +251,28 @@ static void client_release_upstream(client_session *c)
     c->shared_wait = c->output_held = c->owed_wait = 0;
 }
 
+/* A connection of its own for a client that was on a shared one first:
+ * what the shared one stood for goes ahead of its commands, on every such
+ * connection it opens (a failed connect is retried with its next command). */
+static upstream_conn *client_open_own(client_session *c)
+{
+    upstream_conn *up = upstream_open(c->srv, c);
+    /* WAIT counts replicas that have the connection's last write: make
+     * that at least everything it wrote on the shared one (a PUBLISH is
+     * replicated and changes nothing). */
+    static const char sync_write[] = "*3\r\n$7\r\nPUBLISH\r\n$19\r\n__verbproxy__:moved\r\n$0\r\n\r\n";
+    if (c->used_shared) upstream_forward_silent(up, sync_write, sizeof(sync_write) - 1);
+    /* Its name and library info, kept from the shared connection. */
+    for (int i = 0; i < 3; i++)
+        if (c->setters[i].len) upstream_forward_silent(up, c->setters[i].data, c->setters[i].len);
+    return up;
+}
+
 /* Its own connection, or a shared one while it needs no state. */
 static upstream_conn *client_connect(client_session *c)
 {
-    if (c->own_upstream || c->srv->conf.shared_upstreams == 0) return upstream_open(c->srv, c);
+    if (c->own_upstream) return client_open_own(c);
+    if (c->srv->conf.shared_upstreams == 0) return upstream_open(c->srv, c);
     return upstream_shared(c->srv, c->id);
 }
 
@@ -265,18 +283,7 @@ static void client_move_to_own(client_session *c)
     client_release_upstream(c);
     c->own_upstream = 1;
     c->settling = 0;
-    c->up = upstream_open(c->srv, c);
-    /* WAIT counts replicas that have the connection's last write: make
-     * that at least everything it wrote on the shared one (a PUBLISH is
-     * replicated and changes nothing). */
-    static const char sync_write[] = "*3\r\n$7\r\nPUBLISH\r\n$19\r\n__verbproxy__:moved\r\n$0\r\n\r\n";
-    if (c->used_shared) upstream_forward_silent(c->up, sync_write, sizeof(sync_write) - 1);
-    /* Its name and library info go first, so its own connection is what
-     * the shared one stood for. */
-    for (int i = 0; i < 3; i++) {
-        if (c->setters[i].len) upstream_forward_silent(c->up, c->setters[i].data, c->setters[i].len);
-        vp_buf_free(&c->setters[i]);
-    }
+    c->up = client_open_own(c);
     c->srv->stats.clients_pinned++;
     vp_log(VP_LOG_DEBUG, "client %llu %s: moved to its own upstream connection", c->id, c->addr);
 }
@@ -400,6 +407,7 @@ static void client_call_verb(client_session *c, const verb_def *v, const resp_ar
         client_verb_error(c, err, rc == VERB_ERR_ARITY);
         return;
     }
+    if (c->up->shared) c->used_shared = 1;
     if (upstream_forward_verb(c->up, c, v, &call, argc, argv)) slot_push(c, SLOT_WAITING);
 }
 
@@ -466,7 +474,10 @@ static void client_dispatch(client_session *c, const resp_arg *argv, int argc, c
         client_queue_local(c, "+OK\r\n", 5); /* it is there already */
         return;
     }
-    if (c->up->shared && cmd_is_client_setter(argc, argv)) client_keep_setter(c, argc, argv, p, n);
+    if (c->up->shared) {
+        c->used_shared = 1;
+        if (cmd_is_client_setter(argc, argv)) client_keep_setter(c, argc, argv, p, n);
+    }
     cmd_kind kind = cmd_classify(argc, argv);
     if (kind == CMD_REPLICATION) c->opaque = 1;
     int *verb_ids = NULL, nids = 0;
@@ -496,8 +507,10 @@ static void client_stream_partial(client_session *c, const char *p, size_t avail
         if (avail < CLIENT_STREAM_THRESHOLD) return;
         if (c->up->shared) {
             /* Half a request on a shared connection would hold up everyone
-             * behind it: streaming is done on a connection of its own. */
+             * behind it: streaming is done on a connection of its own.
+             * Until it moves, reading stops at buffer-limit. */
             client_want_own(c);
+            if (c->settling && avail > (size_t)c->srv->conf.buffer_limit) client_stop_reading(c);
             return;
         }
         const resp_arg *argv;
@@ -587,7 +600,6 @@ static int client_parse_batch(client_session *c, size_t limit)
                 if (c->in.len - c->in_pos > limit) client_stop_reading(c);
                 return 0;
             }
-            if (c->up && c->up->shared) c->used_shared = 1;
             if (c->up && !c->up->shared && c->up->verbs_in_flight &&
                 upstream_must_settle_verbs(c->up, c->parser.argc, c->parser.argv)) {
                 /* Left in the buffer, parsed again once they are. Reading
@@ -658,8 +670,10 @@ static void client_process_input(client_session *c)
  * requests waiting for it are still to be answered.) */
 static int client_idle(client_session *c)
 {
+    /* (A client held back on a shared connection may have unparsed
+     * requests too.) */
     return c->slot_len == 0 && outq_size(&c->out) == 0 && !(c->up && !upstream_is_ready(c->up)) &&
-           !c->settling; /* a command held back is still to be sent */
+           !c->settling && !c->shared_wait && !c->owed_wait; /* a command held back is still to be sent */
 }
 
 static void client_on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)

@@ -292,11 +292,13 @@ void upstream_flush_shared(vp_server *srv)
         upstream_conn *up = srv->shared[i];
         if (!up || up->state != UPSTREAM_READY) continue;
         int rc = upstream_flush(up);
-        if (rc == 0 && up->waiters && outq_size(&up->out) <= resume_below) {
-            /* The clients held back go on; what they send goes now too,
-             * before the loop waits. */
+        /* The clients held back go on; what they send goes now too, before
+         * the loop waits, and again while the kernel takes it all (each
+         * round parses some of what they had already read, so this ends). */
+        while (rc == 0 && up->waiters && outq_size(&up->out) <= resume_below) {
             client_shared_drained(srv, up);
-            if (up->state == UPSTREAM_READY) rc = upstream_flush(up);
+            if (up->state != UPSTREAM_READY) break;
+            rc = upstream_flush(up);
         }
         if (rc < 0) up_lost(up, uv_strerror(rc));
     }

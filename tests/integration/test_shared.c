@@ -9,6 +9,7 @@
  * VP_TEST_SHARED_UPSTREAMS says. */
 #include <pthread.h>
 #include <signal.h>
+#include <sys/socket.h>
 
 #include "tests/support/checks.h"
 
@@ -235,6 +236,25 @@ Test(shared, a_client_that_names_itself_stays_shared_and_takes_its_name_when_it_
     freeReplyObject(r);
     redisFree(c);
     redisFree(direct);
+}
+
+/* Moving needs a new connection; when Redis is down then, the command gets
+ * the proxy's error and the name is still sent on the connection made once
+ * Redis is back. */
+Test(shared, a_named_client_that_cannot_move_at_once_keeps_its_name_for_later)
+{
+    VT_SKIP_IF_DIRECT();
+    redisContext *c = vt_must_connect(env.proxy->port);
+    must(c, "CLIENT SETNAME app-3", "OK");
+    vt_redis_kill(env.redis);
+    redisReply *r = vt_cmd(c, "SELECT 1");
+    vt_assert_error(r, "ERR upstream unavailable");
+    freeReplyObject(r);
+    cr_assert(vt_redis_launch(env.redis), "redis-server did not start again");
+    r = vt_cmd(c, "CLIENT GETNAME");
+    vt_assert_str(r, "app-3");
+    freeReplyObject(r);
+    redisFree(c);
 }
 
 Test(shared, subscribe_and_multi_pipelined_behind_shared_commands_work_as_direct)
@@ -543,6 +563,109 @@ Test(shared, losing_the_shared_connection_closes_only_the_clients_owed_replies)
     vt_assert_str(r, "1");
     freeReplyObject(r);
     redisFree(idle);
+    vt_buf_free(&req);
+    vt_buf_free(&got);
+}
+
+/* ---- half-closed clients, big requests waiting to move ---- */
+
+#define HALF_CLIENTS 4
+#define HALF_SETS 2000
+#define HALF_VALUE 1000
+
+typedef struct half_job {
+    int port, id;
+    size_t got_len;
+    bool eof, same;
+} half_job;
+
+/* Sends HALF_SETS SETs (2 MB, twice buffer-limit) in one go, closes its
+ * writing side (printf ... | nc -N) and reads until the proxy closes. */
+static void *half_close_client(void *arg)
+{
+    half_job *job = arg;
+    int fd = vt_sock_tcp(job->port);
+    if (fd < 0) return NULL;
+    vt_buf req = {0}, got = {0}, want = {0};
+    char value[HALF_VALUE + 1];
+    memset(value, 'h', HALF_VALUE);
+    value[HALF_VALUE] = '\0';
+    for (int i = 0; i < HALF_SETS; i++) {
+        char key[32];
+        snprintf(key, sizeof(key), "half:%d:%d", job->id, i);
+        vt_buf_cmd(&req, "SET", key, value, NULL);
+        vt_buf_append_str(&want, "+OK\r\n");
+    }
+    if (vt_sock_send_buf(fd, &req) && shutdown(fd, SHUT_WR) == 0) {
+        job->eof = vt_sock_read_eof(fd, &got, 4 * VT_READ_DEADLINE_MS);
+        job->got_len = got.len;
+        job->same = got.len == want.len && memcmp(got.data, want.data, want.len) == 0;
+    }
+    close(fd);
+    vt_buf_free(&req);
+    vt_buf_free(&got);
+    vt_buf_free(&want);
+    return NULL;
+}
+
+/* Clients held back while the shared connection's backlog drains still
+ * have requests read and not parsed: one that has half-closed gets their
+ * replies too, as from Redis, before the proxy closes it. */
+Test(shared, clients_that_half_close_after_a_big_pipeline_get_every_reply)
+{
+    half_job jobs[HALF_CLIENTS];
+    pthread_t t[HALF_CLIENTS];
+    for (int i = 0; i < HALF_CLIENTS; i++) {
+        jobs[i] = (half_job){.port = env.proxy->port, .id = i};
+        cr_assert_eq(pthread_create(&t[i], NULL, half_close_client, &jobs[i]), 0);
+    }
+    for (int i = 0; i < HALF_CLIENTS; i++)
+        pthread_join(t[i], NULL);
+    for (int i = 0; i < HALF_CLIENTS; i++) {
+        cr_expect(jobs[i].eof, "client %d: the proxy did not close after the replies", i);
+        cr_expect(jobs[i].same, "client %d: %zu bytes of replies, expected %d x +OK", i, jobs[i].got_len,
+                  HALF_SETS);
+    }
+    redisContext *r = vt_must_connect(env.redis->port);
+    redisReply *n = vt_cmd(r, "DBSIZE");
+    vt_assert_int(n, HALF_CLIENTS * HALF_SETS);
+    freeReplyObject(n);
+    redisFree(r);
+}
+
+#define HUGE_VALUE (96 * 1024 * 1024)
+
+/* A request too big to hold whole arrives behind a slow script: it moves
+ * the client, which waits for the script's reply first, and meanwhile the
+ * proxy reads no more than buffer-limit of it. */
+Test(shared, a_big_request_waiting_to_move_is_not_read_ahead)
+{
+    static const char busy[] = "local t = redis.call('TIME') local s = t[1] * 1000000 + t[2] "
+                               "repeat local n = redis.call('TIME') until n[1] * 1000000 + n[2] - s > 500000 "
+                               "return 1";
+    int fd = vt_must_sock(env.proxy->port);
+    vt_buf req = {0}, got = {0};
+    vt_buf_cmd(&req, "EVAL", busy, "0", NULL);
+    char *value = malloc(HUGE_VALUE);
+    memset(value, 'u', HUGE_VALUE);
+    const char *set[] = {"SET", "sh:huge", value};
+    const size_t lens[] = {3, 7, HUGE_VALUE};
+    vt_buf_cmd_argv(&req, 3, set, lens);
+    free(value);
+    vt_buf_cmd(&req, "STRLEN", "sh:huge", NULL);
+    cr_assert(vt_sock_send_buf(fd, &req));
+    char want[64];
+    snprintf(want, sizeof(want), ":1\r\n+OK\r\n:%d\r\n", HUGE_VALUE);
+    vt_expect_bytes(fd, &got, want);
+    cr_assert_eq(vt_proxy_stat(env.proxy->port, "clients_pinned"), 1,
+                 "the big request did not move the client");
+#ifndef VP_SANITIZED
+    long long peak_kb = vt_peak_rss_kb(env.proxy->pid);
+    cr_assert(peak_kb > 0, "cannot read the proxy's VmHWM");
+    cr_assert_lt(peak_kb, 48 * 1024, "the proxy's peak RSS was %lld KiB for a %d MiB request it streamed",
+                 peak_kb, HUGE_VALUE >> 20);
+#endif
+    close(fd);
     vt_buf_free(&req);
     vt_buf_free(&got);
 }
