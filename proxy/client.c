@@ -649,7 +649,7 @@ static void client_process_input(client_session *c)
             vp_buf_consume(&c->in, c->in_pos);
             c->in_pos = 0;
         }
-        if (!more) break;
+        if (!more || c->input_done) break;
         /* The batch stopped because the upstream has a backlog. If the
          * kernel took it all, carry on; otherwise wait for the write to
          * drain (client_upstream_drained resumes). */
@@ -670,10 +670,10 @@ static void client_process_input(client_session *c)
  * requests waiting for it are still to be answered.) */
 static int client_idle(client_session *c)
 {
-    /* (A client held back on a shared connection may have unparsed
-     * requests too.) */
+    /* Nor while a command is held back (settling), or requests read are
+     * not parsed yet (held on a shared connection). */
     return c->slot_len == 0 && outq_size(&c->out) == 0 && !(c->up && !upstream_is_ready(c->up)) &&
-           !c->settling && !c->shared_wait && !c->owed_wait; /* a command held back is still to be sent */
+           !c->settling && !c->shared_wait && !c->owed_wait;
 }
 
 static void client_on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
@@ -844,9 +844,12 @@ void client_round_end(client_session *c)
 
 void client_upstream_drained(client_session *c)
 {
-    if (c->closing || c->input_done) return;
-    client_start_reading(c);
-    client_process_input(c);
+    if (c->closing) return;
+    if (!c->input_done) {
+        client_start_reading(c);
+        client_process_input(c);
+    }
+    client_maybe_finish(c); /* a half-closed client held back may be done now */
 }
 
 /* ---- shared connections ---- */
@@ -906,6 +909,7 @@ void client_shared_lost(vp_server *srv, upstream_conn *up, const char *reason)
             client_release_upstream(c);
             client_start_reading(c);
             client_process_input(c);
+            client_maybe_finish(c);
         }
     }
 }

@@ -293,9 +293,11 @@ void upstream_flush_shared(vp_server *srv)
         if (!up || up->state != UPSTREAM_READY) continue;
         int rc = upstream_flush(up);
         /* The clients held back go on; what they send goes now too, before
-         * the loop waits, and again while the kernel takes it all (each
-         * round parses some of what they had already read, so this ends). */
-        while (rc == 0 && up->waiters && outq_size(&up->out) <= resume_below) {
+         * the loop waits, and again while the kernel takes it all, for a few
+         * rounds (then the replies to what went wake the loop again, and
+         * reading them has its turn). */
+        for (int round = 0; round < 4 && rc == 0 && up->waiters && outq_size(&up->out) <= resume_below;
+             round++) {
             client_shared_drained(srv, up);
             if (up->state != UPSTREAM_READY) break;
             rc = upstream_flush(up);

@@ -238,23 +238,30 @@ Test(shared, a_client_that_names_itself_stays_shared_and_takes_its_name_when_it_
     redisFree(direct);
 }
 
-/* Moving needs a new connection; when Redis is down then, the command gets
- * the proxy's error and the name is still sent on the connection made once
- * Redis is back. */
+/* Moving needs a new connection. When Redis takes none then (here: it
+ * listens on another port for a while, keeping the shared connection), the
+ * command gets the proxy's error, and the client's name is still sent on
+ * the connection it makes next. */
 Test(shared, a_named_client_that_cannot_move_at_once_keeps_its_name_for_later)
 {
     VT_SKIP_IF_DIRECT();
+    redisContext *admin = vt_must_connect(env.redis->port);
     redisContext *c = vt_must_connect(env.proxy->port);
     must(c, "CLIENT SETNAME app-3", "OK");
-    vt_redis_kill(env.redis);
-    redisReply *r = vt_cmd(c, "SELECT 1");
+    redisReply *r = vt_cmd(admin, "CONFIG SET port %d", vt_free_port());
+    vt_assert_status(r, "OK");
+    freeReplyObject(r);
+    r = vt_cmd(c, "SELECT 1");
     vt_assert_error(r, "ERR upstream unavailable");
     freeReplyObject(r);
-    cr_assert(vt_redis_launch(env.redis), "redis-server did not start again");
+    r = vt_cmd(admin, "CONFIG SET port %d", env.redis->port);
+    vt_assert_status(r, "OK");
+    freeReplyObject(r);
     r = vt_cmd(c, "CLIENT GETNAME");
     vt_assert_str(r, "app-3");
     freeReplyObject(r);
     redisFree(c);
+    redisFree(admin);
 }
 
 Test(shared, subscribe_and_multi_pipelined_behind_shared_commands_work_as_direct)
@@ -567,36 +574,50 @@ Test(shared, losing_the_shared_connection_closes_only_the_clients_owed_replies)
     vt_buf_free(&got);
 }
 
-/* ---- half-closed clients, big requests waiting to move ---- */
+/* ---- clients that end while held back ---- */
 
 #define HALF_CLIENTS 4
-#define HALF_SETS 2000
-#define HALF_VALUE 1000
+#define HALF_SETS 200
+#define HALF_VALUE 20000
 
 typedef struct half_job {
     int port, id;
     size_t got_len;
-    bool eof, same;
+    bool connected, eof, same;
 } half_job;
 
-/* Sends HALF_SETS SETs (2 MB, twice buffer-limit) in one go, closes its
- * writing side (printf ... | nc -N) and reads until the proxy closes. */
-static void *half_close_client(void *arg)
+/* Sends HALF_SETS SETs of 20 kB in one go (each over the suite's 16 kB
+ * buffer-limit, so a client is held back after each one) and ends: an
+ * even-numbered client with QUIT, an odd-numbered one by closing its
+ * writing side (printf ... | nc -N) after a SWAPDB near the end (which
+ * holds it until its replies are in, while its EOF is read). Then reads
+ * until the proxy closes. */
+static void *ending_client(void *arg)
 {
     half_job *job = arg;
     int fd = vt_sock_tcp(job->port);
     if (fd < 0) return NULL;
+    job->connected = true;
     vt_buf req = {0}, got = {0}, want = {0};
     char value[HALF_VALUE + 1];
     memset(value, 'h', HALF_VALUE);
     value[HALF_VALUE] = '\0';
+    bool quits = job->id % 2 == 0;
     for (int i = 0; i < HALF_SETS; i++) {
         char key[32];
         snprintf(key, sizeof(key), "half:%d:%d", job->id, i);
+        if (!quits && i == HALF_SETS - 5) {
+            vt_buf_cmd(&req, "SWAPDB", "1", "2", NULL);
+            vt_buf_append_str(&want, "+OK\r\n");
+        }
         vt_buf_cmd(&req, "SET", key, value, NULL);
         vt_buf_append_str(&want, "+OK\r\n");
     }
-    if (vt_sock_send_buf(fd, &req) && shutdown(fd, SHUT_WR) == 0) {
+    if (quits) {
+        vt_buf_cmd(&req, "QUIT", NULL);
+        vt_buf_append_str(&want, "+OK\r\n");
+    }
+    if (vt_sock_send_buf(fd, &req) && (quits || shutdown(fd, SHUT_WR) == 0)) {
         job->eof = vt_sock_read_eof(fd, &got, 4 * VT_READ_DEADLINE_MS);
         job->got_len = got.len;
         job->same = got.len == want.len && memcmp(got.data, want.data, want.len) == 0;
@@ -608,30 +629,48 @@ static void *half_close_client(void *arg)
     return NULL;
 }
 
-/* Clients held back while the shared connection's backlog drains still
- * have requests read and not parsed: one that has half-closed gets their
- * replies too, as from Redis, before the proxy closes it. */
-Test(shared, clients_that_half_close_after_a_big_pipeline_get_every_reply)
+static void setup_verbose(void)
+{
+    static const char *const args[] = {"--shared-upstreams", "1",    "--loglevel", "verbose",
+                                       "--buffer-limit",     "16kb", NULL};
+    vt_env_start(&env, NULL, &(vt_proxy_opts){.extra_args = args});
+}
+
+TestSuite(shared_verbose, .init = setup_verbose, .fini = teardown, .timeout = VT_TEST_TIMEOUT_S);
+
+/* Clients held back while the shared connection's backlog drains may
+ * have read requests not parsed yet, or be done and waiting to close: each
+ * gets every reply, as from Redis, and is closed as soon as it has them
+ * (not let go later as a client gone with replies owed). */
+Test(shared_verbose, clients_that_end_after_a_big_pipeline_get_every_reply_and_are_closed)
 {
     half_job jobs[HALF_CLIENTS];
     pthread_t t[HALF_CLIENTS];
     for (int i = 0; i < HALF_CLIENTS; i++) {
         jobs[i] = (half_job){.port = env.proxy->port, .id = i};
-        cr_assert_eq(pthread_create(&t[i], NULL, half_close_client, &jobs[i]), 0);
+        cr_assert_eq(pthread_create(&t[i], NULL, ending_client, &jobs[i]), 0);
     }
     for (int i = 0; i < HALF_CLIENTS; i++)
         pthread_join(t[i], NULL);
     for (int i = 0; i < HALF_CLIENTS; i++) {
+        cr_expect(jobs[i].connected, "client %d could not connect", i);
         cr_expect(jobs[i].eof, "client %d: the proxy did not close after the replies", i);
         cr_expect(jobs[i].same, "client %d: %zu bytes of replies, expected %d x +OK", i, jobs[i].got_len,
-                  HALF_SETS);
+                  HALF_SETS + 1);
     }
     redisContext *r = vt_must_connect(env.redis->port);
     redisReply *n = vt_cmd(r, "DBSIZE");
     vt_assert_int(n, HALF_CLIENTS * HALF_SETS);
     freeReplyObject(n);
     redisFree(r);
+    char *log = vt_proxy_log(env.proxy);
+    cr_assert(log, "cannot read the proxy's log");
+    cr_expect(!strstr(log, "with replies owed; closing"),
+              "a client was let go as gone, not closed when done");
+    free(log);
 }
+
+/* ---- a big request waiting to move ---- */
 
 #define HUGE_VALUE (96 * 1024 * 1024)
 
@@ -647,6 +686,7 @@ Test(shared, a_big_request_waiting_to_move_is_not_read_ahead)
     vt_buf req = {0}, got = {0};
     vt_buf_cmd(&req, "EVAL", busy, "0", NULL);
     char *value = malloc(HUGE_VALUE);
+    cr_assert(value);
     memset(value, 'u', HUGE_VALUE);
     const char *set[] = {"SET", "sh:huge", value};
     const size_t lens[] = {3, 7, HUGE_VALUE};
