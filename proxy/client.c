@@ -634,9 +634,11 @@ static void client_process_input(client_session *c)
     for (;;) {
         int more = client_parse_batch(c, limit);
         /* The forwarded pieces point into `in`: write them before compacting.
-         * (A shared connection has copied them and writes once per loop
-         * iteration, upstream_flush_shared.) */
-        if (c->up && !c->up->shared) {
+         * (A shared connection has copied them; it writes once per loop
+         * iteration, upstream_flush_shared, or sooner when much gathers.) */
+        if (c->up && c->up->shared) {
+            upstream_flush_early(c->up);
+        } else if (c->up) {
             int rc = upstream_flush(c->up);
             if (rc < 0) {
                 client_upstream_lost(c, uv_strerror(rc));

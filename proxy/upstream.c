@@ -285,13 +285,28 @@ void upstream_detach_client(upstream_conn *up, struct client_session *c)
     }
 }
 
+/* A shared connection's queue is written before the loop iteration ends
+ * once this much has gathered, so that Redis works on the first part while
+ * the proxy still reads the rest from clients (with one write per iteration
+ * the proxy, Redis and the clients took turns; on 2 cores, 8 KiB gave 8-15%
+ * more throughput at -P 16 for the same proxy CPU, and changes nothing at
+ * -P 1, where an iteration gathers less). */
+#define UP_FLUSH_EARLY_BYTES 8192
+
+void upstream_flush_early(upstream_conn *up)
+{
+    if (up->state != UPSTREAM_READY || up->flush_error || outq_size(&up->out) < UP_FLUSH_EARLY_BYTES) return;
+    int rc = upstream_flush(up);
+    if (rc < 0) up->flush_error = rc;
+}
+
 void upstream_flush_shared(vp_server *srv)
 {
     size_t resume_below = (size_t)srv->conf.buffer_limit / 2;
     for (int i = 0; i < srv->conf.shared_upstreams; i++) {
         upstream_conn *up = srv->shared[i];
         if (!up || up->state != UPSTREAM_READY) continue;
-        int rc = upstream_flush(up);
+        int rc = up->flush_error ? up->flush_error : upstream_flush(up);
         /* The clients held back go on; what they send goes now too, before
          * the loop waits, and again while the kernel takes it all, for a few
          * rounds (then the replies to what went wake the loop again, and

@@ -92,6 +92,7 @@ typedef struct upstream_conn {
     int shared;       /* one of srv->shared: its entries name many clients */
     int shared_index; /* its place there */
     unsigned waiters; /* clients not read until its backlog drains (client shared_wait) */
+    int flush_error;  /* a shared connection's early write failed: reported by the next flush */
 
     union {
         uv_handle_t handle;
@@ -157,8 +158,11 @@ upstream_conn *upstream_shared(vp_server *srv, unsigned long long client_id);
 /* The client leaves a shared connection: replies still owed to it are
  * dropped when they come. */
 void upstream_detach_client(upstream_conn *up, struct client_session *c);
+/* Writes a shared connection's queue now if it has grown large (the rest
+ * goes in upstream_flush_shared; a write error is reported there). */
+void upstream_flush_early(upstream_conn *up);
 /* Write what every shared connection gathered in this loop iteration (from
- * the server's check handle). */
+ * the server's prepare handle). */
 void upstream_flush_shared(vp_server *srv);
 /* At shutdown. */
 void upstream_close_shared(vp_server *srv);
