@@ -85,6 +85,9 @@ typedef enum upstream_state { UPSTREAM_CONNECTING, UPSTREAM_READY, UPSTREAM_CLOS
 #define UP_LOCAL_BARRIER 1 /* a barrier was sent: queue a waiting slot first */
 #define UP_LOCAL_DROP 2    /* Redis would not have sent it (CLIENT REPLY OFF/SKIP) */
 
+/* Writes a shared connection may have unanswered (see up_shared_write). */
+#define UP_SHARED_BATCHES 2
+
 typedef struct upstream_conn {
     vp_server *srv;
     struct client_session *client; /* its one client; NULL once detached, and when shared */
@@ -93,6 +96,11 @@ typedef struct upstream_conn {
     int shared_index; /* its place there */
     unsigned waiters; /* clients not read until its backlog drains (client shared_wait) */
     int flush_error;  /* a shared connection's early write failed: reported by the next flush */
+    /* A shared connection's writes not fully answered yet: the `sent` value
+     * each one ended at, oldest first (see up_shared_write). */
+    unsigned long long batch_end[UP_SHARED_BATCHES];
+    int nbatches;
+    unsigned long long marked; /* `sent` at the last write */
 
     union {
         uv_handle_t handle;
