@@ -634,8 +634,8 @@ static void client_process_input(client_session *c)
     for (;;) {
         int more = client_parse_batch(c, limit);
         /* The forwarded pieces point into `in`: write them before compacting.
-         * (A shared connection has copied them; it writes once per loop
-         * iteration, upstream_flush_shared, or sooner when much gathers.) */
+         * (A shared connection has copied them; see up_shared_write for
+         * when it writes.) */
         if (c->up && c->up->shared) {
             upstream_flush_early(c->up);
         } else if (c->up) {

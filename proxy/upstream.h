@@ -23,7 +23,8 @@
  * connection state of their own send their commands on one of a few shared
  * connections (srv->shared), whose FIFO entries then name many clients.
  * Their requests are copied (the client's buffer moves on at once) and all
- * written once per loop iteration (upstream_flush_shared); their replies
+ * written once per loop iteration (upstream_flush_shared), sooner when 8 KiB
+ * gathers, later while two writes are unanswered (up_shared_write); replies
  * are handed to each entry's client, and the clients given something are
  * flushed at the end of the read (client_flush_touched). A shared
  * connection never carries state: a client that needs some moves to its
