@@ -574,6 +574,18 @@ Test(shared, losing_the_shared_connection_closes_only_the_clients_owed_replies)
     vt_buf_free(&got);
 }
 
+/* Appends an EVAL of a script that keeps Redis busy for `micros` (it
+ * replies :1), holding up everything queued behind it. */
+static void buf_busy_script(vt_buf *req, long micros)
+{
+    char busy[256];
+    snprintf(busy, sizeof(busy),
+             "local t = redis.call('TIME') local s = t[1] * 1000000 + t[2] "
+             "repeat local n = redis.call('TIME') until n[1] * 1000000 + n[2] - s > %ld return 1",
+             micros);
+    vt_buf_cmd(req, "EVAL", busy, "0", NULL);
+}
+
 /* ---- clients that end while held back ---- */
 
 #define HALF_CLIENTS 4
@@ -679,12 +691,9 @@ Test(shared_verbose, clients_that_end_after_a_big_pipeline_get_every_reply_and_a
  * proxy reads no more than buffer-limit of it. */
 Test(shared, a_big_request_waiting_to_move_is_not_read_ahead)
 {
-    static const char busy[] = "local t = redis.call('TIME') local s = t[1] * 1000000 + t[2] "
-                               "repeat local n = redis.call('TIME') until n[1] * 1000000 + n[2] - s > 500000 "
-                               "return 1";
     int fd = vt_must_sock(env.proxy->port);
     vt_buf req = {0}, got = {0};
-    vt_buf_cmd(&req, "EVAL", busy, "0", NULL);
+    buf_busy_script(&req, 500000);
     char *value = malloc(HUGE_VALUE);
     cr_assert(value);
     memset(value, 'u', HUGE_VALUE);
@@ -728,12 +737,9 @@ TestSuite(shared_small, .init = setup_small_query_buffer, .fini = teardown, .tim
  * reading at buffer-limit instead of taking them for an oversized query. */
 Test(shared_small, a_client_waiting_to_move_is_not_taken_for_an_oversized_query)
 {
-    static const char busy[] = "local t = redis.call('TIME') local s = t[1] * 1000000 + t[2] "
-                               "repeat local n = redis.call('TIME') until n[1] * 1000000 + n[2] - s > 300000 "
-                               "return 1";
     int fd = vt_must_sock(env.proxy->port);
     vt_buf req = {0}, got = {0}, want = {0};
-    vt_buf_cmd(&req, "EVAL", busy, "0", NULL);
+    buf_busy_script(&req, 300000);
     vt_buf_cmd(&req, "SELECT", "1", NULL);
     vt_buf_append_str(&want, ":1\r\n+OK\r\n");
     char *value = malloc(BURST_VALUE + 1);
