@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <dirent.h>
 #include <ftw.h>
 #include <poll.h>
 #include <netinet/in.h>
@@ -353,6 +354,46 @@ static void release_dir(const char *dir, pid_t reaper)
 
 /* ---- connecting probes ---- */
 
+/* Does process `pid` hold the socket listening on 127.0.0.1:port? A probe
+ * that connects cannot tell: when a parallel test took the same port
+ * between our free-port check and the bind, the other test's server
+ * answers while ours is failing to bind. */
+static bool pid_listens_on(pid_t pid, int port)
+{
+    FILE *f = fopen("/proc/net/tcp", "r");
+    if (!f) return false;
+    char line[512];
+    unsigned long inode = 0;
+    while (!inode && fgets(line, sizeof(line), f)) {
+        unsigned addr, lport, state;
+        unsigned long ino;
+        /* sl local rem st tx:rx tr:when retrnsmt uid timeout inode */
+        if (sscanf(line, " %*d: %x:%x %*x:%*x %x %*x:%*x %*x:%*x %*x %*u %*u %lu", &addr, &lport, &state,
+                   &ino) == 4 &&
+            lport == (unsigned)port && state == 0x0A /* LISTEN */)
+            inode = ino;
+    }
+    fclose(f);
+    if (!inode) return false;
+    char dir[64], want[64];
+    snprintf(dir, sizeof(dir), "/proc/%d/fd", (int)pid);
+    snprintf(want, sizeof(want), "socket:[%lu]", inode);
+    DIR *d = opendir(dir);
+    if (!d) return false;
+    bool found = false;
+    struct dirent *e;
+    while (!found && (e = readdir(d))) {
+        char path[320], link[64];
+        snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+        ssize_t n = readlink(path, link, sizeof(link) - 1);
+        if (n <= 0) continue;
+        link[n] = '\0';
+        found = strcmp(link, want) == 0;
+    }
+    closedir(d);
+    return found;
+}
+
 static bool tcp_accepts(int port)
 {
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -444,7 +485,7 @@ static bool redis_up(void *arg)
         w->died = true; /* stop waiting: it will never answer */
         return true;
     }
-    return redis_answers(w->r->port);
+    return pid_listens_on(w->r->pid, w->r->port) && redis_answers(w->r->port);
 }
 
 static bool launch_once(vt_redis *r)
@@ -543,7 +584,7 @@ static bool proxy_up(void *arg)
         p->crashed = true;
         return true;
     }
-    if (!tcp_accepts(p->port)) return false;
+    if (!pid_listens_on(p->pid, p->port) || !tcp_accepts(p->port)) return false;
     return !p->unixsocket[0] || unix_accepts(p->unixsocket);
 }
 
