@@ -499,6 +499,72 @@ Test(shared, a_client_that_does_not_read_moves_and_the_proxy_holds_no_more_than_
     vt_buf_free(&got);
 }
 
+#define SLOW_VALUE_LEN (512 * 1024)
+#define SLOW_GETS 200
+#define SLOW_READERS 4
+
+/* Issue 9, item 4: four clients each pipeline 200 GETs of 512 kB and read
+ * nothing. On a shared connection every reply a client is owed is read and
+ * held by the proxy, so what one client may be owed there is bounded: a
+ * window of 16 replies at first, and one at a time once its replies are big
+ * or wait unwritten; then it moves to its own connection, where Redis holds
+ * what it does not read. Before the window, all 800 replies (400 MB) sat in
+ * the proxy. Honest clients on the same shared connection are served
+ * throughout, and the slow ones get every reply in order once they read. */
+Test(shared, clients_that_do_not_read_big_replies_cost_the_proxy_a_bounded_window_each)
+{
+    redisContext *admin = vt_must_connect(env.redis->port);
+    char *v = malloc(SLOW_VALUE_LEN);
+    memset(v, 'h', SLOW_VALUE_LEN);
+    redisReply *r = redisCommand(admin, "SET sh:huge %b", v, (size_t)SLOW_VALUE_LEN);
+    vt_assert_status(r, "OK");
+    freeReplyObject(r);
+    free(v);
+    redisFree(admin);
+
+    vt_bystanders *b = vt_bystanders_start(env.proxy->port, 4);
+    cr_assert(b != NULL);
+    cr_assert(vt_bystanders_wait(b, 24, VT_READ_DEADLINE_MS));
+    long long base = redis_gets();
+    int fd[SLOW_READERS];
+    vt_buf req = {0};
+    for (int i = 0; i < SLOW_GETS; i++)
+        vt_buf_cmd(&req, "GET", "sh:huge", NULL);
+    vt_buf_cmd(&req, "PING", NULL);
+    for (int k = 0; k < SLOW_READERS; k++) {
+        fd[k] = vt_must_sock(env.proxy->port);
+        cr_assert(vt_sock_send_buf(fd[k], &req));
+    }
+    /* every GET runs, though nobody reads */
+    gets_wait all_run = {.want = base + (long long)SLOW_READERS * SLOW_GETS};
+    cr_assert(vt_wait_until(gets_reached, &all_run, 4 * VT_READ_DEADLINE_MS),
+              "only %lld of the GETs of clients that read nothing ran", redis_gets() - base);
+    cr_assert(vt_bystanders_wait(b, 240, VT_READ_DEADLINE_MS), "the bystanders were held up");
+#ifndef VP_SANITIZED
+    long long peak_kb = vt_peak_rss_kb(env.proxy->pid);
+    cr_assert(peak_kb > 0, "cannot read the proxy's VmHWM");
+    /* 4 x (16 replies + buffer-limit) is 36 MB; all of them would be 400 MB */
+    cr_assert_lt(peak_kb, 96 * 1024, "the proxy's peak RSS was %lld KiB for %d clients not reading %d x 512 kB",
+                 peak_kb, SLOW_READERS, SLOW_GETS);
+#endif
+    /* then each gets every reply, in order */
+    size_t one = strlen("$524288\r\n") + SLOW_VALUE_LEN + 2;
+    size_t all = one * SLOW_GETS + 7;
+    for (int k = 0; k < SLOW_READERS; k++) {
+        vt_buf got = {0};
+        cr_assert(vt_sock_read_len(fd[k], &got, all, 4 * VT_READ_DEADLINE_MS), "client %d got %zu of %zu bytes",
+                  k, got.len, all);
+        cr_assert_eq(got.len, all);
+        cr_assert_eq(vt_resp_count_replies(got.data, got.len), SLOW_GETS + 1);
+        cr_assert(memcmp(got.data + one * SLOW_GETS, "+PONG\r\n", 7) == 0, "the PING's reply is not last");
+        vt_buf_free(&got);
+        close(fd[k]);
+    }
+    vt_assert_bystanders_ok(b);
+    cr_assert_eq(vt_proxy_stat(env.proxy->port, "upstream_lost"), 0, "the shared connection was lost");
+    vt_buf_free(&req);
+}
+
 Test(shared, a_client_that_leaves_mid_pipeline_leaves_the_shared_connection_to_the_others)
 {
     store_big();
