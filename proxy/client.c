@@ -259,7 +259,7 @@ static int client_may_share(client_session *c, int argc, const resp_arg *argv)
         return 0;
     }
     if (cmd_is_select_zero(argc, argv)) return 1; /* answered by client_dispatch */
-    if (c->slow_reader || c->big_replies || cmd_needs_own_connection(argc, argv)) {
+    if (c->slow_reader || c->big_replies || c->srv->sharing_off || cmd_needs_own_connection(argc, argv)) {
         client_want_own(c);
         return 0;
     }
@@ -308,6 +308,11 @@ static upstream_conn *client_connect(client_session *c)
 {
     if (c->own_upstream) return client_open_own(c);
     if (c->srv->conf.shared_upstreams == 0) return upstream_open(c->srv, c);
+    if (c->srv->sharing_off) {
+        /* Redis limits a client's output (upstream_outlimit.c). */
+        c->own_upstream = 1;
+        return client_open_own(c);
+    }
     return upstream_shared(c->srv, c->id);
 }
 
@@ -478,6 +483,11 @@ static void client_keep_setter(client_session *c, int argc, const resp_arg *argv
     vp_buf_append(&c->setters[i], p, n);
 }
 
+static int is_config_set(int argc, const resp_arg *argv)
+{
+    return argc >= 2 && cmd_arg_is(&argv[0], "config") && cmd_arg_is(&argv[1], "set");
+}
+
 static int is_script_flush(int argc, const resp_arg *argv)
 {
     return argc >= 2 && argv[0].len == 6 && cmd_arg_is(&argv[0], "script") && cmd_arg_is(&argv[1], "flush");
@@ -528,6 +538,8 @@ static void client_dispatch(client_session *c, const resp_arg *argv, int argc, c
         free(verb_ids);
     }
     if (kind == CMD_PLAIN && is_script_flush(argc, argv)) upstream_scripts_flushed(c->up);
+    /* It may have set an output limit that makes sharing unsafe. */
+    if (kind == CMD_PLAIN && is_config_set(argc, argv)) upstream_probe_output_limit(c->up);
 }
 
 /* A large request is forwarded as it arrives instead of being held whole:
