@@ -298,7 +298,7 @@ VP_DIRTY=$(cd "$ROOT" && [ -n "$(git status --porcelain -- proxy protocol CMakeL
 skipped=""
 [ "$SKIP_VP" = 1 ] && skipped="$skipped verbproxy"
 [ "$SKIP_TW" = 1 ] && skipped="$skipped twemproxy"
-KEEP_VERBS=$(verbs_block "$RESULTS")
+KEEP_BLOCKS=$(other_blocks "$RESULTS")
 {
     echo "# verbproxy benchmark results"
     echo
@@ -327,7 +327,7 @@ KEEP_VERBS=$(verbs_block "$RESULTS")
     echo "## Targets"
     echo
     echo "$RATIOS"
-    # bench/verbs.sh's section of the same file survives a rerun of this script.
-    if [ -n "$KEEP_VERBS" ]; then echo; echo "$KEEP_VERBS"; fi
+    # The other scripts' sections of the same file survive a rerun of this one.
+    if [ -n "$KEEP_BLOCKS" ]; then echo; echo "$KEEP_BLOCKS"; fi
 } >"$RESULTS"
 log "wrote ${RESULTS#$ROOT/}; raw runs in ${RAW#$ROOT/}"
