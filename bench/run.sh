@@ -275,6 +275,13 @@ RATIOS=$(
         x=$(ratio "${MRPS[1/$t/vp]:-}" "${MRPS[1/$t/direct]:-}"); y=$(paired 1 "$t" vp direct 6)
         printf '| -P 1 %s: verbproxy rps / direct rps | %s | %s | >= 0.65 | %s |\n' "$T" "$(fmt "$x" '%.3f')" "$(fmt "$y" '%.3f')" "$(verdict "$x" '>=' 0.65)"
     done
+    # Redis's own CPU per request behind each proxy: how well the shared
+    # connection batches (issue 9: behind verbproxy <= behind twemproxy).
+    for P in $PIPELINES; do for t in get set; do
+        T=${t^^}
+        x=$(ratio "${MRUS[$P/$t/vp]:-}" "${MRUS[$P/$t/tw]:-}"); y=$(paired "$P" "$t" vp tw 8)
+        printf '| -P %s %s: redis CPU/req behind verbproxy / behind twemproxy | %s | %s | <= 1 | %s |\n' "$P" "$T" "$(fmt "$x" '%.3f')" "$(fmt "$y" '%.3f')" "$(verdict "$x" '<=' 1)"
+    done; done
 )
 
 echo
