@@ -544,16 +544,17 @@ Test(shared, clients_that_do_not_read_big_replies_cost_the_proxy_a_bounded_windo
     long long peak_kb = vt_peak_rss_kb(env.proxy->pid);
     cr_assert(peak_kb > 0, "cannot read the proxy's VmHWM");
     /* 4 x (16 replies + buffer-limit) is 36 MB; all of them would be 400 MB */
-    cr_assert_lt(peak_kb, 96 * 1024, "the proxy's peak RSS was %lld KiB for %d clients not reading %d x 512 kB",
-                 peak_kb, SLOW_READERS, SLOW_GETS);
+    cr_assert_lt(peak_kb, 96 * 1024,
+                 "the proxy's peak RSS was %lld KiB for %d clients not reading %d x 512 kB", peak_kb,
+                 SLOW_READERS, SLOW_GETS);
 #endif
     /* then each gets every reply, in order */
     size_t one = strlen("$524288\r\n") + SLOW_VALUE_LEN + 2;
     size_t all = one * SLOW_GETS + 7;
     for (int k = 0; k < SLOW_READERS; k++) {
         vt_buf got = {0};
-        cr_assert(vt_sock_read_len(fd[k], &got, all, 4 * VT_READ_DEADLINE_MS), "client %d got %zu of %zu bytes",
-                  k, got.len, all);
+        cr_assert(vt_sock_read_len(fd[k], &got, all, 4 * VT_READ_DEADLINE_MS),
+                  "client %d got %zu of %zu bytes", k, got.len, all);
         cr_assert_eq(got.len, all);
         cr_assert_eq(vt_resp_count_replies(got.data, got.len), SLOW_GETS + 1);
         cr_assert(memcmp(got.data + one * SLOW_GETS, "+PONG\r\n", 7) == 0, "the PING's reply is not last");
@@ -611,6 +612,17 @@ Test(shared, a_big_request_moves_the_client_to_its_own_connection)
     free(v);
 }
 
+static void buf_busy_script(vt_buf *req, long micros);
+
+typedef struct shared_commands_wait {
+    long long want;
+} shared_commands_wait;
+
+static bool shared_commands_reached(void *arg)
+{
+    return vt_proxy_stat(env.proxy->port, "shared_commands") >= ((shared_commands_wait *)arg)->want;
+}
+
 Test(shared, losing_the_shared_connection_closes_only_the_clients_owed_replies)
 {
     VT_SKIP_IF_DIRECT();
@@ -618,12 +630,18 @@ Test(shared, losing_the_shared_connection_closes_only_the_clients_owed_replies)
     redisContext *idle = vt_must_connect(env.proxy->port);
     must(idle, "PING", "PONG");
 
+    /* Owed the reply of a script Redis is running when it dies (known to be
+     * on its way once the proxy has forwarded it). */
+    long long sent = vt_proxy_stat(env.proxy->port, "shared_commands");
     int fd = vt_must_sock(env.proxy->port);
     vt_buf req = {0}, got = {0};
-    for (int i = 0; i < BIG_GETS; i++)
+    buf_busy_script(&req, 5 * 1000 * 1000);
+    for (int i = 0; i < 10; i++)
         vt_buf_cmd(&req, "GET", "sh:big", NULL);
     cr_assert(vt_sock_send_buf(fd, &req));
-    cr_assert(vt_sock_read_len(fd, &got, 1, VT_READ_DEADLINE_MS), "no reply at all");
+    shared_commands_wait forwarded = {.want = sent + 1};
+    cr_assert(vt_wait_until(shared_commands_reached, &forwarded, VT_READ_DEADLINE_MS),
+              "the script was not forwarded");
     vt_redis_kill(env.redis);
     /* owed replies: what arrived, then closed */
     cr_assert(vt_sock_read_eof(fd, &got, VT_READ_DEADLINE_MS), "the client owed replies was left hanging");
