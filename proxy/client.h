@@ -97,7 +97,12 @@ typedef struct client_session {
     unsigned owed_wait : 1;   /* it is owed CLIENT_SHARED_MAX_OWED replies already */
     unsigned slow_reader : 1; /* its output was held once: its next command moves it */
     unsigned used_shared : 1; /* it sent commands on a shared connection */
-    uint64_t eof_at;          /* loop time the client sent EOF with replies owed, 0 = not */
+    unsigned big_replies : 1; /* it got a reply over CLIENT_BIG_REPLY there: its next command moves it */
+    /* On a shared connection: how many replies it may be owed at once
+     * (client_share_window), and the bytes of the reply coming in. */
+    unsigned short share_window;
+    size_t reply_bytes;
+    uint64_t eof_at; /* loop time the client sent EOF with replies owed, 0 = not */
 
     struct client_session *prev, *next;
     struct client_session *touched_next;

@@ -35,6 +35,10 @@ typedef struct vp_server {
     /* Clients given replies by a shared connection in the current read
      * round, flushed at its end (intrusive, through touched_next). */
     struct client_session *touched;
+    /* Redis has a client-output-buffer-limit for normal clients: nobody
+     * shares (see upstream_probe_output_limit). */
+    int sharing_off;
+    uint64_t output_probed_at; /* loop time of the last periodic probe */
 } vp_server;
 
 #endif

@@ -34,6 +34,7 @@ typedef enum up_route {
     ROUTE_SWALLOW_KEEP, /* the +RESET of a closing barrier: the PING's answer follows */
     ROUTE_RESET,        /* a +RESET that ends raw mode */
     ROUTE_SCRIPT_LOAD,  /* our SCRIPT LOAD's answer: checked, dropped */
+    ROUTE_OUTPUT_PROBE, /* our output-limit probe's answer: read, dropped */
     ROUTE_NOSCRIPT      /* a verb's NOSCRIPT: reload and send it again */
 } up_route;
 
@@ -260,7 +261,7 @@ upstream_conn *upstream_open(vp_server *srv, struct client_session *client)
 
 int upstream_is_ready(const upstream_conn *up)
 {
-    return up->state == UPSTREAM_READY;
+    return up->state == UPSTREAM_READY && !up->setting_up;
 }
 
 /* ---- shared connections ---- */
@@ -278,6 +279,10 @@ upstream_conn *upstream_shared(vp_server *srv, unsigned long long client_id)
          * Redis before 7.0 or an ACL: then nothing changes.) */
         static const char no_evict[] = "*3\r\n$6\r\nCLIENT\r\n$8\r\nNO-EVICT\r\n$2\r\non\r\n";
         upstream_forward_silent(up, no_evict, sizeof(no_evict) - 1);
+        /* Clients use it once Redis said whether they may share
+         * (upstream_outlimit.c). */
+        up->setting_up = 1;
+        upstream_probe_output_limit(up);
     }
     return srv->shared[i];
 }
@@ -405,6 +410,7 @@ static up_route up_decide(upstream_conn *up, const char *p, size_t n, int whole)
     if (!up->raw_rx) {
         if (e && e->kind == UP_REPLY) return ROUTE_REPLY;
         if (e && e->kind == UP_SCRIPT_LOAD) return ROUTE_SCRIPT_LOAD;
+        if (e && e->kind == UP_OUTPUT_PROBE) return whole ? ROUTE_OUTPUT_PROBE : ROUTE_REPLY; /* (dropped) */
         if (e && e->kind == UP_VERB) {
             /* Redis and Valkey word NOSCRIPT differently: the code is enough. */
             int noscript = whole && n >= sizeof(NOSCRIPT_PREFIX) - 1 &&
@@ -454,6 +460,10 @@ static void up_deliver(upstream_conn *up, const char *p, size_t n, int done)
     case ROUTE_SCRIPT_LOAD:
         up_check_script_load(up, e, p, n);
         up_fifo_pop(up);
+        return;
+    case ROUTE_OUTPUT_PROBE:
+        up_fifo_pop(up);
+        up_check_output_limit(up, p, n);
         return;
     case ROUTE_NOSCRIPT:
         if (!up_retry_verb(up)) {
@@ -523,6 +533,11 @@ static void up_on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
     }
     up->in.len += (size_t)nread;
     up_process(up);
+    if (up->announce_ready && up->state == UPSTREAM_READY) {
+        /* Its setup is answered: the clients waiting for it go on. */
+        up->announce_ready = 0;
+        client_shared_ready(up->srv, up);
+    }
     /* The clients' output may point into `in`: flush it before compacting. */
     if (up->client)
         client_round_end(up->client);
@@ -562,7 +577,7 @@ static void up_on_connect(uv_connect_t *req, int status)
     vp_log(VP_LOG_DEBUG, "upstream %s: connected", up->srv->conf.upstream);
     if (up->client)
         client_upstream_ready(up->client);
-    else if (up->shared)
+    else if (up->shared && !up->setting_up)
         client_shared_ready(up->srv, up);
 }
 

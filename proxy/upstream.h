@@ -56,7 +56,8 @@ typedef enum up_entry_kind {
     UP_CLOSE_BARRIER, /* RESET + barrier PING before the connection closes */
     UP_RESET,         /* RESET sent in raw mode: its +RESET ends raw mode */
     UP_RAW_START,     /* from here on replies are not counted (no reply of its own) */
-    UP_OPAQUE_START   /* from here on the stream is not RESP (SYNC/PSYNC) */
+    UP_OPAQUE_START,  /* from here on the stream is not RESP (SYNC/PSYNC) */
+    UP_OUTPUT_PROBE   /* our CONFIG GET client-output-buffer-limit: read, never shown */
 } up_entry_kind;
 
 typedef struct up_entry {
@@ -93,10 +94,12 @@ typedef struct upstream_conn {
     vp_server *srv;
     struct client_session *client; /* its one client; NULL once detached, and when shared */
     upstream_state state;
-    int shared;       /* one of srv->shared: its entries name many clients */
-    int shared_index; /* its place there */
-    unsigned waiters; /* clients not read until its backlog drains (client shared_wait) */
-    int flush_error;  /* a shared connection's early write failed: reported by the next flush */
+    int shared;         /* one of srv->shared: its entries name many clients */
+    int shared_index;   /* its place there */
+    unsigned waiters;   /* clients not read until its backlog drains (client shared_wait) */
+    int flush_error;    /* a shared connection's early write failed: reported by the next flush */
+    int setting_up;     /* a shared connection waits for its output-limit probe before clients use it */
+    int announce_ready; /* ... which was just answered: tell its clients after the read */
     /* A shared connection's writes not fully answered yet: the `sent` value
      * each one ended at, oldest first (see up_shared_write). */
     unsigned long long batch_end[UP_SHARED_BATCHES];
@@ -175,6 +178,20 @@ void upstream_flush_early(upstream_conn *up);
 void upstream_flush_shared(vp_server *srv);
 /* At shutdown. */
 void upstream_close_shared(vp_server *srv);
+
+/* Redis's `client-output-buffer-limit normal` applies to a shared
+ * connection as a whole: one client's big reply would make Redis close it
+ * under every client on it. So the proxy asks (CONFIG GET, silently) when a
+ * shared connection opens (clients wait for the answer), every
+ * UP_OUTPUT_PROBE_MS after, and after a CONFIG SET it forwards; while the
+ * normal class has a limit, srv->sharing_off is set and every client gets a
+ * connection of its own, where Redis applies the limit to it alone
+ * (upstream_outlimit.c). */
+#define UP_OUTPUT_PROBE_MS 5000
+/* Queue the probe on this connection (if it counts replies, outside MULTI). */
+void upstream_probe_output_limit(upstream_conn *up);
+/* Once a second: probe the shared connections when it is time. */
+void upstream_cron(vp_server *srv);
 /* Send one request (bytes stay the caller's until upstream_flush()). Returns 1
  * if a reply will come back for it, so the client queues a waiting slot
  * (whose sequence number the entry records: client_next_seq()). */

@@ -17,4 +17,8 @@ void up_check_script_load(upstream_conn *up, const up_entry *e, const char *p, s
  * (1), or 0 when that is no longer possible and the reply must go on. */
 int up_retry_verb(upstream_conn *up);
 
+/* The answer to our output-limit probe (the oldest entry) in p..p+n:
+ * decide whether clients may share (upstream_outlimit.c). */
+void up_check_output_limit(upstream_conn *up, const char *p, size_t n);
+
 #endif
