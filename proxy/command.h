@@ -44,7 +44,9 @@ int cmd_changes_session(const resp_arg *name);
  * SUBSCRIBE, MONITOR, RESET, CLIENT REPLY, replication) or may block the
  * connection (BLPOP and the other blocking commands, WAIT, XREAD BLOCK):
  * on a shared connection those would leak into other clients' commands or
- * stall them. Everything else is stateless and may share. */
+ * stall them. SYNC, PSYNC and REPLCONF need one whatever their arguments
+ * (a PSYNC with extra arguments is still a replica's). Everything else is
+ * stateless and may share. */
 int cmd_needs_own_connection(int argc, const resp_arg *argv);
 
 /* CLIENT SETNAME name / CLIENT SETINFO attr value: clients send them as
