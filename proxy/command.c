@@ -65,7 +65,8 @@ int cmd_name_may_be_special(const resp_arg *name)
 {
     static const char *const names[] = {"client",     "discard",      "exec",         "multi", "monitor",
                                         "psubscribe", "punsubscribe", "psync",        "reset", "replconf",
-                                        "subscribe",  "ssubscribe",   "sunsubscribe", "sync",  "unsubscribe"};
+                                        "subscribe",  "ssubscribe",   "sunsubscribe", "sync",  "unsubscribe",
+                                        "post",       "host:"};
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
         if (cmd_arg_is(name, names[i])) return 1;
     return 0;
@@ -148,6 +149,12 @@ int cmd_is_client_setter(int argc, const resp_arg *argv)
 int cmd_is_select_zero(int argc, const resp_arg *argv)
 {
     return argc == 2 && argv[1].len == 1 && argv[1].ptr[0] == '0' && cmd_arg_is(&argv[0], "select");
+}
+
+int cmd_is_http_request(int argc, const resp_arg *argv)
+{
+    if (argc < 1 || argv[0].len < 4 || argv[0].len > 5) return 0;
+    return cmd_arg_is(&argv[0], "post") || cmd_arg_is(&argv[0], "host:");
 }
 
 int cmd_is_quit(int argc, const resp_arg *argv)

@@ -59,6 +59,12 @@ int cmd_is_client_setter(int argc, const resp_arg *argv);
  * proxy, since clients send it as they connect. */
 int cmd_is_select_zero(int argc, const resp_arg *argv);
 
+/* "POST" or "Host:" as a command name (any case, any arguments): an HTTP
+ * request sent to Redis, which takes it for a cross-protocol attack
+ * (securityWarningCommand, checked before anything else in 7.0's
+ * processCommand) and closes the connection without a reply. */
+int cmd_is_http_request(int argc, const resp_arg *argv);
+
 /* QUIT (answered by the proxy on a shared connection: Redis would close it). */
 int cmd_is_quit(int argc, const resp_arg *argv);
 

@@ -34,6 +34,13 @@ static int needs_own(const char *line)
     return cmd_needs_own_connection(argc, argv);
 }
 
+static int is_http(const char *line)
+{
+    resp_arg argv[8];
+    int argc = split(line, argv, 8);
+    return cmd_is_http_request(argc, argv);
+}
+
 Test(command, special_commands_by_name_and_arity)
 {
     struct {
@@ -106,4 +113,17 @@ Test(command, replication_commands_need_an_own_connection_whatever_their_argumen
     const char *shared[] = {"GET k", "SET k v", "SYNCX", "PSYNCX a b", "REPLCONFX", "POST /"};
     for (size_t i = 0; i < sizeof(shared) / sizeof(shared[0]); i++)
         cr_expect(!needs_own(shared[i]), "%s", shared[i]);
+}
+
+Test(command, http_request_lines_by_name_in_any_case)
+{
+    const char *http[] = {"POST / HTTP/1.1", "post", "PoSt x", "Host: x", "host:", "HOST: a b c"};
+    for (size_t i = 0; i < sizeof(http) / sizeof(http[0]); i++)
+        cr_expect(is_http(http[i]), "%s", http[i]);
+    const char *not_http[] = {"GET / HTTP/1.1", "host x", "Host:x", "posts", "pos", "PUBLISH c m"};
+    for (size_t i = 0; i < sizeof(not_http) / sizeof(not_http[0]); i++)
+        cr_expect(!is_http(not_http[i]), "%s", not_http[i]);
+    resp_arg a = {"post", 4}, b = {"Host:", 5};
+    cr_expect(cmd_name_may_be_special(&a), "a POST request is never streamed upstream");
+    cr_expect(cmd_name_may_be_special(&b), "nor a Host: one");
 }
