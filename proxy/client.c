@@ -508,8 +508,10 @@ static void client_dispatch(client_session *c, const resp_arg *argv, int argc, c
         c->close_when_done = 1;
         return;
     }
-    if (c->up->shared && cmd_is_select_zero(argc, argv)) {
-        client_queue_local(c, "+OK\r\n", 5); /* it is there already */
+    if (c->up->shared && cmd_is_select_zero(argc, argv) && !upstream_requires_auth(c->up)) {
+        /* It is there already. (Where Redis wants AUTH first, it goes to
+         * Redis for its -NOAUTH.) */
+        client_queue_local(c, "+OK\r\n", 5);
         return;
     }
     if (c->up->shared) {
@@ -610,6 +612,10 @@ static int client_parse_batch(client_session *c, size_t limit)
             return 0;
         }
         size_t used = 0;
+        /* On a shared connection that Redis has not authenticated, Redis's
+         * pre-auth limits are the client's alone: one oversized request
+         * must not get the shared connection closed. */
+        c->parser.unauthenticated = c->up && c->up->shared && upstream_requires_auth(c->up);
         resp_req_status st = resp_request_parse(&c->parser, p, avail, &used);
         if (st == RESP_REQ_INCOMPLETE) {
             if (c->up) client_stream_partial(c, p, avail);

@@ -82,6 +82,11 @@ typedef enum up_local_mode {
 
 typedef enum upstream_state { UPSTREAM_CONNECTING, UPSTREAM_READY, UPSTREAM_CLOSED } upstream_state;
 
+/* Does Redis require AUTH of this connection (its authRequired)? Learned on
+ * a shared connection, which never authenticates, from its replies: see
+ * up_learn_auth. */
+typedef enum up_auth { UP_AUTH_UNKNOWN, UP_AUTH_REQUIRED, UP_AUTH_NOT_REQUIRED } up_auth;
+
 /* How a reply the proxy makes itself must be queued (flags). */
 #define UP_LOCAL_BARRIER 1 /* a barrier was sent: queue a waiting slot first */
 #define UP_LOCAL_DROP 2    /* Redis would not have sent it (CLIENT REPLY OFF/SKIP) */
@@ -102,6 +107,8 @@ typedef struct upstream_conn {
     unsigned long long batch_end[UP_SHARED_BATCHES];
     int nbatches;
     unsigned long long marked; /* `sent` at the last write */
+    up_auth auth;              /* shared: known from the first reply on (upstream_is_ready) */
+    int auth_learned;          /* shared: that first reply just came; its clients may go on */
 
     union {
         uv_handle_t handle;
@@ -160,7 +167,12 @@ typedef struct upstream_conn {
 /* Start connecting for `client`. Never fails synchronously: a failure is
  * reported through client_upstream_failed() from the loop. */
 upstream_conn *upstream_open(vp_server *srv, struct client_session *client);
+/* Connected, and may take requests: a shared connection only once the
+ * answer to its CLIENT NO-EVICT said whether Redis requires AUTH of it. */
 int upstream_is_ready(const upstream_conn *up);
+/* Does Redis require AUTH of this shared connection (so each client on it
+ * is held to Redis's pre-auth limits by the proxy)? 0 for an own one. */
+int upstream_requires_auth(const upstream_conn *up);
 /* The shared connection for a client with this id: the open one, or a new
  * one (connecting). */
 upstream_conn *upstream_shared(vp_server *srv, unsigned long long client_id);
