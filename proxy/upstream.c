@@ -464,6 +464,7 @@ static void up_deliver(upstream_conn *up, const char *p, size_t n, int done)
     case ROUTE_RESET: {
         unsigned long long seq = e->seq;
         if (done) {
+            if (up->retries_in_flight) up_note_answered(up, e);
             up_fifo_pop(up);
             if (up->route == ROUTE_RESET) up->raw_rx = 0; /* counting again from here */
         }

@@ -66,6 +66,7 @@ typedef struct up_entry {
     unsigned keep;           /* bytes of `kept` this request owns, released with the entry */
     short verb;              /* UP_VERB, UP_SCRIPT_LOAD: index in the verb table */
     short retries;           /* UP_VERB: times sent again after a NOSCRIPT */
+    unsigned later_ran : 1;  /* UP_VERB, retried: a later command of its client ran before the retry */
     unsigned long long sent; /* numbers the requests in send order */
 } up_entry;
 
@@ -134,6 +135,7 @@ typedef struct upstream_conn {
     up_scripts scripts;
     unsigned long long sent;          /* entries pushed so far */
     int verbs_in_flight;              /* UP_VERB entries not yet answered */
+    int retries_in_flight;            /* of those, retried after a NOSCRIPT */
     unsigned long long reloaded_from; /* `sent` when the last NOSCRIPT reload was sent */
 
     /* Replies: `in` holds bytes read; in[in_pos..] is not yet handed on. A
