@@ -493,8 +493,46 @@ static int is_script_flush(int argc, const resp_arg *argv)
     return argc >= 2 && argv[0].len == 6 && cmd_arg_is(&argv[0], "script") && cmd_arg_is(&argv[1], "flush");
 }
 
+/* Redis's warning for an HTTP request, logged at most once a minute as
+ * Redis does. */
+#define CLIENT_HTTP_LOG_EVERY_MS 60000
+
+/* An HTTP request line ("POST / HTTP/1.1", "Host: x"): Redis takes it for
+ * a cross-protocol attack (securityWarningCommand) and closes the
+ * connection at once. What it read with it has run, but those replies are
+ * never written; replies to what it read before were written already. So
+ * for this client alone: nothing more goes upstream, the replies to
+ * requests of its last read are dropped, and it is closed once those owed
+ * for earlier reads are delivered. */
+static void client_http_request(client_session *c)
+{
+    static uint64_t logged_at;
+    uint64_t now = uv_now(c->srv->loop);
+    if (logged_at == 0 || now - logged_at > CLIENT_HTTP_LOG_EVERY_MS) {
+        logged_at = now;
+        vp_log(VP_LOG_WARNING,
+               "client %llu %s: Possible SECURITY ATTACK detected. It looks like somebody is sending POST or "
+               "Host: commands to Redis. This is likely due to an attacker attempting to use Cross Protocol "
+               "Scripting to compromise your Redis instance. Connection aborted.",
+               c->id, c->addr);
+    }
+    for (size_t i = 0; i < c->slot_len; i++) {
+        if (c->slot_seq + i < c->read_seq) continue;
+        client_slot *s = slot_at(c, i);
+        s->replace = 1; /* what Redis sends for it is dropped */
+        s->patch = 0;
+        s->len = 0;
+    }
+    c->input_done = 1;
+    c->close_when_done = 1;
+}
+
 static void client_dispatch(client_session *c, const resp_arg *argv, int argc, const char *p, size_t n)
 {
+    if (cmd_is_http_request(argc, argv)) {
+        client_http_request(c);
+        return;
+    }
     if (c->answering_unavailable) {
         client_add_error(c, "ERR upstream unavailable: %s: %s", c->srv->conf.upstream, c->up_error);
         return;
@@ -515,8 +553,10 @@ static void client_dispatch(client_session *c, const resp_arg *argv, int argc, c
         c->close_when_done = 1;
         return;
     }
-    if (c->up->shared && cmd_is_select_zero(argc, argv)) {
-        client_queue_local(c, "+OK\r\n", 5); /* it is there already */
+    if (c->up->shared && cmd_is_select_zero(argc, argv) && !upstream_requires_auth(c->up)) {
+        /* It is there already. (Where Redis wants AUTH first, it goes to
+         * Redis for its -NOAUTH.) */
+        client_queue_local(c, "+OK\r\n", 5);
         return;
     }
     if (c->up->shared) {
@@ -619,6 +659,10 @@ static int client_parse_batch(client_session *c, size_t limit)
             return 0;
         }
         size_t used = 0;
+        /* On a shared connection that Redis has not authenticated, Redis's
+         * pre-auth limits are the client's alone: one oversized request
+         * must not get the shared connection closed. */
+        c->parser.unauthenticated = c->up && c->up->shared && upstream_requires_auth(c->up);
         resp_req_status st = resp_request_parse(&c->parser, p, avail, &used);
         if (st == RESP_REQ_INCOMPLETE) {
             if (c->up) client_stream_partial(c, p, avail);
@@ -754,6 +798,7 @@ static void client_on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
         return;
     }
     c->in.len += (size_t)nread;
+    c->read_seq = client_next_seq(c); /* see client_http_request */
     /* (Not while a connect is pending: reading stops at buffer-limit then,
      * and what is held is complete requests, not one oversized one.) */
     int connecting = c->up && !upstream_is_ready(c->up);

@@ -74,6 +74,7 @@ typedef struct client_session {
     client_slot *slots; /* ring */
     size_t slot_head, slot_len, slot_cap;
     unsigned long long slot_seq; /* sequence number of the front slot */
+    unsigned long long read_seq; /* client_next_seq() when its last read came in */
 
     outq out;
     /* On a shared connection: the last CLIENT SETNAME, SETINFO LIB-NAME and

@@ -44,7 +44,9 @@ int cmd_changes_session(const resp_arg *name);
  * SUBSCRIBE, MONITOR, RESET, CLIENT REPLY, replication) or may block the
  * connection (BLPOP and the other blocking commands, WAIT, XREAD BLOCK):
  * on a shared connection those would leak into other clients' commands or
- * stall them. Everything else is stateless and may share. */
+ * stall them. SYNC, PSYNC and REPLCONF need one whatever their arguments
+ * (a PSYNC with extra arguments is still a replica's). Everything else is
+ * stateless and may share. */
 int cmd_needs_own_connection(int argc, const resp_arg *argv);
 
 /* CLIENT SETNAME name / CLIENT SETINFO attr value: clients send them as
@@ -56,6 +58,12 @@ int cmd_is_client_setter(int argc, const resp_arg *argv);
 /* SELECT 0: on a shared connection (always database 0) answered +OK by the
  * proxy, since clients send it as they connect. */
 int cmd_is_select_zero(int argc, const resp_arg *argv);
+
+/* "POST" or "Host:" as a command name (any case, any arguments): an HTTP
+ * request sent to Redis, which takes it for a cross-protocol attack
+ * (securityWarningCommand, checked before anything else in 7.0's
+ * processCommand) and closes the connection without a reply. */
+int cmd_is_http_request(int argc, const resp_arg *argv);
 
 /* QUIT (answered by the proxy on a shared connection: Redis would close it). */
 int cmd_is_quit(int argc, const resp_arg *argv);

@@ -261,7 +261,12 @@ upstream_conn *upstream_open(vp_server *srv, struct client_session *client)
 
 int upstream_is_ready(const upstream_conn *up)
 {
-    return up->state == UPSTREAM_READY && !up->setting_up;
+    return up->state == UPSTREAM_READY && !up->setting_up && (!up->shared || up->auth != UP_AUTH_UNKNOWN);
+}
+
+int upstream_requires_auth(const upstream_conn *up)
+{
+    return up->auth == UP_AUTH_REQUIRED;
 }
 
 /* ---- shared connections ---- */
@@ -398,10 +403,32 @@ static up_route up_decide_close_barrier(upstream_conn *up, const char *p, size_t
     return up->reset_held ? ROUTE_SWALLOW_KEEP : ROUTE_PUSH;
 }
 
+#define NOAUTH_PREFIX "-NOAUTH "
+
+/* A shared connection never sends AUTH, so whether Redis requires it there
+ * shows in the replies: -NOAUTH says it does; a reply that is not an error
+ * says it does not (a command passed the check, e.g. after CONFIG SET
+ * requirepass ""); other errors say nothing, since Redis finds an unknown
+ * command or a wrong arity first. The first reply is to the proxy's own
+ * CLIENT NO-EVICT, which passes that far on any Redis: it settles the
+ * question before any client's command is sent (upstream_is_ready). */
+static void up_learn_auth(upstream_conn *up, const char *p, size_t n)
+{
+    if (p[0] != '-' && up->auth == UP_AUTH_NOT_REQUIRED) return; /* the common case */
+    if (up->auth == UP_AUTH_UNKNOWN) up->announce_ready = 1;
+    if (p[0] != '-')
+        up->auth = UP_AUTH_NOT_REQUIRED;
+    else if (n >= sizeof(NOAUTH_PREFIX) - 1 && memcmp(p, NOAUTH_PREFIX, sizeof(NOAUTH_PREFIX) - 1) == 0)
+        up->auth = UP_AUTH_REQUIRED;
+    else if (up->auth == UP_AUTH_UNKNOWN)
+        up->auth = UP_AUTH_NOT_REQUIRED;
+}
+
 /* Where does the reply starting at p go? `whole` says p..p+n is all of it. */
 static up_route up_decide(upstream_conn *up, const char *p, size_t n, int whole)
 {
     if (up->framer.type == '>') return ROUTE_PUSH;
+    if (up->shared) up_learn_auth(up, p, n);
     up_entry *e;
     while ((e = fifo_head(up)) && e->kind == UP_RAW_START) {
         up->raw_rx = 1;
@@ -443,6 +470,7 @@ static void up_deliver(upstream_conn *up, const char *p, size_t n, int done)
     case ROUTE_RESET: {
         unsigned long long seq = e->seq;
         if (done) {
+            if (up->retries_in_flight) up_note_answered(up, e);
             up_fifo_pop(up);
             if (up->route == ROUTE_RESET) up->raw_rx = 0; /* counting again from here */
         }
@@ -533,17 +561,19 @@ static void up_on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
     }
     up->in.len += (size_t)nread;
     up_process(up);
-    if (up->announce_ready && up->state == UPSTREAM_READY) {
-        /* Its setup is answered: the clients waiting for it go on. */
-        up->announce_ready = 0;
-        client_shared_ready(up->srv, up);
-    }
     /* The clients' output may point into `in`: flush it before compacting. */
     if (up->client)
         client_round_end(up->client);
     else if (up->shared)
         client_flush_touched(up->srv);
     if (up->state == UPSTREAM_CLOSED) return;
+    if (up->announce_ready) {
+        /* Its setup is answered (whether Redis requires AUTH, its output
+         * limit): its clients' requests may go now (upstream_is_ready). */
+        up->announce_ready = 0;
+        if (upstream_is_ready(up)) client_shared_ready(up->srv, up);
+        if (up->state != UPSTREAM_READY) return;
+    }
     if (up->shared) {
         /* What gathered while earlier writes were answered (and NOSCRIPT
          * retries). */

@@ -67,6 +67,7 @@ typedef struct up_entry {
     unsigned keep;           /* bytes of `kept` this request owns, released with the entry */
     short verb;              /* UP_VERB, UP_SCRIPT_LOAD: index in the verb table */
     short retries;           /* UP_VERB: times sent again after a NOSCRIPT */
+    unsigned later_ran : 1;  /* UP_VERB, retried: a later command of its client ran before the retry */
     unsigned long long sent; /* numbers the requests in send order */
 } up_entry;
 
@@ -82,6 +83,11 @@ typedef enum up_local_mode {
 } up_local_mode;
 
 typedef enum upstream_state { UPSTREAM_CONNECTING, UPSTREAM_READY, UPSTREAM_CLOSED } upstream_state;
+
+/* Does Redis require AUTH of this connection (its authRequired)? Learned on
+ * a shared connection, which never authenticates, from its replies: see
+ * up_learn_auth. */
+typedef enum up_auth { UP_AUTH_UNKNOWN, UP_AUTH_REQUIRED, UP_AUTH_NOT_REQUIRED } up_auth;
 
 /* How a reply the proxy makes itself must be queued (flags). */
 #define UP_LOCAL_BARRIER 1 /* a barrier was sent: queue a waiting slot first */
@@ -99,12 +105,14 @@ typedef struct upstream_conn {
     unsigned waiters;   /* clients not read until its backlog drains (client shared_wait) */
     int flush_error;    /* a shared connection's early write failed: reported by the next flush */
     int setting_up;     /* a shared connection waits for its output-limit probe before clients use it */
-    int announce_ready; /* ... which was just answered: tell its clients after the read */
+    int announce_ready; /* its setup (auth state, output limit) was just answered: tell its clients after the
+                           read */
     /* A shared connection's writes not fully answered yet: the `sent` value
      * each one ended at, oldest first (see up_shared_write). */
     unsigned long long batch_end[UP_SHARED_BATCHES];
     int nbatches;
     unsigned long long marked; /* `sent` at the last write */
+    up_auth auth;              /* shared: known from the first reply on (upstream_is_ready) */
 
     union {
         uv_handle_t handle;
@@ -130,6 +138,7 @@ typedef struct upstream_conn {
     up_scripts scripts;
     unsigned long long sent;          /* entries pushed so far */
     int verbs_in_flight;              /* UP_VERB entries not yet answered */
+    int retries_in_flight;            /* of those, retried after a NOSCRIPT */
     unsigned long long reloaded_from; /* `sent` when the last NOSCRIPT reload was sent */
 
     /* Replies: `in` holds bytes read; in[in_pos..] is not yet handed on. A
@@ -163,7 +172,12 @@ typedef struct upstream_conn {
 /* Start connecting for `client`. Never fails synchronously: a failure is
  * reported through client_upstream_failed() from the loop. */
 upstream_conn *upstream_open(vp_server *srv, struct client_session *client);
+/* Connected, and may take requests: a shared connection only once the
+ * answer to its CLIENT NO-EVICT said whether Redis requires AUTH of it. */
 int upstream_is_ready(const upstream_conn *up);
+/* Does Redis require AUTH of this shared connection (so each client on it
+ * is held to Redis's pre-auth limits by the proxy)? 0 for an own one. */
+int upstream_requires_auth(const upstream_conn *up);
 /* The shared connection for a client with this id: the open one, or a new
  * one (connecting). */
 upstream_conn *upstream_shared(vp_server *srv, unsigned long long client_id);

@@ -62,8 +62,10 @@ void up_check_script_load(upstream_conn *up, const up_entry *e, const char *p, s
 /* The oldest entry, a verb, was answered NOSCRIPT (the script cache was
  * flushed, or Redis restarted or failed over under us): load the scripts
  * and send the same EVALSHA again. Its slot keeps its place in the client's
- * queue, so replies to later commands wait behind it. Those commands have
- * already run, though: that reordering is counted. The retry would be
+ * queue, so replies to later commands wait behind it. A later command that
+ * runs before the retry is a reordering, counted when the retry is
+ * answered (up_note_answered); a later verb answered NOSCRIPT too did not
+ * run, so a pipeline of verbs after a flush is not one. The retry would be
  * queued in a transaction or go uncounted if a MULTI (or an uncounted mode)
  * had been sent after the verb; upstream_must_settle_verbs holds those back
  * until the verbs are answered, so this is only a safety net: the client
@@ -76,18 +78,9 @@ int up_retry_verb(upstream_conn *up)
                up->srv->conf.upstream, up->srv->verbs.verbs[old.verb]->name);
         return 0;
     }
-    /* Did anything of the client's run after it? (Our SCRIPT LOADs do not
-     * count, nor, on a shared connection, other clients' commands.) */
-    int later = 0;
-    for (size_t i = 1; i < up->fifo_len && !later; i++) {
-        const up_entry *e = &up->fifo[(up->fifo_head + i) % up->fifo_cap];
-        later = e->kind != UP_SCRIPT_LOAD && e->client == old.client;
-    }
-    vp_stats *st = &up->srv->stats;
-    st->noscript_recoveries++;
-    if (later) st->noscript_reordered++;
-    vp_log(VP_LOG_VERBOSE, "upstream %s: NOSCRIPT for %s: reloading and retrying%s", up->srv->conf.upstream,
-           up->srv->verbs.verbs[old.verb]->name, later ? " (later commands already ran)" : "");
+    up->srv->stats.noscript_recoveries++;
+    vp_log(VP_LOG_VERBOSE, "upstream %s: NOSCRIPT for %s: reloading and retrying", up->srv->conf.upstream,
+           up->srv->verbs.verbs[old.verb]->name);
     /* Its request is the oldest kept one: copy it to the tail, then let the
      * old entry go. */
     vp_buf_reserve(&up->kept, old.keep);
@@ -108,7 +101,26 @@ int up_retry_verb(upstream_conn *up)
     e->keep = old.keep;
     e->verb = old.verb;
     e->retries = (short)(old.retries + 1);
+    e->later_ran = old.later_ran;
+    if (old.retries == 0) up->retries_in_flight++;
     return 1;
+}
+
+void up_note_answered(upstream_conn *up, const up_entry *e)
+{
+    if (e->kind == UP_VERB && e->retries > 0) {
+        up->retries_in_flight--;
+        if (e->later_ran) up->srv->stats.noscript_reordered++;
+        return;
+    }
+    if (!e->client) return; /* ours, or a client that left */
+    /* Its client's verbs retried behind it came before it in the client's
+     * order: it ran ahead of them. (Rare: only while retries are out.) */
+    for (size_t i = 1; i < up->fifo_len; i++) {
+        up_entry *r = &up->fifo[(up->fifo_head + i) % up->fifo_cap];
+        if (r->kind == UP_VERB && r->retries > 0 && r->client == e->client && r->seq < e->seq)
+            r->later_ran = 1;
+    }
 }
 
 /* ---- sending verbs ---- */

@@ -954,6 +954,47 @@ Test(verbs_noscript, stats_count_recoveries_and_reordered_recoveries)
     close(fd);
 }
 
+/* A verb behind another verb after a flush meets NOSCRIPT too: it did not
+ * run before the first one's retry, so neither recovery reordered anything.
+ * A plain command behind both did run before both retries. */
+Test(verbs_noscript, stats_count_only_recoveries_that_a_later_command_really_overtook)
+{
+    VT_SKIP_IF_DIRECT();
+    int fd = vt_must_sock(env.proxy->port);
+    vt_buf req = {0};
+    vt_buf_cmd(&req, "LOCKRELEASE", "so:l", "x", NULL);
+    vt_exchange(fd, &req, ":0\r\n");
+    long long rec0 = vt_proxy_stat(env.proxy->port, "noscript_recoveries"),
+              reo0 = vt_proxy_stat(env.proxy->port, "noscript_reordered");
+
+    flush_scripts_directly(NULL);
+    vt_buf_cmd(&req, "LOCKRELEASE", "so:l", "x", NULL);
+    vt_buf_cmd(&req, "HSETVER", "so:h", "1", "f", "v", NULL);
+    vt_exchange(fd, &req, ":0\r\n:1\r\n");
+    long long rec1 = vt_proxy_stat(env.proxy->port, "noscript_recoveries"),
+              reo1 = vt_proxy_stat(env.proxy->port, "noscript_reordered");
+    cr_assert_eq(rec1, rec0 + 2, "noscript_recoveries: %lld before, %lld after two pipelined verbs", rec0,
+                 rec1);
+    cr_assert_eq(reo1, reo0,
+                 "noscript_reordered: %lld before, %lld after two pipelined verbs, neither of which ran "
+                 "before the other's retry",
+                 reo0, reo1);
+
+    flush_scripts_directly(NULL);
+    vt_buf_cmd(&req, "LOCKRELEASE", "so:l", "x", NULL);
+    vt_buf_cmd(&req, "HSETVER", "so:h", "2", "f", "w", NULL);
+    vt_buf_cmd(&req, "INCR", "so:n", NULL);
+    vt_exchange(fd, &req, ":0\r\n:1\r\n:1\r\n");
+    long long rec2 = vt_proxy_stat(env.proxy->port, "noscript_recoveries"),
+              reo2 = vt_proxy_stat(env.proxy->port, "noscript_reordered");
+    cr_assert_eq(rec2, rec1 + 2, "noscript_recoveries: %lld before, %lld after two pipelined verbs", rec1,
+                 rec2);
+    cr_assert_eq(reo2, reo1 + 2, "noscript_reordered: %lld before, %lld after an INCR overtook both verbs",
+                 reo1, reo2);
+    vt_buf_free(&req);
+    close(fd);
+}
+
 /* ---- (g) a password-protected Redis ---- */
 
 static void setup_auth(void)
