@@ -484,7 +484,8 @@ static void client_dispatch(client_session *c, const resp_arg *argv, int argc, c
     admin_patch_kind patch = kind == CMD_PLAIN
                                  ? admin_command_patch(&c->srv->verbs, argc, argv, &verb_ids, &nids)
                                  : ADMIN_PATCH_NONE;
-    if (upstream_forward(c->up, c, p, n, kind)) {
+    int answered = upstream_forward(c->up, c, p, n, kind);
+    if (answered) {
         client_slot *s = slot_push(c, SLOT_WAITING);
         s->patch = patch;
         s->verb_ids = verb_ids;
@@ -492,7 +493,9 @@ static void client_dispatch(client_session *c, const resp_arg *argv, int argc, c
     } else {
         free(verb_ids);
     }
-    if (kind == CMD_PLAIN && is_script_flush(argc, argv)) upstream_scripts_flushed(c->up);
+    if ((kind == CMD_PLAIN && is_script_flush(argc, argv)) || kind == CMD_EXEC || kind == CMD_DISCARD ||
+        kind == CMD_RESET)
+        upstream_scripts_flushed(c->up, kind, answered);
 }
 
 /* A large request is forwarded as it arrives instead of being held whole:

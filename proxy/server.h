@@ -25,6 +25,11 @@ typedef struct vp_server {
     unsigned long long next_client_id;
     unsigned long clients_draining; /* clients that sent EOF with replies owed */
     uint64_t unavailable_logged_at; /* loop time of the last "upstream unavailable" line */
+    /* Bumped by every SCRIPT FLUSH the proxy forwards, when it is sent and
+     * when it is answered: an upstream connection whose scripts were loaded
+     * at an older value loads them again before its next verb
+     * (upstream_verbs.c). */
+    unsigned scripts_epoch;
 
     /* Shared upstream connections (conf.shared_upstreams of them, opened on
      * demand; NULL when not open). Requests for them are gathered during a

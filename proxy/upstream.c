@@ -437,6 +437,7 @@ static void up_deliver(upstream_conn *up, const char *p, size_t n, int done)
     case ROUTE_RESET: {
         unsigned long long seq = e->seq;
         if (done) {
+            if (e->flush_epoch) up_script_flush_answered(up, e->flush_epoch);
             up_fifo_pop(up);
             if (up->route == ROUTE_RESET) up->raw_rx = 0; /* counting again from here */
         }

@@ -66,6 +66,7 @@ typedef struct up_entry {
     unsigned keep;           /* bytes of `kept` this request owns, released with the entry */
     short verb;              /* UP_VERB, UP_SCRIPT_LOAD: index in the verb table */
     short retries;           /* UP_VERB: times sent again after a NOSCRIPT */
+    unsigned flush_epoch;    /* a SCRIPT FLUSH (or an EXEC running one): srv->scripts_epoch it set; else 0 */
     unsigned long long sent; /* numbers the requests in send order */
 } up_entry;
 
@@ -125,6 +126,7 @@ typedef struct upstream_conn {
     size_t kept_head;
     vp_buf scratch; /* a request built for a raw connection, copied out at once */
     up_scripts scripts;
+    unsigned scripts_epoch;           /* srv->scripts_epoch when the scripts were sent */
     unsigned long long sent;          /* entries pushed so far */
     int verbs_in_flight;              /* UP_VERB entries not yet answered */
     unsigned long long reloaded_from; /* `sent` when the last NOSCRIPT reload was sent */
@@ -151,7 +153,8 @@ typedef struct upstream_conn {
     unsigned multi_special : 1; /* a queued command will change counting at EXEC */
     unsigned reply_off : 1;
     unsigned skip_next : 1;
-    int reset_held; /* a +RESET held back while waiting for a closing barrier */
+    unsigned multi_flush : 1; /* a SCRIPT FLUSH is queued in the open transaction */
+    int reset_held;           /* a +RESET held back while waiting for a closing barrier */
 
     char barrier_cmd[96];   /* PING <token> */
     char barrier_reply[64]; /* its answer */
@@ -204,8 +207,13 @@ int upstream_error_in_stream(upstream_conn *up, struct client_session *c, const 
  * blocking commands (it would wait behind them). One round trip, only when
  * a verb is pipelined right before one of them. */
 int upstream_must_settle_verbs(const upstream_conn *up, int argc, const resp_arg *argv);
-/* SCRIPT FLUSH was just forwarded: load the scripts again. */
-void upstream_scripts_flushed(upstream_conn *up);
+/* A SCRIPT FLUSH (kind CMD_PLAIN), or EXEC, DISCARD or RESET, was just
+ * forwarded (`answered`: it has a counted reply). Loads nothing now: every
+ * upstream connection of the proxy loads the scripts again before its next
+ * verb, once when the flush is sent and again when it is answered (another
+ * connection may have loaded between the two, before Redis ran it). A flush
+ * queued in MULTI counts at EXEC. */
+void upstream_scripts_flushed(upstream_conn *up, cmd_kind kind, int answered);
 /* A request of the proxy's own whose reply nobody sees (copied). */
 void upstream_forward_silent(upstream_conn *up, const char *p, size_t n);
 /* Bytes with no reply of their own (the rest of a streamed request, a

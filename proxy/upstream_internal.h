@@ -16,5 +16,8 @@ void up_check_script_load(upstream_conn *up, const up_entry *e, const char *p, s
 /* The oldest entry, a verb, was answered NOSCRIPT: reload and send it again
  * (1), or 0 when that is no longer possible and the reply must go on. */
 int up_retry_verb(upstream_conn *up);
+/* The answer to a SCRIPT FLUSH forwarded through the proxy (its entry's
+ * flush_epoch) has come: see upstream_scripts_flushed. */
+void up_script_flush_answered(upstream_conn *up, unsigned epoch);
 
 #endif
