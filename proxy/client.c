@@ -240,6 +240,7 @@ static int client_may_share(client_session *c, int argc, const resp_arg *argv)
  * anything on a shared one. */
 static void client_release_upstream(client_session *c)
 {
+    upstream_side_detach(c->srv, c);
     if (!c->up) return;
     if (c->up->shared) {
         upstream_detach_client(c->up, c);
@@ -472,6 +473,11 @@ static void client_dispatch(client_session *c, const resp_arg *argv, int argc, c
     }
     if (c->up->shared && cmd_is_select_zero(argc, argv)) {
         client_queue_local(c, "+OK\r\n", 5); /* it is there already */
+        return;
+    }
+    if (c->up->shared && cmd_is_out_of_band(argc, argv)) {
+        /* SCRIPT KILL and the like must not wait behind the busy script. */
+        if (upstream_side_forward(c->srv, c, p, n)) slot_push(c, SLOT_WAITING);
         return;
     }
     if (c->up->shared) {

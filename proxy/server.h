@@ -37,6 +37,9 @@ typedef struct vp_server {
      * waits for I/O again (`flush_prepare`). */
     struct upstream_conn *shared[VP_MAX_SHARED_UPSTREAMS];
     uv_prepare_t flush_prepare;
+    /* The side connection (upstream_side.c): SCRIPT KILL and the like from
+     * clients on a shared connection. NULL when not open. */
+    struct upstream_conn *side;
     /* Clients given replies by a shared connection in the current read
      * round, flushed at its end (intrusive, through touched_next). */
     struct client_session *touched;

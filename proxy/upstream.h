@@ -30,7 +30,8 @@
  * connection never carries state: a client that needs some moves to its
  * own connection first (client.c). Events that concern every client on a
  * shared connection (connected, failed, lost, drained) go through the
- * client_shared_* calls.
+ * client_shared_* calls. The side connection (upstream_side.c) is one more
+ * shared connection, for the commands Redis answers while a script is busy.
  *
  * Lifetime: created by the client session (or, shared, by the first
  * client that needs it); freed by itself after upstream_close() once libuv
@@ -95,7 +96,8 @@ typedef struct upstream_conn {
     struct client_session *client; /* its one client; NULL once detached, and when shared */
     upstream_state state;
     int shared;       /* one of srv->shared: its entries name many clients */
-    int shared_index; /* its place there */
+    int shared_index; /* its place there (-1: the side connection) */
+    int side;         /* srv->side (upstream_side.c): shared, for out-of-band commands only */
     unsigned waiters; /* clients not read until its backlog drains (client shared_wait) */
     int flush_error;  /* a shared connection's early write failed: reported by the next flush */
     /* A shared connection's writes not fully answered yet: the `sent` value
@@ -176,8 +178,15 @@ void upstream_flush_early(upstream_conn *up);
 /* Write what every shared connection gathered in this loop iteration (from
  * the server's prepare handle). */
 void upstream_flush_shared(vp_server *srv);
-/* At shutdown. */
+/* At shutdown (the side connection too). */
 void upstream_close_shared(vp_server *srv);
+/* A request Redis answers even while a script is busy (cmd_is_out_of_band)
+ * from a client on a shared connection: sent on the side connection
+ * (upstream_side.c), whose reply goes to the client's next slot. Returns 1
+ * (a slot is owed). */
+int upstream_side_forward(vp_server *srv, struct client_session *c, const char *p, size_t n);
+/* The client is gone: replies owed to it on the side connection are dropped. */
+void upstream_side_detach(vp_server *srv, struct client_session *c);
 /* Send one request (bytes stay the caller's until upstream_flush()). Returns 1
  * if a reply will come back for it, so the client queues a waiting slot
  * (whose sequence number the entry records: client_next_seq()). */
