@@ -170,6 +170,7 @@ Test(busy_scripts, function_kill_through_the_proxy_stops_a_busy_function)
 
 Test(busy_scripts, a_kill_pipelined_behind_a_waiting_command_is_answered_in_request_order)
 {
+    vt_bystanders *b = bystanders_during_script();
     int runner = start_script("EVAL", BUSY_SCRIPT, "0");
     wait_busy();
     /* The operator's GET waits behind the script on a shared connection
@@ -194,6 +195,7 @@ Test(busy_scripts, a_kill_pipelined_behind_a_waiting_command_is_answered_in_requ
     vt_expect_bytes(runner, &got,
                     "-ERR Script killed by user with SCRIPT KILL... script: " BUSY_SCRIPT_SHA
                     ", on @user_script:1.\r\n");
+    bystanders_served_after(b);
     vt_buf_free(&got);
     vt_buf_free(&req);
     close(op);
@@ -271,6 +273,7 @@ Test(busy_scripts, shutdown_nosave_through_the_proxy_stops_a_busy_redis)
     cr_assert(vt_sock_read_eof(fd, &got, VT_READ_DEADLINE_MS),
               "the connection stayed open after SHUTDOWN NOSAVE");
     cr_assert_eq(got.len, 0, "expected no reply to SHUTDOWN NOSAVE, got \"%s\"", vt_buf_escaped(&got));
+    vt_buf_reset(&got);
     cr_assert(vt_sock_read_eof(runner, &got, VT_READ_DEADLINE_MS), "the script's client was not closed");
     cr_assert_eq(got.len, 0, "expected no reply to the script, got \"%s\"", vt_buf_escaped(&got));
     cr_assert(vt_wait_until(redis_gone, NULL, VT_READ_DEADLINE_MS), "Redis is still there");
