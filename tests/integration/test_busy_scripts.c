@@ -239,6 +239,70 @@ Test(busy_scripts, operators_who_leave_before_the_kill_is_answered_hurt_nobody)
     close(runner);
 }
 
+/* The id of the connection Redis shows with this last command, or -1. */
+static long long client_id_with_cmd(redisContext *admin, const char *cmd)
+{
+    redisReply *r = vt_cmd(admin, "CLIENT LIST");
+    cr_assert(r && r->type == REDIS_REPLY_STRING, "CLIENT LIST: %s", VT_DESCRIBE(r));
+    char needle[64];
+    snprintf(needle, sizeof(needle), " cmd=%s ", cmd);
+    long long id = -1;
+    for (const char *line = r->str; line && *line;
+         line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
+        const char *end = strchr(line, '\n');
+        char one[1024];
+        snprintf(one, sizeof(one), "%.*s ", (int)(end ? end - line : (long)strlen(line)), line);
+        if (strstr(one, needle) && strncmp(one, "id=", 3) == 0) id = strtoll(one + 3, NULL, 10);
+    }
+    freeReplyObject(r);
+    return id;
+}
+
+typedef struct lost_wait {
+    long long base;
+} lost_wait;
+
+static bool an_upstream_was_lost(void *arg)
+{
+    lost_wait *w = arg;
+    return vt_proxy_stat(env.proxy->port, "upstream_lost") > w->base;
+}
+
+Test(busy_scripts, a_side_connection_redis_closed_is_opened_again_for_the_next_kill)
+{
+    VT_SKIP_IF_DIRECT();
+    if (vt_proxy_shared_upstreams(env.proxy) == 0)
+        cr_skip_test("no shared connection, so no side connection");
+    vt_bystanders *b = vt_bystanders_start(env.proxy->port, BYSTANDERS);
+    cr_assert(b, "bystanders did not start");
+    redisContext *op = vt_must_connect(env.proxy->port);
+    redisReply *r = vt_cmd(op, "SCRIPT KILL");
+    vt_assert_error(r, "NOTBUSY");
+    freeReplyObject(r);
+
+    /* Redis closes the side connection (the one whose last command was
+     * the kill); the operator and the bystanders are on the shared one */
+    redisContext *admin = vt_must_connect(env.redis->port);
+    long long side = client_id_with_cmd(admin, "script|kill");
+    cr_assert(side > 0, "Redis shows no connection that sent SCRIPT KILL");
+    lost_wait w = {.base = vt_proxy_stat(env.proxy->port, "upstream_lost")};
+    r = vt_cmd(admin, "CLIENT KILL ID %lld", side);
+    vt_assert_int(r, 1);
+    freeReplyObject(r);
+    cr_assert(vt_wait_until(an_upstream_was_lost, &w, VT_READ_DEADLINE_MS), "the proxy never saw it go");
+
+    /* the next kill opens another one; nobody else noticed */
+    r = vt_cmd(op, "SCRIPT KILL");
+    vt_assert_error(r, "NOTBUSY");
+    freeReplyObject(r);
+    cr_assert(client_id_with_cmd(admin, "script|kill") > side,
+              "the kill did not go on a new side connection");
+    cr_assert(vt_bystanders_wait(b, 50, VT_READ_DEADLINE_MS), "bystanders were not served after it");
+    vt_assert_bystanders_ok(b);
+    redisFree(admin);
+    redisFree(op);
+}
+
 /* Redis's port refuses connections: it has exited. */
 static bool redis_gone(void *arg)
 {
