@@ -275,6 +275,7 @@ static int client_may_share(client_session *c, int argc, const resp_arg *argv)
  * anything on a shared one. */
 static void client_release_upstream(client_session *c)
 {
+    upstream_side_detach(c->srv, c);
     if (!c->up) return;
     if (c->up->shared) {
         upstream_detach_client(c->up, c);
@@ -559,6 +560,11 @@ static void client_dispatch(client_session *c, const resp_arg *argv, int argc, c
         client_queue_local(c, "+OK\r\n", 5);
         return;
     }
+    if (c->up->shared && cmd_is_out_of_band(argc, argv)) {
+        /* SCRIPT KILL and the like must not wait behind the busy script. */
+        if (upstream_side_forward(c->srv, c, p, n)) slot_push(c, SLOT_WAITING);
+        return;
+    }
     if (c->up->shared) {
         c->used_shared = 1;
         if (cmd_is_client_setter(argc, argv)) client_keep_setter(c, argc, argv, p, n);
@@ -569,7 +575,8 @@ static void client_dispatch(client_session *c, const resp_arg *argv, int argc, c
     admin_patch_kind patch = kind == CMD_PLAIN
                                  ? admin_command_patch(&c->srv->verbs, argc, argv, &verb_ids, &nids)
                                  : ADMIN_PATCH_NONE;
-    if (upstream_forward(c->up, c, p, n, kind)) {
+    int answered = upstream_forward(c->up, c, p, n, kind);
+    if (answered) {
         client_slot *s = slot_push(c, SLOT_WAITING);
         s->patch = patch;
         s->verb_ids = verb_ids;
@@ -577,7 +584,9 @@ static void client_dispatch(client_session *c, const resp_arg *argv, int argc, c
     } else {
         free(verb_ids);
     }
-    if (kind == CMD_PLAIN && is_script_flush(argc, argv)) upstream_scripts_flushed(c->up);
+    if ((kind == CMD_PLAIN && is_script_flush(argc, argv)) || kind == CMD_EXEC || kind == CMD_DISCARD ||
+        kind == CMD_RESET)
+        upstream_scripts_flushed(c->up, kind, answered);
     /* It may have set an output limit that makes sharing unsafe. */
     if (kind == CMD_PLAIN && is_config_set(argc, argv)) upstream_probe_output_limit(c->up);
 }

@@ -126,7 +126,7 @@ int cmd_needs_own_connection(int argc, const resp_arg *argv)
     case 'r':
         return cmd_arg_is(name, "readonly") || cmd_arg_is(name, "readwrite") || cmd_arg_is(name, "replconf");
     case 's':
-        if (cmd_arg_is(name, "select") || cmd_arg_is(name, "sync")) return 1;
+        if (cmd_arg_is(name, "select") || cmd_arg_is(name, "sync") || cmd_arg_is(name, "shutdown")) return 1;
         return argc >= 2 && cmd_arg_is(name, "script") && cmd_arg_is(&argv[1], "debug");
     case 'u':
         return cmd_arg_is(name, "unwatch");
@@ -138,6 +138,16 @@ int cmd_needs_own_connection(int argc, const resp_arg *argv)
     default:
         return 0;
     }
+}
+
+int cmd_is_out_of_band(int argc, const resp_arg *argv)
+{
+    if (argc < 2) return 0;
+    const resp_arg *name = &argv[0];
+    if (name->len == 6 && cmd_arg_is(name, "script")) return cmd_arg_is(&argv[1], "kill");
+    if (name->len == 8 && cmd_arg_is(name, "function"))
+        return cmd_arg_is(&argv[1], "kill") || cmd_arg_is(&argv[1], "stats");
+    return 0;
 }
 
 int cmd_is_client_setter(int argc, const resp_arg *argv)

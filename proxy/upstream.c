@@ -114,7 +114,10 @@ void upstream_close(upstream_conn *up)
     if (up->state == UPSTREAM_CLOSED) return;
     up->state = UPSTREAM_CLOSED;
     up->client = NULL;
-    if (up->shared && up->srv->shared[up->shared_index] == up) up->srv->shared[up->shared_index] = NULL;
+    if (up->side && up->srv->side == up)
+        up->srv->side = NULL;
+    else if (up->shared && !up->side && up->srv->shared[up->shared_index] == up)
+        up->srv->shared[up->shared_index] = NULL;
     uv_timer_stop(&up->timer);
     up_release_handle((uv_handle_t *)&up->timer);
     if (up->resolving) uv_cancel((uv_req_t *)&up->resolve_req); /* its callback drops the last ref */
@@ -150,6 +153,8 @@ static void up_fail(upstream_conn *up, const char *reason)
     upstream_close(up);
     if (c)
         client_upstream_failed(c, why);
+    else if (up->side)
+        up_side_failed(up, why);
     else if (up->shared)
         client_shared_failed(up->srv, up, why);
 }
@@ -163,6 +168,8 @@ static void up_lost(upstream_conn *up, const char *reason)
     upstream_close(up);
     if (c)
         client_upstream_lost(c, reason);
+    else if (up->side)
+        up_side_lost(up, reason);
     else if (up->shared)
         client_shared_lost(up->srv, up, reason);
 }
@@ -358,12 +365,14 @@ void upstream_flush_shared(vp_server *srv)
         upstream_conn *up = srv->shared[i];
         if (up && up->state == UPSTREAM_READY) up_shared_flush(up);
     }
+    if (srv->side && srv->side->state == UPSTREAM_READY) up_shared_flush(srv->side);
 }
 
 void upstream_close_shared(vp_server *srv)
 {
     for (int i = 0; i < VP_MAX_SHARED_UPSTREAMS; i++)
         if (srv->shared[i]) upstream_close(srv->shared[i]);
+    if (srv->side) upstream_close(srv->side);
 }
 
 /* ---- reading replies ---- */
@@ -471,6 +480,7 @@ static void up_deliver(upstream_conn *up, const char *p, size_t n, int done)
         unsigned long long seq = e->seq;
         if (done) {
             if (up->retries_in_flight) up_note_answered(up, e);
+            if (e->flush_epoch) up_script_flush_answered(up, e->flush_epoch);
             up_fifo_pop(up);
             if (up->route == ROUTE_RESET) up->raw_rx = 0; /* counting again from here */
         }

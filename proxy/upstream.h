@@ -30,7 +30,8 @@
  * connection never carries state: a client that needs some moves to its
  * own connection first (client.c). Events that concern every client on a
  * shared connection (connected, failed, lost, drained) go through the
- * client_shared_* calls.
+ * client_shared_* calls. The side connection (upstream_side.c) is one more
+ * shared connection, for the commands Redis answers while a script is busy.
  *
  * Lifetime: created by the client session (or, shared, by the first
  * client that needs it); freed by itself after upstream_close() once libuv
@@ -64,10 +65,12 @@ typedef struct up_entry {
     struct client_session *client;
     unsigned long long seq; /* the client's reply slot */
     up_entry_kind kind;
-    unsigned keep;           /* bytes of `kept` this request owns, released with the entry */
-    short verb;              /* UP_VERB, UP_SCRIPT_LOAD: index in the verb table */
-    short retries;           /* UP_VERB: times sent again after a NOSCRIPT */
-    unsigned later_ran : 1;  /* UP_VERB, retried: a later command of its client ran before the retry */
+    unsigned keep;          /* bytes of `kept` this request owns, released with the entry */
+    short verb;             /* UP_VERB, UP_SCRIPT_LOAD: index in the verb table */
+    short retries;          /* UP_VERB: times sent again after a NOSCRIPT */
+    unsigned later_ran : 1; /* UP_VERB, retried: a later command of its client ran before the retry */
+    unsigned
+        flush_epoch : 31;    /* a SCRIPT FLUSH (or an EXEC running one): srv->scripts_epoch it set; else 0 */
     unsigned long long sent; /* numbers the requests in send order */
 } up_entry;
 
@@ -101,7 +104,8 @@ typedef struct upstream_conn {
     struct client_session *client; /* its one client; NULL once detached, and when shared */
     upstream_state state;
     int shared;         /* one of srv->shared: its entries name many clients */
-    int shared_index;   /* its place there */
+    int shared_index;   /* its place there (-1: the side connection) */
+    int side;           /* srv->side (upstream_side.c): shared, for out-of-band commands only */
     unsigned waiters;   /* clients not read until its backlog drains (client shared_wait) */
     int flush_error;    /* a shared connection's early write failed: reported by the next flush */
     int setting_up;     /* a shared connection waits for its output-limit probe before clients use it */
@@ -136,6 +140,7 @@ typedef struct upstream_conn {
     size_t kept_head;
     vp_buf scratch; /* a request built for a raw connection, copied out at once */
     up_scripts scripts;
+    unsigned scripts_epoch;           /* srv->scripts_epoch when the scripts were sent */
     unsigned long long sent;          /* entries pushed so far */
     int verbs_in_flight;              /* UP_VERB entries not yet answered */
     int retries_in_flight;            /* of those, retried after a NOSCRIPT */
@@ -163,7 +168,8 @@ typedef struct upstream_conn {
     unsigned multi_special : 1; /* a queued command will change counting at EXEC */
     unsigned reply_off : 1;
     unsigned skip_next : 1;
-    int reset_held; /* a +RESET held back while waiting for a closing barrier */
+    unsigned multi_flush : 1; /* a SCRIPT FLUSH is queued in the open transaction */
+    int reset_held;           /* a +RESET held back while waiting for a closing barrier */
 
     char barrier_cmd[96];   /* PING <token> */
     char barrier_reply[64]; /* its answer */
@@ -190,7 +196,7 @@ void upstream_flush_early(upstream_conn *up);
 /* Write what every shared connection gathered in this loop iteration (from
  * the server's prepare handle). */
 void upstream_flush_shared(vp_server *srv);
-/* At shutdown. */
+/* At shutdown (the side connection too). */
 void upstream_close_shared(vp_server *srv);
 
 /* Redis's `client-output-buffer-limit normal` applies to a shared
@@ -206,6 +212,13 @@ void upstream_close_shared(vp_server *srv);
 void upstream_probe_output_limit(upstream_conn *up);
 /* Once a second: probe the shared connections when it is time. */
 void upstream_cron(vp_server *srv);
+/* A request Redis answers even while a script is busy (cmd_is_out_of_band)
+ * from a client on a shared connection: sent on the side connection
+ * (upstream_side.c), whose reply goes to the client's next slot. Returns 1
+ * (a slot is owed). */
+int upstream_side_forward(vp_server *srv, struct client_session *c, const char *p, size_t n);
+/* The client is gone: replies owed to it on the side connection are dropped. */
+void upstream_side_detach(vp_server *srv, struct client_session *c);
 /* Send one request (bytes stay the caller's until upstream_flush()). Returns 1
  * if a reply will come back for it, so the client queues a waiting slot
  * (whose sequence number the entry records: client_next_seq()). */
@@ -235,8 +248,13 @@ int upstream_error_in_stream(upstream_conn *up, struct client_session *c, const 
  * blocking commands (it would wait behind them). One round trip, only when
  * a verb is pipelined right before one of them. */
 int upstream_must_settle_verbs(const upstream_conn *up, int argc, const resp_arg *argv);
-/* SCRIPT FLUSH was just forwarded: load the scripts again. */
-void upstream_scripts_flushed(upstream_conn *up);
+/* A SCRIPT FLUSH (kind CMD_PLAIN), or EXEC, DISCARD or RESET, was just
+ * forwarded (`answered`: it has a counted reply). Loads nothing now: every
+ * upstream connection of the proxy loads the scripts again before its next
+ * verb, once when the flush is sent and again when it is answered (another
+ * connection may have loaded between the two, before Redis ran it). A flush
+ * queued in MULTI counts at EXEC. */
+void upstream_scripts_flushed(upstream_conn *up, cmd_kind kind, int answered);
 /* A request of the proxy's own whose reply nobody sees (copied). */
 void upstream_forward_silent(upstream_conn *up, const char *p, size_t n);
 /* Bytes with no reply of their own (the rest of a streamed request, a

@@ -25,4 +25,11 @@ void up_note_answered(upstream_conn *up, const up_entry *e);
  * decide whether clients may share (upstream_outlimit.c). */
 void up_check_output_limit(upstream_conn *up, const char *p, size_t n);
 
+/* The answer to a SCRIPT FLUSH forwarded through the proxy (its entry's
+ * flush_epoch) has come: see upstream_scripts_flushed. */
+void up_script_flush_answered(upstream_conn *up, unsigned epoch);
+/* The side connection failed to connect / was lost (upstream_side.c). */
+void up_side_failed(upstream_conn *up, const char *why);
+void up_side_lost(upstream_conn *up, const char *why);
+
 #endif

@@ -26,6 +26,7 @@ static void up_send_loads(upstream_conn *up)
     for (int i = 0; i < t->count; i++)
         up_fifo_push(up, NULL, UP_SCRIPT_LOAD)->verb = (short)i;
     up->scripts = UP_SCRIPTS_SENT;
+    up->scripts_epoch = up->srv->scripts_epoch;
     up->srv->stats.script_loads++;
 }
 
@@ -57,6 +58,61 @@ void up_check_script_load(upstream_conn *up, const up_entry *e, const char *p, s
                "verb %s is disabled",
                up->srv->conf.upstream, v->name, 40, p + 5, v->sha, v->name);
     t->broken[e->verb] = 1;
+}
+
+/* A SCRIPT FLUSH forwarded through the proxy: every upstream connection
+ * (own and shared) must load the scripts again before its next verb. Each
+ * connection notes the epoch its loads were sent at, so a flush marks them
+ * all by bumping one number (0 is never an epoch). Nothing is loaded now: a
+ * connection that never runs a verb again costs Redis no script. */
+static unsigned up_bump_scripts_epoch(vp_server *srv)
+{
+    if (++srv->scripts_epoch == 0) srv->scripts_epoch = 1;
+    return srv->scripts_epoch;
+}
+
+/* Are this connection's scripts loaded, and since the last flush? */
+static int up_scripts_current(const upstream_conn *up)
+{
+    return up->scripts == UP_SCRIPTS_SENT && up->scripts_epoch == up->srv->scripts_epoch;
+}
+
+/* The counted entry of the request just forwarded (a RAW_START may follow it:
+ * an EXEC that ends counting). */
+static up_entry *up_last_answered(upstream_conn *up)
+{
+    for (size_t i = up->fifo_len; i > 0; i--) {
+        up_entry *e = &up->fifo[(up->fifo_head + i - 1) % up->fifo_cap];
+        if (e->kind != UP_RAW_START) return e;
+    }
+    return NULL;
+}
+
+void upstream_scripts_flushed(upstream_conn *up, cmd_kind kind, int answered)
+{
+    if (kind == CMD_PLAIN && up->in_multi) {
+        up->multi_flush = 1; /* it runs at EXEC */
+        return;
+    }
+    int flushes = kind == CMD_PLAIN || (kind == CMD_EXEC && up->multi_flush);
+    up->multi_flush = 0;
+    if (!flushes) return;
+    unsigned epoch = up_bump_scripts_epoch(up->srv);
+    up_entry *e = answered ? up_last_answered(up) : NULL;
+    if (e) e->flush_epoch = epoch; /* up_script_flush_answered */
+}
+
+void up_script_flush_answered(upstream_conn *up, unsigned epoch)
+{
+    /* Redis has run the flush. Another connection may have sent its loads
+     * after the flush was sent here but had them run before it: bump again,
+     * so every connection loads once more. Not this one, if its loads went
+     * behind the flush on this very connection and no flush came since. */
+    vp_server *srv = up->srv;
+    int loaded_behind =
+        up->scripts == UP_SCRIPTS_SENT && up->scripts_epoch == epoch && srv->scripts_epoch == epoch;
+    up_bump_scripts_epoch(srv);
+    if (loaded_behind) up->scripts_epoch = srv->scripts_epoch;
 }
 
 /* The oldest entry, a verb, was answered NOSCRIPT (the script cache was
@@ -225,7 +281,7 @@ int upstream_forward_verb(upstream_conn *up, struct client_session *c, const ver
         up_account_plain(up, c, UP_REPLY)->keep = (unsigned)(up->kept.len - start);
         return 1;
     }
-    if (up->scripts != UP_SCRIPTS_SENT) {
+    if (!up_scripts_current(up)) {
         up_send_loads(up);
         start = up->kept.len;
     }
@@ -269,14 +325,6 @@ int upstream_error_in_stream(upstream_conn *up, struct client_session *c, const 
     buf_bulk(&up->scratch, err, strlen(err));
     outq_add_copy(&up->out, up->scratch.data, up->scratch.len);
     return up_account_plain(up, c, UP_REPLY) != NULL;
-}
-
-void upstream_scripts_flushed(upstream_conn *up)
-{
-    if (!up->raw_tx && !up->in_multi)
-        up_send_loads(up);
-    else
-        up->scripts = UP_SCRIPTS_UNLOADED; /* loaded before the next verb */
 }
 
 int upstream_must_settle_verbs(const upstream_conn *up, int argc, const resp_arg *argv)

@@ -127,3 +127,21 @@ Test(command, http_request_lines_by_name_in_any_case)
     cr_expect(cmd_name_may_be_special(&a), "a POST request is never streamed upstream");
     cr_expect(cmd_name_may_be_special(&b), "nor a Host: one");
 }
+
+Test(command, what_redis_answers_while_a_script_is_busy_goes_out_of_band)
+{
+    static const char *const yes[] = {"SCRIPT KILL", "script kill", "FUNCTION KILL", "Function Stats",
+                                      "SCRIPT KILL extra"}; /* Redis's arity error, from Redis */
+    static const char *const no[] = {"SCRIPT",        "SCRIPT FLUSH", "SCRIPT LOAD x", "FUNCTION FLUSH",
+                                     "FUNCTION LIST", "SHUTDOWN",     "KILL SCRIPT",   "SCRIPTS KILL"};
+    resp_arg argv[8];
+    for (size_t i = 0; i < sizeof(yes) / sizeof(yes[0]); i++)
+        cr_expect(cmd_is_out_of_band(split(yes[i], argv, 8), argv), "%s: should go out of band", yes[i]);
+    for (size_t i = 0; i < sizeof(no) / sizeof(no[0]); i++)
+        cr_expect(!cmd_is_out_of_band(split(no[i], argv, 8), argv), "%s: should not go out of band", no[i]);
+    /* SHUTDOWN, any form, takes a connection of its own instead */
+    static const char *const own[] = {"SHUTDOWN", "shutdown NOSAVE", "SHUTDOWN ABORT", "SHUTDOWN SAVE NOW"};
+    for (size_t i = 0; i < sizeof(own) / sizeof(own[0]); i++)
+        cr_expect(cmd_needs_own_connection(split(own[i], argv, 8), argv),
+                  "%s: should need its own connection", own[i]);
+}
