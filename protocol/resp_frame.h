@@ -19,6 +19,9 @@
  * A caller that wants a whole small reply in hand may instead
  * resp_frame_reset() and rescan from the reply's start later.
  *
+ * Only what decides where a reply ends is checked (type bytes, lengths,
+ * counts, the CRLF after a payload); a simple line's text is not, so every
+ * line Redis sends is framed (a Lua big_number "(123  123", a "-nan" double).
  * RESP3 streamed strings and aggregates ("$?", "*?") are refused: Redis never
  * sends them. Attributes ('|') are counted with the value they annotate. */
 #ifndef VP_RESP_FRAME_H
