@@ -10,8 +10,10 @@
  * The scan is resumable the way Redis's processMultibulkBuffer is: between
  * calls it keeps `pending` and `bulk_left`, and never rescans bytes it has
  * consumed. Header lines are consumed only whole, so the caller keeps the
- * unconsumed tail of a line and appends to it; bulk payloads are skipped in any
- * amount, so a 64 MiB value never has to sit in one buffer.
+ * unconsumed tail of a line and appends to it; bulk payloads and the text of
+ * simple lines are skipped in any amount (`in_line` remembers being inside
+ * one), so a 64 MiB value or a MONITOR line as long never has to sit in one
+ * buffer, nor be searched again for its end.
  *
  * What is checked is only what decides where a reply ends: the type byte,
  * the lengths and counts (Redis's string2ll rules: no sign but '-', no
@@ -42,6 +44,7 @@ void resp_frame_reset(resp_framer *f)
 {
     f->pending = 0;
     f->bulk_left = 0;
+    f->in_line = 0;
     f->consumed = 0;
     f->type = 0;
     f->error = NULL;
@@ -89,9 +92,9 @@ static inline int scan_number(const char *s, const char *end, int *neg, unsigned
     return NUM_OK;
 }
 
-/* Finds the end of a simple line whose text starts at s: a pointer just past
- * its first CRLF, or NULL if that has not arrived yet. The text itself is not
- * looked at. */
+/* Finds the end of a simple line whose text (or the rest of it) starts at s:
+ * a pointer just past its first CRLF, or NULL if that has not arrived yet.
+ * The text itself is not looked at. */
 static inline const char *scan_line(const char *s, const char *end)
 {
     while (s != end) {
@@ -103,10 +106,18 @@ static inline const char *scan_line(const char *s, const char *end)
     return NULL;
 }
 
+/* How much of a line's text that has no CRLF yet may be consumed: all of
+ * it but a last CR, whose LF may be the next byte. */
+static inline const char *line_text_end(const char *s, const char *end)
+{
+    return s != end && end[-1] == '\r' ? end - 1 : end;
+}
+
 resp_frame_status resp_frame_scan(resp_framer *f, const char *buf, size_t len, size_t *used)
 {
     const char *p = buf, *end, *next = NULL, *err = NULL;
     long long pending = f->pending, bulk_left = f->bulk_left;
+    int in_line = f->in_line;
     resp_frame_status status;
     int fresh = 0;
 
@@ -114,7 +125,7 @@ resp_frame_status resp_frame_scan(resp_framer *f, const char *buf, size_t len, s
         *used = 0;
         return RESP_FRAME_ERROR;
     }
-    if (pending == 0 && bulk_left == 0) {
+    if (pending == 0 && bulk_left == 0 && !in_line) {
         /* A new reply. f->type keeps the last one's byte until we consume
          * this one's first line. */
         f->consumed = 0;
@@ -159,6 +170,18 @@ resp_frame_status resp_frame_scan(resp_framer *f, const char *buf, size_t len, s
 
         if (p == end) goto partial;
 
+        if (in_line) { /* the rest of a simple line's text */
+            next = scan_line(p, end);
+            if (next == NULL) {
+                p = line_text_end(p, end);
+                goto partial;
+            }
+            in_line = 0;
+            p = next;
+            if (--pending == 0) goto done;
+            continue;
+        }
+
         int rc, neg;
         unsigned long long n;
         switch (*p) {
@@ -169,9 +192,14 @@ resp_frame_status resp_frame_scan(resp_framer *f, const char *buf, size_t len, s
         case '(':
         case '_':
         case '#':
-            /* Text up to CRLF: nothing in it changes where the reply ends. */
+            /* Text up to CRLF: nothing in it changes where the reply ends.
+             * What has come of it is consumed, the rest is awaited. */
             next = scan_line(p + 1, end);
-            if (next == NULL) goto partial;
+            if (next == NULL) {
+                in_line = 1;
+                p = line_text_end(p + 1, end);
+                goto partial;
+            }
             break;
         case '$':
         case '!':
@@ -268,6 +296,7 @@ out:
     }
     f->pending = pending;
     f->bulk_left = bulk_left;
+    f->in_line = in_line;
     *used = (size_t)(p - buf);
     f->consumed += *used;
     return status;

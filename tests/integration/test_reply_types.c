@@ -161,6 +161,55 @@ Test(reply_types, every_reply_redis_sends_arrives_byte_for_byte_in_resp2_and_res
     vt_assert_bystanders_ok(b);
 }
 
+/* A MONITOR line is one simple line however large the command it shows:
+ * it must stream through like a large bulk reply, not sit whole in the
+ * proxy. */
+#define MONITORED_VALUE (16u << 20) /* shown as \x01 four bytes each: a 64 MiB line */
+
+Test(reply_types, a_monitor_line_of_a_large_value_streams_through)
+{
+    int watcher = vt_must_sock(env.proxy->port);
+    vt_buf got = {0};
+    cr_assert(vt_sock_send_str(watcher, "MONITOR\r\n"));
+    vt_expect_bytes(watcher, &got, "+OK\r\n");
+    vt_buf_reset(&got);
+
+    char *value = malloc(MONITORED_VALUE);
+    cr_assert_not_null(value);
+    memset(value, 1, MONITORED_VALUE);
+    const char *argv[] = {"SET", "rt:big", value};
+    size_t lens[] = {3, 6, MONITORED_VALUE};
+    redisContext *writer = vt_must_connect(env.proxy->port);
+    redisReply *r = vt_cmd_argv(writer, 3, argv, lens);
+    vt_assert_status(r, "OK");
+    freeReplyObject(r);
+    free(value);
+
+    /* +<time> [0 <addr>] "SET" "rt:big" "\x01\x01..."\r\n */
+    size_t at_least = 4 * (size_t)MONITORED_VALUE + 30;
+    cr_assert(vt_sock_read_len(watcher, &got, at_least, VT_READ_DEADLINE_MS), "only %zu bytes of the line",
+              got.len);
+    while (got.len < at_least + 100 && !(got.data[got.len - 1] == '\n' && got.data[got.len - 3] == '"') &&
+           vt_sock_read_len(watcher, &got, got.len + 1, VT_READ_DEADLINE_MS))
+        ;
+    cr_assert(got.data[0] == '+' && memcmp(got.data + got.len - 3, "\"\r\n", 3) == 0,
+              "not one MONITOR line: %zu bytes", got.len);
+    cr_assert(memmem(got.data, 120, "\"SET\" \"rt:big\" \"\\x01\\x01", 24) != NULL);
+    cr_assert_eq(vt_resp_count_replies(got.data, got.len), 1);
+#ifndef VP_SANITIZED
+    if (!env.proxy->direct) {
+        long long peak_kb = vt_peak_rss_kb(env.proxy->pid);
+        cr_assert(peak_kb > 0, "cannot read the proxy's VmHWM");
+        cr_assert_lt(peak_kb, (long long)got.len / 1024 / 4,
+                     "the proxy's peak RSS was %lld KiB for a MONITOR line of %zu MiB", peak_kb,
+                     got.len >> 20);
+    }
+#endif
+    vt_buf_free(&got);
+    redisFree(writer);
+    close(watcher);
+}
+
 /* ---- a relay that breaks one kind of reply ---- */
 
 #define CORRUPT_FROM "+CORRUPT-ME\r\n"

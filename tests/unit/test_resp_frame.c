@@ -306,7 +306,7 @@ Test(resp_frame, lone_cr_or_lf_in_a_line_is_text)
     o = frame_every_way(S("+OK\n"));
     cr_assert_eq(o->n, 0);
     cr_assert_eq(o->last, RESP_FRAME_PARTIAL);
-    cr_assert_eq(o->stop, 0);
+    cr_assert_eq(o->pending, 1, "still inside the line");
 }
 
 /* What Redis 7.0.15 sent for these (tests/integration/test_reply_types.c
@@ -526,26 +526,83 @@ Test(resp_frame, type_stays_until_the_next_reply_starts)
     cr_assert_eq(used, 0);
     cr_assert_eq(resp_frame_scan(&f, NULL, 0, &used), RESP_FRAME_PARTIAL);
     cr_assert_eq(used, 0);
-    cr_assert_eq(resp_frame_scan(&f, S("+O"), &used), RESP_FRAME_PARTIAL);
+    cr_assert_eq(resp_frame_scan(&f, S("$1"), &used), RESP_FRAME_PARTIAL);
     cr_assert_eq(used, 0);
     cr_assert_eq(f.type, 0);
     cr_assert_eq(f.pending, 0);
-    cr_assert_eq(resp_frame_scan(&f, S("+OK\r\n"), &used), RESP_FRAME_DONE);
-    cr_assert_eq(f.type, '+');
-    cr_assert_eq(f.consumed, 5);
+    cr_assert_eq(resp_frame_scan(&f, S("$1\r\nx\r\n"), &used), RESP_FRAME_DONE);
+    cr_assert_eq(f.type, '$');
+    cr_assert_eq(f.consumed, 7);
     /* The next reply's first line is not complete: still the old type. */
-    cr_assert_eq(resp_frame_scan(&f, S(":12"), &used), RESP_FRAME_PARTIAL);
+    cr_assert_eq(resp_frame_scan(&f, S("*12"), &used), RESP_FRAME_PARTIAL);
     cr_assert_eq(used, 0);
-    cr_assert_eq(f.type, '+');
+    cr_assert_eq(f.type, '$');
     cr_assert_eq(f.pending, 0);
     cr_assert_eq(f.consumed, 0);
-    cr_assert_eq(resp_frame_scan(&f, S("*2\r\n:1"), &used), RESP_FRAME_PARTIAL);
+    cr_assert_eq(resp_frame_scan(&f, S("*2\r\n$1"), &used), RESP_FRAME_PARTIAL);
     cr_assert_eq(used, 4);
     cr_assert_eq(f.type, '*');
     cr_assert_eq(f.pending, 2);
-    cr_assert_eq(resp_frame_scan(&f, S(":1\r\n:2\r\n"), &used), RESP_FRAME_DONE);
-    cr_assert_eq(f.consumed, 12);
+    cr_assert_eq(resp_frame_scan(&f, S("$1\r\na\r\n:2\r\n"), &used), RESP_FRAME_DONE);
+    cr_assert_eq(f.consumed, 15);
     cr_assert_eq(f.type, '*');
+}
+
+Test(resp_frame, a_simple_line_is_consumed_as_it_comes)
+{
+    resp_framer f;
+    size_t used;
+    resp_frame_reset(&f);
+    cr_assert_eq(resp_frame_scan(&f, S("+O"), &used), RESP_FRAME_PARTIAL);
+    cr_assert_eq(used, 2);
+    cr_assert_eq(f.type, '+');
+    cr_assert_eq(f.pending, 1);
+    /* A last CR is kept: its LF may come next. */
+    cr_assert_eq(resp_frame_scan(&f, S("K\r"), &used), RESP_FRAME_PARTIAL);
+    cr_assert_eq(used, 1);
+    cr_assert_eq(resp_frame_scan(&f, S("\r\r"), &used), RESP_FRAME_PARTIAL);
+    cr_assert_eq(used, 1, "a CR followed by a CR is text");
+    cr_assert_eq(resp_frame_scan(&f, S("\r\n:1\r\n"), &used), RESP_FRAME_DONE);
+    cr_assert_eq(used, 2);
+    cr_assert_eq(f.consumed, 6);
+    cr_assert_eq(f.type, '+');
+    /* The type byte alone. */
+    cr_assert_eq(resp_frame_scan(&f, S("-"), &used), RESP_FRAME_PARTIAL);
+    cr_assert_eq(used, 1);
+    cr_assert_eq(f.type, '-');
+    cr_assert_eq(resp_frame_scan(&f, S("\r\n"), &used), RESP_FRAME_DONE);
+    cr_assert_eq(f.consumed, 3);
+    /* Inside an aggregate. */
+    cr_assert_eq(resp_frame_scan(&f, S("*2\r\n(12"), &used), RESP_FRAME_PARTIAL);
+    cr_assert_eq(used, 7);
+    cr_assert_eq(resp_frame_scan(&f, S("3\r\n,x"), &used), RESP_FRAME_PARTIAL);
+    cr_assert_eq(used, 5);
+    cr_assert_eq(resp_frame_scan(&f, S("\r\n"), &used), RESP_FRAME_DONE);
+    cr_assert_eq(f.consumed, 14);
+}
+
+Test(resp_frame, a_monitor_line_of_a_large_value_streams)
+{
+    /* MONITOR shows a 1 MiB SET as one line of about 4 MiB: it goes by in
+     * pieces, each consumed as it comes and never searched again. */
+    const size_t text = 4u << 20, piece = 4096;
+    sbuf b = {0};
+    sb_str(&b, "+1700000000.123456 [0 127.0.0.1:5000] \"SET\" \"k\" \"");
+    while (b.len < text)
+        sb_str(&b, b.len % 3 ? "\\x01" : "\r");
+    sb_str(&b, "\"\r\n");
+    resp_framer f;
+    size_t used, off = 0;
+    resp_frame_reset(&f);
+    while (b.len - off > piece) {
+        cr_assert_eq(resp_frame_scan(&f, b.p + off, piece, &used), RESP_FRAME_PARTIAL);
+        cr_assert(used == piece || (used == piece - 1 && b.p[off + piece - 1] == '\r'), "used %zu", used);
+        off += used;
+    }
+    cr_assert_eq(resp_frame_scan(&f, b.p + off, b.len - off, &used), RESP_FRAME_DONE);
+    cr_assert_eq(off + used, b.len);
+    cr_assert_eq(f.consumed, b.len);
+    sb_free(&b);
 }
 
 Test(resp_frame, reset_rescans_from_the_reply_start)
