@@ -882,6 +882,35 @@ void client_upstream_lost(client_session *c, const char *reason)
     client_flush(c);
 }
 
+int client_can_become_pipe(const client_session *c)
+{
+    if (c->closing) return 0;
+    for (size_t i = 0; i < c->slot_len; i++) {
+        const client_slot *s = &c->slots[(c->slot_head + i) % c->slot_cap];
+        if (s->kind != SLOT_WAITING || s->replace) return 0;
+        if (i > 0 && s->len) return 0; /* held behind an unanswered one */
+    }
+    return 1;
+}
+
+void client_become_pipe(client_session *c, const char *why)
+{
+    vp_log(VP_LOG_WARNING,
+           "client %llu %s: its upstream sent a reply that is not RESP (%s); the rest of the session is a "
+           "byte pipe, as after SYNC",
+           c->id, c->addr, why);
+    if (c->slot_len && slot_at(c, 0)->len) {
+        client_slot *s = slot_at(c, 0); /* a reply held to be patched: as Redis sent it */
+        outq_add_copy(&c->out, s->data, s->len);
+    }
+    while (c->slot_len)
+        slot_pop(c);
+    c->opaque = 1;
+    c->settling = 0; /* a command held back goes now, as bytes */
+    client_start_reading(c);
+    client_process_input(c);
+}
+
 /* COMMAND INFO/DOCS naming a verb: Redis's reply with the verbs filled in. */
 static void client_patch_reply(client_session *c, client_slot *s)
 {

@@ -119,6 +119,16 @@ void client_cron(vp_server *srv);
 void client_upstream_ready(client_session *c);
 void client_upstream_failed(client_session *c, const char *reason);
 void client_upstream_lost(client_session *c, const char *reason);
+/* Its own upstream's replies stopped being RESP: may the rest of the
+ * session be a byte pipe? Not if a reply of the proxy's own waits behind
+ * one of Redis's, or a held reply behind one still owed: in a pipe they
+ * could not be placed. */
+int client_can_become_pipe(const client_session *c);
+/* Make it one, as after SYNC (`why`: the framer's error, for the log):
+ * what is held of the reply in progress goes out, every slot is dropped,
+ * and from now on its input goes upstream as bytes and the upstream's bytes
+ * come back with client_push. */
+void client_become_pipe(client_session *c, const char *why);
 /* The sequence number the next slot queued will have. */
 unsigned long long client_next_seq(const client_session *c);
 /* Bytes of the reply owed to slot `seq` (p NULL: nothing to write, e.g.

@@ -512,6 +512,47 @@ static void up_deliver(upstream_conn *up, const char *p, size_t n, int done)
     }
 }
 
+/* Is every reply still owed on this connection the client's own, from Redis
+ * (not our SCRIPT LOADs, silent requests or a barrier)? Only then can the
+ * rest of the stream go to it unframed without a reply it did not ask for. */
+static int up_owes_only_client(const upstream_conn *up)
+{
+    for (size_t i = 0; i < up->fifo_len; i++) {
+        const up_entry *e = &up->fifo[(up->fifo_head + i) % up->fifo_cap];
+        if (e->client != up->client) return 0;
+        if (e->kind == UP_SCRIPT_LOAD || e->kind == UP_CLOSE_BARRIER) return 0;
+    }
+    return !up->reset_held;
+}
+
+/* The framer found bytes that are not RESP at in[in_pos..]. Where a reply
+ * ends can no longer be known. On a connection of the client's own the rest
+ * of the session becomes a byte pipe both ways, as after SYNC, so a client
+ * that understands what its server sent goes on as on a direct connection;
+ * the client says whether its queue allows that (a reply of the proxy's
+ * own waiting behind Redis's could not be placed). A shared connection
+ * cannot be a pipe for many clients: it is lost, and each client owed a
+ * reply gets the ones framed before this point, then a close. */
+static void up_unframed(upstream_conn *up)
+{
+    struct client_session *c = up->client;
+    if (up->shared || !c || !up_owes_only_client(up) || !client_can_become_pipe(c)) {
+        vp_log(VP_LOG_WARNING, "upstream %s: unreadable reply (%s); closing %s", up->srv->conf.upstream,
+               up->framer.error, up->shared ? "the shared connection" : "the client's connection");
+        up_lost(up, "protocol error from upstream");
+        return;
+    }
+    while (up->fifo_len)
+        up_fifo_pop(up);
+    up->opaque_rx = 1;
+    up->raw_tx = 1;
+    up->streaming = 0;
+    /* What the client holds of the current reply goes out first (it logs
+     * the change); then up_process hands on everything from in_pos as it
+     * is. */
+    client_become_pipe(c, up->framer.error);
+}
+
 static void up_process(upstream_conn *up)
 {
     while (up->in_pos < up->in.len && up->state == UPSTREAM_READY) {
@@ -531,10 +572,8 @@ static void up_process(upstream_conn *up)
         size_t used = 0;
         resp_frame_status st = resp_frame_scan(&up->framer, base, avail, &used);
         if (st == RESP_FRAME_ERROR) {
-            vp_log(VP_LOG_WARNING, "upstream %s: unreadable reply (%s); closing", up->srv->conf.upstream,
-                   up->framer.error);
-            up_lost(up, "protocol error from upstream");
-            return;
+            up_unframed(up);
+            continue; /* a pipe now, or closed */
         }
         if (st == RESP_FRAME_DONE) {
             if (!up->streaming) up->route = up_decide(up, base, used, 1);
