@@ -765,8 +765,25 @@ void client_upstream_failed(client_session *c, const char *reason)
     client_maybe_finish(c);
 }
 
+/* Redis refused the connection (upstream_refusal): the client's oldest
+ * command still waiting gets that error as its reply, as it would from
+ * Redis directly. */
+static void client_take_refusal(client_session *c)
+{
+    size_t n;
+    const char *err = c->up ? upstream_refusal(c->up, &n) : NULL;
+    if (!err) return;
+    for (size_t i = 0; i < c->slot_len; i++) {
+        if (slot_at(c, i)->kind == SLOT_WAITING) {
+            client_reply(c, c->slot_seq + i, err, n, 1);
+            return;
+        }
+    }
+}
+
 void client_upstream_lost(client_session *c, const char *reason)
 {
+    client_take_refusal(c);
     client_release_upstream(c);
     vp_log(VP_LOG_VERBOSE,
            "client %llu %s: upstream connection lost (%s); closing after delivering what arrived", c->id,

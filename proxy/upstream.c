@@ -158,7 +158,11 @@ static void up_lost(upstream_conn *up, const char *reason)
 {
     struct client_session *c = up->client;
     up->srv->stats.upstream_lost++;
-    vp_log(VP_LOG_VERBOSE, "upstream %s: connection lost: %s", up->srv->conf.upstream, reason);
+    if (up->refusal_len)
+        vp_log(VP_LOG_VERBOSE, "upstream %s: refused the connection: %.*s", up->srv->conf.upstream,
+               (int)up->refusal_len - 2, up->refusal);
+    else
+        vp_log(VP_LOG_VERBOSE, "upstream %s: connection lost: %s", up->srv->conf.upstream, reason);
     upstream_close(up);
     if (c)
         client_upstream_lost(c, reason);
@@ -464,6 +468,28 @@ static void up_deliver(upstream_conn *up, const char *p, size_t n, int done)
     }
 }
 
+/* Called for every reply as it starts (n: its length if whole, else 0).
+ * The first one on the connection, an error for a request of the proxy's
+ * own (no client is given it), is what Redis refused the connection with;
+ * any later reply means it did not. */
+static void up_note_refusal(upstream_conn *up, const char *p, size_t n)
+{
+    up_entry *e = fifo_head(up);
+    int first = !up->replied;
+    up->replied = 1;
+    up->refusal_len = 0;
+    if (!first || n < 3 || n > sizeof(up->refusal) || p[0] != '-' || !e || e->client) return;
+    if (up->route != ROUTE_REPLY && up->route != ROUTE_SCRIPT_LOAD) return;
+    memcpy(up->refusal, p, n);
+    up->refusal_len = (unsigned char)n;
+}
+
+const char *upstream_refusal(const upstream_conn *up, size_t *len)
+{
+    *len = up->refusal_len;
+    return up->refusal_len ? up->refusal : NULL;
+}
+
 static void up_process(upstream_conn *up)
 {
     while (up->in_pos < up->in.len && up->state == UPSTREAM_READY) {
@@ -489,7 +515,10 @@ static void up_process(upstream_conn *up)
             return;
         }
         if (st == RESP_FRAME_DONE) {
-            if (!up->streaming) up->route = up_decide(up, base, used, 1);
+            if (!up->streaming) {
+                up->route = up_decide(up, base, used, 1);
+                up_note_refusal(up, base, used);
+            }
             up->streaming = 0;
             up->in_pos += used;
             up_deliver(up, base, used, 1);
@@ -504,6 +533,7 @@ static void up_process(upstream_conn *up)
                 break;
             }
             up->route = up_decide(up, base, used, 0);
+            up_note_refusal(up, base, 0);
             up->streaming = 1;
         }
         up->in_pos += used;

@@ -1,0 +1,166 @@
+/* test_limits.c - connection limits: a Redis that refuses connections
+ * (maxclients), and the proxy's own maxclients and open-file limit.
+ *
+ * Redis at maxclients writes "-ERR max number of clients reached" to a new
+ * connection as it accepts it, then closes it. Through the proxy a client
+ * must see the same: that error as the reply to its command, then the
+ * close, also when the connection Redis refused is one the proxy opened for
+ * it (a move to its own connection, a new shared connection) and its first
+ * request was one of the proxy's own. Clients whose connections were there
+ * before the limit was reached go on (bystanders); a shared connection
+ * counts as one Redis client. */
+#include <sys/resource.h>
+
+#include "tests/support/bystander.h"
+#include "tests/support/checks.h"
+
+#define MAXCLIENTS_ERR "-ERR max number of clients reached\r\n"
+/* Redis's maxclients in these stories: room for the bystanders, the
+ * proxies' connections and a few more, then filled up directly. */
+#define REDIS_MAXCLIENTS "12"
+#define FILL_MAX 32
+
+static vt_env env;
+static const char *const redis_args[] = {"--maxclients", REDIS_MAXCLIENTS, NULL};
+
+static void setup(void)
+{
+    vt_redis_opts ro = {.extra_args = redis_args};
+    vt_env_start(&env, &ro, NULL);
+}
+
+static void teardown(void)
+{
+    vt_env_stop(&env);
+}
+
+TestSuite(limits, .init = setup, .fini = teardown, .timeout = VT_TEST_TIMEOUT_S);
+
+/* Direct connections to Redis until it refuses one: then it is full. */
+typedef struct redis_fill {
+    redisContext *c[FILL_MAX];
+    int n;
+} redis_fill;
+
+static void fill_redis(redis_fill *f, int port)
+{
+    f->n = 0;
+    for (;;) {
+        cr_assert(f->n < FILL_MAX, "Redis took %d more connections without refusing one", FILL_MAX);
+        redisContext *c = vt_must_connect(port);
+        redisReply *r = vt_cmd(c, "PING");
+        if (r && r->type == REDIS_REPLY_ERROR) {
+            cr_assert(strcmp(r->str, "ERR max number of clients reached") == 0, "unexpected refusal: %s",
+                      VT_DESCRIBE(r));
+            freeReplyObject(r);
+            redisFree(c);
+            return;
+        }
+        vt_assert_status(r, "PONG");
+        freeReplyObject(r);
+        f->c[f->n++] = c;
+    }
+}
+
+static void unfill_redis(redis_fill *f)
+{
+    for (int i = 0; i < f->n; i++)
+        redisFree(f->c[i]);
+    f->n = 0;
+}
+
+/* Send `request` on fd and expect Redis's refusal as the only reply, then
+ * the close (a reset after the reply is what Redis's own close may give a
+ * client that sent more). */
+static void expect_refused(int fd, const char *request)
+{
+    vt_buf got = {0};
+    /* The send may fail: the other side may have closed already. */
+    (void)vt_sock_send_str(fd, request);
+    bool closed = vt_sock_read_eof(fd, &got, VT_READ_DEADLINE_MS);
+    vt_assert_bytes(&got, MAXCLIENTS_ERR);
+    cr_assert(closed, "the connection stayed open after the refusal");
+    vt_buf_free(&got);
+}
+
+Test(limits, a_client_that_moves_when_redis_is_full_gets_redis_refusal_then_the_close)
+{
+    vt_bystanders *b = vt_bystanders_start(env.proxy->port, 3);
+    cr_assert(b != NULL);
+    cr_assert(vt_bystanders_wait(b, 30, VT_READ_DEADLINE_MS), "the bystanders did not get going");
+
+    /* A client named, served, before the limit. */
+    int fd = vt_must_sock(env.proxy->port);
+    vt_buf req = {0};
+    vt_buf_cmd(&req, "CLIENT", "SETNAME", "mover", NULL);
+    vt_buf_cmd(&req, "SET", "limits:k", "v", NULL);
+    vt_exchange(fd, &req, "+OK\r\n+OK\r\n");
+
+    redis_fill fill;
+    fill_redis(&fill, env.redis->port);
+
+    /* SELECT needs a connection of its own: on a shared one the proxy opens
+     * it now (its first requests are the proxy's silent PUBLISH and the
+     * SETNAME replay) and Redis refuses it. With a connection of its own
+     * already (shared-upstreams 0, or Redis directly) the client goes on. */
+    if (vt_proxy_shared_upstreams(env.proxy) > 0) {
+        expect_refused(fd, "*2\r\n$6\r\nSELECT\r\n$1\r\n1\r\n*2\r\n$3\r\nGET\r\n$8\r\nlimits:k\r\n");
+    } else {
+        vt_buf_cmd(&req, "SELECT", "1", NULL);
+        vt_buf_cmd(&req, "GET", "limits:k", NULL);
+        vt_exchange(fd, &req, "+OK\r\n$-1\r\n");
+    }
+
+    /* A client arriving now (the one before still holds its connection):
+     * on the shared connection it is served (the shared connection is one
+     * Redis client, there before the limit); a connection of its own Redis
+     * refuses. */
+    int late = vt_must_sock(env.proxy->port);
+    if (vt_proxy_shared_upstreams(env.proxy) > 0) {
+        vt_buf_cmd(&req, "PING", NULL);
+        vt_exchange(late, &req, "+PONG\r\n");
+    } else {
+        expect_refused(late, "*1\r\n$4\r\nPING\r\n");
+    }
+    close(late);
+    close(fd);
+
+    cr_assert(vt_bystanders_wait(b, 30, VT_READ_DEADLINE_MS), "the bystanders stopped being served");
+    vt_assert_bystanders_ok(b);
+    unfill_redis(&fill);
+    vt_buf_free(&req);
+}
+
+Test(limits, every_client_waiting_on_a_connection_redis_refuses_gets_the_refusal)
+{
+    vt_bystanders *b = vt_bystanders_start(env.proxy->port, 3);
+    cr_assert(b != NULL);
+    cr_assert(vt_bystanders_wait(b, 30, VT_READ_DEADLINE_MS), "the bystanders did not get going");
+    redis_fill fill;
+    fill_redis(&fill, env.redis->port);
+
+    /* A second proxy in front of the full Redis: its shared connection (or
+     * each client's own) is refused, and every client that sent commands
+     * on it gets the refusal as its first reply. */
+    vt_proxy *late = vt_proxy_start(env.redis, NULL);
+    cr_assert(late != NULL);
+    enum { NCLIENTS = 6 };
+    int fds[NCLIENTS];
+    for (int i = 0; i < NCLIENTS; i++)
+        fds[i] = vt_must_sock(late->port);
+    const char *pipeline = "*1\r\n$4\r\nPING\r\n*3\r\n$3\r\nSET\r\n$8\r\nlimits:a\r\n$1\r\nb\r\n"
+                           "*2\r\n$3\r\nGET\r\n$8\r\nlimits:a\r\n";
+    for (int i = 0; i < NCLIENTS; i++)
+        cr_assert(vt_sock_send_str(fds[i], pipeline));
+    for (int i = 0; i < NCLIENTS; i++) {
+        expect_refused(fds[i], "");
+        close(fds[i]);
+    }
+    cr_assert(vt_proxy_alive(late), "the second proxy died");
+    cr_assert(vt_proxy_stop(late));
+    vt_proxy_free(late);
+
+    cr_assert(vt_bystanders_wait(b, 30, VT_READ_DEADLINE_MS), "the bystanders stopped being served");
+    vt_assert_bystanders_ok(b);
+    unfill_redis(&fill);
+}
