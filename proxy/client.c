@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "proxy/admin.h"
+#include "proxy/limits.h"
 #include "proxy/log.h"
 
 /* Read size per uv read, Redis's PROTO_IOBUF_LEN. */
@@ -281,6 +282,18 @@ static upstream_conn *client_connect(client_session *c)
 static void client_move_to_own(client_session *c)
 {
     client_release_upstream(c);
+    if (!limits_may_open_own(c->srv)) {
+        /* No descriptor left for it: the waiting command gets what Redis
+         * says to a connection it cannot take, then the close. */
+        vp_log(VP_LOG_VERBOSE, "client %llu %s: no descriptor left for its own upstream connection; closing",
+               c->id, c->addr);
+        c->srv->stats.rejected_connections++;
+        client_queue_local(c, LIMITS_MAXCLIENTS_ERR, sizeof(LIMITS_MAXCLIENTS_ERR) - 1);
+        c->settling = 0;
+        c->input_done = 1;
+        c->close_when_done = 1;
+        return;
+    }
     c->own_upstream = 1;
     c->settling = 0;
     c->up = client_open_own(c);

@@ -25,6 +25,10 @@ typedef struct vp_server {
     unsigned long long next_client_id;
     unsigned long clients_draining; /* clients that sent EOF with replies owed */
     uint64_t unavailable_logged_at; /* loop time of the last "upstream unavailable" line */
+    /* Descriptors for clients and their own upstream connections (limits.h),
+     * and how many of those connections are open (not yet freed). */
+    long long client_fds;
+    unsigned long own_upstreams;
 
     /* Shared upstream connections (conf.shared_upstreams of them, opened on
      * demand; NULL when not open). Requests for them are gathered during a

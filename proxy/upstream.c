@@ -123,6 +123,7 @@ void upstream_close(upstream_conn *up)
 static void up_maybe_free(upstream_conn *up)
 {
     if (up->handles_open > 0 || up->resolving) return;
+    if (!up->shared) up->srv->own_upstreams--;
     outq_free(&up->out);
     vp_buf_free(&up->in);
     vp_buf_free(&up->kept);
@@ -226,6 +227,7 @@ upstream_conn *upstream_open(vp_server *srv, struct client_session *client)
     up->handles_open = 1;
     outq_init(&up->out, &up->h.stream, up, up_on_written);
     srv->stats.upstream_connects++;
+    if (client) srv->own_upstreams++; /* (a shared one is opened without a client) */
     up_make_barrier(up);
 
     const vp_config *conf = &srv->conf;

@@ -164,3 +164,145 @@ Test(limits, every_client_waiting_on_a_connection_redis_refuses_gets_the_refusal
     vt_assert_bystanders_ok(b);
     unfill_redis(&fill);
 }
+
+/* ---- the proxy's own limit: maxclients and the open-file limit ---- */
+
+#define LOW_NOFILE 64
+#define RESERVED_FDS 32 /* as Redis's CONFIG_MIN_RESERVED_FDS */
+#define NBYSTANDERS 3
+
+static vt_env files_env;
+
+static void files_teardown(void)
+{
+    vt_env_stop(&files_env);
+}
+
+TestSuite(open_files, .fini = files_teardown, .timeout = VT_TEST_TIMEOUT_S);
+
+/* The clients the proxy must take under ulimit -n LOW_NOFILE, worked out
+ * from the rule the README states: the limit less the reserve (less a
+ * descriptor per shared connection), one descriptor per client on shared
+ * connections, two with shared-upstreams 0. */
+static int expected_maxclients(const vt_proxy *p)
+{
+    int shared = vt_proxy_shared_upstreams(p);
+    return shared > 0 ? LOW_NOFILE - RESERVED_FDS - shared : (LOW_NOFILE - RESERVED_FDS) / 2;
+}
+
+/* A new client's PING: 1 served (+PONG, left open in *fd), 0 refused with
+ * exactly Redis's error then the close. */
+static int ping_or_refused(int port, int *fd)
+{
+    *fd = vt_must_sock(port);
+    cr_assert(vt_sock_send_str(*fd, "*1\r\n$4\r\nPING\r\n"), "send failed");
+    vt_buf got = {0};
+    vt_sock_read_len(*fd, &got, 7, VT_READ_DEADLINE_MS);
+    if (got.len == 7 && memcmp(got.data, "+PONG\r\n", 7) == 0) {
+        vt_buf_free(&got);
+        return 1;
+    }
+    bool closed = vt_sock_read_eof(*fd, &got, VT_READ_DEADLINE_MS);
+    vt_assert_bytes(&got, MAXCLIENTS_ERR);
+    cr_assert(closed, "a refused client's connection stayed open");
+    vt_buf_free(&got);
+    close(*fd);
+    *fd = -1;
+    return 0;
+}
+
+/* Poll: does a new client get served again? */
+static bool served_again(void *arg)
+{
+    int fd;
+    if (!ping_or_refused(*(int *)arg, &fd)) return false;
+    close(fd);
+    return true;
+}
+
+Test(open_files, under_a_low_ulimit_the_clients_past_what_fits_get_redis_error_and_the_others_go_on)
+{
+    VT_SKIP_IF_DIRECT();
+    files_env.redis = vt_redis_start(NULL);
+    cr_assert(files_env.redis != NULL);
+    vt_proxy_opts po = {.nofile = LOW_NOFILE};
+    files_env.proxy = vt_proxy_start(files_env.redis, &po);
+    cr_assert(files_env.proxy != NULL);
+    int port = files_env.proxy->port;
+    int maxclients = expected_maxclients(files_env.proxy);
+    char *log = vt_proxy_log(files_env.proxy);
+    char want[96];
+    snprintf(want, sizeof(want), "maxclients has been reduced to %d", maxclients);
+    cr_assert(strstr(log, want) != NULL, "no \"%s\" in the proxy's log:\n%s", want, log);
+    free(log);
+
+    vt_bystanders *b = vt_bystanders_start(port, NBYSTANDERS);
+    cr_assert(b != NULL);
+    cr_assert(vt_bystanders_wait(b, 30, VT_READ_DEADLINE_MS), "the bystanders did not get going");
+
+    /* More clients than fit: each one is served or refused, never closed
+     * in silence, and exactly maxclients are in at once. */
+    enum { NCLIENTS = LOW_NOFILE };
+    int fds[NCLIENTS];
+    int served = 0, refused = 0;
+    for (int i = 0; i < NCLIENTS; i++) {
+        if (ping_or_refused(port, &fds[served]))
+            served++;
+        else
+            refused++;
+    }
+    cr_assert_eq(served + NBYSTANDERS, maxclients, "%d served besides %d bystanders, want %d in all", served,
+                 NBYSTANDERS, maxclients);
+    cr_assert(vt_bystanders_wait(b, 30, VT_READ_DEADLINE_MS), "the bystanders stopped being served");
+
+    /* A served client that moves needs one more descriptor: with none left
+     * its command gets the same error. With shared-upstreams 0 it has its
+     * connection already. */
+    vt_buf req = {0};
+    if (vt_proxy_shared_upstreams(files_env.proxy) > 0) {
+        expect_refused(fds[0], "*2\r\n$6\r\nSELECT\r\n$1\r\n1\r\n");
+        refused++;
+    } else {
+        vt_buf_cmd(&req, "SELECT", "1", NULL);
+        vt_exchange(fds[0], &req, "+OK\r\n");
+    }
+    close(fds[0]);
+    for (int i = 1; i < served; i++)
+        close(fds[i]);
+
+    /* Room again once they left. */
+    cr_assert(vt_wait_until(served_again, &port, VT_READ_DEADLINE_MS),
+              "no client served after the others left");
+    cr_assert_eq(vt_proxy_stat(port, "rejected_connections"), refused);
+    cr_assert(vt_bystanders_wait(b, 30, VT_READ_DEADLINE_MS), "the bystanders stopped being served");
+    vt_assert_bystanders_ok(b);
+    vt_buf_free(&req);
+}
+
+Test(open_files, maxclients_caps_the_clients_and_the_next_gets_redis_error)
+{
+    files_env.redis = vt_redis_start(NULL);
+    cr_assert(files_env.redis != NULL);
+    /* In direct mode Redis itself is told maxclients 4. */
+    const char *const args[] = {"--maxclients", "4", NULL};
+    vt_proxy_opts po = {.extra_args = args};
+    if (vt_direct_mode()) {
+        redisContext *c = vt_must_connect(files_env.redis->port);
+        redisReply *r = vt_cmd(c, "CONFIG SET maxclients 4");
+        vt_assert_status(r, "OK");
+        freeReplyObject(r);
+        redisFree(c);
+    }
+    files_env.proxy = vt_proxy_start(files_env.redis, &po);
+    cr_assert(files_env.proxy != NULL);
+    int port = files_env.proxy->port;
+
+    int fds[6], served = 0;
+    for (int i = 0; i < 6; i++)
+        served += ping_or_refused(port, &fds[served]);
+    cr_assert_eq(served, 4);
+    for (int i = 0; i < served; i++)
+        close(fds[i]);
+    cr_assert(vt_wait_until(served_again, &port, VT_READ_DEADLINE_MS),
+              "no client served after the others left");
+}
