@@ -417,7 +417,11 @@ static up_route up_decide(upstream_conn *up, const char *p, size_t n, int whole)
                            memcmp(p, NOSCRIPT_PREFIX, sizeof(NOSCRIPT_PREFIX) - 1) == 0;
             return noscript && e->retries < UP_NOSCRIPT_RETRIES ? ROUTE_NOSCRIPT : ROUTE_REPLY;
         }
-        vp_log(VP_LOG_WARNING, "upstream %s: reply nobody asked for; passing it on", up->srv->conf.upstream);
+        /* (Not for an error before any reply: Redis refusing the
+         * connection before the proxy sent anything, see up_note_refusal.) */
+        if (up->replied || !whole || p[0] != '-')
+            vp_log(VP_LOG_WARNING, "upstream %s: reply nobody asked for; passing it on",
+                   up->srv->conf.upstream);
         return ROUTE_PUSH;
     }
     if (e && whole) {
