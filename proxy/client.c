@@ -792,6 +792,7 @@ static void client_take_refusal(client_session *c)
             return;
         }
     }
+    if (c->slot_len == 0) outq_add_copy(&c->out, err, n); /* none waiting: as Redis, before the close */
 }
 
 void client_upstream_lost(client_session *c, const char *reason)

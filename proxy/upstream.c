@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include "lua/verbs.h"
 #include "proxy/client.h"
@@ -154,11 +155,14 @@ static void up_fail(upstream_conn *up, const char *reason)
         client_shared_failed(up->srv, up, why);
 }
 
+static void up_read_refusal(upstream_conn *up);
+
 /* Mid-session loss: the client gets what already arrived, then is closed. */
 static void up_lost(upstream_conn *up, const char *reason)
 {
     struct client_session *c = up->client;
     up->srv->stats.upstream_lost++;
+    up_read_refusal(up); /* (before the close takes the socket) */
     if (up->refusal_len)
         vp_log(VP_LOG_VERBOSE, "upstream %s: refused the connection: %.*s", up->srv->conf.upstream,
                (int)up->refusal_len - 2, up->refusal);
@@ -490,8 +494,31 @@ static void up_note_refusal(upstream_conn *up, const char *p, size_t n)
     up->refusal_len = (unsigned char)n;
 }
 
-const char *upstream_refusal(const upstream_conn *up, size_t *len)
+/* A write to a connection Redis refused can fail (EPIPE) before what Redis
+ * wrote ahead of its close is read: if nothing was answered yet, look at
+ * what the kernel holds for an error line (whoever it answers: it is the
+ * reply to the oldest command waiting). */
+static void up_read_refusal(upstream_conn *up)
 {
+    uv_os_fd_t fd;
+    if (up->replied || up->refusal_len || up->state != UPSTREAM_READY || uv_fileno(&up->h.handle, &fd) != 0)
+        return;
+    char buf[sizeof(up->refusal)];
+    size_t n = up->in.len - up->in_pos; /* the start of a reply, read already */
+    if (n > sizeof(buf)) return;
+    if (n) memcpy(buf, up->in.data + up->in_pos, n);
+    ssize_t got = recv(fd, buf + n, sizeof(buf) - n, MSG_DONTWAIT);
+    if (got > 0) n += (size_t)got;
+    char *end = n > 1 ? memchr(buf, '\n', n) : NULL;
+    if (n < 3 || buf[0] != '-' || !end || end[-1] != '\r') return;
+    up->replied = 1;
+    up->refusal_len = (unsigned char)(end + 1 - buf);
+    memcpy(up->refusal, buf, up->refusal_len);
+}
+
+const char *upstream_refusal(upstream_conn *up, size_t *len)
+{
+    up_read_refusal(up);
     *len = up->refusal_len;
     return up->refusal_len ? up->refusal : NULL;
 }

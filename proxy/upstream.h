@@ -238,7 +238,7 @@ size_t upstream_backlog(const upstream_conn *up);
 /* The error Redis refused this connection with (see upstream_conn.refusal),
  * NULL if none: the reply a client's waiting command gets when the
  * connection is lost. */
-const char *upstream_refusal(const upstream_conn *up, size_t *len);
+const char *upstream_refusal(upstream_conn *up, size_t *len);
 void upstream_pause_reading(upstream_conn *up);
 void upstream_resume_reading(upstream_conn *up);
 /* Detach and close; the object frees itself later. Never calls the client. */
