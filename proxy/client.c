@@ -74,6 +74,7 @@ static void slot_pop(client_session *c)
     c->slot_head = (c->slot_head + 1) % c->slot_cap;
     c->slot_len--;
     c->slot_seq++;
+    c->front_started = 0;
 }
 
 static void slot_append(client_slot *s, const char *p, size_t n)
@@ -255,7 +256,8 @@ static int client_owed_released(const client_session *c)
 static int client_may_share(client_session *c, int argc, const resp_arg *argv)
 {
     if (c->slot_len >= client_share_window(c)) {
-        c->owed_wait = 1; /* client_round_end and client_on_written resume */
+        c->window_used = 1; /* it may earn a larger one */
+        c->owed_wait = 1;   /* client_round_end and client_on_written resume */
         client_stop_reading(c);
         return 0;
     }
@@ -305,13 +307,31 @@ static upstream_conn *client_open_own(client_session *c)
     return up;
 }
 
-/* Its own connection, or a shared one while it needs no state. */
+/* No descriptor left for a connection of its own: the waiting command gets
+ * what Redis says to a connection it cannot take, then the close. */
+static void client_refuse_no_descriptor(client_session *c)
+{
+    vp_log(VP_LOG_VERBOSE, "client %llu %s: no descriptor left for its own upstream connection; closing",
+           c->id, c->addr);
+    c->srv->stats.rejected_connections++;
+    client_queue_local(c, LIMITS_MAXCLIENTS_ERR, sizeof(LIMITS_MAXCLIENTS_ERR) - 1);
+    c->settling = 0;
+    c->input_done = 1;
+    c->close_when_done = 1;
+}
+
+/* Its own connection, or a shared one while it needs no state. NULL when
+ * it was refused for want of a descriptor. */
 static upstream_conn *client_connect(client_session *c)
 {
     if (c->own_upstream) return client_open_own(c);
     if (c->srv->conf.shared_upstreams == 0) return upstream_open(c->srv, c);
     if (c->srv->sharing_off) {
         /* Redis limits a client's output (upstream_outlimit.c). */
+        if (!limits_may_open_own(c->srv)) {
+            client_refuse_no_descriptor(c);
+            return NULL;
+        }
         c->own_upstream = 1;
         return client_open_own(c);
     }
@@ -324,15 +344,7 @@ static void client_move_to_own(client_session *c)
 {
     client_release_upstream(c);
     if (!limits_may_open_own(c->srv)) {
-        /* No descriptor left for it: the waiting command gets what Redis
-         * says to a connection it cannot take, then the close. */
-        vp_log(VP_LOG_VERBOSE, "client %llu %s: no descriptor left for its own upstream connection; closing",
-               c->id, c->addr);
-        c->srv->stats.rejected_connections++;
-        client_queue_local(c, LIMITS_MAXCLIENTS_ERR, sizeof(LIMITS_MAXCLIENTS_ERR) - 1);
-        c->settling = 0;
-        c->input_done = 1;
-        c->close_when_done = 1;
+        client_refuse_no_descriptor(c);
         return;
     }
     c->own_upstream = 1;
@@ -457,8 +469,20 @@ static void client_call_verb(client_session *c, const verb_def *v, const resp_ar
         return;
     }
     int rc = verbs_check(v, argc, argv, &call, err, sizeof(err));
+    if (rc < 0 && rc == VERB_ERR_ARITY) {
+        client_verb_error(c, err, 1);
+        return;
+    }
+    if (c->up->shared && upstream_requires_auth(c->up)) {
+        /* What Redis says to the EVALSHA (after an arity error, before any
+         * other): and the rewritten request, longer than the verb, must not
+         * meet Redis's pre-auth limits on the shared connection. */
+        static const char noauth[] = "-NOAUTH Authentication required.\r\n";
+        client_queue_local(c, noauth, sizeof(noauth) - 1);
+        return;
+    }
     if (rc < 0) {
-        client_verb_error(c, err, rc == VERB_ERR_ARITY);
+        client_verb_error(c, err, 0);
         return;
     }
     if (c->up->shared) c->used_shared = 1;
@@ -532,6 +556,7 @@ static void client_http_request(client_session *c)
     }
     for (size_t i = 0; i < c->slot_len; i++) {
         if (c->slot_seq + i < c->read_seq) continue;
+        if (i == 0 && c->front_started) continue; /* half of it is out: it goes out whole */
         client_slot *s = slot_at(c, i);
         s->replace = 1; /* what Redis sends for it is dropped */
         s->patch = 0;
@@ -985,7 +1010,10 @@ void client_reply(client_session *c, unsigned long long seq, const char *p, size
     } else if (idx == 0 && !s->patch) {
         /* The common case: the front slot's reply goes straight out. */
         if (p) outq_add(&c->out, p, n);
-        if (done) slot_pop(c);
+        if (done)
+            slot_pop(c);
+        else
+            c->front_started = 1;
     } else {
         /* Held: a reply overtook one still owed before it (a NOSCRIPT
          * retry), or one to rewrite. */
@@ -1020,9 +1048,11 @@ void client_round_end(client_session *c)
     client_flush(c);
     /* Everything it was owed is in and taken by the kernel: it may be owed
      * more at once. */
-    if (!c->closing && c->up && c->up->shared && c->slot_len == 0 && outq_size(&c->out) == 0 &&
-        c->share_window < CLIENT_SHARED_MAX_OWED)
+    if (!c->closing && c->up && c->up->shared && c->window_used && c->slot_len == 0 &&
+        outq_size(&c->out) == 0 && c->share_window < CLIENT_SHARED_MAX_OWED) {
         c->share_window = (unsigned short)(c->share_window * 2);
+        c->window_used = 0;
+    }
 }
 
 void client_upstream_drained(client_session *c)
@@ -1085,11 +1115,18 @@ void client_shared_lost(vp_server *srv, upstream_conn *up, const char *reason)
      * to be set up get its error and the close, as Redis would give them. */
     size_t refusal_len;
     int refused = upstream_refusal(up, &refusal_len) != NULL;
+    /* Lost before its setup was answered (the upstream accepts and closes:
+     * a load balancer without a backend, a TLS-only port): for its clients,
+     * whose requests were held, a failed connect; their next request tries
+     * again, so they never make the proxy reconnect in a loop. */
+    int set_up = upstream_was_set_up(up);
     client_session *next;
     for (client_session *c = srv->clients; c; c = next) {
         next = c->next;
         if (c->up != up) continue;
-        if (c->slot_len || refused) {
+        if (!set_up && !refused) {
+            client_upstream_failed(c, reason);
+        } else if (c->slot_len || refused) {
             client_upstream_lost(c, reason);
         } else {
             /* Its next command (maybe one already read) takes a new one. */
@@ -1201,5 +1238,9 @@ void client_accept(vp_server *srv, uv_stream_t *listener, int is_unix)
     vp_log(VP_LOG_DEBUG, "client %llu %s: connected", c->id, c->addr);
     /* Connect upstream at once so the first request does not pay for it. */
     c->up = client_connect(c);
+    if (c->close_when_done) {
+        client_flush(c); /* refused: Redis's error, then the close */
+        return;
+    }
     client_start_reading(c);
 }

@@ -118,6 +118,10 @@ int cmd_needs_own_connection(int argc, const resp_arg *argv)
                cmd_arg_is(name, "blmove") || cmd_arg_is(name, "blmpop") || cmd_arg_is(name, "bzpopmin") ||
                cmd_arg_is(name, "bzpopmax") || cmd_arg_is(name, "bzmpop");
     case 'c':
+        /* CONFIG SET may set an output limit that makes sharing unsafe:
+         * what the client sends next must not run on the shared connection
+         * before the proxy has learned it (upstream_outlimit.c). */
+        if (argc >= 2 && cmd_arg_is(name, "config") && cmd_arg_is(&argv[1], "set")) return 1;
         return cmd_arg_is(name, "client") && !cmd_is_client_setter(argc, argv);
     case 'h':
         return cmd_arg_is(name, "hello");

@@ -40,7 +40,8 @@ int cmd_changes_session(const resp_arg *name);
 
 /* Does the command need a connection of its own (not a shared one)? Yes
  * when it sets or reads connection state (SELECT, AUTH, HELLO, CLIENT ... but its setters below,
- * WATCH, READONLY, SCRIPT DEBUG), changes how replies are counted (MULTI,
+ * WATCH, READONLY, SCRIPT DEBUG), may make the shared connection unsafe (CONFIG SET: an output
+ * limit, upstream_outlimit.c), may need to reach a busy Redis (SHUTDOWN), changes how replies are counted (MULTI,
  * SUBSCRIBE, MONITOR, RESET, CLIENT REPLY, replication) or may block the
  * connection (BLPOP and the other blocking commands, WAIT, XREAD BLOCK,
  * SHUTDOWN: it waits for lagging replicas, and SHUTDOWN NOSAVE must reach

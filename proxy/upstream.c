@@ -162,6 +162,7 @@ static void up_fail(upstream_conn *up, const char *reason)
 }
 
 static void up_read_refusal(upstream_conn *up);
+static int up_is_refusal(const char *p, size_t n);
 
 /* Mid-session loss: the client gets what already arrived, then is closed. */
 static void up_lost(upstream_conn *up, const char *reason)
@@ -279,6 +280,11 @@ upstream_conn *upstream_open(vp_server *srv, struct client_session *client)
 int upstream_is_ready(const upstream_conn *up)
 {
     return up->state == UPSTREAM_READY && !up->setting_up && (!up->shared || up->auth != UP_AUTH_UNKNOWN);
+}
+
+int upstream_was_set_up(const upstream_conn *up)
+{
+    return !up->setting_up && (!up->shared || up->auth != UP_AUTH_UNKNOWN);
 }
 
 int upstream_requires_auth(const upstream_conn *up)
@@ -425,19 +431,24 @@ static up_route up_decide_close_barrier(upstream_conn *up, const char *p, size_t
 #define NOAUTH_PREFIX "-NOAUTH "
 
 /* A shared connection never sends AUTH, so whether Redis requires it there
- * shows in the replies: -NOAUTH says it does; a reply that is not an error
- * says it does not (a command passed the check, e.g. after CONFIG SET
- * requirepass ""); other errors say nothing, since Redis finds an unknown
- * command or a wrong arity first. The first reply is to the proxy's own
- * CLIENT NO-EVICT, which passes that far on any Redis: it settles the
- * question before any client's command is sent (upstream_is_ready). */
-static void up_learn_auth(upstream_conn *up, const char *p, size_t n)
+ * shows in the replies: -NOAUTH to one of the proxy's own requests says it
+ * does (a client's error reply proves nothing: a script can return any
+ * error text); a reply that is not an error says it does not (a command
+ * passed the check, e.g. after CONFIG SET requirepass ""); other errors say
+ * nothing, since Redis finds an unknown command or a wrong arity first. The
+ * first reply is to the proxy's own CLIENT NO-EVICT, which passes that far
+ * on any Redis: it settles the question before any client's command is sent
+ * (upstream_is_ready); the output-limit probe every UP_OUTPUT_PROBE_MS asks
+ * again. */
+static void up_learn_auth(upstream_conn *up, const up_entry *e, const char *p, size_t n)
 {
     if (p[0] != '-' && up->auth == UP_AUTH_NOT_REQUIRED) return; /* the common case */
     if (up->auth == UP_AUTH_UNKNOWN) up->announce_ready = 1;
+    int ours = e && !e->client;
     if (p[0] != '-')
         up->auth = UP_AUTH_NOT_REQUIRED;
-    else if (n >= sizeof(NOAUTH_PREFIX) - 1 && memcmp(p, NOAUTH_PREFIX, sizeof(NOAUTH_PREFIX) - 1) == 0)
+    else if (ours && n >= sizeof(NOAUTH_PREFIX) - 1 &&
+             memcmp(p, NOAUTH_PREFIX, sizeof(NOAUTH_PREFIX) - 1) == 0)
         up->auth = UP_AUTH_REQUIRED;
     else if (up->auth == UP_AUTH_UNKNOWN)
         up->auth = UP_AUTH_NOT_REQUIRED;
@@ -447,7 +458,7 @@ static void up_learn_auth(upstream_conn *up, const char *p, size_t n)
 static up_route up_decide(upstream_conn *up, const char *p, size_t n, int whole)
 {
     if (up->framer.type == '>') return ROUTE_PUSH;
-    if (up->shared) up_learn_auth(up, p, n);
+    if (up->shared) up_learn_auth(up, fifo_head(up), p, n);
     up_entry *e;
     while ((e = fifo_head(up)) && e->kind == UP_RAW_START) {
         up->raw_rx = 1;
@@ -571,6 +582,14 @@ static void up_unframed(upstream_conn *up)
  * The first one on the connection, an error for a request of the proxy's
  * own (no client is given it), is what Redis refused the connection with;
  * any later reply means it did not. */
+static int up_is_refusal(const char *p, size_t n)
+{
+    static const char maxclients[] = "-ERR max number of clients reached";
+    static const char denied[] = "-DENIED ";
+    return (n >= sizeof(maxclients) - 1 && memcmp(p, maxclients, sizeof(maxclients) - 1) == 0) ||
+           (n >= sizeof(denied) - 1 && memcmp(p, denied, sizeof(denied) - 1) == 0);
+}
+
 static void up_note_refusal(upstream_conn *up, const char *p, size_t n)
 {
     up_entry *e = fifo_head(up);
@@ -578,6 +597,10 @@ static void up_note_refusal(upstream_conn *up, const char *p, size_t n)
     up->replied = 1;
     up->refusal_len = 0;
     if (!first || n < 3 || n > sizeof(up->refusal) || p[0] != '-' || !e || e->client) return;
+    /* What Redis writes to a connection it will not serve (maxclients,
+     * protected mode), not an error of a command it ran (CLIENT NO-EVICT on
+     * a Redis before 7.0). */
+    if (!up_is_refusal(p, n)) return;
     if (up->route != ROUTE_REPLY && up->route != ROUTE_SCRIPT_LOAD) return;
     memcpy(up->refusal, p, n);
     up->refusal_len = (unsigned char)n;
@@ -599,7 +622,7 @@ static void up_read_refusal(upstream_conn *up)
     ssize_t got = recv(fd, buf + n, sizeof(buf) - n, MSG_DONTWAIT);
     if (got > 0) n += (size_t)got;
     char *end = n > 1 ? memchr(buf, '\n', n) : NULL;
-    if (n < 3 || buf[0] != '-' || !end || end[-1] != '\r') return;
+    if (n < 3 || buf[0] != '-' || !end || end[-1] != '\r' || !up_is_refusal(buf, n)) return;
     up->replied = 1;
     up->refusal_len = (unsigned char)(end + 1 - buf);
     memcpy(up->refusal, buf, up->refusal_len);

@@ -188,12 +188,16 @@ typedef struct upstream_conn {
 /* Start connecting for `client`. Never fails synchronously: a failure is
  * reported through client_upstream_failed() from the loop. */
 upstream_conn *upstream_open(vp_server *srv, struct client_session *client);
-/* Connected, and may take requests: a shared connection only once the
- * answer to its CLIENT NO-EVICT said whether Redis requires AUTH of it. */
+/* Connected, and may take requests: a shared connection only once its
+ * setup is answered: CLIENT NO-EVICT's reply said whether Redis requires
+ * AUTH of it, and the output-limit probe whether clients may share. */
 int upstream_is_ready(const upstream_conn *up);
 /* Does Redis require AUTH of this shared connection (so each client on it
  * is held to Redis's pre-auth limits by the proxy)? 0 for an own one. */
 int upstream_requires_auth(const upstream_conn *up);
+/* Did it ever get as far as serving clients (its setup answered)? A shared
+ * connection lost before that is a failed connect for its clients. */
+int upstream_was_set_up(const upstream_conn *up);
 /* The shared connection for a client with this id: the open one, or a new
  * one (connecting). */
 upstream_conn *upstream_shared(vp_server *srv, unsigned long long client_id);

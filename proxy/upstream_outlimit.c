@@ -30,7 +30,10 @@ static const char probe_cmd[] = "*3\r\n$6\r\nCONFIG\r\n$3\r\nGET\r\n$26\r\nclien
 
 void upstream_probe_output_limit(upstream_conn *up)
 {
-    if (up->state == UPSTREAM_CLOSED || !upstream_is_counting(up) || up->in_multi) return;
+    /* (Without shared connections nobody shares anyway.) */
+    if (up->srv->conf.shared_upstreams == 0 || up->state == UPSTREAM_CLOSED || !upstream_is_counting(up) ||
+        up->in_multi)
+        return;
     outq_add_copy(&up->out, probe_cmd, sizeof(probe_cmd) - 1);
     up_fifo_push(up, NULL, UP_OUTPUT_PROBE);
 }

@@ -235,6 +235,35 @@ Test(auth, an_unauthenticated_request_of_11_arguments_closes_only_its_sender)
     vt_buf_free(&req);
 }
 
+/* A verb becomes EVALSHA sha numkeys ...: two elements longer than what the
+ * client sent, so a 9-element QACK would meet Redis's pre-auth limit on the
+ * shared connection as an 11-element request. Redis answers an EVALSHA
+ * -NOAUTH (after an arity error, before a bad value): so does the proxy,
+ * and nothing goes upstream. */
+Test(auth, an_unauthenticated_verb_gets_noauth_and_never_reaches_the_shared_connection)
+{
+    /* (On a connection of its own the EVALSHA goes to Redis, which judges
+     * it: see the README.) */
+    VT_SKIP_IF_DIRECT();
+    if (vt_proxy_shared_upstreams(env.proxy) == 0) cr_skip_test("a shared connection's story");
+    strangers_start();
+    cr_assert(strangers_wait(64), "the strangers did not get going");
+    int fd = vt_must_sock(env.proxy->port);
+    vt_buf req = {0};
+    vt_buf_cmd(&req, "QACK", "sa:lease", "m1", "m2", "m3", "m4", "m5", "m6", "m7", NULL);
+    vt_buf_cmd(&req, "LOCKRENEW", "sa:lock", "tok", "not-a-number", NULL);
+    vt_buf_cmd(&req, "LOCKRENEW", "sa:lock", NULL);
+    vt_buf_cmd(&req, "PING", NULL);
+    vt_exchange(fd, &req,
+                NOAUTH_LINE NOAUTH_LINE
+                "-ERR wrong number of arguments for 'lockrenew' command\r\n" NOAUTH_LINE);
+    close(fd);
+    cr_assert(strangers_wait(64), "the strangers stopped being served");
+    strangers_assert_ok();
+    expect_shared_connection_kept();
+    vt_buf_free(&req);
+}
+
 Test(auth, an_unauthenticated_bulk_of_16385_bytes_closes_only_its_sender)
 {
     strangers_start();

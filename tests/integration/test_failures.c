@@ -7,6 +7,13 @@
  * not there when a client arrives: the client gets
  * "-ERR upstream unavailable: <address>: <reason>" within the connect timeout
  * and the same connection works as soon as Redis is. */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <sys/socket.h>
+
 #include "tests/support/checks.h"
 
 #define CONNECT_TIMEOUT_MS 500
@@ -298,4 +305,88 @@ Test(failures, an_upstream_that_never_answers_connects_gives_an_error_after_the_
 
     vt_proxy_free(proxy);
     vt_blackhole_close(&hole);
+}
+
+/* ---- an upstream that accepts and closes at once ---- */
+
+/* A listener that accepts connections and closes them without a byte (a
+ * load balancer with no backend, a port-forward to nothing), counting them. */
+typedef struct closing_listener {
+    int fd, port;
+    atomic_int accepted;
+    atomic_int stop;
+    pthread_t thread;
+} closing_listener;
+
+static void *closing_listener_run(void *arg)
+{
+    closing_listener *l = arg;
+    while (!atomic_load(&l->stop)) {
+        struct pollfd p = {.fd = l->fd, .events = POLLIN};
+        if (poll(&p, 1, 20) <= 0) continue;
+        int c = accept(l->fd, NULL, NULL);
+        if (c < 0) continue;
+        atomic_fetch_add(&l->accepted, 1);
+        close(c);
+    }
+    return NULL;
+}
+
+static void closing_listener_open(closing_listener *l)
+{
+    l->port = vt_free_port();
+    l->fd = socket(AF_INET, SOCK_STREAM, 0);
+    int one = 1;
+    setsockopt(l->fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)l->port)};
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    cr_assert(bind(l->fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 && listen(l->fd, 64) == 0,
+              "cannot listen on port %d", l->port);
+    cr_assert(pthread_create(&l->thread, NULL, closing_listener_run, l) == 0);
+}
+
+static void closing_listener_close(closing_listener *l)
+{
+    atomic_store(&l->stop, 1);
+    pthread_join(l->thread, NULL);
+    close(l->fd);
+}
+
+/* A reply line or a close: what a client may see when its upstream goes. */
+static void expect_unavailable_or_closed(int port)
+{
+    int fd = vt_must_sock(port);
+    vt_buf got = {0};
+    cr_assert(vt_sock_send_str(fd, "PING\r\n"));
+    bool line = vt_sock_read_contains(fd, &got, "\r\n", CONNECT_TIMEOUT_MS + SLACK_MS);
+    cr_assert(line || got.eof || got.err, "neither an answer nor a close: \"%s\"", vt_buf_escaped(&got));
+    if (line)
+        cr_assert(strncmp(got.data, "-ERR upstream unavailable: ", 27) == 0, "got \"%s\"",
+                  vt_buf_escaped(&got));
+    close(fd);
+    vt_buf_free(&got);
+}
+
+/* The connection is lost before the proxy's setup on it is answered: its
+ * clients get "upstream unavailable" (or, on a connection of their own that
+ * carried their request, the close), and the proxy tries again only with
+ * their next request, never in a loop. */
+Test(failures, an_upstream_that_accepts_and_closes_is_not_reconnected_to_in_a_loop)
+{
+    VT_SKIP_IF_DIRECT();
+    closing_listener l = {0};
+    closing_listener_open(&l);
+    char addr[64];
+    snprintf(addr, sizeof(addr), "127.0.0.1:%d", l.port);
+    vt_proxy *proxy =
+        vt_proxy_start_upstream(addr, &(vt_proxy_opts){.connect_timeout_ms = CONNECT_TIMEOUT_MS});
+    cr_assert(proxy, "verbproxy did not start");
+    expect_unavailable_or_closed(proxy->port);
+    expect_unavailable_or_closed(proxy->port);
+    int accepted = atomic_load(&l.accepted);
+    /* two clients, each connecting at accept and maybe again for its request */
+    cr_assert_leq(accepted, 6, "the proxy connected %d times for two clients", accepted);
+    cr_assert(vt_proxy_alive(proxy), "verbproxy died");
+    vt_proxy_free(proxy);
+    closing_listener_close(&l);
 }

@@ -768,6 +768,26 @@ Test(shared_verbose, clients_that_end_after_a_big_pipeline_get_every_reply_and_a
 
 /* ---- a big request waiting to move ---- */
 
+/* An error reply is text a script chooses: a client's "-NOAUTH" does not
+ * make the proxy think Redis wants a password (and apply Redis's pre-auth
+ * limits to everyone on the shared connection). */
+Test(shared, a_script_that_returns_noauth_changes_nothing_for_the_others)
+{
+    redisContext *c = vt_must_connect(env.proxy->port);
+    redisReply *r = vt_cmd(c, "EVAL %s 0", "return redis.error_reply('NOAUTH Authentication required.')");
+    vt_assert_error(r, "NOAUTH");
+    freeReplyObject(r);
+    redisContext *victim = vt_must_connect(env.proxy->port);
+    r = vt_cmd(victim, "MSET a 1 b 2 c 3 d 4 e 5");
+    vt_assert_status(r, "OK");
+    freeReplyObject(r);
+    r = vt_cmd(victim, "GET e");
+    vt_assert_str(r, "5");
+    freeReplyObject(r);
+    redisFree(victim);
+    redisFree(c);
+}
+
 #define HUGE_VALUE (96 * 1024 * 1024)
 
 /* A request too big to hold whole arrives behind a slow script: it moves
