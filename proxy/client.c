@@ -256,8 +256,7 @@ static int client_owed_released(const client_session *c)
 static int client_may_share(client_session *c, int argc, const resp_arg *argv)
 {
     if (c->slot_len >= client_share_window(c)) {
-        c->window_used = 1; /* it may earn a larger one */
-        c->owed_wait = 1;   /* client_round_end and client_on_written resume */
+        c->owed_wait = 1; /* client_round_end and client_on_written resume */
         client_stop_reading(c);
         return 0;
     }
@@ -1041,18 +1040,15 @@ void client_round_end(client_session *c)
         client_process_input(c);
     }
     if (c->owed_wait && !c->closing && client_owed_released(c)) {
+        /* It was owed its whole window, and the kernel took every reply so
+         * far: a client that pipelines deep and reads may be owed more. */
+        if (!outq_backed_up(&c->out) && !c->big_replies && c->share_window < CLIENT_SHARED_MAX_OWED)
+            c->share_window = (unsigned short)(c->share_window * 2);
         c->owed_wait = 0;
         client_start_reading(c);
         client_process_input(c);
     }
     client_flush(c);
-    /* Everything it was owed is in and taken by the kernel: it may be owed
-     * more at once. */
-    if (!c->closing && c->up && c->up->shared && c->window_used && c->slot_len == 0 &&
-        outq_size(&c->out) == 0 && c->share_window < CLIENT_SHARED_MAX_OWED) {
-        c->share_window = (unsigned short)(c->share_window * 2);
-        c->window_used = 0;
-    }
 }
 
 void client_upstream_drained(client_session *c)

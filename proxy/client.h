@@ -102,7 +102,6 @@ typedef struct client_session {
     /* On a shared connection: how many replies it may be owed at once
      * (client_share_window), and the bytes of the reply coming in. */
     unsigned short share_window;
-    unsigned window_used : 1;   /* it was owed its whole window since the window last grew */
     unsigned front_started : 1; /* part of the front slot's reply went out already */
     size_t reply_bytes;
     uint64_t eof_at; /* loop time the client sent EOF with replies owed, 0 = not */
