@@ -1,0 +1,256 @@
+/* test_faults.c - the link between verbproxy and Redis breaks, stalls, crawls.
+ *
+ * Clients pipeline mixed traffic through verbproxy -> faultproxy -> redis:
+ * several workers at once (GET/SET/INCR with known values, values over
+ * 16 KiB so replies stream, MULTI/EXEC on some, ZTICK, QPOP and
+ * LOCKRELEASE), every reply checked byte for byte (tests/support/traffic.h).
+ * Then the link misbehaves (tests/support/faultproxy.h): the reply or the
+ * request stream is cut or reset at a byte, on every connection, or by the
+ * test at any moment; replies or requests stall; both directions arrive in
+ * pieces of a few bytes, or slowly. And Redis is SIGKILLed mid-pipeline.
+ *
+ * What every client must see, for every command: the right reply in order,
+ * or a clean close after right replies (what a client of a Redis that went
+ * away sees). Never a wrong reply, a reply out of order, a reply of someone
+ * else, or a hang past the session deadline. Faults that lose nothing
+ * (stalls, slices) must cost nobody a reply: every session completes and
+ * bystanders see nothing. Afterwards the proxy is alive and serves new
+ * clients; under ASan it has nothing to report (it would have died).
+ *
+ * Proxy-only (no verbproxy to put in front of the link in VP_TEST_DIRECT). */
+#include "tests/support/checks.h"
+#include "tests/support/faultproxy.h"
+#include "tests/support/traffic.h"
+
+#define WORKERS 6
+#define TX_WORKERS 2
+#define SESSIONS 6            /* per worker and phase */
+#define STORY_MS 30000        /* a story's phase must end within this */
+#define CUT_REPLIES_AT 150001 /* odd offsets: inside a reply, mostly inside a big one */
+#define CUT_REQUESTS_AT 90001
+#define STALL_MS 200
+
+static vt_redis *redis;
+static vt_faultproxy *fp;
+static vt_proxy *proxy;
+
+static void setup(void)
+{
+    if (vt_direct_mode()) return;
+    redis = vt_redis_start(NULL);
+    cr_assert(redis, "redis-server did not start (see stderr)");
+    fp = vt_faultproxy_start(redis->port);
+    cr_assert(fp, "the fault proxy did not start (see stderr)");
+    char upstream[32];
+    snprintf(upstream, sizeof(upstream), "127.0.0.1:%d", vt_faultproxy_port(fp));
+    proxy = vt_proxy_start_upstream(upstream, NULL);
+    cr_assert(proxy, "verbproxy did not start (see stderr)");
+}
+
+static void teardown(void)
+{
+    vt_env env = {.redis = redis, .proxy = proxy};
+    if (redis || proxy) vt_env_stop(&env); /* a proxy that died fails the test */
+    vt_faultproxy_stop(fp);
+    redis = NULL;
+    proxy = NULL;
+    fp = NULL;
+}
+
+TestSuite(faults, .init = setup, .fini = teardown, .timeout = VT_TEST_TIMEOUT_S);
+
+static vt_traffic *traffic_start(int sessions)
+{
+    vt_traffic *t = vt_traffic_start(
+        proxy->port, &(vt_traffic_opts){
+                         .workers = WORKERS, .tx_workers = TX_WORKERS, .sessions = sessions, .verbs = true});
+    cr_assert(t, "traffic did not start");
+    return t;
+}
+
+static void print_result(const char *phase, const vt_traffic_result *r)
+{
+    fprintf(stderr,
+            "vt: %s::%s %s: %lld sessions (%lld complete, %lld closed, %lld unavailable), %lld replies\n",
+            criterion_current_suite->name, criterion_current_test->name, phase, r->sessions, r->complete,
+            r->closed, r->unavailable, r->replies);
+}
+
+/* Every worker ran its sessions; nothing wrong, out of order or late. */
+static vt_traffic_result traffic_finish(vt_traffic *t, const char *phase)
+{
+    vt_traffic_result r;
+    bool ok = vt_traffic_finish(t, &r);
+    if (getenv("VP_TEST_VERBOSE")) print_result(phase, &r);
+    cr_assert(ok, "%s: %s", phase, r.why);
+    return r;
+}
+
+/* A fault that loses nothing: every session complete. */
+static void expect_all_complete(const vt_traffic_result *r, const char *phase)
+{
+    cr_assert(r->complete == r->sessions && r->sessions == WORKERS * SESSIONS,
+              "%s: %lld of %lld sessions complete (%lld closed), expected all %d", phase, r->complete,
+              r->sessions, r->closed, WORKERS * SESSIONS);
+}
+
+/* After the story: the proxy is alive, and a clean round of traffic (the
+ * faults disarmed) gets every reply. */
+static void expect_proxy_serves(void)
+{
+    cr_assert(vt_proxy_alive(proxy), "verbproxy died");
+    vt_traffic_result r = traffic_finish(traffic_start(2), "after the faults");
+    cr_assert(r.complete == r.sessions && r.sessions == WORKERS * 2,
+              "after the faults: %lld of %lld sessions complete (%lld closed)", r.complete, r.sessions,
+              r.closed);
+}
+
+/* A fault on every upstream connection while the traffic runs. */
+static void story_fault_on_every_connection(vt_fault f)
+{
+    VT_SKIP_IF_DIRECT();
+    f.scope = VT_FP_EACH;
+    int id = vt_faultproxy_arm(fp, &f);
+    cr_assert(id >= 0);
+    vt_traffic_result r = traffic_finish(traffic_start(SESSIONS), "under the fault");
+    cr_assert(vt_faultproxy_fired(fp, id) >= 1, "the fault never fired (%lld bytes each way)",
+              vt_faultproxy_stats(fp).bytes[f.dir]);
+    cr_assert(r.closed >= 1, "the fault fired %lld times and closed no client: was it inside a pipeline?",
+              vt_faultproxy_fired(fp, id));
+    cr_assert(r.replies > 0, "no reply got through at all");
+    vt_faultproxy_disarm(fp, id);
+    expect_proxy_serves();
+}
+
+Test(faults, reply_streams_cut_at_a_byte_give_right_replies_then_a_clean_close)
+{
+    story_fault_on_every_connection(
+        (vt_fault){.action = VT_FP_CUT, .dir = VT_FP_FROM_TARGET, .at = CUT_REPLIES_AT});
+}
+
+Test(faults, request_streams_cut_at_a_byte_give_right_replies_then_a_clean_close)
+{
+    story_fault_on_every_connection(
+        (vt_fault){.action = VT_FP_CUT, .dir = VT_FP_TO_TARGET, .at = CUT_REQUESTS_AT});
+}
+
+Test(faults, reply_streams_reset_at_a_byte_give_right_replies_then_a_close)
+{
+    story_fault_on_every_connection(
+        (vt_fault){.action = VT_FP_RESET, .dir = VT_FP_FROM_TARGET, .at = CUT_REPLIES_AT});
+}
+
+Test(faults, request_streams_reset_at_a_byte_give_right_replies_then_a_close)
+{
+    story_fault_on_every_connection(
+        (vt_fault){.action = VT_FP_RESET, .dir = VT_FP_TO_TARGET, .at = CUT_REQUESTS_AT});
+}
+
+static bool someone_owed(void *t)
+{
+    return vt_traffic_owed(t) > 0;
+}
+
+/* The test cuts, then resets, every upstream connection at moments of its
+ * choosing while replies stream. */
+Test(faults, connections_cut_and_reset_by_the_test_mid_traffic)
+{
+    VT_SKIP_IF_DIRECT();
+    vt_traffic *t = traffic_start(0);
+    const vt_fp_action actions[] = {VT_FP_CUT, VT_FP_RESET, VT_FP_CUT, VT_FP_RESET};
+    long long fired = 0;
+    for (size_t i = 0; i < sizeof(actions) / sizeof(actions[0]); i++) {
+        cr_assert(vt_traffic_wait_replies(t, 400, STORY_MS), "traffic stopped before fault %zu", i);
+        cr_assert(vt_wait_until(someone_owed, t, STORY_MS), "no client is owed replies");
+        int id = vt_faultproxy_arm(fp, &(vt_fault){.action = actions[i], .scope = VT_FP_OPEN});
+        cr_assert(id >= 0);
+        fired += vt_faultproxy_fired(fp, id);
+    }
+    cr_assert(vt_traffic_wait_replies(t, 400, STORY_MS), "traffic stopped after the faults");
+    vt_traffic_result r;
+    bool ok = vt_traffic_stop(t, &r);
+    if (getenv("VP_TEST_VERBOSE")) print_result("under the faults", &r);
+    cr_assert(ok, "%s", r.why);
+    cr_assert(fired >= 4, "the faults hit %lld connections, expected at least one each", fired);
+    cr_assert(r.closed >= 1, "no client was closed by %lld cuts and resets", fired);
+    expect_proxy_serves();
+}
+
+/* ---- faults that lose nothing: nobody may lose a reply ---- */
+
+static bool everyone_owed(void *t)
+{
+    return vt_traffic_owed(t) == WORKERS;
+}
+
+/* Replies stop on every upstream connection (after a few KiB of each)
+ * until the test releases them, once every worker has sent its pipeline
+ * and waits for replies. */
+Test(faults, replies_stalled_until_released_all_arrive_in_order)
+{
+    VT_SKIP_IF_DIRECT();
+    int id = vt_faultproxy_arm(
+        fp, &(vt_fault){.action = VT_FP_STALL, .dir = VT_FP_FROM_TARGET, .at = 20011, .scope = VT_FP_EACH});
+    cr_assert(id >= 0);
+    vt_traffic *t = traffic_start(SESSIONS);
+    cr_assert(vt_faultproxy_wait_fired(fp, id, 1, STORY_MS), "no reply stream reached the stall");
+    cr_assert(vt_wait_until(everyone_owed, t, STORY_MS), "only %d of %d workers wait for replies",
+              vt_traffic_owed(t), WORKERS);
+    vt_faultproxy_release(fp, id);
+    vt_traffic_result r = traffic_finish(t, "stalled, then released");
+    expect_all_complete(&r, "stalled, then released");
+    expect_proxy_serves();
+}
+
+/* Requests stop for STALL_MS on every upstream connection, once each. */
+Test(faults, requests_stalled_for_a_while_lose_nothing)
+{
+    VT_SKIP_IF_DIRECT();
+    int id = vt_faultproxy_arm(fp, &(vt_fault){.action = VT_FP_STALL,
+                                               .dir = VT_FP_TO_TARGET,
+                                               .at = 50021,
+                                               .scope = VT_FP_EACH,
+                                               .stall_ms = STALL_MS});
+    cr_assert(id >= 0);
+    vt_traffic_result r = traffic_finish(traffic_start(SESSIONS), "requests stalled");
+    cr_assert(vt_faultproxy_fired(fp, id) >= 1, "the stall never fired");
+    expect_all_complete(&r, "requests stalled");
+    expect_proxy_serves();
+}
+
+/* Both directions in pieces: on every connection, SLICE_WINDOWS windows
+ * of 4 KiB in pieces of 1..7 bytes, each followed by 36 KiB in pieces of
+ * up to 1460 bytes with pauses (a slow link); replies and requests split
+ * anywhere, in streamed values, in headers, between replies. */
+#define SLICE_WINDOWS 5
+#define SLICE_TINY (4 * 1024)
+#define SLICE_PERIOD (40 * 1024)
+
+Test(faults, replies_and_requests_in_small_pieces_lose_nothing)
+{
+    VT_SKIP_IF_DIRECT();
+    for (int d = 0; d < 2; d++) {
+        for (int k = 0; k < SLICE_WINDOWS; k++) {
+            long long at = (long long)k * SLICE_PERIOD;
+            vt_fault tiny = {.action = VT_FP_SLICE,
+                             .dir = d,
+                             .scope = VT_FP_EACH,
+                             .at = at,
+                             .chunk = 7,
+                             .random = true,
+                             .seed = 17u * (unsigned)(k + 1) + (unsigned)d,
+                             .pause_us = 20,
+                             .len = SLICE_TINY};
+            vt_fault slow = tiny;
+            slow.at = at + SLICE_TINY;
+            slow.chunk = 1460;
+            slow.pause_us = 200;
+            slow.len = SLICE_PERIOD - SLICE_TINY;
+            cr_assert(vt_faultproxy_arm(fp, &tiny) >= 0);
+            cr_assert(vt_faultproxy_arm(fp, &slow) >= 0);
+        }
+    }
+    vt_traffic_result r = traffic_finish(traffic_start(SESSIONS), "sliced");
+    expect_all_complete(&r, "sliced");
+    expect_proxy_serves();
+}
