@@ -11,6 +11,7 @@
 #include <unistd.h>
 #include <criterion/criterion.h>
 
+#include "tests/support/bystander.h"
 #include "tests/support/client.h"
 #include "tests/support/servers.h"
 
@@ -69,6 +70,17 @@
     do {                                                                                                     \
         vt_sock_read_len((fd), (buf), strlen(want), VT_READ_DEADLINE_MS);                                    \
         vt_assert_bytes((buf), (want));                                                                      \
+    } while (0)
+
+/* Stop a group of bystanders (bystander.h) and fail the test unless every
+ * reply each of them got was right, in order and in time. */
+#define vt_assert_bystanders_ok(b)                                                                           \
+    do {                                                                                                     \
+        char vt_why_[512];                                                                                   \
+        long long vt_checked_ = 0;                                                                           \
+        bool vt_ok_ = vt_bystanders_stop((b), &vt_checked_, vt_why_, sizeof(vt_why_));                       \
+        cr_assert(vt_ok_, "a bystander suffered: %s", vt_why_);                                              \
+        cr_assert(vt_checked_ > 0, "the bystanders checked no reply");                                       \
     } while (0)
 
 /* The usual fixture: one redis-server, one verbproxy in front of it. Call
