@@ -19,6 +19,7 @@
  *
  * Proxy-only (no verbproxy to put in front of the link in VP_TEST_DIRECT). */
 #include "tests/support/checks.h"
+#include "tests/support/bystander.h"
 #include "tests/support/faultproxy.h"
 #include "tests/support/traffic.h"
 
@@ -29,6 +30,8 @@
 #define CUT_REPLIES_AT 150001 /* odd offsets: inside a reply, mostly inside a big one */
 #define CUT_REQUESTS_AT 90001
 #define STALL_MS 200
+#define BYSTANDERS 3
+#define BYSTANDER_REPLIES 24 /* two batches each */
 
 static vt_redis *redis;
 static vt_faultproxy *fp;
@@ -178,6 +181,22 @@ Test(faults, connections_cut_and_reset_by_the_test_mid_traffic)
 
 /* ---- faults that lose nothing: nobody may lose a reply ---- */
 
+/* Bystanders on their own connections, under way before the fault. */
+static vt_bystanders *bystanders_start(void)
+{
+    vt_bystanders *b = vt_bystanders_start(proxy->port, BYSTANDERS);
+    cr_assert(b, "the bystanders did not start");
+    cr_assert(vt_bystanders_wait(b, BYSTANDER_REPLIES, STORY_MS), "the bystanders did not get going");
+    return b;
+}
+
+/* Still served after the fault, and nothing went wrong for them. */
+static void bystanders_check(vt_bystanders *b)
+{
+    cr_assert(vt_bystanders_wait(b, BYSTANDER_REPLIES, STORY_MS), "the bystanders stopped being served");
+    vt_assert_bystanders_ok(b);
+}
+
 static bool everyone_owed(void *t)
 {
     return vt_traffic_owed(t) == WORKERS;
@@ -189,6 +208,7 @@ static bool everyone_owed(void *t)
 Test(faults, replies_stalled_until_released_all_arrive_in_order)
 {
     VT_SKIP_IF_DIRECT();
+    vt_bystanders *by = bystanders_start();
     int id = vt_faultproxy_arm(
         fp, &(vt_fault){.action = VT_FP_STALL, .dir = VT_FP_FROM_TARGET, .at = 20011, .scope = VT_FP_EACH});
     cr_assert(id >= 0);
@@ -199,6 +219,7 @@ Test(faults, replies_stalled_until_released_all_arrive_in_order)
     vt_faultproxy_release(fp, id);
     vt_traffic_result r = traffic_finish(t, "stalled, then released");
     expect_all_complete(&r, "stalled, then released");
+    bystanders_check(by);
     expect_proxy_serves();
 }
 
@@ -206,6 +227,7 @@ Test(faults, replies_stalled_until_released_all_arrive_in_order)
 Test(faults, requests_stalled_for_a_while_lose_nothing)
 {
     VT_SKIP_IF_DIRECT();
+    vt_bystanders *by = bystanders_start();
     int id = vt_faultproxy_arm(fp, &(vt_fault){.action = VT_FP_STALL,
                                                .dir = VT_FP_TO_TARGET,
                                                .at = 50021,
@@ -215,6 +237,7 @@ Test(faults, requests_stalled_for_a_while_lose_nothing)
     vt_traffic_result r = traffic_finish(traffic_start(SESSIONS), "requests stalled");
     cr_assert(vt_faultproxy_fired(fp, id) >= 1, "the stall never fired");
     expect_all_complete(&r, "requests stalled");
+    bystanders_check(by);
     expect_proxy_serves();
 }
 
@@ -229,6 +252,7 @@ Test(faults, requests_stalled_for_a_while_lose_nothing)
 Test(faults, replies_and_requests_in_small_pieces_lose_nothing)
 {
     VT_SKIP_IF_DIRECT();
+    vt_bystanders *by = bystanders_start();
     for (int d = 0; d < 2; d++) {
         for (int k = 0; k < SLICE_WINDOWS; k++) {
             long long at = (long long)k * SLICE_PERIOD;
@@ -252,5 +276,115 @@ Test(faults, replies_and_requests_in_small_pieces_lose_nothing)
     }
     vt_traffic_result r = traffic_finish(traffic_start(SESSIONS), "sliced");
     expect_all_complete(&r, "sliced");
+    bystanders_check(by);
+    expect_proxy_serves();
+}
+
+/* ---- Redis dies ---- */
+
+#define VICTIM_GETS 100
+
+/* A raw client owed replies for sure when Redis dies: VICTIM_GETS GETs,
+ * then a BLPOP that never returns, then one more GET. */
+static int victim_start(int port, vt_buf *want)
+{
+    redisContext *admin = vt_must_connect(redis->port);
+    redisReply *r = vt_cmd(admin, "SET vtf:victim 0123456789");
+    vt_assert_status(r, "OK");
+    freeReplyObject(r);
+    redisFree(admin);
+    int fd = vt_must_sock(port);
+    vt_buf req = {0};
+    for (int i = 0; i < VICTIM_GETS; i++) {
+        vt_buf_cmd(&req, "GET", "vtf:victim", NULL);
+        vt_buf_append_str(want, "$10\r\n0123456789\r\n");
+    }
+    vt_buf_cmd(&req, "BLPOP", "vtf:never", "0", NULL);
+    vt_buf_cmd(&req, "GET", "vtf:victim", NULL);
+    cr_assert(vt_sock_send_buf(fd, &req));
+    vt_buf_free(&req);
+    cr_assert(vt_wait_until_blocked(redis->port, 1, VT_READ_DEADLINE_MS), "the victim's BLPOP never blocked");
+    return fd;
+}
+
+/* Everything before the BLPOP, then a close, within the deadline. */
+static void victim_check(int fd, const vt_buf *want)
+{
+    vt_buf got = {0};
+    cr_assert(vt_sock_read_eof(fd, &got, VT_READ_DEADLINE_MS), "the victim was left hanging after %zu bytes",
+              got.len);
+    cr_assert(got.len == want->len && memcmp(got.data, want->data, want->len) == 0,
+              "the victim expected its %d GET replies then a close, got %zu bytes: \"%s\"", VICTIM_GETS,
+              got.len, vt_buf_escaped(&got));
+    vt_buf_free(&got);
+    close(fd);
+}
+
+/* Redis is SIGKILLed while clients pipeline through a verbproxy in front
+ * of it (no fault proxy: the real thing). Sessions that start while it is
+ * down get "upstream unavailable" for what they send. Once it is back,
+ * everyone is served again. */
+Test(faults, redis_sigkilled_mid_pipeline_gives_right_replies_then_a_close)
+{
+    VT_SKIP_IF_DIRECT();
+    vt_proxy *direct = vt_proxy_start(redis, NULL);
+    cr_assert(direct, "verbproxy did not start");
+    vt_traffic *t = vt_traffic_start(direct->port, &(vt_traffic_opts){.workers = WORKERS,
+                                                                      .tx_workers = TX_WORKERS,
+                                                                      .verbs = true,
+                                                                      .allow_unavailable = true});
+    cr_assert(t);
+    vt_buf want = {0};
+    int victim = victim_start(direct->port, &want);
+    cr_assert(vt_traffic_wait_replies(t, 1000, STORY_MS), "traffic did not get going");
+    cr_assert(vt_wait_until(someone_owed, t, STORY_MS), "no worker is owed replies");
+    vt_redis_kill(redis);
+
+    victim_check(victim, &want);
+    vt_traffic_result r;
+    bool ok = vt_traffic_stop(t, &r);
+    if (getenv("VP_TEST_VERBOSE")) print_result("Redis killed", &r);
+    cr_assert(ok, "Redis killed: %s", r.why);
+    cr_assert(vt_proxy_alive(direct), "verbproxy died with Redis");
+
+    cr_assert(vt_redis_launch(redis), "redis-server did not restart");
+    t = vt_traffic_start(
+        direct->port,
+        &(vt_traffic_opts){.workers = WORKERS, .tx_workers = TX_WORKERS, .sessions = 2, .verbs = true});
+    cr_assert(t);
+    r = traffic_finish(t, "Redis back");
+    cr_assert(r.complete == r.sessions && r.sessions == WORKERS * 2,
+              "Redis back: %lld of %lld sessions complete (%lld closed)", r.complete, r.sessions, r.closed);
+    vt_buf_free(&want);
+    cr_assert(vt_proxy_stop(direct), "verbproxy did not stop cleanly");
+    vt_proxy_free(direct);
+}
+
+/* Requests stop on the link, so every worker is owed replies Redis never
+ * saw; then Redis is SIGKILLed and the link let go. */
+Test(faults, redis_sigkilled_with_requests_held_on_the_link_closes_the_clients_owed)
+{
+    VT_SKIP_IF_DIRECT();
+    vt_traffic *t = vt_traffic_start(proxy->port, &(vt_traffic_opts){.workers = WORKERS,
+                                                                     .tx_workers = TX_WORKERS,
+                                                                     .verbs = true,
+                                                                     .allow_unavailable = true});
+    cr_assert(t);
+    cr_assert(vt_traffic_wait_replies(t, 500, STORY_MS), "traffic did not get going");
+    int id = vt_faultproxy_arm(
+        fp, &(vt_fault){.action = VT_FP_STALL, .dir = VT_FP_TO_TARGET, .scope = VT_FP_EACH});
+    cr_assert(id >= 0);
+    cr_assert(vt_wait_until(everyone_owed, t, STORY_MS), "only %d of %d workers wait for replies",
+              vt_traffic_owed(t), WORKERS);
+    vt_redis_kill(redis);
+    vt_faultproxy_release(fp, id);
+
+    vt_traffic_result r;
+    bool ok = vt_traffic_stop(t, &r);
+    if (getenv("VP_TEST_VERBOSE")) print_result("Redis killed", &r);
+    cr_assert(ok, "Redis killed: %s", r.why);
+    cr_assert(r.closed >= 1, "no client owed replies was closed");
+    cr_assert(vt_proxy_alive(proxy), "verbproxy died with Redis");
+    cr_assert(vt_redis_launch(redis), "redis-server did not restart");
     expect_proxy_serves();
 }

@@ -219,6 +219,30 @@ typedef struct progress {
     vt_buf rest;      /* unavailable mode: bytes not yet framed */
 } progress;
 
+/* Printable bytes for a failure message, in a buffer of the caller's
+ * (vt_escape's static slots are not for threads). At most SHOW_BYTES. */
+typedef struct shown {
+    char text[4 * SHOW_BYTES + 8];
+} shown;
+
+static const char *show(shown *out, const char *p, size_t n)
+{
+    size_t o = 0;
+    for (size_t i = 0; i < n && i < SHOW_BYTES; i++) {
+        unsigned char ch = (unsigned char)p[i];
+        if (ch == '\r' || ch == '\n') {
+            out->text[o++] = '\\';
+            out->text[o++] = ch == '\r' ? 'r' : 'n';
+        } else if (ch < 32 || ch > 126) {
+            o += (size_t)snprintf(out->text + o, sizeof(out->text) - o, "\\x%02x", ch);
+        } else {
+            out->text[o++] = (char)ch;
+        }
+    }
+    out->text[o] = '\0';
+    return out->text;
+}
+
 static void fail(worker *w, const char *fmt, ...)
 {
     if (w->res.failed) return;
@@ -251,13 +275,12 @@ static bool take_unavailable(worker *w, const session *s, progress *pg)
         if (len < 0 || pg->rest.data[0] != '-' || strncmp(pg->rest.data, UNAVAILABLE, strlen(UNAVAILABLE))) {
             fail(w,
                  "reply %zu of %zu: after \"upstream unavailable\", expected only more of those, got \"%s\"",
-                 pg->done + 1, s->nreplies,
-                 vt_escape(pg->rest.data, pg->rest.len < SHOW_BYTES ? pg->rest.len : SHOW_BYTES));
+                 pg->done + 1, s->nreplies, show(&(shown){0}, pg->rest.data, pg->rest.len));
             return false;
         }
         if (pg->done == s->nreplies) {
             fail(w, "more replies than the %zu commands: \"%s\"", s->nreplies,
-                 vt_escape(pg->rest.data, (size_t)len));
+                 show(&(shown){0}, pg->rest.data, (size_t)len));
             return false;
         }
         vt_buf_consume(&pg->rest, (size_t)len);
@@ -287,12 +310,10 @@ static bool check_bytes(worker *w, const session *s, progress *pg, const char *d
         return take_unavailable(w, s, pg);
     }
     size_t end = pg->done < s->nreplies ? s->ends[pg->done] : s->want.len;
-    size_t show = end - start < SHOW_BYTES ? end - start : SHOW_BYTES;
-    char want_show[4 * SHOW_BYTES + 8];
-    snprintf(want_show, sizeof(want_show), "%s", vt_escape(s->want.data + start, show));
+    shown want_shown, got_shown;
     fail(w, "reply %zu of %zu wrong at byte %zu of it (session byte %zu): expected \"%s\", got \"%s\"",
-         pg->done + 1, s->nreplies, pg->matched - start, pg->matched, want_show,
-         vt_escape(data + same, n - same < SHOW_BYTES ? n - same : SHOW_BYTES));
+         pg->done + 1, s->nreplies, pg->matched - start, pg->matched,
+         show(&want_shown, s->want.data + start, end - start), show(&got_shown, data + same, n - same));
     return false;
 }
 
