@@ -30,6 +30,7 @@
 #define CUT_REPLIES_AT 150001 /* odd offsets: inside a reply, mostly inside a big one */
 #define CUT_REQUESTS_AT 90001
 #define STALL_MS 200
+#define TIGHT_BUFFER_LIMIT "64kb"
 #define BYSTANDERS 3
 #define BYSTANDER_REPLIES 24 /* two batches each */
 
@@ -37,7 +38,8 @@ static vt_redis *redis;
 static vt_faultproxy *fp;
 static vt_proxy *proxy;
 
-static void setup(void)
+/* redis <- fault proxy <- verbproxy (with extra flags, may be NULL). */
+static void start_all(const char *const *proxy_args)
 {
     if (vt_direct_mode()) return;
     redis = vt_redis_start(NULL);
@@ -46,8 +48,21 @@ static void setup(void)
     cr_assert(fp, "the fault proxy did not start (see stderr)");
     char upstream[32];
     snprintf(upstream, sizeof(upstream), "127.0.0.1:%d", vt_faultproxy_port(fp));
-    proxy = vt_proxy_start_upstream(upstream, NULL);
+    proxy = vt_proxy_start_upstream(upstream, &(vt_proxy_opts){.extra_args = proxy_args});
     cr_assert(proxy, "verbproxy did not start (see stderr)");
+}
+
+static void setup(void)
+{
+    start_all(NULL);
+}
+
+/* A small buffer-limit: while the link stalls, clients are held back and
+ * resumed (backlog towards the upstream, replies towards slow clients). */
+static void setup_tight(void)
+{
+    static const char *const tight[] = {"--buffer-limit", TIGHT_BUFFER_LIMIT, NULL};
+    start_all(tight);
 }
 
 static void teardown(void)
@@ -61,6 +76,7 @@ static void teardown(void)
 }
 
 TestSuite(faults, .init = setup, .fini = teardown, .timeout = VT_TEST_TIMEOUT_S);
+TestSuite(faults_tight, .init = setup_tight, .fini = teardown, .timeout = VT_TEST_TIMEOUT_S);
 
 static vt_traffic *traffic_start(int sessions)
 {
@@ -205,7 +221,7 @@ static bool everyone_owed(void *t)
 /* Replies stop on every upstream connection (after a few KiB of each)
  * until the test releases them, once every worker has sent its pipeline
  * and waits for replies. */
-Test(faults, replies_stalled_until_released_all_arrive_in_order)
+static void story_replies_stalled_until_released(void)
 {
     VT_SKIP_IF_DIRECT();
     vt_bystanders *by = bystanders_start();
@@ -224,7 +240,7 @@ Test(faults, replies_stalled_until_released_all_arrive_in_order)
 }
 
 /* Requests stop for STALL_MS on every upstream connection, once each. */
-Test(faults, requests_stalled_for_a_while_lose_nothing)
+static void story_requests_stalled_for_a_while(void)
 {
     VT_SKIP_IF_DIRECT();
     vt_bystanders *by = bystanders_start();
@@ -239,6 +255,26 @@ Test(faults, requests_stalled_for_a_while_lose_nothing)
     expect_all_complete(&r, "requests stalled");
     bystanders_check(by);
     expect_proxy_serves();
+}
+
+Test(faults, replies_stalled_until_released_all_arrive_in_order)
+{
+    story_replies_stalled_until_released();
+}
+
+Test(faults, requests_stalled_for_a_while_lose_nothing)
+{
+    story_requests_stalled_for_a_while();
+}
+
+Test(faults_tight, replies_stalled_until_released_all_arrive_in_order)
+{
+    story_replies_stalled_until_released();
+}
+
+Test(faults_tight, requests_stalled_for_a_while_lose_nothing)
+{
+    story_requests_stalled_for_a_while();
 }
 
 /* Both directions in pieces: on every connection, SLICE_WINDOWS windows

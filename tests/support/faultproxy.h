@@ -55,8 +55,10 @@ typedef enum vt_fp_dir {
 
 typedef enum vt_fp_action {
     /* Forward the bytes before the trigger, then close both sides with a
-     * FIN (shutdown, then read and discard until each peer closes or
-     * VT_FP_CUT_DRAIN_MS passed, so no RST follows). */
+     * FIN: nothing more flows either way (what a peer sends after the cut,
+     * a reply to the last request for instance, is read and discarded
+     * until it closes, so no RST follows; after VT_FP_CUT_DRAIN_MS the
+     * connection is reset). */
     VT_FP_CUT,
     /* Close both sides at once with SO_LINGER 0: each peer gets an RST. */
     VT_FP_RESET,
