@@ -424,3 +424,79 @@ Test(faults, redis_sigkilled_with_requests_held_on_the_link_closes_the_clients_o
     cr_assert(vt_redis_launch(redis), "redis-server did not restart");
     expect_proxy_serves();
 }
+
+/* ---- the clients' side of the proxy ---- */
+
+/* A second fault proxy in front of verbproxy: clients -> front -> verbproxy
+ * -> fault proxy -> redis. */
+static vt_faultproxy *front_start(void)
+{
+    vt_faultproxy *front = vt_faultproxy_start(proxy->port);
+    cr_assert(front, "the front fault proxy did not start");
+    return front;
+}
+
+static vt_traffic *traffic_via(vt_faultproxy *front, int sessions)
+{
+    vt_traffic *t = vt_traffic_start(vt_faultproxy_port(front), &(vt_traffic_opts){.workers = WORKERS,
+                                                                                   .tx_workers = TX_WORKERS,
+                                                                                   .sessions = sessions,
+                                                                                   .verbs = true});
+    cr_assert(t, "traffic did not start");
+    return t;
+}
+
+/* Requests reach the proxy in pieces of 1..7 bytes (the proxy's request
+ * parser resumes anywhere: inside a bulk header, a CRLF, a 20 KiB value)
+ * and its replies leave in pieces: nothing lost, nobody else slowed. */
+Test(faults, client_links_in_small_pieces_lose_nothing)
+{
+    VT_SKIP_IF_DIRECT();
+    vt_bystanders *by = bystanders_start();
+    vt_faultproxy *front = front_start();
+    for (int d = 0; d < 2; d++)
+        cr_assert(vt_faultproxy_arm(front, &(vt_fault){.action = VT_FP_SLICE,
+                                                       .dir = d,
+                                                       .scope = VT_FP_EACH,
+                                                       .chunk = 7,
+                                                       .random = true,
+                                                       .seed = 99u + (unsigned)d,
+                                                       .pause_us = 20,
+                                                       .len = 8 * 1024}) >= 0);
+    vt_traffic_result r = traffic_finish(traffic_via(front, SESSIONS), "client links sliced");
+    expect_all_complete(&r, "client links sliced");
+    vt_faultproxy_stop(front);
+    bystanders_check(by);
+    expect_proxy_serves();
+}
+
+/* Clients vanish mid-pipeline: first their request streams are cut (the
+ * proxy sees a FIN after part of a pipeline), then their connections reset
+ * while replies stream to them. The bystanders, on connections of their
+ * own, lose nothing. */
+static void clients_vanish(vt_faultproxy *front, vt_fault f, const char *phase)
+{
+    f.scope = VT_FP_EACH;
+    int id = vt_faultproxy_arm(front, &f);
+    cr_assert(id >= 0);
+    vt_traffic_result r = traffic_finish(traffic_via(front, SESSIONS / 2), phase);
+    cr_assert(vt_faultproxy_fired(front, id) == r.sessions, "%s: fired %lld times in %lld sessions", phase,
+              vt_faultproxy_fired(front, id), r.sessions);
+    cr_assert(r.closed == r.sessions, "%s: %lld of %lld sessions were not cut", phase, r.sessions - r.closed,
+              r.sessions);
+    vt_faultproxy_disarm(front, id);
+}
+
+Test(faults, clients_cut_and_reset_mid_pipeline_cost_nobody_else_a_reply)
+{
+    VT_SKIP_IF_DIRECT();
+    vt_bystanders *by = bystanders_start();
+    vt_faultproxy *front = front_start();
+    clients_vanish(front, (vt_fault){.action = VT_FP_CUT, .dir = VT_FP_TO_TARGET, .at = 30001},
+                   "requests cut");
+    clients_vanish(front, (vt_fault){.action = VT_FP_RESET, .dir = VT_FP_FROM_TARGET, .at = 40001},
+                   "reset mid-reply");
+    vt_faultproxy_stop(front);
+    bystanders_check(by);
+    expect_proxy_serves();
+}
