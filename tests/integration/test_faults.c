@@ -209,7 +209,10 @@ static vt_bystanders *bystanders_start(void)
 /* Still served after the fault, and nothing went wrong for them. */
 static void bystanders_check(vt_bystanders *b)
 {
-    cr_assert(vt_bystanders_wait(b, BYSTANDER_REPLIES, STORY_MS), "the bystanders stopped being served");
+    char why[512] = "no more replies";
+    bool served = vt_bystanders_wait(b, BYSTANDER_REPLIES, STORY_MS);
+    if (!served) vt_bystanders_failed(b, why, sizeof(why));
+    cr_assert(served, "the bystanders stopped being served: %s", why);
     vt_assert_bystanders_ok(b);
 }
 
