@@ -7,12 +7,15 @@
  * stream at exactly the byte asked for with a FIN, a reset is an RST, a
  * stall holds bytes until released (or for its time), a slice delivers in
  * pieces, a spent fault leaves later connections alone, and a target that
- * is down resets the connection. No verbproxy here. */
+ * is down resets the connection. And the checked traffic the fault
+ * stories run notices a wrong reply (FLUSHALL under it) and takes a cut
+ * for a close, not a failure. No verbproxy here. */
 #include <errno.h>
 #include <sys/socket.h>
 
 #include "tests/support/checks.h"
 #include "tests/support/faultproxy.h"
+#include "tests/support/traffic.h"
 
 #define VALUE_LEN 100
 #define NOTHING_MS 300 /* how long "nothing arrives" is watched */
@@ -254,4 +257,47 @@ Test(faultproxy, faults_that_make_no_sense_are_refused)
 {
     cr_assert_eq(vt_faultproxy_arm(fp, &(vt_fault){.action = VT_FP_SLICE}), -1, "a slice of 0 bytes");
     cr_assert_eq(vt_faultproxy_arm(fp, &(vt_fault){.action = VT_FP_CUT, .at = -1}), -1, "a negative offset");
+}
+
+/* ---- the checked traffic (tests/support/traffic.h) the fault stories run ---- */
+
+static bool traffic_failed(void *t)
+{
+    return vt_traffic_failed(t);
+}
+
+/* Redis loses every key under the workers: the next GET or INCR is wrong,
+ * and the traffic says so (a checker that cannot fail proves nothing). */
+Test(faultproxy, traffic_notices_a_wrong_reply)
+{
+    vt_traffic *t = vt_traffic_start(vt_faultproxy_port(fp), &(vt_traffic_opts){.workers = 2});
+    cr_assert(t);
+    cr_assert(vt_traffic_wait_replies(t, 100, VT_READ_DEADLINE_MS), "traffic did not get going");
+    redisContext *c = vt_must_connect(redis->port);
+    long long deadline = vt_now_ms() + VT_READ_DEADLINE_MS;
+    while (!vt_wait_until(traffic_failed, t, 5) && vt_now_ms() < deadline) {
+        redisReply *r = vt_cmd(c, "FLUSHALL");
+        vt_assert_status(r, "OK");
+        freeReplyObject(r);
+    }
+    redisFree(c);
+    vt_traffic_result res;
+    cr_assert(!vt_traffic_stop(t, &res), "FLUSHALL under the traffic went unnoticed");
+    cr_assert(strstr(res.why, "wrong") != NULL, "expected a wrong reply, got: %s", res.why);
+}
+
+/* Every session's reply stream is cut: each session is closed, none
+ * failed, and the replies before the cut were checked. */
+Test(faultproxy, traffic_takes_a_cut_as_a_close)
+{
+    int id = vt_faultproxy_arm(
+        fp, &(vt_fault){.action = VT_FP_CUT, .dir = VT_FP_FROM_TARGET, .at = 50001, .scope = VT_FP_EACH});
+    cr_assert(id >= 0);
+    vt_traffic *t = vt_traffic_start(vt_faultproxy_port(fp), &(vt_traffic_opts){.workers = 2, .sessions = 3});
+    cr_assert(t);
+    vt_traffic_result res;
+    cr_assert(vt_traffic_finish(t, &res), "%s", res.why);
+    cr_assert(res.sessions == 6 && res.closed == 6, "%lld sessions, %lld closed", res.sessions, res.closed);
+    cr_assert_eq(vt_faultproxy_fired(fp, id), 6);
+    cr_assert_gt(res.replies, 0, "no reply before the cuts was checked");
 }
