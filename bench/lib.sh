@@ -201,17 +201,26 @@ verdict() {     # verdict value op target
 }
 
 # ---------------------------------------------------------------- report
-# RESULTS.md is shared: run.sh writes the file's head and its own sections,
-# verbs.sh owns one block between these two markers. Each keeps the other's.
+# RESULTS.md is shared: run.sh writes the file's head and its own sections;
+# every other script (verbs.sh, soak.sh, idle_memory.sh) owns one block
+# between its two markers. Each keeps the others'.
 VERBS_BEGIN='<!-- bench/verbs.sh: begin -->'
 VERBS_END='<!-- bench/verbs.sh: end -->'
-verbs_block() {  # verbs_block file -> the verbs.sh block of file, markers included (nothing if none)
+SOAK_BEGIN='<!-- bench/soak.sh: begin -->'
+SOAK_END='<!-- bench/soak.sh: end -->'
+block() {  # block file begin end -> that block of file, markers included (nothing if none)
     [ -f "$1" ] || return 0
-    awk -v b="$VERBS_BEGIN" -v e="$VERBS_END" '$0 == b {on = 1} on {print} $0 == e {on = 0}' "$1"
+    awk -v b="$2" -v e="$3" '$0 == b {on = 1} on {print} $0 == e {on = 0}' "$1"
 }
-without_verbs_block() {  # without_verbs_block file -> file without that block (and the blank line before it)
+without_block() {  # without_block file begin end -> file without that block (and the blank lines before it)
     [ -f "$1" ] || return 0
-    awk -v b="$VERBS_BEGIN" -v e="$VERBS_END" '
+    awk -v b="$2" -v e="$3" '
         $0 == b {on = 1; held = ""; next} on {if ($0 == e) on = 0; next}
         $0 == "" {held = held "\n"; next} {printf "%s%s\n", held, $0; held = ""}' "$1"
 }
+other_blocks() {  # other_blocks file -> every script's block but run.sh's own text
+    [ -f "$1" ] || return 0
+    awk '/^<!-- bench\/[a-z_]+\.sh: begin -->$/ {on = 1} on {print} /^<!-- bench\/[a-z_]+\.sh: end -->$/ {on = 0; print ""}' "$1"
+}
+verbs_block() { block "$1" "$VERBS_BEGIN" "$VERBS_END"; }
+without_verbs_block() { without_block "$1" "$VERBS_BEGIN" "$VERBS_END"; }

@@ -275,6 +275,13 @@ RATIOS=$(
         x=$(ratio "${MRPS[1/$t/vp]:-}" "${MRPS[1/$t/direct]:-}"); y=$(paired 1 "$t" vp direct 6)
         printf '| -P 1 %s: verbproxy rps / direct rps | %s | %s | >= 0.65 | %s |\n' "$T" "$(fmt "$x" '%.3f')" "$(fmt "$y" '%.3f')" "$(verdict "$x" '>=' 0.65)"
     done
+    # Redis's own CPU per request behind each proxy: how well the shared
+    # connection batches (issue 9: behind verbproxy <= behind twemproxy).
+    for P in $PIPELINES; do for t in get set; do
+        T=${t^^}
+        x=$(ratio "${MRUS[$P/$t/vp]:-}" "${MRUS[$P/$t/tw]:-}"); y=$(paired "$P" "$t" vp tw 8)
+        printf '| -P %s %s: redis CPU/req behind verbproxy / behind twemproxy | %s | %s | <= 1 | %s |\n' "$P" "$T" "$(fmt "$x" '%.3f')" "$(fmt "$y" '%.3f')" "$(verdict "$x" '<=' 1)"
+    done; done
 )
 
 echo
@@ -298,7 +305,7 @@ VP_DIRTY=$(cd "$ROOT" && [ -n "$(git status --porcelain -- proxy protocol CMakeL
 skipped=""
 [ "$SKIP_VP" = 1 ] && skipped="$skipped verbproxy"
 [ "$SKIP_TW" = 1 ] && skipped="$skipped twemproxy"
-KEEP_VERBS=$(verbs_block "$RESULTS")
+KEEP_BLOCKS=$(other_blocks "$RESULTS")
 {
     echo "# verbproxy benchmark results"
     echo
@@ -327,7 +334,7 @@ KEEP_VERBS=$(verbs_block "$RESULTS")
     echo "## Targets"
     echo
     echo "$RATIOS"
-    # bench/verbs.sh's section of the same file survives a rerun of this script.
-    if [ -n "$KEEP_VERBS" ]; then echo; echo "$KEEP_VERBS"; fi
+    # The other scripts' sections of the same file survive a rerun of this one.
+    if [ -n "$KEEP_BLOCKS" ]; then echo; echo "$KEEP_BLOCKS"; fi
 } >"$RESULTS"
 log "wrote ${RESULTS#$ROOT/}; raw runs in ${RAW#$ROOT/}"

@@ -10,14 +10,21 @@
  * The scan is resumable the way Redis's processMultibulkBuffer is: between
  * calls it keeps `pending` and `bulk_left`, and never rescans bytes it has
  * consumed. Header lines are consumed only whole, so the caller keeps the
- * unconsumed tail of a line and appends to it; bulk payloads are skipped in any
- * amount, so a 64 MiB value never has to sit in one buffer.
+ * unconsumed tail of a line and appends to it; bulk payloads and the text of
+ * simple lines are skipped in any amount (`in_line` remembers being inside
+ * one), so a 64 MiB value or a MONITOR line as long never has to sit in one
+ * buffer, nor be searched again for its end.
  *
- * Validation is what a framer needs to notice that it lost the stream: type
- * bytes, strict lengths (Redis's string2ll rules: no sign but '-', no leading
- * zeros, no spaces), the CRLF after each bulk payload and the exact form of the
- * fixed lines ('_', '#'). Every check depends only on bytes already present,
- * so a stream gives the same boundaries and the same error however it is cut.
+ * What is checked is only what decides where a reply ends: the type byte,
+ * the lengths and counts (Redis's string2ll rules: no sign but '-', no
+ * leading zeros, no spaces) and the CRLF after each bulk payload. The text of
+ * a simple line ('+' '-' ':' ',' '(' '_' '#') is forwarded, not judged: it
+ * ends at its first CRLF, as in hiredis (a lone CR or LF is text), whatever
+ * comes before. Redis puts more there than the RESP3 spec allows (a Lua
+ * big_number is any text with CR and LF made spaces: "(123  123", "(", "(a b";
+ * a double is "-nan"), and a newer server may put more still. Every check
+ * depends only on bytes already present, so a stream gives the same
+ * boundaries and the same error however it is cut.
  */
 #include "protocol/resp_frame.h"
 
@@ -28,21 +35,16 @@
 #define RESP_CRLF_LEN 2
 
 static const char err_type[] = "unknown reply type byte";
-static const char err_line[] = "reply line not terminated by CRLF";
 static const char err_bulklen[] = "invalid bulk length";
 static const char err_bulkend[] = "bulk payload not followed by CRLF";
 static const char err_aggrlen[] = "invalid multibulk length";
-static const char err_int[] = "invalid integer";
-static const char err_double[] = "invalid double";
-static const char err_bignum[] = "invalid big number";
-static const char err_null[] = "invalid null";
-static const char err_bool[] = "invalid boolean";
 static const char err_streamed[] = "streamed RESP3 types are not supported";
 
 void resp_frame_reset(resp_framer *f)
 {
     f->pending = 0;
     f->bulk_left = 0;
+    f->in_line = 0;
     f->consumed = 0;
     f->type = 0;
     f->error = NULL;
@@ -90,39 +92,32 @@ static inline int scan_number(const char *s, const char *end, int *neg, unsigned
     return NUM_OK;
 }
 
-/* Checks that the line at s (after the type byte) is exactly `want` (NUL
- * terminated, including its "\r\n"). Returns the NUM_ codes, sets *next. */
-static inline int scan_fixed(const char *s, const char *end, const char *want, const char **next)
+/* Finds the end of a simple line whose text (or the rest of it) starts at s:
+ * a pointer just past its first CRLF, or NULL if that has not arrived yet.
+ * The text itself is not looked at. */
+static inline const char *scan_line(const char *s, const char *end)
 {
-    for (; *want; want++, s++) {
-        if (s == end) return NUM_MORE;
-        if (*s != *want) return NUM_BAD;
+    while (s != end) {
+        const char *cr = memchr(s, '\r', (size_t)(end - s));
+        if (cr == NULL || cr + 1 == end) return NULL;
+        if (cr[1] == '\n') return cr + 2;
+        s = cr + 1;
     }
-    *next = s;
-    return NUM_OK;
+    return NULL;
 }
 
-/* Finds the end of a free-text line starting at s. Returns a pointer just past
- * its '\n', or NULL if the line is not complete yet (then *bad is 0) or a '\n'
- * comes without its '\r' (then *bad is 1). The text itself is not looked at: a
- * lone '\r' inside it cannot move the boundary. */
-static inline const char *scan_line(const char *s, const char *end, int *bad)
+/* How much of a line's text that has no CRLF yet may be consumed: all of
+ * it but a last CR, whose LF may be the next byte. */
+static inline const char *line_text_end(const char *s, const char *end)
 {
-    const char *nl = memchr(s, '\n', (size_t)(end - s));
-
-    *bad = 0;
-    if (nl == NULL) return NULL;
-    if (nl[-1] != '\r') { /* s[-1] is the type byte, so nl[-1] is in bounds */
-        *bad = 1;
-        return NULL;
-    }
-    return nl + 1;
+    return s != end && end[-1] == '\r' ? end - 1 : end;
 }
 
 resp_frame_status resp_frame_scan(resp_framer *f, const char *buf, size_t len, size_t *used)
 {
     const char *p = buf, *end, *next = NULL, *err = NULL;
     long long pending = f->pending, bulk_left = f->bulk_left;
+    int in_line = f->in_line;
     resp_frame_status status;
     int fresh = 0;
 
@@ -130,7 +125,7 @@ resp_frame_status resp_frame_scan(resp_framer *f, const char *buf, size_t len, s
         *used = 0;
         return RESP_FRAME_ERROR;
     }
-    if (pending == 0 && bulk_left == 0) {
+    if (pending == 0 && bulk_left == 0 && !in_line) {
         /* A new reply. f->type keeps the last one's byte until we consume
          * this one's first line. */
         f->consumed = 0;
@@ -175,31 +170,35 @@ resp_frame_status resp_frame_scan(resp_framer *f, const char *buf, size_t len, s
 
         if (p == end) goto partial;
 
-        int rc, neg, bad;
+        if (in_line) { /* the rest of a simple line's text */
+            next = scan_line(p, end);
+            if (next == NULL) {
+                p = line_text_end(p, end);
+                goto partial;
+            }
+            in_line = 0;
+            p = next;
+            if (--pending == 0) goto done;
+            continue;
+        }
+
+        int rc, neg;
         unsigned long long n;
         switch (*p) {
         case '+':
         case '-':
-        case ',':
-            next = scan_line(p + 1, end, &bad);
-            if (next == NULL) {
-                if (bad) {
-                    err = err_line;
-                    goto error;
-                }
-                goto partial;
-            }
-            if (*p == ',' && next - p == 3) { /* ",\r\n": a double needs digits */
-                err = err_double;
-                goto error;
-            }
-            break;
         case ':':
-            rc = scan_number(p + 1, end, &neg, &n, &next);
-            if (rc == NUM_OK && !neg && n > (unsigned long long)LLONG_MAX) rc = NUM_BAD;
-            if (rc != NUM_OK) {
-                err = err_int;
-                goto incomplete;
+        case ',':
+        case '(':
+        case '_':
+        case '#':
+            /* Text up to CRLF: nothing in it changes where the reply ends.
+             * What has come of it is consumed, the rest is awaited. */
+            next = scan_line(p + 1, end);
+            if (next == NULL) {
+                in_line = 1;
+                p = line_text_end(p + 1, end);
+                goto partial;
             }
             break;
         case '$':
@@ -257,40 +256,6 @@ resp_frame_status resp_frame_scan(resp_framer *f, const char *buf, size_t len, s
             if (pending == 0) goto done;
             continue;
         }
-        case '_':
-            rc = scan_fixed(p + 1, end, "\r\n", &next);
-            if (rc != NUM_OK) {
-                err = err_null;
-                goto incomplete;
-            }
-            break;
-        case '#':
-            if (p + 1 == end) goto partial;
-            if (p[1] != 't' && p[1] != 'f') {
-                err = err_bool;
-                goto error;
-            }
-            rc = scan_fixed(p + 2, end, "\r\n", &next);
-            if (rc != NUM_OK) {
-                err = err_bool;
-                goto incomplete;
-            }
-            break;
-        case '(': {
-            /* Any number of digits: a big number has no range to check. */
-            const char *s = p + 1;
-            if (s != end && *s == '-') s++;
-            const char *digits = s;
-            while (s != end && *s >= '0' && *s <= '9')
-                s++;
-            rc = scan_fixed(s, end, "\r\n", &next);
-            if (s != end && s == digits) rc = NUM_BAD;
-            if (rc != NUM_OK) {
-                err = err_bignum;
-                goto incomplete;
-            }
-            break;
-        }
         case '?':
         case ';':
         case '.':
@@ -308,7 +273,7 @@ resp_frame_status resp_frame_scan(resp_framer *f, const char *buf, size_t len, s
         continue;
 
     incomplete:
-        /* A number or fixed line was cut short or is malformed. */
+        /* A length or count was cut short or is malformed. */
         if (rc == NUM_MORE) goto partial;
         goto error;
     }
@@ -331,6 +296,7 @@ out:
     }
     f->pending = pending;
     f->bulk_left = bulk_left;
+    f->in_line = in_line;
     *used = (size_t)(p - buf);
     f->consumed += *used;
     return status;

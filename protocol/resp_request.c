@@ -441,6 +441,8 @@ static resp_req_status resp_parse_multibulk(resp_request_parser *p, const char *
         /* Redis caps the count at INT_MAX whatever the configuration: argc is an int. */
         if (!resp_string2ll(buf + 1, p->pos - 1, &ll) || ll > p->limits.max_multibulk_len || ll > INT_MAX)
             return resp_fail(p, "Protocol error: invalid multibulk length");
+        if (ll > RESP_UNAUTH_MAX_MULTIBULK_LEN && p->unauthenticated)
+            return resp_fail(p, "Protocol error: unauthenticated multibulk length");
 
         p->pos += 2;
         if (ll <= 0) {
@@ -467,6 +469,8 @@ static resp_req_status resp_parse_multibulk(resp_request_parser *p, const char *
             if (!resp_string2ll(buf + p->line_start + 1, p->pos - p->line_start - 1, &ll) || ll < 0 ||
                 ll > p->limits.max_bulk_len)
                 return resp_fail(p, "Protocol error: invalid bulk length");
+            if (ll > RESP_UNAUTH_MAX_BULK_LEN && p->unauthenticated)
+                return resp_fail(p, "Protocol error: unauthenticated bulk length");
 
             p->pos += 2;
             p->bulk_len = ll;

@@ -32,6 +32,13 @@
 #define RESP_DEFAULT_MAX_BULK_LEN (512LL * 1024 * 1024)
 #define RESP_DEFAULT_MAX_MULTIBULK_LEN 2147483647LL
 
+/* Redis's limits for a client that has not authenticated while the server
+ * requires it (processMultibulkBuffer, authRequired): a multibulk request of
+ * more arguments, or a bulk longer than this, is a protocol error. Inline
+ * requests have no such limit. */
+#define RESP_UNAUTH_MAX_MULTIBULK_LEN 10
+#define RESP_UNAUTH_MAX_BULK_LEN 16384
+
 typedef struct resp_arg {
     const char *ptr;
     size_t len;
@@ -51,6 +58,9 @@ typedef enum resp_req_status {
 
 typedef struct resp_request_parser {
     resp_request_limits limits;
+    /* Apply Redis's limits before AUTH (RESP_UNAUTH_*). The caller sets it
+     * before each call; like Redis, it counts when a header line is read. */
+    int unauthenticated;
 
     /* Resumable state; every offset is relative to the command's first byte. */
     char kind;               /* 0 = not started, '*' = multibulk, 'i' = inline */

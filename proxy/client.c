@@ -14,10 +14,21 @@
 #define CLIENT_KEEP_BYTES (64 * 1024)
 /* An incomplete request past this size is forwarded piece by piece. */
 #define CLIENT_STREAM_THRESHOLD (64 * 1024)
-/* A client on a shared connection owed this many replies is not read
- * until half of them are in: what the proxy may have to hold for a client
- * that does not read stays bounded by its pipeline, not by its appetite. */
+/* What the proxy holds for a client on a shared connection is bounded by
+ * how many replies it may be owed there at once (client_share_window): a
+ * shared connection cannot stop reading for one client, so every reply it
+ * owes is read and held until that client takes it. A new client may be
+ * owed CLIENT_SHARED_FIRST_WINDOW replies; each time all of them are in and
+ * written to its socket the window doubles, up to CLIENT_SHARED_MAX_OWED. A
+ * client is not read further while it is owed its window, until half are
+ * in. */
+#define CLIENT_SHARED_FIRST_WINDOW 16
 #define CLIENT_SHARED_MAX_OWED 256
+/* A reply this big on a shared connection holds up every reply behind it
+ * (Redis would interleave it with other clients' writes): its client goes
+ * one request at a time and moves to a connection of its own at its next
+ * command. */
+#define CLIENT_BIG_REPLY (64 * 1024)
 /* How long a client that sent EOF is still given the replies it is owed. */
 #define CLIENT_EOF_GRACE_MS 2000
 
@@ -25,6 +36,7 @@ static void client_on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
 static void client_process_input(client_session *c);
 static void client_stop_reading(client_session *c);
 static void client_start_reading(client_session *c);
+static int client_owed_released(const client_session *c);
 
 /* ---- the reply slot queue ---- */
 
@@ -135,6 +147,13 @@ static void client_on_written(outq *q, int status)
         client_close(c);
         return;
     }
+    if (c->owed_wait && client_owed_released(c)) {
+        /* Its window was one while the kernel pushed back. */
+        c->owed_wait = 0;
+        client_start_reading(c);
+        client_process_input(c);
+        if (c->closing) return;
+    }
     if (outq_size(q) <= (size_t)c->srv->conf.buffer_limit / 2) {
         if (c->output_held) {
             c->output_held = 0;
@@ -213,18 +232,34 @@ static void client_add_error(client_session *c, const char *fmt, ...)
 
 static void client_want_own(client_session *c);
 
+/* How many replies a client on a shared connection may be owed now. One
+ * while its replies wait unwritten (the kernel pushed back) or may be big:
+ * then the proxy holds at most buffer-limit (client_flush stops reading it
+ * there) plus one reply for it. */
+static size_t client_share_window(const client_session *c)
+{
+    if (c->big_replies || outq_backed_up(&c->out)) return 1;
+    return c->share_window;
+}
+
+/* A client held for its window (owed_wait) goes on once half of it is in. */
+static int client_owed_released(const client_session *c)
+{
+    return c->slot_len <= client_share_window(c) / 2;
+}
+
 /* May this command go on the client's shared connection now? If not, the
  * client is set to wait (its replies owed, its move to a connection of its
  * own) and the command is parsed again when that is over. */
 static int client_may_share(client_session *c, int argc, const resp_arg *argv)
 {
-    if (c->slot_len >= CLIENT_SHARED_MAX_OWED) {
-        c->owed_wait = 1; /* client_round_end resumes */
+    if (c->slot_len >= client_share_window(c)) {
+        c->owed_wait = 1; /* client_round_end and client_on_written resume */
         client_stop_reading(c);
         return 0;
     }
     if (cmd_is_select_zero(argc, argv)) return 1; /* answered by client_dispatch */
-    if (c->slow_reader || cmd_needs_own_connection(argc, argv)) {
+    if (c->slow_reader || c->big_replies || c->srv->sharing_off || cmd_needs_own_connection(argc, argv)) {
         client_want_own(c);
         return 0;
     }
@@ -240,6 +275,7 @@ static int client_may_share(client_session *c, int argc, const resp_arg *argv)
  * anything on a shared one. */
 static void client_release_upstream(client_session *c)
 {
+    upstream_side_detach(c->srv, c);
     if (!c->up) return;
     if (c->up->shared) {
         upstream_detach_client(c->up, c);
@@ -273,6 +309,11 @@ static upstream_conn *client_connect(client_session *c)
 {
     if (c->own_upstream) return client_open_own(c);
     if (c->srv->conf.shared_upstreams == 0) return upstream_open(c->srv, c);
+    if (c->srv->sharing_off) {
+        /* Redis limits a client's output (upstream_outlimit.c). */
+        c->own_upstream = 1;
+        return client_open_own(c);
+    }
     return upstream_shared(c->srv, c->id);
 }
 
@@ -443,13 +484,56 @@ static void client_keep_setter(client_session *c, int argc, const resp_arg *argv
     vp_buf_append(&c->setters[i], p, n);
 }
 
+static int is_config_set(int argc, const resp_arg *argv)
+{
+    return argc >= 2 && cmd_arg_is(&argv[0], "config") && cmd_arg_is(&argv[1], "set");
+}
+
 static int is_script_flush(int argc, const resp_arg *argv)
 {
     return argc >= 2 && argv[0].len == 6 && cmd_arg_is(&argv[0], "script") && cmd_arg_is(&argv[1], "flush");
 }
 
+/* Redis's warning for an HTTP request, logged at most once a minute as
+ * Redis does. */
+#define CLIENT_HTTP_LOG_EVERY_MS 60000
+
+/* An HTTP request line ("POST / HTTP/1.1", "Host: x"): Redis takes it for
+ * a cross-protocol attack (securityWarningCommand) and closes the
+ * connection at once. What it read with it has run, but those replies are
+ * never written; replies to what it read before were written already. So
+ * for this client alone: nothing more goes upstream, the replies to
+ * requests of its last read are dropped, and it is closed once those owed
+ * for earlier reads are delivered. */
+static void client_http_request(client_session *c)
+{
+    static uint64_t logged_at;
+    uint64_t now = uv_now(c->srv->loop);
+    if (logged_at == 0 || now - logged_at > CLIENT_HTTP_LOG_EVERY_MS) {
+        logged_at = now;
+        vp_log(VP_LOG_WARNING,
+               "client %llu %s: Possible SECURITY ATTACK detected. It looks like somebody is sending POST or "
+               "Host: commands to Redis. This is likely due to an attacker attempting to use Cross Protocol "
+               "Scripting to compromise your Redis instance. Connection aborted.",
+               c->id, c->addr);
+    }
+    for (size_t i = 0; i < c->slot_len; i++) {
+        if (c->slot_seq + i < c->read_seq) continue;
+        client_slot *s = slot_at(c, i);
+        s->replace = 1; /* what Redis sends for it is dropped */
+        s->patch = 0;
+        s->len = 0;
+    }
+    c->input_done = 1;
+    c->close_when_done = 1;
+}
+
 static void client_dispatch(client_session *c, const resp_arg *argv, int argc, const char *p, size_t n)
 {
+    if (cmd_is_http_request(argc, argv)) {
+        client_http_request(c);
+        return;
+    }
     if (c->answering_unavailable) {
         client_add_error(c, "ERR upstream unavailable: %s: %s", c->srv->conf.upstream, c->up_error);
         return;
@@ -470,8 +554,15 @@ static void client_dispatch(client_session *c, const resp_arg *argv, int argc, c
         c->close_when_done = 1;
         return;
     }
-    if (c->up->shared && cmd_is_select_zero(argc, argv)) {
-        client_queue_local(c, "+OK\r\n", 5); /* it is there already */
+    if (c->up->shared && cmd_is_select_zero(argc, argv) && !upstream_requires_auth(c->up)) {
+        /* It is there already. (Where Redis wants AUTH first, it goes to
+         * Redis for its -NOAUTH.) */
+        client_queue_local(c, "+OK\r\n", 5);
+        return;
+    }
+    if (c->up->shared && cmd_is_out_of_band(argc, argv)) {
+        /* SCRIPT KILL and the like must not wait behind the busy script. */
+        if (upstream_side_forward(c->srv, c, p, n)) slot_push(c, SLOT_WAITING);
         return;
     }
     if (c->up->shared) {
@@ -484,7 +575,8 @@ static void client_dispatch(client_session *c, const resp_arg *argv, int argc, c
     admin_patch_kind patch = kind == CMD_PLAIN
                                  ? admin_command_patch(&c->srv->verbs, argc, argv, &verb_ids, &nids)
                                  : ADMIN_PATCH_NONE;
-    if (upstream_forward(c->up, c, p, n, kind)) {
+    int answered = upstream_forward(c->up, c, p, n, kind);
+    if (answered) {
         client_slot *s = slot_push(c, SLOT_WAITING);
         s->patch = patch;
         s->verb_ids = verb_ids;
@@ -492,7 +584,11 @@ static void client_dispatch(client_session *c, const resp_arg *argv, int argc, c
     } else {
         free(verb_ids);
     }
-    if (kind == CMD_PLAIN && is_script_flush(argc, argv)) upstream_scripts_flushed(c->up);
+    if ((kind == CMD_PLAIN && is_script_flush(argc, argv)) || kind == CMD_EXEC || kind == CMD_DISCARD ||
+        kind == CMD_RESET)
+        upstream_scripts_flushed(c->up, kind, answered);
+    /* It may have set an output limit that makes sharing unsafe. */
+    if (kind == CMD_PLAIN && is_config_set(argc, argv)) upstream_probe_output_limit(c->up);
 }
 
 /* A large request is forwarded as it arrives instead of being held whole:
@@ -572,6 +668,10 @@ static int client_parse_batch(client_session *c, size_t limit)
             return 0;
         }
         size_t used = 0;
+        /* On a shared connection that Redis has not authenticated, Redis's
+         * pre-auth limits are the client's alone: one oversized request
+         * must not get the shared connection closed. */
+        c->parser.unauthenticated = c->up && c->up->shared && upstream_requires_auth(c->up);
         resp_req_status st = resp_request_parse(&c->parser, p, avail, &used);
         if (st == RESP_REQ_INCOMPLETE) {
             if (c->up) client_stream_partial(c, p, avail);
@@ -707,6 +807,7 @@ static void client_on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
         return;
     }
     c->in.len += (size_t)nread;
+    c->read_seq = client_next_seq(c); /* see client_http_request */
     /* (Not while a connect is pending: reading stops at buffer-limit then,
      * and what is held is complete requests, not one oversized one.) */
     int connecting = c->up && !upstream_is_ready(c->up);
@@ -781,6 +882,35 @@ void client_upstream_lost(client_session *c, const char *reason)
     client_flush(c);
 }
 
+int client_can_become_pipe(const client_session *c)
+{
+    if (c->closing) return 0;
+    for (size_t i = 0; i < c->slot_len; i++) {
+        const client_slot *s = &c->slots[(c->slot_head + i) % c->slot_cap];
+        if (s->kind != SLOT_WAITING || s->replace) return 0;
+        if (i > 0 && s->len) return 0; /* held behind an unanswered one */
+    }
+    return 1;
+}
+
+void client_become_pipe(client_session *c, const char *why)
+{
+    vp_log(VP_LOG_WARNING,
+           "client %llu %s: its upstream sent a reply that is not RESP (%s); the rest of the session is a "
+           "byte pipe, as after SYNC",
+           c->id, c->addr, why);
+    if (c->slot_len && slot_at(c, 0)->len) {
+        client_slot *s = slot_at(c, 0); /* a reply held to be patched: as Redis sent it */
+        outq_add_copy(&c->out, s->data, s->len);
+    }
+    while (c->slot_len)
+        slot_pop(c);
+    c->opaque = 1;
+    c->settling = 0; /* a command held back goes now, as bytes */
+    client_start_reading(c);
+    client_process_input(c);
+}
+
 /* COMMAND INFO/DOCS naming a verb: Redis's reply with the verbs filled in. */
 static void client_patch_reply(client_session *c, client_slot *s)
 {
@@ -795,6 +925,20 @@ static void client_patch_reply(client_session *c, client_slot *s)
     }
 }
 
+/* Bytes of a reply on a shared connection: a big one makes its client go
+ * one request at a time, and move at its next command. */
+static void client_count_reply(client_session *c, size_t n, int done)
+{
+    c->reply_bytes += n;
+    if (c->reply_bytes > CLIENT_BIG_REPLY && !c->big_replies) {
+        c->big_replies = 1;
+        vp_log(VP_LOG_DEBUG,
+               "client %llu %s: a reply over %d bytes on the shared connection; it moves at its next command",
+               c->id, c->addr, CLIENT_BIG_REPLY);
+    }
+    if (done) c->reply_bytes = 0;
+}
+
 void client_reply(client_session *c, unsigned long long seq, const char *p, size_t n, int done)
 {
     if (c->closing) return;
@@ -804,6 +948,7 @@ void client_reply(client_session *c, unsigned long long seq, const char *p, size
         return;
     }
     client_slot *s = slot_at(c, idx);
+    if (c->up && c->up->shared) client_count_reply(c, n, done);
     if (s->replace) {
         if (done) s->kind = SLOT_READY;
     } else if (idx == 0 && !s->patch) {
@@ -836,12 +981,17 @@ void client_round_end(client_session *c)
         client_start_reading(c);
         client_process_input(c);
     }
-    if (c->owed_wait && !c->closing && c->slot_len <= CLIENT_SHARED_MAX_OWED / 2) {
+    if (c->owed_wait && !c->closing && client_owed_released(c)) {
         c->owed_wait = 0;
         client_start_reading(c);
         client_process_input(c);
     }
     client_flush(c);
+    /* Everything it was owed is in and taken by the kernel: it may be owed
+     * more at once. */
+    if (!c->closing && c->up && c->up->shared && c->slot_len == 0 && outq_size(&c->out) == 0 &&
+        c->share_window < CLIENT_SHARED_MAX_OWED)
+        c->share_window = (unsigned short)(c->share_window * 2);
 }
 
 void client_upstream_drained(client_session *c)
@@ -988,6 +1138,7 @@ void client_accept(vp_server *srv, uv_stream_t *listener, int is_unix)
     memset(c, 0, sizeof(*c));
     c->srv = srv;
     c->id = ++srv->next_client_id;
+    c->share_window = CLIENT_SHARED_FIRST_WINDOW;
     int rc = is_unix ? uv_pipe_init(srv->loop, &c->h.pipe, 0) : uv_tcp_init(srv->loop, &c->h.tcp);
     if (rc < 0) {
         vp_log(VP_LOG_WARNING, "accept: cannot init handle: %s", uv_strerror(rc));

@@ -74,6 +74,7 @@ typedef struct client_session {
     client_slot *slots; /* ring */
     size_t slot_head, slot_len, slot_cap;
     unsigned long long slot_seq; /* sequence number of the front slot */
+    unsigned long long read_seq; /* client_next_seq() when its last read came in */
 
     outq out;
     /* On a shared connection: the last CLIENT SETNAME, SETINFO LIB-NAME and
@@ -97,7 +98,12 @@ typedef struct client_session {
     unsigned owed_wait : 1;   /* it is owed CLIENT_SHARED_MAX_OWED replies already */
     unsigned slow_reader : 1; /* its output was held once: its next command moves it */
     unsigned used_shared : 1; /* it sent commands on a shared connection */
-    uint64_t eof_at;          /* loop time the client sent EOF with replies owed, 0 = not */
+    unsigned big_replies : 1; /* it got a reply over CLIENT_BIG_REPLY there: its next command moves it */
+    /* On a shared connection: how many replies it may be owed at once
+     * (client_share_window), and the bytes of the reply coming in. */
+    unsigned short share_window;
+    size_t reply_bytes;
+    uint64_t eof_at; /* loop time the client sent EOF with replies owed, 0 = not */
 
     struct client_session *prev, *next;
     struct client_session *touched_next;
@@ -113,6 +119,16 @@ void client_cron(vp_server *srv);
 void client_upstream_ready(client_session *c);
 void client_upstream_failed(client_session *c, const char *reason);
 void client_upstream_lost(client_session *c, const char *reason);
+/* Its own upstream's replies stopped being RESP: may the rest of the
+ * session be a byte pipe? Not if a reply of the proxy's own waits behind
+ * one of Redis's, or a held reply behind one still owed: in a pipe they
+ * could not be placed. */
+int client_can_become_pipe(const client_session *c);
+/* Make it one, as after SYNC (`why`: the framer's error, for the log):
+ * what is held of the reply in progress goes out, every slot is dropped,
+ * and from now on its input goes upstream as bytes and the upstream's bytes
+ * come back with client_push. */
+void client_become_pipe(client_session *c, const char *why);
 /* The sequence number the next slot queued will have. */
 unsigned long long client_next_seq(const client_session *c);
 /* Bytes of the reply owed to slot `seq` (p NULL: nothing to write, e.g.

@@ -40,7 +40,9 @@ cmd_kind cmd_classify(int argc, const resp_arg *argv)
     case 'p':
         if (argc >= 2 && cmd_arg_is(name, "psubscribe")) return CMD_SUBSCRIBE;
         if (cmd_arg_is(name, "punsubscribe")) return CMD_SUBSCRIBE;
-        if (argc == 3 && cmd_arg_is(name, "psync")) return CMD_REPLICATION;
+        /* PSYNC replid offset: 7.0's arity is -3, and what follows is
+         * ignored. With fewer arguments Redis answers an arity error. */
+        if (argc >= 3 && cmd_arg_is(name, "psync")) return CMD_REPLICATION;
         return CMD_PLAIN;
     case 'r':
         if (argc == 1 && cmd_arg_is(name, "reset")) return CMD_RESET;
@@ -50,7 +52,7 @@ cmd_kind cmd_classify(int argc, const resp_arg *argv)
         if (argc >= 2 && (cmd_arg_is(name, "subscribe") || cmd_arg_is(name, "ssubscribe")))
             return CMD_SUBSCRIBE;
         if (cmd_arg_is(name, "sunsubscribe")) return CMD_SUBSCRIBE;
-        if (argc == 1 && cmd_arg_is(name, "sync")) return CMD_REPLICATION;
+        if (argc == 1 && cmd_arg_is(name, "sync")) return CMD_REPLICATION; /* arity 1 */
         return CMD_PLAIN;
     case 'u':
         return cmd_arg_is(name, "unsubscribe") ? CMD_SUBSCRIBE : CMD_PLAIN;
@@ -63,7 +65,8 @@ int cmd_name_may_be_special(const resp_arg *name)
 {
     static const char *const names[] = {"client",     "discard",      "exec",         "multi", "monitor",
                                         "psubscribe", "punsubscribe", "psync",        "reset", "replconf",
-                                        "subscribe",  "ssubscribe",   "sunsubscribe", "sync",  "unsubscribe"};
+                                        "subscribe",  "ssubscribe",   "sunsubscribe", "sync",  "unsubscribe",
+                                        "post",       "host:"};
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
         if (cmd_arg_is(name, names[i])) return 1;
     return 0;
@@ -118,10 +121,12 @@ int cmd_needs_own_connection(int argc, const resp_arg *argv)
         return cmd_arg_is(name, "client") && !cmd_is_client_setter(argc, argv);
     case 'h':
         return cmd_arg_is(name, "hello");
+    case 'p':
+        return cmd_arg_is(name, "psync"); /* whatever its arguments (an arity error changes nothing) */
     case 'r':
-        return cmd_arg_is(name, "readonly") || cmd_arg_is(name, "readwrite");
+        return cmd_arg_is(name, "readonly") || cmd_arg_is(name, "readwrite") || cmd_arg_is(name, "replconf");
     case 's':
-        if (cmd_arg_is(name, "select")) return 1;
+        if (cmd_arg_is(name, "select") || cmd_arg_is(name, "sync") || cmd_arg_is(name, "shutdown")) return 1;
         return argc >= 2 && cmd_arg_is(name, "script") && cmd_arg_is(&argv[1], "debug");
     case 'u':
         return cmd_arg_is(name, "unwatch");
@@ -135,6 +140,16 @@ int cmd_needs_own_connection(int argc, const resp_arg *argv)
     }
 }
 
+int cmd_is_out_of_band(int argc, const resp_arg *argv)
+{
+    if (argc < 2) return 0;
+    const resp_arg *name = &argv[0];
+    if (name->len == 6 && cmd_arg_is(name, "script")) return cmd_arg_is(&argv[1], "kill");
+    if (name->len == 8 && cmd_arg_is(name, "function"))
+        return cmd_arg_is(&argv[1], "kill") || cmd_arg_is(&argv[1], "stats");
+    return 0;
+}
+
 int cmd_is_client_setter(int argc, const resp_arg *argv)
 {
     return argc >= 2 && cmd_arg_is(&argv[0], "client") &&
@@ -144,6 +159,12 @@ int cmd_is_client_setter(int argc, const resp_arg *argv)
 int cmd_is_select_zero(int argc, const resp_arg *argv)
 {
     return argc == 2 && argv[1].len == 1 && argv[1].ptr[0] == '0' && cmd_arg_is(&argv[0], "select");
+}
+
+int cmd_is_http_request(int argc, const resp_arg *argv)
+{
+    if (argc < 1 || argv[0].len < 4 || argv[0].len > 5) return 0;
+    return cmd_arg_is(&argv[0], "post") || cmd_arg_is(&argv[0], "host:");
 }
 
 int cmd_is_quit(int argc, const resp_arg *argv)

@@ -42,10 +42,23 @@ int cmd_changes_session(const resp_arg *name);
  * when it sets or reads connection state (SELECT, AUTH, HELLO, CLIENT ... but its setters below,
  * WATCH, READONLY, SCRIPT DEBUG), changes how replies are counted (MULTI,
  * SUBSCRIBE, MONITOR, RESET, CLIENT REPLY, replication) or may block the
- * connection (BLPOP and the other blocking commands, WAIT, XREAD BLOCK):
+ * connection (BLPOP and the other blocking commands, WAIT, XREAD BLOCK,
+ * SHUTDOWN: it waits for lagging replicas, and SHUTDOWN NOSAVE must reach
+ * a Redis busy with a script the shared connection may be waiting on):
  * on a shared connection those would leak into other clients' commands or
- * stall them. Everything else is stateless and may share. */
+ * stall them. SYNC, PSYNC and REPLCONF need one whatever their arguments
+ * (a PSYNC with extra arguments is still a replica's). Everything else is
+ * stateless and may share. */
 int cmd_needs_own_connection(int argc, const resp_arg *argv);
+
+/* SCRIPT KILL, FUNCTION KILL, FUNCTION STATS: what Redis 7.0 answers at
+ * once while a script or function is busy (CMD_ALLOW_BUSY) and an operator
+ * needs then. From a shared connection, which the busy script may hold
+ * up, they go on the side connection (upstream_side.c). (The other such
+ * commands set connection state and move the client: AUTH, HELLO, MULTI,
+ * WATCH..., or close it: QUIT; SHUTDOWN moves it too, see
+ * cmd_needs_own_connection.) */
+int cmd_is_out_of_band(int argc, const resp_arg *argv);
 
 /* CLIENT SETNAME name / CLIENT SETINFO attr value: clients send them as
  * they connect (ioredis, redis-py 5, node-redis), so they do not move a
@@ -56,6 +69,12 @@ int cmd_is_client_setter(int argc, const resp_arg *argv);
 /* SELECT 0: on a shared connection (always database 0) answered +OK by the
  * proxy, since clients send it as they connect. */
 int cmd_is_select_zero(int argc, const resp_arg *argv);
+
+/* "POST" or "Host:" as a command name (any case, any arguments): an HTTP
+ * request sent to Redis, which takes it for a cross-protocol attack
+ * (securityWarningCommand, checked before anything else in 7.0's
+ * processCommand) and closes the connection without a reply. */
+int cmd_is_http_request(int argc, const resp_arg *argv);
 
 /* QUIT (answered by the proxy on a shared connection: Redis would close it). */
 int cmd_is_quit(int argc, const resp_arg *argv);

@@ -47,6 +47,7 @@ static void on_flush_prepare(uv_prepare_t *h)
 static void on_cron(uv_timer_t *t)
 {
     client_cron(t->data);
+    upstream_cron(t->data);
 }
 
 /* A clean stop: close every handle; uv_run returns once the last close

@@ -166,6 +166,11 @@ int outq_flush(outq *q)
     return 0;
 }
 
+int outq_backed_up(const outq *q)
+{
+    return q->writing;
+}
+
 size_t outq_size(const outq *q)
 {
     return q->piece_bytes + q->pending.len + q->inflight.len;

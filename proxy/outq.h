@@ -56,6 +56,8 @@ void outq_add_copy(outq *q, const char *p, size_t n);
 int outq_flush(outq *q);
 /* Bytes accepted but not yet written to the kernel. */
 size_t outq_size(const outq *q);
+/* Did the kernel push back (a write is in flight, bytes wait for it)? */
+int outq_backed_up(const outq *q);
 void outq_free(outq *q);
 
 #endif

@@ -25,6 +25,11 @@ typedef struct vp_server {
     unsigned long long next_client_id;
     unsigned long clients_draining; /* clients that sent EOF with replies owed */
     uint64_t unavailable_logged_at; /* loop time of the last "upstream unavailable" line */
+    /* Bumped by every SCRIPT FLUSH the proxy forwards, when it is sent and
+     * when it is answered: an upstream connection whose scripts were loaded
+     * at an older value loads them again before its next verb
+     * (upstream_verbs.c). */
+    unsigned scripts_epoch;
 
     /* Shared upstream connections (conf.shared_upstreams of them, opened on
      * demand; NULL when not open). Requests for them are gathered during a
@@ -32,9 +37,16 @@ typedef struct vp_server {
      * waits for I/O again (`flush_prepare`). */
     struct upstream_conn *shared[VP_MAX_SHARED_UPSTREAMS];
     uv_prepare_t flush_prepare;
+    /* The side connection (upstream_side.c): SCRIPT KILL and the like from
+     * clients on a shared connection. NULL when not open. */
+    struct upstream_conn *side;
     /* Clients given replies by a shared connection in the current read
      * round, flushed at its end (intrusive, through touched_next). */
     struct client_session *touched;
+    /* Redis has a client-output-buffer-limit for normal clients: nobody
+     * shares (see upstream_probe_output_limit). */
+    int sharing_off;
+    uint64_t output_probed_at; /* loop time of the last periodic probe */
 } vp_server;
 
 #endif

@@ -21,7 +21,8 @@
     X(verb_argument_errors)                                                                                  \
     X(script_loads)                                                                                          \
     X(noscript_recoveries)                                                                                   \
-    X(noscript_reordered)
+    X(noscript_reordered)                                                                                    \
+    X(sharing_off)
 
 size_t stats_format(const vp_stats *s, char *buf, size_t cap, const char *sep, const char *end)
 {

@@ -21,6 +21,7 @@ typedef struct vp_stats {
     unsigned long long script_loads;         /* rounds of SCRIPT LOAD sent */
     unsigned long long noscript_recoveries;  /* verbs answered NOSCRIPT, reloaded and retried */
     unsigned long long noscript_reordered;   /* ... where later commands had already run */
+    unsigned long long sharing_off;          /* 1 while Redis's output limit keeps clients from sharing */
 } vp_stats;
 
 #include <stddef.h>

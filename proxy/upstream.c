@@ -34,6 +34,7 @@ typedef enum up_route {
     ROUTE_SWALLOW_KEEP, /* the +RESET of a closing barrier: the PING's answer follows */
     ROUTE_RESET,        /* a +RESET that ends raw mode */
     ROUTE_SCRIPT_LOAD,  /* our SCRIPT LOAD's answer: checked, dropped */
+    ROUTE_OUTPUT_PROBE, /* our output-limit probe's answer: read, dropped */
     ROUTE_NOSCRIPT      /* a verb's NOSCRIPT: reload and send it again */
 } up_route;
 
@@ -113,7 +114,10 @@ void upstream_close(upstream_conn *up)
     if (up->state == UPSTREAM_CLOSED) return;
     up->state = UPSTREAM_CLOSED;
     up->client = NULL;
-    if (up->shared && up->srv->shared[up->shared_index] == up) up->srv->shared[up->shared_index] = NULL;
+    if (up->side && up->srv->side == up)
+        up->srv->side = NULL;
+    else if (up->shared && !up->side && up->srv->shared[up->shared_index] == up)
+        up->srv->shared[up->shared_index] = NULL;
     uv_timer_stop(&up->timer);
     up_release_handle((uv_handle_t *)&up->timer);
     if (up->resolving) uv_cancel((uv_req_t *)&up->resolve_req); /* its callback drops the last ref */
@@ -149,6 +153,8 @@ static void up_fail(upstream_conn *up, const char *reason)
     upstream_close(up);
     if (c)
         client_upstream_failed(c, why);
+    else if (up->side)
+        up_side_failed(up, why);
     else if (up->shared)
         client_shared_failed(up->srv, up, why);
 }
@@ -162,6 +168,8 @@ static void up_lost(upstream_conn *up, const char *reason)
     upstream_close(up);
     if (c)
         client_upstream_lost(c, reason);
+    else if (up->side)
+        up_side_lost(up, reason);
     else if (up->shared)
         client_shared_lost(up->srv, up, reason);
 }
@@ -260,7 +268,12 @@ upstream_conn *upstream_open(vp_server *srv, struct client_session *client)
 
 int upstream_is_ready(const upstream_conn *up)
 {
-    return up->state == UPSTREAM_READY;
+    return up->state == UPSTREAM_READY && !up->setting_up && (!up->shared || up->auth != UP_AUTH_UNKNOWN);
+}
+
+int upstream_requires_auth(const upstream_conn *up)
+{
+    return up->auth == UP_AUTH_REQUIRED;
 }
 
 /* ---- shared connections ---- */
@@ -278,6 +291,10 @@ upstream_conn *upstream_shared(vp_server *srv, unsigned long long client_id)
          * Redis before 7.0 or an ACL: then nothing changes.) */
         static const char no_evict[] = "*3\r\n$6\r\nCLIENT\r\n$8\r\nNO-EVICT\r\n$2\r\non\r\n";
         upstream_forward_silent(up, no_evict, sizeof(no_evict) - 1);
+        /* Clients use it once Redis said whether they may share
+         * (upstream_outlimit.c). */
+        up->setting_up = 1;
+        upstream_probe_output_limit(up);
     }
     return srv->shared[i];
 }
@@ -348,12 +365,14 @@ void upstream_flush_shared(vp_server *srv)
         upstream_conn *up = srv->shared[i];
         if (up && up->state == UPSTREAM_READY) up_shared_flush(up);
     }
+    if (srv->side && srv->side->state == UPSTREAM_READY) up_shared_flush(srv->side);
 }
 
 void upstream_close_shared(vp_server *srv)
 {
     for (int i = 0; i < VP_MAX_SHARED_UPSTREAMS; i++)
         if (srv->shared[i]) upstream_close(srv->shared[i]);
+    if (srv->side) upstream_close(srv->side);
 }
 
 /* ---- reading replies ---- */
@@ -393,10 +412,32 @@ static up_route up_decide_close_barrier(upstream_conn *up, const char *p, size_t
     return up->reset_held ? ROUTE_SWALLOW_KEEP : ROUTE_PUSH;
 }
 
+#define NOAUTH_PREFIX "-NOAUTH "
+
+/* A shared connection never sends AUTH, so whether Redis requires it there
+ * shows in the replies: -NOAUTH says it does; a reply that is not an error
+ * says it does not (a command passed the check, e.g. after CONFIG SET
+ * requirepass ""); other errors say nothing, since Redis finds an unknown
+ * command or a wrong arity first. The first reply is to the proxy's own
+ * CLIENT NO-EVICT, which passes that far on any Redis: it settles the
+ * question before any client's command is sent (upstream_is_ready). */
+static void up_learn_auth(upstream_conn *up, const char *p, size_t n)
+{
+    if (p[0] != '-' && up->auth == UP_AUTH_NOT_REQUIRED) return; /* the common case */
+    if (up->auth == UP_AUTH_UNKNOWN) up->announce_ready = 1;
+    if (p[0] != '-')
+        up->auth = UP_AUTH_NOT_REQUIRED;
+    else if (n >= sizeof(NOAUTH_PREFIX) - 1 && memcmp(p, NOAUTH_PREFIX, sizeof(NOAUTH_PREFIX) - 1) == 0)
+        up->auth = UP_AUTH_REQUIRED;
+    else if (up->auth == UP_AUTH_UNKNOWN)
+        up->auth = UP_AUTH_NOT_REQUIRED;
+}
+
 /* Where does the reply starting at p go? `whole` says p..p+n is all of it. */
 static up_route up_decide(upstream_conn *up, const char *p, size_t n, int whole)
 {
     if (up->framer.type == '>') return ROUTE_PUSH;
+    if (up->shared) up_learn_auth(up, p, n);
     up_entry *e;
     while ((e = fifo_head(up)) && e->kind == UP_RAW_START) {
         up->raw_rx = 1;
@@ -405,6 +446,7 @@ static up_route up_decide(upstream_conn *up, const char *p, size_t n, int whole)
     if (!up->raw_rx) {
         if (e && e->kind == UP_REPLY) return ROUTE_REPLY;
         if (e && e->kind == UP_SCRIPT_LOAD) return ROUTE_SCRIPT_LOAD;
+        if (e && e->kind == UP_OUTPUT_PROBE) return whole ? ROUTE_OUTPUT_PROBE : ROUTE_REPLY; /* (dropped) */
         if (e && e->kind == UP_VERB) {
             /* Redis and Valkey word NOSCRIPT differently: the code is enough. */
             int noscript = whole && n >= sizeof(NOSCRIPT_PREFIX) - 1 &&
@@ -437,6 +479,8 @@ static void up_deliver(upstream_conn *up, const char *p, size_t n, int done)
     case ROUTE_RESET: {
         unsigned long long seq = e->seq;
         if (done) {
+            if (up->retries_in_flight) up_note_answered(up, e);
+            if (e->flush_epoch) up_script_flush_answered(up, e->flush_epoch);
             up_fifo_pop(up);
             if (up->route == ROUTE_RESET) up->raw_rx = 0; /* counting again from here */
         }
@@ -455,6 +499,10 @@ static void up_deliver(upstream_conn *up, const char *p, size_t n, int done)
         up_check_script_load(up, e, p, n);
         up_fifo_pop(up);
         return;
+    case ROUTE_OUTPUT_PROBE:
+        up_fifo_pop(up);
+        up_check_output_limit(up, p, n);
+        return;
     case ROUTE_NOSCRIPT:
         if (!up_retry_verb(up)) {
             up->route = ROUTE_REPLY; /* could not retry: the client gets the NOSCRIPT */
@@ -462,6 +510,47 @@ static void up_deliver(upstream_conn *up, const char *p, size_t n, int done)
         }
         return;
     }
+}
+
+/* Is every reply still owed on this connection the client's own, from Redis
+ * (not our SCRIPT LOADs, silent requests or a barrier)? Only then can the
+ * rest of the stream go to it unframed without a reply it did not ask for. */
+static int up_owes_only_client(const upstream_conn *up)
+{
+    for (size_t i = 0; i < up->fifo_len; i++) {
+        const up_entry *e = &up->fifo[(up->fifo_head + i) % up->fifo_cap];
+        if (e->client != up->client) return 0;
+        if (e->kind == UP_SCRIPT_LOAD || e->kind == UP_CLOSE_BARRIER) return 0;
+    }
+    return !up->reset_held;
+}
+
+/* The framer found bytes that are not RESP at in[in_pos..]. Where a reply
+ * ends can no longer be known. On a connection of the client's own the rest
+ * of the session becomes a byte pipe both ways, as after SYNC, so a client
+ * that understands what its server sent goes on as on a direct connection;
+ * the client says whether its queue allows that (a reply of the proxy's
+ * own waiting behind Redis's could not be placed). A shared connection
+ * cannot be a pipe for many clients: it is lost, and each client owed a
+ * reply gets the ones framed before this point, then a close. */
+static void up_unframed(upstream_conn *up)
+{
+    struct client_session *c = up->client;
+    if (up->shared || !c || !up_owes_only_client(up) || !client_can_become_pipe(c)) {
+        vp_log(VP_LOG_WARNING, "upstream %s: unreadable reply (%s); closing %s", up->srv->conf.upstream,
+               up->framer.error, up->shared ? "the shared connection" : "the client's connection");
+        up_lost(up, "protocol error from upstream");
+        return;
+    }
+    while (up->fifo_len)
+        up_fifo_pop(up);
+    up->opaque_rx = 1;
+    up->raw_tx = 1;
+    up->streaming = 0;
+    /* What the client holds of the current reply goes out first (it logs
+     * the change); then up_process hands on everything from in_pos as it
+     * is. */
+    client_become_pipe(c, up->framer.error);
 }
 
 static void up_process(upstream_conn *up)
@@ -483,10 +572,8 @@ static void up_process(upstream_conn *up)
         size_t used = 0;
         resp_frame_status st = resp_frame_scan(&up->framer, base, avail, &used);
         if (st == RESP_FRAME_ERROR) {
-            vp_log(VP_LOG_WARNING, "upstream %s: unreadable reply (%s); closing", up->srv->conf.upstream,
-                   up->framer.error);
-            up_lost(up, "protocol error from upstream");
-            return;
+            up_unframed(up);
+            continue; /* a pipe now, or closed */
         }
         if (st == RESP_FRAME_DONE) {
             if (!up->streaming) up->route = up_decide(up, base, used, 1);
@@ -529,6 +616,13 @@ static void up_on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
     else if (up->shared)
         client_flush_touched(up->srv);
     if (up->state == UPSTREAM_CLOSED) return;
+    if (up->announce_ready) {
+        /* Its setup is answered (whether Redis requires AUTH, its output
+         * limit): its clients' requests may go now (upstream_is_ready). */
+        up->announce_ready = 0;
+        if (upstream_is_ready(up)) client_shared_ready(up->srv, up);
+        if (up->state != UPSTREAM_READY) return;
+    }
     if (up->shared) {
         /* What gathered while earlier writes were answered (and NOSCRIPT
          * retries). */
@@ -562,7 +656,7 @@ static void up_on_connect(uv_connect_t *req, int status)
     vp_log(VP_LOG_DEBUG, "upstream %s: connected", up->srv->conf.upstream);
     if (up->client)
         client_upstream_ready(up->client);
-    else if (up->shared)
+    else if (up->shared && !up->setting_up)
         client_shared_ready(up->srv, up);
 }
 

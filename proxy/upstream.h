@@ -30,7 +30,8 @@
  * connection never carries state: a client that needs some moves to its
  * own connection first (client.c). Events that concern every client on a
  * shared connection (connected, failed, lost, drained) go through the
- * client_shared_* calls.
+ * client_shared_* calls. The side connection (upstream_side.c) is one more
+ * shared connection, for the commands Redis answers while a script is busy.
  *
  * Lifetime: created by the client session (or, shared, by the first
  * client that needs it); freed by itself after upstream_close() once libuv
@@ -56,16 +57,20 @@ typedef enum up_entry_kind {
     UP_CLOSE_BARRIER, /* RESET + barrier PING before the connection closes */
     UP_RESET,         /* RESET sent in raw mode: its +RESET ends raw mode */
     UP_RAW_START,     /* from here on replies are not counted (no reply of its own) */
-    UP_OPAQUE_START   /* from here on the stream is not RESP (SYNC/PSYNC) */
+    UP_OPAQUE_START,  /* from here on the stream is not RESP (SYNC/PSYNC) */
+    UP_OUTPUT_PROBE   /* our CONFIG GET client-output-buffer-limit: read, never shown */
 } up_entry_kind;
 
 typedef struct up_entry {
     struct client_session *client;
     unsigned long long seq; /* the client's reply slot */
     up_entry_kind kind;
-    unsigned keep;           /* bytes of `kept` this request owns, released with the entry */
-    short verb;              /* UP_VERB, UP_SCRIPT_LOAD: index in the verb table */
-    short retries;           /* UP_VERB: times sent again after a NOSCRIPT */
+    unsigned keep;          /* bytes of `kept` this request owns, released with the entry */
+    short verb;             /* UP_VERB, UP_SCRIPT_LOAD: index in the verb table */
+    short retries;          /* UP_VERB: times sent again after a NOSCRIPT */
+    unsigned later_ran : 1; /* UP_VERB, retried: a later command of its client ran before the retry */
+    unsigned
+        flush_epoch : 31;    /* a SCRIPT FLUSH (or an EXEC running one): srv->scripts_epoch it set; else 0 */
     unsigned long long sent; /* numbers the requests in send order */
 } up_entry;
 
@@ -82,6 +87,11 @@ typedef enum up_local_mode {
 
 typedef enum upstream_state { UPSTREAM_CONNECTING, UPSTREAM_READY, UPSTREAM_CLOSED } upstream_state;
 
+/* Does Redis require AUTH of this connection (its authRequired)? Learned on
+ * a shared connection, which never authenticates, from its replies: see
+ * up_learn_auth. */
+typedef enum up_auth { UP_AUTH_UNKNOWN, UP_AUTH_REQUIRED, UP_AUTH_NOT_REQUIRED } up_auth;
+
 /* How a reply the proxy makes itself must be queued (flags). */
 #define UP_LOCAL_BARRIER 1 /* a barrier was sent: queue a waiting slot first */
 #define UP_LOCAL_DROP 2    /* Redis would not have sent it (CLIENT REPLY OFF/SKIP) */
@@ -93,15 +103,20 @@ typedef struct upstream_conn {
     vp_server *srv;
     struct client_session *client; /* its one client; NULL once detached, and when shared */
     upstream_state state;
-    int shared;       /* one of srv->shared: its entries name many clients */
-    int shared_index; /* its place there */
-    unsigned waiters; /* clients not read until its backlog drains (client shared_wait) */
-    int flush_error;  /* a shared connection's early write failed: reported by the next flush */
+    int shared;         /* one of srv->shared: its entries name many clients */
+    int shared_index;   /* its place there (-1: the side connection) */
+    int side;           /* srv->side (upstream_side.c): shared, for out-of-band commands only */
+    unsigned waiters;   /* clients not read until its backlog drains (client shared_wait) */
+    int flush_error;    /* a shared connection's early write failed: reported by the next flush */
+    int setting_up;     /* a shared connection waits for its output-limit probe before clients use it */
+    int announce_ready; /* its setup (auth state, output limit) was just answered: tell its clients after the
+                           read */
     /* A shared connection's writes not fully answered yet: the `sent` value
      * each one ended at, oldest first (see up_shared_write). */
     unsigned long long batch_end[UP_SHARED_BATCHES];
     int nbatches;
     unsigned long long marked; /* `sent` at the last write */
+    up_auth auth;              /* shared: known from the first reply on (upstream_is_ready) */
 
     union {
         uv_handle_t handle;
@@ -125,8 +140,10 @@ typedef struct upstream_conn {
     size_t kept_head;
     vp_buf scratch; /* a request built for a raw connection, copied out at once */
     up_scripts scripts;
+    unsigned scripts_epoch;           /* srv->scripts_epoch when the scripts were sent */
     unsigned long long sent;          /* entries pushed so far */
     int verbs_in_flight;              /* UP_VERB entries not yet answered */
+    int retries_in_flight;            /* of those, retried after a NOSCRIPT */
     unsigned long long reloaded_from; /* `sent` when the last NOSCRIPT reload was sent */
 
     /* Replies: `in` holds bytes read; in[in_pos..] is not yet handed on. A
@@ -151,7 +168,8 @@ typedef struct upstream_conn {
     unsigned multi_special : 1; /* a queued command will change counting at EXEC */
     unsigned reply_off : 1;
     unsigned skip_next : 1;
-    int reset_held; /* a +RESET held back while waiting for a closing barrier */
+    unsigned multi_flush : 1; /* a SCRIPT FLUSH is queued in the open transaction */
+    int reset_held;           /* a +RESET held back while waiting for a closing barrier */
 
     char barrier_cmd[96];   /* PING <token> */
     char barrier_reply[64]; /* its answer */
@@ -160,7 +178,12 @@ typedef struct upstream_conn {
 /* Start connecting for `client`. Never fails synchronously: a failure is
  * reported through client_upstream_failed() from the loop. */
 upstream_conn *upstream_open(vp_server *srv, struct client_session *client);
+/* Connected, and may take requests: a shared connection only once the
+ * answer to its CLIENT NO-EVICT said whether Redis requires AUTH of it. */
 int upstream_is_ready(const upstream_conn *up);
+/* Does Redis require AUTH of this shared connection (so each client on it
+ * is held to Redis's pre-auth limits by the proxy)? 0 for an own one. */
+int upstream_requires_auth(const upstream_conn *up);
 /* The shared connection for a client with this id: the open one, or a new
  * one (connecting). */
 upstream_conn *upstream_shared(vp_server *srv, unsigned long long client_id);
@@ -173,8 +196,29 @@ void upstream_flush_early(upstream_conn *up);
 /* Write what every shared connection gathered in this loop iteration (from
  * the server's prepare handle). */
 void upstream_flush_shared(vp_server *srv);
-/* At shutdown. */
+/* At shutdown (the side connection too). */
 void upstream_close_shared(vp_server *srv);
+
+/* Redis's `client-output-buffer-limit normal` applies to a shared
+ * connection as a whole: one client's big reply would make Redis close it
+ * under every client on it. So the proxy asks (CONFIG GET, silently) when a
+ * shared connection opens (clients wait for the answer), every
+ * UP_OUTPUT_PROBE_MS after, and after a CONFIG SET it forwards; while the
+ * normal class has a limit, srv->sharing_off is set and every client gets a
+ * connection of its own, where Redis applies the limit to it alone
+ * (upstream_outlimit.c). */
+#define UP_OUTPUT_PROBE_MS 5000
+/* Queue the probe on this connection (if it counts replies, outside MULTI). */
+void upstream_probe_output_limit(upstream_conn *up);
+/* Once a second: probe the shared connections when it is time. */
+void upstream_cron(vp_server *srv);
+/* A request Redis answers even while a script is busy (cmd_is_out_of_band)
+ * from a client on a shared connection: sent on the side connection
+ * (upstream_side.c), whose reply goes to the client's next slot. Returns 1
+ * (a slot is owed). */
+int upstream_side_forward(vp_server *srv, struct client_session *c, const char *p, size_t n);
+/* The client is gone: replies owed to it on the side connection are dropped. */
+void upstream_side_detach(vp_server *srv, struct client_session *c);
 /* Send one request (bytes stay the caller's until upstream_flush()). Returns 1
  * if a reply will come back for it, so the client queues a waiting slot
  * (whose sequence number the entry records: client_next_seq()). */
@@ -204,8 +248,13 @@ int upstream_error_in_stream(upstream_conn *up, struct client_session *c, const 
  * blocking commands (it would wait behind them). One round trip, only when
  * a verb is pipelined right before one of them. */
 int upstream_must_settle_verbs(const upstream_conn *up, int argc, const resp_arg *argv);
-/* SCRIPT FLUSH was just forwarded: load the scripts again. */
-void upstream_scripts_flushed(upstream_conn *up);
+/* A SCRIPT FLUSH (kind CMD_PLAIN), or EXEC, DISCARD or RESET, was just
+ * forwarded (`answered`: it has a counted reply). Loads nothing now: every
+ * upstream connection of the proxy loads the scripts again before its next
+ * verb, once when the flush is sent and again when it is answered (another
+ * connection may have loaded between the two, before Redis ran it). A flush
+ * queued in MULTI counts at EXEC. */
+void upstream_scripts_flushed(upstream_conn *up, cmd_kind kind, int answered);
 /* A request of the proxy's own whose reply nobody sees (copied). */
 void upstream_forward_silent(upstream_conn *up, const char *p, size_t n);
 /* Bytes with no reply of their own (the rest of a streamed request, a

@@ -16,5 +16,20 @@ void up_check_script_load(upstream_conn *up, const up_entry *e, const char *p, s
 /* The oldest entry, a verb, was answered NOSCRIPT: reload and send it again
  * (1), or 0 when that is no longer possible and the reply must go on. */
 int up_retry_verb(upstream_conn *up);
+/* The oldest entry `e`, counted, is answered (with retries_in_flight set):
+ * note that a command ran before the retries of its client's earlier
+ * verbs, and count a retried verb's reordering once it is answered. */
+void up_note_answered(upstream_conn *up, const up_entry *e);
+
+/* The answer to our output-limit probe (the oldest entry) in p..p+n:
+ * decide whether clients may share (upstream_outlimit.c). */
+void up_check_output_limit(upstream_conn *up, const char *p, size_t n);
+
+/* The answer to a SCRIPT FLUSH forwarded through the proxy (its entry's
+ * flush_epoch) has come: see upstream_scripts_flushed. */
+void up_script_flush_answered(upstream_conn *up, unsigned epoch);
+/* The side connection failed to connect / was lost (upstream_side.c). */
+void up_side_failed(upstream_conn *up, const char *why);
+void up_side_lost(upstream_conn *up, const char *why);
 
 #endif

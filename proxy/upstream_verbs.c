@@ -26,6 +26,7 @@ static void up_send_loads(upstream_conn *up)
     for (int i = 0; i < t->count; i++)
         up_fifo_push(up, NULL, UP_SCRIPT_LOAD)->verb = (short)i;
     up->scripts = UP_SCRIPTS_SENT;
+    up->scripts_epoch = up->srv->scripts_epoch;
     up->srv->stats.script_loads++;
 }
 
@@ -59,11 +60,68 @@ void up_check_script_load(upstream_conn *up, const up_entry *e, const char *p, s
     t->broken[e->verb] = 1;
 }
 
+/* A SCRIPT FLUSH forwarded through the proxy: every upstream connection
+ * (own and shared) must load the scripts again before its next verb. Each
+ * connection notes the epoch its loads were sent at, so a flush marks them
+ * all by bumping one number (0 is never an epoch). Nothing is loaded now: a
+ * connection that never runs a verb again costs Redis no script. */
+static unsigned up_bump_scripts_epoch(vp_server *srv)
+{
+    if (++srv->scripts_epoch == 0) srv->scripts_epoch = 1;
+    return srv->scripts_epoch;
+}
+
+/* Are this connection's scripts loaded, and since the last flush? */
+static int up_scripts_current(const upstream_conn *up)
+{
+    return up->scripts == UP_SCRIPTS_SENT && up->scripts_epoch == up->srv->scripts_epoch;
+}
+
+/* The counted entry of the request just forwarded (a RAW_START may follow it:
+ * an EXEC that ends counting). */
+static up_entry *up_last_answered(upstream_conn *up)
+{
+    for (size_t i = up->fifo_len; i > 0; i--) {
+        up_entry *e = &up->fifo[(up->fifo_head + i - 1) % up->fifo_cap];
+        if (e->kind != UP_RAW_START) return e;
+    }
+    return NULL;
+}
+
+void upstream_scripts_flushed(upstream_conn *up, cmd_kind kind, int answered)
+{
+    if (kind == CMD_PLAIN && up->in_multi) {
+        up->multi_flush = 1; /* it runs at EXEC */
+        return;
+    }
+    int flushes = kind == CMD_PLAIN || (kind == CMD_EXEC && up->multi_flush);
+    up->multi_flush = 0;
+    if (!flushes) return;
+    unsigned epoch = up_bump_scripts_epoch(up->srv);
+    up_entry *e = answered ? up_last_answered(up) : NULL;
+    if (e) e->flush_epoch = epoch; /* up_script_flush_answered */
+}
+
+void up_script_flush_answered(upstream_conn *up, unsigned epoch)
+{
+    /* Redis has run the flush. Another connection may have sent its loads
+     * after the flush was sent here but had them run before it: bump again,
+     * so every connection loads once more. Not this one, if its loads went
+     * behind the flush on this very connection and no flush came since. */
+    vp_server *srv = up->srv;
+    int loaded_behind =
+        up->scripts == UP_SCRIPTS_SENT && up->scripts_epoch == epoch && srv->scripts_epoch == epoch;
+    up_bump_scripts_epoch(srv);
+    if (loaded_behind) up->scripts_epoch = srv->scripts_epoch;
+}
+
 /* The oldest entry, a verb, was answered NOSCRIPT (the script cache was
  * flushed, or Redis restarted or failed over under us): load the scripts
  * and send the same EVALSHA again. Its slot keeps its place in the client's
- * queue, so replies to later commands wait behind it. Those commands have
- * already run, though: that reordering is counted. The retry would be
+ * queue, so replies to later commands wait behind it. A later command that
+ * runs before the retry is a reordering, counted when the retry is
+ * answered (up_note_answered); a later verb answered NOSCRIPT too did not
+ * run, so a pipeline of verbs after a flush is not one. The retry would be
  * queued in a transaction or go uncounted if a MULTI (or an uncounted mode)
  * had been sent after the verb; upstream_must_settle_verbs holds those back
  * until the verbs are answered, so this is only a safety net: the client
@@ -76,18 +134,9 @@ int up_retry_verb(upstream_conn *up)
                up->srv->conf.upstream, up->srv->verbs.verbs[old.verb]->name);
         return 0;
     }
-    /* Did anything of the client's run after it? (Our SCRIPT LOADs do not
-     * count, nor, on a shared connection, other clients' commands.) */
-    int later = 0;
-    for (size_t i = 1; i < up->fifo_len && !later; i++) {
-        const up_entry *e = &up->fifo[(up->fifo_head + i) % up->fifo_cap];
-        later = e->kind != UP_SCRIPT_LOAD && e->client == old.client;
-    }
-    vp_stats *st = &up->srv->stats;
-    st->noscript_recoveries++;
-    if (later) st->noscript_reordered++;
-    vp_log(VP_LOG_VERBOSE, "upstream %s: NOSCRIPT for %s: reloading and retrying%s", up->srv->conf.upstream,
-           up->srv->verbs.verbs[old.verb]->name, later ? " (later commands already ran)" : "");
+    up->srv->stats.noscript_recoveries++;
+    vp_log(VP_LOG_VERBOSE, "upstream %s: NOSCRIPT for %s: reloading and retrying", up->srv->conf.upstream,
+           up->srv->verbs.verbs[old.verb]->name);
     /* Its request is the oldest kept one: copy it to the tail, then let the
      * old entry go. */
     vp_buf_reserve(&up->kept, old.keep);
@@ -108,7 +157,26 @@ int up_retry_verb(upstream_conn *up)
     e->keep = old.keep;
     e->verb = old.verb;
     e->retries = (short)(old.retries + 1);
+    e->later_ran = old.later_ran;
+    if (old.retries == 0) up->retries_in_flight++;
     return 1;
+}
+
+void up_note_answered(upstream_conn *up, const up_entry *e)
+{
+    if (e->kind == UP_VERB && e->retries > 0) {
+        up->retries_in_flight--;
+        if (e->later_ran) up->srv->stats.noscript_reordered++;
+        return;
+    }
+    if (!e->client) return; /* ours, or a client that left */
+    /* Its client's verbs retried behind it came before it in the client's
+     * order: it ran ahead of them. (Rare: only while retries are out.) */
+    for (size_t i = 1; i < up->fifo_len; i++) {
+        up_entry *r = &up->fifo[(up->fifo_head + i) % up->fifo_cap];
+        if (r->kind == UP_VERB && r->retries > 0 && r->client == e->client && r->seq < e->seq)
+            r->later_ran = 1;
+    }
 }
 
 /* ---- sending verbs ---- */
@@ -213,7 +281,7 @@ int upstream_forward_verb(upstream_conn *up, struct client_session *c, const ver
         up_account_plain(up, c, UP_REPLY)->keep = (unsigned)(up->kept.len - start);
         return 1;
     }
-    if (up->scripts != UP_SCRIPTS_SENT) {
+    if (!up_scripts_current(up)) {
         up_send_loads(up);
         start = up->kept.len;
     }
@@ -257,14 +325,6 @@ int upstream_error_in_stream(upstream_conn *up, struct client_session *c, const 
     buf_bulk(&up->scratch, err, strlen(err));
     outq_add_copy(&up->out, up->scratch.data, up->scratch.len);
     return up_account_plain(up, c, UP_REPLY) != NULL;
-}
-
-void upstream_scripts_flushed(upstream_conn *up)
-{
-    if (!up->raw_tx && !up->in_multi)
-        up_send_loads(up);
-    else
-        up->scripts = UP_SCRIPTS_UNLOADED; /* loaded before the next verb */
 }
 
 int upstream_must_settle_verbs(const upstream_conn *up, int argc, const resp_arg *argv)

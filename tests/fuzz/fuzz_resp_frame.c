@@ -149,9 +149,11 @@ static void same(const run *a, const run *b)
 }
 
 #ifdef VP_FUZZ_HIREDIS
-/* hiredis 0.14 reads only RESP2 and at most 8 levels, and is laxer in ways
- * the framer never accepts, so it is only given the replies the framer
- * completed; each reply it reads from them must end where the framer said. */
+/* hiredis 0.14 reads only RESP2 and at most 8 levels, is laxer in ways the
+ * framer never accepts (the bytes after a payload) and stricter where the
+ * framer does not look (an integer's digits), so it is only given the replies
+ * the framer completed; each reply it reads from them, up to the first it
+ * refuses, must end where the framer said. */
 static void compare_hiredis(const uint8_t *data, const run *w)
 {
     if (w->n == 0) return;

@@ -2,7 +2,17 @@
  *
  * The proxy does not authenticate on its own: each client authenticates its
  * own upstream connection with AUTH or HELLO ... AUTH, exactly as it would
- * talking to Redis, and one client's AUTH does not open the door for another. */
+ * talking to Redis, and one client's AUTH does not open the door for another.
+ *
+ * Clients that have not authenticated share one upstream connection, on
+ * which Redis applies its pre-auth limits (10 arguments, 16384-byte bulks):
+ * the proxy applies them to each client instead, so one oversized request
+ * costs nobody else a reply. Those stories run with "strangers", clients
+ * that never authenticate and check every -NOAUTH they are owed, since the
+ * usual bystanders cannot work without the password. */
+#include <pthread.h>
+#include <stdatomic.h>
+
 #include "tests/support/checks.h"
 
 #define PASSWORD "s3cret-pass"
@@ -78,5 +88,224 @@ Test(auth, hello_3_with_auth_authenticates_and_switches_protocol)
     cr_assert(vt_sock_send_str(fd, "PING\r\nGET au:none\r\n"));
     vt_expect_bytes(fd, &got, "+PONG\r\n_\r\n");
     vt_buf_free(&got);
+    close(fd);
+}
+
+/* ---- strangers: unauthenticated bystanders on the shared connection ---- */
+
+#define STRANGERS 4
+#define STRANGER_BATCH 16
+#define NOAUTH_LINE "-NOAUTH Authentication required.\r\n"
+
+typedef struct stranger {
+    pthread_t thread;
+    int fd;
+    atomic_llong checked;
+    atomic_int failed;
+    char why[256];
+} stranger;
+
+static stranger strangers[STRANGERS];
+static atomic_int strangers_stop;
+
+/* Pipelines batches of PING and GET, each answered -NOAUTH, until told to
+ * stop; the first wrong, missing or late reply, or a close, ends it. */
+static void *stranger_run(void *arg)
+{
+    stranger *s = arg;
+    vt_buf req = {0}, want = {0}, got = {0};
+    for (int i = 0; i < STRANGER_BATCH; i++) {
+        vt_buf_cmd(&req, i % 2 ? "GET" : "PING", i % 2 ? "sa:k" : NULL, NULL);
+        vt_buf_append_str(&want, NOAUTH_LINE);
+    }
+    while (!atomic_load(&strangers_stop)) {
+        vt_buf_reset(&got);
+        if (!vt_sock_send_buf(s->fd, &req)) {
+            snprintf(s->why, sizeof(s->why), "send failed");
+            break;
+        }
+        vt_sock_read_len(s->fd, &got, want.len, VT_READ_DEADLINE_MS);
+        if (got.len != want.len || memcmp(got.data, want.data, want.len) != 0) {
+            snprintf(s->why, sizeof(s->why), "after %lld replies got %zu bytes%s%s",
+                     (long long)atomic_load(&s->checked), got.len, got.eof ? ", then EOF" : "",
+                     got.len == want.len ? " (wrong)" : "");
+            break;
+        }
+        atomic_fetch_add(&s->checked, STRANGER_BATCH);
+    }
+    if (s->why[0]) atomic_store(&s->failed, 1);
+    vt_buf_free(&req);
+    vt_buf_free(&want);
+    vt_buf_free(&got);
+    return NULL;
+}
+
+static void strangers_start(void)
+{
+    atomic_store(&strangers_stop, 0);
+    for (int i = 0; i < STRANGERS; i++) {
+        stranger *s = &strangers[i];
+        memset(s, 0, sizeof(*s));
+        s->fd = vt_must_sock(env.proxy->port);
+        cr_assert(pthread_create(&s->thread, NULL, stranger_run, s) == 0);
+    }
+}
+
+typedef struct {
+    long long more;
+    long long from[STRANGERS];
+} strangers_goal;
+
+static bool strangers_went_on(void *arg)
+{
+    strangers_goal *g = arg;
+    for (int i = 0; i < STRANGERS; i++)
+        if (atomic_load(&strangers[i].failed)) return true; /* no use waiting */
+    for (int i = 0; i < STRANGERS; i++)
+        if (atomic_load(&strangers[i].checked) < g->from[i] + g->more) return false;
+    return true;
+}
+
+/* Every stranger had `more` replies checked from now on (false once one
+ * failed). */
+static bool strangers_wait(long long more)
+{
+    strangers_goal g = {.more = more};
+    for (int i = 0; i < STRANGERS; i++)
+        g.from[i] = atomic_load(&strangers[i].checked);
+    if (!vt_wait_until(strangers_went_on, &g, VT_READ_DEADLINE_MS)) return false;
+    for (int i = 0; i < STRANGERS; i++)
+        if (atomic_load(&strangers[i].failed)) return false;
+    return true;
+}
+
+static void strangers_assert_ok(void)
+{
+    atomic_store(&strangers_stop, 1);
+    for (int i = 0; i < STRANGERS; i++) {
+        pthread_join(strangers[i].thread, NULL);
+        close(strangers[i].fd);
+    }
+    for (int i = 0; i < STRANGERS; i++)
+        cr_assert(!strangers[i].failed && strangers[i].checked > 0, "stranger %d suffered: %s", i,
+                  strangers[i].why);
+}
+
+/* Proxy only, on a shared connection: Redis never closed it (on own
+ * connections Redis closes the sender's, which is right). */
+static void expect_shared_connection_kept(void)
+{
+    if (vt_direct_mode() || vt_proxy_shared_upstreams(env.proxy) == 0) return;
+    long long lost = vt_proxy_stat(env.proxy->port, "upstream_lost");
+    cr_assert_eq(lost, 0, "Redis closed %lld upstream connection(s): the shared one went", lost);
+}
+
+/* The hostile client sends `req` and gets exactly `want`, then the close. */
+static void expect_error_then_close(const char *req, size_t len, const char *want)
+{
+    int fd = vt_must_sock(env.proxy->port);
+    vt_buf got = {0};
+    cr_assert(vt_sock_send(fd, req, len), "send failed");
+    cr_assert(vt_sock_read_eof(fd, &got, VT_READ_DEADLINE_MS), "the connection stayed open; got \"%s\"",
+              vt_buf_escaped(&got));
+    vt_assert_bytes(&got, want);
+    vt_buf_free(&got);
+    close(fd);
+}
+
+Test(auth, an_unauthenticated_request_of_11_arguments_closes_only_its_sender)
+{
+    strangers_start();
+    cr_assert(strangers_wait(64), "the strangers did not get going");
+    vt_buf req = {0};
+    vt_buf_cmd(&req, "PING", NULL);
+    vt_buf_cmd(&req, "RPUSH", "sa:l", "1", "2", "3", "4", "5", "6", "7", "8", "9", NULL);
+    expect_error_then_close(req.data, req.len,
+                            NOAUTH_LINE "-ERR Protocol error: unauthenticated multibulk length\r\n");
+    /* Ten are fine: Redis's NOAUTH, and the connection goes on. */
+    int fd = vt_must_sock(env.proxy->port);
+    vt_buf_reset(&req);
+    vt_buf_cmd(&req, "RPUSH", "sa:l", "1", "2", "3", "4", "5", "6", "7", "8", NULL);
+    vt_buf_cmd(&req, "PING", NULL);
+    vt_exchange(fd, &req, NOAUTH_LINE NOAUTH_LINE);
+    close(fd);
+    cr_assert(strangers_wait(64), "the strangers stopped being served");
+    strangers_assert_ok();
+    expect_shared_connection_kept();
+    vt_buf_free(&req);
+}
+
+Test(auth, an_unauthenticated_bulk_of_16385_bytes_closes_only_its_sender)
+{
+    strangers_start();
+    cr_assert(strangers_wait(64), "the strangers did not get going");
+    /* Redis judges the header; the payload is sent all the same, as a
+     * client would (Redis closes with it unread: the reply still arrives). */
+    vt_buf big = {0};
+    char *value = malloc(16385);
+    memset(value, 'v', 16385);
+    vt_buf_cmd(&big, "PING", NULL);
+    const char *bargv[] = {"ECHO", value};
+    const size_t blens[] = {4, 16385};
+    vt_buf_cmd_argv(&big, 2, bargv, blens);
+    expect_error_then_close(big.data, big.len,
+                            NOAUTH_LINE "-ERR Protocol error: unauthenticated bulk length\r\n");
+    vt_buf_free(&big);
+    /* 16384 bytes are fine. */
+    int fd = vt_must_sock(env.proxy->port);
+    vt_buf req = {0};
+    const char *argv[] = {"ECHO", value};
+    const size_t lens[] = {4, 16384};
+    vt_buf_cmd_argv(&req, 2, argv, lens);
+    vt_buf_cmd(&req, "PING", NULL);
+    vt_exchange(fd, &req, NOAUTH_LINE NOAUTH_LINE);
+    free(value);
+    close(fd);
+    cr_assert(strangers_wait(64), "the strangers stopped being served");
+    strangers_assert_ok();
+    expect_shared_connection_kept();
+    vt_buf_free(&req);
+}
+
+Test(auth, select_0_before_auth_is_refused_as_by_redis)
+{
+    strangers_start();
+    int fd = vt_must_sock(env.proxy->port);
+    vt_buf req = {0};
+    vt_buf_append_str(&req, "SELECT 0\r\nPING\r\n");
+    vt_exchange(fd, &req, NOAUTH_LINE NOAUTH_LINE);
+    vt_buf_append_str(&req, "AUTH " PASSWORD "\r\nSELECT 0\r\nPING\r\n");
+    vt_exchange(fd, &req, "+OK\r\n+OK\r\n+PONG\r\n");
+    close(fd);
+    cr_assert(strangers_wait(64), "the strangers stopped being served");
+    strangers_assert_ok();
+    expect_shared_connection_kept();
+    vt_buf_free(&req);
+}
+
+/* Once Redis stops asking for a password, the limits go too: the first
+ * reply that is not -NOAUTH tells the proxy. */
+Test(auth, after_the_password_is_removed_the_limits_go)
+{
+    int fd = vt_must_sock(env.proxy->port);
+    vt_buf req = {0};
+    vt_buf_append_str(&req, "PING\r\n");
+    vt_exchange(fd, &req, NOAUTH_LINE);
+
+    redisContext *admin = vt_must_connect(env.redis->port);
+    redisReply *r = vt_cmd(admin, "AUTH %s", PASSWORD);
+    vt_assert_status(r, "OK");
+    freeReplyObject(r);
+    r = vt_cmd(admin, "CONFIG SET requirepass %s", "");
+    vt_assert_status(r, "OK");
+    freeReplyObject(r);
+    redisFree(admin);
+
+    vt_buf_append_str(&req, "PING\r\n");
+    vt_exchange(fd, &req, "+PONG\r\n");
+    vt_buf_cmd(&req, "RPUSH", "sa:free", "1", "2", "3", "4", "5", "6", "7", "8", "9", "10", NULL);
+    vt_buf_cmd(&req, "SELECT", "0", NULL);
+    vt_exchange(fd, &req, ":10\r\n+OK\r\n");
+    vt_buf_free(&req);
     close(fd);
 }

@@ -65,3 +65,37 @@ Test(replication, a_replica_syncs_and_follows_the_master_through_the_proxy)
     cr_assert(vt_wait_until(replica_has, &after, VT_READ_DEADLINE_MS), "the command stream never arrived");
     redisFree(m);
 }
+
+/* PSYNC's arity is -3: Redis ignores arguments after the offset and makes
+ * the connection a replica link all the same. On a shared connection that
+ * would take every other client's replies with it (a replica is sent no
+ * replies); it goes on a connection of its own, whatever its arguments. */
+Test(replication, a_psync_with_extra_arguments_takes_a_connection_of_its_own)
+{
+    vt_bystanders *b = vt_bystanders_start(env.proxy->port, 4);
+    cr_assert(b != NULL);
+    cr_assert(vt_bystanders_wait(b, 50, VT_READ_DEADLINE_MS), "the bystanders did not get going");
+
+    int fd = vt_must_sock(env.proxy->port);
+    vt_buf got = {0};
+    cr_assert(vt_sock_send_str(fd, "PSYNC ? -1 extra arguments\r\n"));
+    cr_assert(vt_sock_read_contains(fd, &got, "\r\n", VT_READ_DEADLINE_MS), "no answer to PSYNC");
+    cr_assert(strncmp(got.data, "+FULLRESYNC ", 12) == 0, "expected +FULLRESYNC, got \"%s\"",
+              vt_buf_escaped(&got));
+
+    /* The replica link stays up while the others go on. */
+    cr_assert(vt_bystanders_wait(b, 100, VT_READ_DEADLINE_MS), "the bystanders stopped being served");
+    vt_assert_bystanders_ok(b);
+    close(fd);
+    vt_buf_free(&got);
+
+    /* An arity error changes nothing: answered as Redis does. */
+    fd = vt_must_sock(env.proxy->port);
+    vt_buf req = {0};
+    vt_buf_append_str(&req, "PSYNC ?\r\nSYNC now\r\nPING\r\n");
+    vt_exchange(fd, &req,
+                "-ERR wrong number of arguments for 'psync' command\r\n"
+                "-ERR wrong number of arguments for 'sync' command\r\n+PONG\r\n");
+    vt_buf_free(&req);
+    close(fd);
+}

@@ -499,6 +499,73 @@ Test(shared, a_client_that_does_not_read_moves_and_the_proxy_holds_no_more_than_
     vt_buf_free(&got);
 }
 
+#define SLOW_VALUE_LEN (512 * 1024)
+#define SLOW_GETS 200
+#define SLOW_READERS 4
+
+/* Issue 9, item 4: four clients each pipeline 200 GETs of 512 kB and read
+ * nothing. On a shared connection every reply a client is owed is read and
+ * held by the proxy, so what one client may be owed there is bounded: a
+ * window of 16 replies at first, and one at a time once its replies are big
+ * or wait unwritten; then it moves to its own connection, where Redis holds
+ * what it does not read. Before the window, all 800 replies (400 MB) sat in
+ * the proxy. Honest clients on the same shared connection are served
+ * throughout, and the slow ones get every reply in order once they read. */
+Test(shared, clients_that_do_not_read_big_replies_cost_the_proxy_a_bounded_window_each)
+{
+    redisContext *admin = vt_must_connect(env.redis->port);
+    char *v = malloc(SLOW_VALUE_LEN);
+    memset(v, 'h', SLOW_VALUE_LEN);
+    redisReply *r = redisCommand(admin, "SET sh:huge %b", v, (size_t)SLOW_VALUE_LEN);
+    vt_assert_status(r, "OK");
+    freeReplyObject(r);
+    free(v);
+    redisFree(admin);
+
+    vt_bystanders *b = vt_bystanders_start(env.proxy->port, 4);
+    cr_assert(b != NULL);
+    cr_assert(vt_bystanders_wait(b, 24, VT_READ_DEADLINE_MS));
+    long long base = redis_gets();
+    int fd[SLOW_READERS];
+    vt_buf req = {0};
+    for (int i = 0; i < SLOW_GETS; i++)
+        vt_buf_cmd(&req, "GET", "sh:huge", NULL);
+    vt_buf_cmd(&req, "PING", NULL);
+    for (int k = 0; k < SLOW_READERS; k++) {
+        fd[k] = vt_must_sock(env.proxy->port);
+        cr_assert(vt_sock_send_buf(fd[k], &req));
+    }
+    /* every GET runs, though nobody reads */
+    gets_wait all_run = {.want = base + (long long)SLOW_READERS * SLOW_GETS};
+    cr_assert(vt_wait_until(gets_reached, &all_run, 4 * VT_READ_DEADLINE_MS),
+              "only %lld of the GETs of clients that read nothing ran", redis_gets() - base);
+    cr_assert(vt_bystanders_wait(b, 240, VT_READ_DEADLINE_MS), "the bystanders were held up");
+#ifndef VP_SANITIZED
+    long long peak_kb = vt_peak_rss_kb(env.proxy->pid);
+    cr_assert(peak_kb > 0, "cannot read the proxy's VmHWM");
+    /* 4 x (16 replies + buffer-limit) is 36 MB; all of them would be 400 MB */
+    cr_assert_lt(peak_kb, 96 * 1024,
+                 "the proxy's peak RSS was %lld KiB for %d clients not reading %d x 512 kB", peak_kb,
+                 SLOW_READERS, SLOW_GETS);
+#endif
+    /* then each gets every reply, in order */
+    size_t one = strlen("$524288\r\n") + SLOW_VALUE_LEN + 2;
+    size_t all = one * SLOW_GETS + 7;
+    for (int k = 0; k < SLOW_READERS; k++) {
+        vt_buf got = {0};
+        cr_assert(vt_sock_read_len(fd[k], &got, all, 4 * VT_READ_DEADLINE_MS),
+                  "client %d got %zu of %zu bytes", k, got.len, all);
+        cr_assert_eq(got.len, all);
+        cr_assert_eq(vt_resp_count_replies(got.data, got.len), SLOW_GETS + 1);
+        cr_assert(memcmp(got.data + one * SLOW_GETS, "+PONG\r\n", 7) == 0, "the PING's reply is not last");
+        vt_buf_free(&got);
+        close(fd[k]);
+    }
+    vt_assert_bystanders_ok(b);
+    cr_assert_eq(vt_proxy_stat(env.proxy->port, "upstream_lost"), 0, "the shared connection was lost");
+    vt_buf_free(&req);
+}
+
 Test(shared, a_client_that_leaves_mid_pipeline_leaves_the_shared_connection_to_the_others)
 {
     store_big();
@@ -545,6 +612,17 @@ Test(shared, a_big_request_moves_the_client_to_its_own_connection)
     free(v);
 }
 
+static void buf_busy_script(vt_buf *req, long micros);
+
+typedef struct shared_commands_wait {
+    long long want;
+} shared_commands_wait;
+
+static bool shared_commands_reached(void *arg)
+{
+    return vt_proxy_stat(env.proxy->port, "shared_commands") >= ((shared_commands_wait *)arg)->want;
+}
+
 Test(shared, losing_the_shared_connection_closes_only_the_clients_owed_replies)
 {
     VT_SKIP_IF_DIRECT();
@@ -552,12 +630,18 @@ Test(shared, losing_the_shared_connection_closes_only_the_clients_owed_replies)
     redisContext *idle = vt_must_connect(env.proxy->port);
     must(idle, "PING", "PONG");
 
+    /* Owed the reply of a script Redis is running when it dies (known to be
+     * on its way once the proxy has forwarded it). */
+    long long sent = vt_proxy_stat(env.proxy->port, "shared_commands");
     int fd = vt_must_sock(env.proxy->port);
     vt_buf req = {0}, got = {0};
-    for (int i = 0; i < BIG_GETS; i++)
+    buf_busy_script(&req, 5 * 1000 * 1000);
+    for (int i = 0; i < 10; i++)
         vt_buf_cmd(&req, "GET", "sh:big", NULL);
     cr_assert(vt_sock_send_buf(fd, &req));
-    cr_assert(vt_sock_read_len(fd, &got, 1, VT_READ_DEADLINE_MS), "no reply at all");
+    shared_commands_wait forwarded = {.want = sent + 1};
+    cr_assert(vt_wait_until(shared_commands_reached, &forwarded, VT_READ_DEADLINE_MS),
+              "the script was not forwarded");
     vt_redis_kill(env.redis);
     /* owed replies: what arrived, then closed */
     cr_assert(vt_sock_read_eof(fd, &got, VT_READ_DEADLINE_MS), "the client owed replies was left hanging");

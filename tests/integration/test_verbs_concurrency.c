@@ -155,12 +155,12 @@ typedef struct popper {
 static long take_job(popper *p, const redisReply *member, const redisReply *score, long after)
 {
     long i = parse_index(member, "job:");
-    char want_score[16];
-    snprintf(want_score, sizeof(want_score), "%ld", i);
     if (i < 0 || i >= JOBS) {
         complain(&p->w, "popped something that is not a job: %s", VT_DESCRIBE(member));
         return -1;
     }
+    char want_score[24]; /* any long: 20 characters and the NUL */
+    snprintf(want_score, sizeof(want_score), "%ld", i);
     if (!is_string(score, want_score)) {
         complain(&p->w, "job:%06ld came with score %s, expected \"%s\"", i, VT_DESCRIBE(score), want_score);
         return -1;

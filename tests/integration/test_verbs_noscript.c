@@ -907,6 +907,187 @@ Test(verbs_noscript, script_flush_through_the_proxy_then_verbs_still_work)
     redisFree(admin);
 }
 
+/* How many scripts Redis holds (INFO memory), asked directly. */
+static long long cached_scripts(redisContext *admin)
+{
+    long long n = vt_info_int(admin, "memory", "number_of_cached_scripts");
+    cr_assert(n >= 0, "no number_of_cached_scripts in INFO memory");
+    return n;
+}
+
+/* How many verbs the proxy has (one script each). */
+static long long verb_count(void)
+{
+    redisContext *c = vt_must_connect(env.proxy->port);
+    redisReply *r = vt_cmd(c, "VERBPROXY VERBS");
+    cr_assert(r && r->type == REDIS_REPLY_ARRAY && r->elements > 0, "%s", VT_DESCRIBE(r));
+    long long n = (long long)r->elements;
+    freeReplyObject(r);
+    redisFree(c);
+    return n;
+}
+
+Test(verbs_noscript, script_flush_through_the_proxy_loads_no_script_until_a_verb_runs)
+{
+    VT_SKIP_IF_DIRECT();
+    redisContext *admin = admin_connect(NULL);
+    long long verbs = verb_count();
+    /* a client that never used a verb flushes: Redis holds no script after
+     * it, as without the proxy (the PING behind each flush has run
+     * whatever the proxy might have sent behind it on that connection) */
+    redisContext *c = vt_must_connect(env.proxy->port);
+    static const char *const flushes[] = {"SCRIPT FLUSH", "SCRIPT FLUSH ASYNC", "SCRIPT FLUSH SYNC"};
+    for (size_t i = 0; i < sizeof(flushes) / sizeof(flushes[0]); i++) {
+        ok(c, flushes[i], "OK");
+        ok(c, "PING", "PONG");
+        long long n = cached_scripts(admin);
+        cr_assert_eq(n, 0, "after %s through the proxy Redis holds %lld scripts", flushes[i], n);
+    }
+    /* the first verb loads them, and works */
+    redisReply *r = vt_cmd(c, "LOCKRELEASE sf:lock t");
+    vt_assert_int(r, 0);
+    freeReplyObject(r);
+    cr_assert_eq(cached_scripts(admin), verbs, "a verb ran: every verb's script should be loaded");
+    /* flushed again by a client that has used verbs: nothing until its next verb */
+    ok(c, "SCRIPT FLUSH", "OK");
+    ok(c, "PING", "PONG");
+    cr_assert_eq(cached_scripts(admin), 0, "after a second flush Redis holds scripts again");
+    r = vt_cmd(c, "HSETVER sf:h 1 f v");
+    vt_assert_int(r, 1);
+    freeReplyObject(r);
+    cr_assert_eq(cached_scripts(admin), verbs);
+    redisFree(c);
+    redisFree(admin);
+}
+
+/* A client on a connection of its own (CLIENT GETNAME moves one off the
+ * shared connection) that has used a verb. */
+static redisContext *own_client_with_verbs(const char *lock)
+{
+    redisContext *c = vt_must_connect(env.proxy->port);
+    redisReply *r = vt_cmd(c, "CLIENT GETNAME");
+    vt_assert_nil(r);
+    freeReplyObject(r);
+    r = vt_cmd(c, "LOCKRELEASE %s t", lock);
+    vt_assert_int(r, 0);
+    freeReplyObject(r);
+    return c;
+}
+
+static void expect_lockrelease(redisContext *c, const char *key, long long want)
+{
+    redisReply *r = vt_cmd(c, "LOCKRELEASE %s t", key);
+    vt_assert_int(r, want);
+    freeReplyObject(r);
+}
+
+Test(verbs_noscript, a_flush_through_the_proxy_costs_no_other_connection_a_noscript)
+{
+    VT_SKIP_IF_DIRECT();
+    /* Bob on a connection of his own, Carol where clients start (the shared
+     * connection by default), both with their scripts loaded */
+    redisContext *bob = own_client_with_verbs("fx:bob");
+    redisContext *carol = vt_must_connect(env.proxy->port);
+    expect_lockrelease(carol, "fx:carol", 0);
+    long long rec0 = vt_proxy_stat(env.proxy->port, "noscript_recoveries");
+
+    /* Alice flushes through the proxy, plainly, then queued in a transaction */
+    redisContext *alice = vt_must_connect(env.proxy->port);
+    ok(alice, "SCRIPT FLUSH", "OK");
+    expect_lockrelease(bob, "fx:bob", 0);
+    expect_lockrelease(carol, "fx:carol", 0);
+    expect_lockrelease(alice, "fx:alice", 0);
+    long long rec1 = vt_proxy_stat(env.proxy->port, "noscript_recoveries");
+    cr_assert_eq(rec1, rec0,
+                 "noscript_recoveries went from %lld to %lld after a flush made through the proxy", rec0,
+                 rec1);
+
+    ok(alice, "MULTI", "OK");
+    ok(alice, "SCRIPT FLUSH", "QUEUED");
+    redisReply *r = vt_cmd(alice, "EXEC");
+    vt_assert_array(r, 1);
+    vt_assert_status(r->element[0], "OK");
+    freeReplyObject(r);
+    expect_lockrelease(bob, "fx:bob", 0);
+    expect_lockrelease(carol, "fx:carol", 0);
+    long long rec2 = vt_proxy_stat(env.proxy->port, "noscript_recoveries");
+    cr_assert_eq(rec2, rec0, "noscript_recoveries went from %lld to %lld after a flush in MULTI", rec0, rec2);
+    redisFree(alice);
+    redisFree(carol);
+    redisFree(bob);
+}
+
+/* Redis shows a connection blocked in BLPOP with at least `min_qbuf` bytes
+ * of its input still unread (what was pipelined behind it). */
+typedef struct blocked_with_input {
+    int redis_port;
+    size_t min_qbuf;
+} blocked_with_input;
+
+static bool is_blocked_with_input(void *arg)
+{
+    blocked_with_input *w = arg;
+    redisContext *c = vt_connect(w->redis_port);
+    if (!c) return false;
+    redisReply *r = vt_cmd(c, "CLIENT LIST");
+    bool found = false;
+    for (const char *line = r && r->type == REDIS_REPLY_STRING ? r->str : ""; *line && !found;) {
+        const char *end = strchr(line, '\n');
+        size_t len = end ? (size_t)(end - line) : strlen(line);
+        char one[1024];
+        snprintf(one, sizeof(one), "%.*s ", (int)len, line);
+        const char *q = strstr(one, " qbuf=");
+        found = strstr(one, " cmd=blpop ") && q && strtoull(q + 6, NULL, 10) >= w->min_qbuf;
+        line += len + (end ? 1 : 0);
+    }
+    freeReplyObject(r);
+    redisFree(c);
+    return found;
+}
+
+Test(verbs_noscript, a_flush_that_runs_after_another_connection_reloaded_costs_it_no_noscript)
+{
+    VT_SKIP_IF_DIRECT();
+    redisContext *bob = own_client_with_verbs("fl:bob");
+    long long rec0 = vt_proxy_stat(env.proxy->port, "noscript_recoveries");
+
+    /* Alice's SCRIPT FLUSH waits in Redis behind her BLPOP: the proxy has
+     * sent it, Redis has not run it */
+    int alice = vt_must_sock(env.proxy->port);
+    vt_buf req = {0}, got = {0};
+    vt_buf_cmd(&req, "BLPOP", "fl:wake", "0", NULL);
+    vt_buf flush = {0};
+    vt_buf_cmd(&flush, "SCRIPT", "FLUSH", NULL);
+    vt_buf_append(&req, flush.data, flush.len);
+    cr_assert(vt_sock_send_buf(alice, &req));
+    blocked_with_input w = {.redis_port = env.redis->port, .min_qbuf = flush.len};
+    cr_assert(vt_wait_until(is_blocked_with_input, &w, VT_READ_DEADLINE_MS),
+              "Redis never showed Alice blocked with her SCRIPT FLUSH unread");
+
+    /* meanwhile Bob's verb: its scripts are loaded again, before the flush runs */
+    expect_lockrelease(bob, "fl:bob", 0);
+    /* the flush runs */
+    redisContext *admin = admin_connect(NULL);
+    redisReply *r = vt_cmd(admin, "LPUSH fl:wake x");
+    vt_assert_int(r, 1);
+    freeReplyObject(r);
+    vt_expect_bytes(alice, &got, "*2\r\n$7\r\nfl:wake\r\n$1\r\nx\r\n+OK\r\n");
+    cr_assert_eq(cached_scripts(admin), 0);
+    /* Bob's next verb loads once more instead of meeting NOSCRIPT */
+    expect_lockrelease(bob, "fl:bob", 0);
+    long long rec1 = vt_proxy_stat(env.proxy->port, "noscript_recoveries");
+    cr_assert_eq(rec1, rec0,
+                 "noscript_recoveries went from %lld to %lld: Bob's loads ran before Alice's flush and "
+                 "were taken as current after it",
+                 rec0, rec1);
+    vt_buf_free(&flush);
+    vt_buf_free(&req);
+    vt_buf_free(&got);
+    close(alice);
+    redisFree(admin);
+    redisFree(bob);
+}
+
 /* ---- (f) VERBPROXY STATS ---- */
 
 Test(verbs_noscript, stats_count_recoveries_and_reordered_recoveries)
@@ -950,6 +1131,47 @@ Test(verbs_noscript, stats_count_recoveries_and_reordered_recoveries)
     vt_exchange(fd, &req, ":0\r\n:2\r\n");
     cr_assert_eq(vt_proxy_stat(env.proxy->port, "noscript_recoveries"), rec2);
     cr_assert_eq(vt_proxy_stat(env.proxy->port, "noscript_reordered"), reo2);
+    vt_buf_free(&req);
+    close(fd);
+}
+
+/* A verb behind another verb after a flush meets NOSCRIPT too: it did not
+ * run before the first one's retry, so neither recovery reordered anything.
+ * A plain command behind both did run before both retries. */
+Test(verbs_noscript, stats_count_only_recoveries_that_a_later_command_really_overtook)
+{
+    VT_SKIP_IF_DIRECT();
+    int fd = vt_must_sock(env.proxy->port);
+    vt_buf req = {0};
+    vt_buf_cmd(&req, "LOCKRELEASE", "so:l", "x", NULL);
+    vt_exchange(fd, &req, ":0\r\n");
+    long long rec0 = vt_proxy_stat(env.proxy->port, "noscript_recoveries"),
+              reo0 = vt_proxy_stat(env.proxy->port, "noscript_reordered");
+
+    flush_scripts_directly(NULL);
+    vt_buf_cmd(&req, "LOCKRELEASE", "so:l", "x", NULL);
+    vt_buf_cmd(&req, "HSETVER", "so:h", "1", "f", "v", NULL);
+    vt_exchange(fd, &req, ":0\r\n:1\r\n");
+    long long rec1 = vt_proxy_stat(env.proxy->port, "noscript_recoveries"),
+              reo1 = vt_proxy_stat(env.proxy->port, "noscript_reordered");
+    cr_assert_eq(rec1, rec0 + 2, "noscript_recoveries: %lld before, %lld after two pipelined verbs", rec0,
+                 rec1);
+    cr_assert_eq(reo1, reo0,
+                 "noscript_reordered: %lld before, %lld after two pipelined verbs, neither of which ran "
+                 "before the other's retry",
+                 reo0, reo1);
+
+    flush_scripts_directly(NULL);
+    vt_buf_cmd(&req, "LOCKRELEASE", "so:l", "x", NULL);
+    vt_buf_cmd(&req, "HSETVER", "so:h", "2", "f", "w", NULL);
+    vt_buf_cmd(&req, "INCR", "so:n", NULL);
+    vt_exchange(fd, &req, ":0\r\n:1\r\n:1\r\n");
+    long long rec2 = vt_proxy_stat(env.proxy->port, "noscript_recoveries"),
+              reo2 = vt_proxy_stat(env.proxy->port, "noscript_reordered");
+    cr_assert_eq(rec2, rec1 + 2, "noscript_recoveries: %lld before, %lld after two pipelined verbs", rec1,
+                 rec2);
+    cr_assert_eq(reo2, reo1 + 2, "noscript_reordered: %lld before, %lld after an INCR overtook both verbs",
+                 reo1, reo2);
     vt_buf_free(&req);
     close(fd);
 }

@@ -6,18 +6,39 @@
 
 #include "proxy/command.h"
 
-static cmd_kind classify(const char *line)
+/* Split a line at spaces into argv (pointing into line). */
+static int split(const char *line, resp_arg *argv, int max)
 {
     char buf[256];
     snprintf(buf, sizeof(buf), "%s", line);
-    resp_arg argv[8];
     int argc = 0;
-    for (char *t = strtok(buf, " "); t && argc < 8; t = strtok(NULL, " ")) {
+    for (char *t = strtok(buf, " "); t && argc < max; t = strtok(NULL, " ")) {
         argv[argc].ptr = line + (t - buf);
         argv[argc].len = strlen(t);
         argc++;
     }
+    return argc;
+}
+
+static cmd_kind classify(const char *line)
+{
+    resp_arg argv[8];
+    int argc = split(line, argv, 8);
     return cmd_classify(argc, argv);
+}
+
+static int needs_own(const char *line)
+{
+    resp_arg argv[8];
+    int argc = split(line, argv, 8);
+    return cmd_needs_own_connection(argc, argv);
+}
+
+static int is_http(const char *line)
+{
+    resp_arg argv[8];
+    int argc = split(line, argv, 8);
+    return cmd_is_http_request(argc, argv);
 }
 
 Test(command, special_commands_by_name_and_arity)
@@ -56,6 +77,9 @@ Test(command, special_commands_by_name_and_arity)
         {"SYNC", CMD_REPLICATION},
         {"PSYNC ? -1", CMD_REPLICATION},
         {"PSYNC ?", CMD_PLAIN},
+        {"PSYNC ? -1 extra", CMD_REPLICATION}, /* 7.0's arity is -3: extra arguments are ignored */
+        {"psync ? -1 a b c", CMD_REPLICATION},
+        {"SYNC x", CMD_PLAIN}, /* arity 1: an arity error */
         {"SET k v", CMD_PLAIN},
         {"SUBSCRIBEX a", CMD_PLAIN},
     };
@@ -76,4 +100,48 @@ Test(command, a_name_that_may_be_special_is_never_streamed)
         resp_arg a = {plain[i], strlen(plain[i])};
         cr_expect(!cmd_name_may_be_special(&a), "%s", plain[i]);
     }
+}
+
+/* A replication command on a shared connection would turn it into a replica
+ * link: by name, whatever the arguments. */
+Test(command, replication_commands_need_an_own_connection_whatever_their_arguments)
+{
+    const char *own[] = {"SYNC",       "sync x",           "PSYNC",    "PSYNC ?",
+                         "PSYNC ? -1", "Psync ? -1 extra", "REPLCONF", "replconf listening-port 1"};
+    for (size_t i = 0; i < sizeof(own) / sizeof(own[0]); i++)
+        cr_expect(needs_own(own[i]), "%s", own[i]);
+    const char *shared[] = {"GET k", "SET k v", "SYNCX", "PSYNCX a b", "REPLCONFX", "POST /"};
+    for (size_t i = 0; i < sizeof(shared) / sizeof(shared[0]); i++)
+        cr_expect(!needs_own(shared[i]), "%s", shared[i]);
+}
+
+Test(command, http_request_lines_by_name_in_any_case)
+{
+    const char *http[] = {"POST / HTTP/1.1", "post", "PoSt x", "Host: x", "host:", "HOST: a b c"};
+    for (size_t i = 0; i < sizeof(http) / sizeof(http[0]); i++)
+        cr_expect(is_http(http[i]), "%s", http[i]);
+    const char *not_http[] = {"GET / HTTP/1.1", "host x", "Host:x", "posts", "pos", "PUBLISH c m"};
+    for (size_t i = 0; i < sizeof(not_http) / sizeof(not_http[0]); i++)
+        cr_expect(!is_http(not_http[i]), "%s", not_http[i]);
+    resp_arg a = {"post", 4}, b = {"Host:", 5};
+    cr_expect(cmd_name_may_be_special(&a), "a POST request is never streamed upstream");
+    cr_expect(cmd_name_may_be_special(&b), "nor a Host: one");
+}
+
+Test(command, what_redis_answers_while_a_script_is_busy_goes_out_of_band)
+{
+    static const char *const yes[] = {"SCRIPT KILL", "script kill", "FUNCTION KILL", "Function Stats",
+                                      "SCRIPT KILL extra"}; /* Redis's arity error, from Redis */
+    static const char *const no[] = {"SCRIPT",        "SCRIPT FLUSH", "SCRIPT LOAD x", "FUNCTION FLUSH",
+                                     "FUNCTION LIST", "SHUTDOWN",     "KILL SCRIPT",   "SCRIPTS KILL"};
+    resp_arg argv[8];
+    for (size_t i = 0; i < sizeof(yes) / sizeof(yes[0]); i++)
+        cr_expect(cmd_is_out_of_band(split(yes[i], argv, 8), argv), "%s: should go out of band", yes[i]);
+    for (size_t i = 0; i < sizeof(no) / sizeof(no[0]); i++)
+        cr_expect(!cmd_is_out_of_band(split(no[i], argv, 8), argv), "%s: should not go out of band", no[i]);
+    /* SHUTDOWN, any form, takes a connection of its own instead */
+    static const char *const own[] = {"SHUTDOWN", "shutdown NOSAVE", "SHUTDOWN ABORT", "SHUTDOWN SAVE NOW"};
+    for (size_t i = 0; i < sizeof(own) / sizeof(own[0]); i++)
+        cr_expect(cmd_needs_own_connection(split(own[i], argv, 8), argv),
+                  "%s: should need its own connection", own[i]);
 }

@@ -290,11 +290,145 @@ Test(resp_frame, push_reports_its_type)
     cr_assert_eq(o->end[1], 5 + 30);
 }
 
-Test(resp_frame, lone_cr_in_a_line_is_text)
+Test(resp_frame, lone_cr_or_lf_in_a_line_is_text)
 {
     /* Only CRLF ends a line; hiredis frames these the same way. */
     expect_reply(S("+a\rb\r\n"));
     expect_reply(S("-\r\r\n"));
+    expect_reply(S("+a\nb\r\n"));
+    expect_reply(S("-ERR a\nb\r\n"));
+    expect_reply(S(",1\n\r\n"));
+    expect_reply(S("+\n\r\r\n"));
+    /* A lone LF does not end a line, so what follows it is still text. */
+    const outcome *o = frame_every_way(S("+OK\n+PONG\r\n:1\r\n"));
+    cr_assert_eq(o->n, 2);
+    cr_assert_eq(o->end[0], 11);
+    o = frame_every_way(S("+OK\n"));
+    cr_assert_eq(o->n, 0);
+    cr_assert_eq(o->last, RESP_FRAME_PARTIAL);
+    cr_assert_eq(o->pending, 1, "still inside the line");
+}
+
+/* What Redis 7.0.15 sent for these (tests/integration/test_reply_types.c
+ * checks the same through the proxy). Lua's status, error and big_number
+ * texts have CR and LF made spaces, and a big_number is any text. */
+Test(resp_frame, every_line_redis_sends)
+{
+    /* EVAL "return {big_number=...}" 0 after HELLO 3 */
+    expect_reply(S("(123  123\r\n"));
+    expect_reply(S("(\r\n"));
+    expect_reply(S("(ab\0c\r\n"));
+    expect_reply(S("(  -x \r\n"));
+    expect_reply(S("(a b\r\n"));
+    expect_reply(S("(1234567999999999999999999999999999999\r\n")); /* DEBUG PROTOCOL bignum */
+    /* {double=...}: 0/0, 1/0, -1/0, tiny and huge */
+    expect_reply(S(",-nan\r\n"));
+    expect_reply(S(",nan\r\n"));
+    expect_reply(S(",inf\r\n"));
+    expect_reply(S(",-inf\r\n"));
+    expect_reply(S(",1.5000000000000001e-300\r\n"));
+    expect_reply(S(",1.2345678901234568e+29\r\n"));
+    /* {ok=...}, {err=...}, redis.error_reply */
+    expect_reply(S("+a  b\r\n"));
+    expect_reply(S("+a b c\r\n"));
+    expect_reply(S("+o \r\n"));
+    expect_reply(S("-x  y\r\n"));
+    expect_reply(S("--x y\r\n"));
+    expect_reply(S("--\r\n"));
+    expect_reply(S("-ERR \r\n"));
+    expect_reply(S("-ERR a  b\r\n"));
+    expect_reply(S("*3\r\n:1\r\n-e\r\n+o \r\n"));
+    /* {verbatim_string=...}: the format is padded or cut to 3 bytes, any bytes */
+    expect_reply(S("=4\r\n   :\r\n"));
+    expect_reply(S("=5\r\ntoo:x\r\n"));
+    expect_reply(S("=8\r\nt\r\n:a\r\nb\r\n"));
+    expect_reply(S("=4\r\n\r\nx:\r\n"));
+    /* {map=...}, {set=...}, false, nil */
+    expect_reply(S("%1\r\n$3\r\na\r\n\r\n:1\r\n"));
+    expect_reply(S("~1\r\n$1\r\na\r\n"));
+    expect_reply(S(":-9223372036854775808\r\n")); /* return 1e20 */
+    /* DEBUG PROTOCOL <type> in RESP3 (attrib and push come with a real reply
+     * behind them) */
+    expect_reply(S("$11\r\nHello World\r\n"));
+    expect_reply(S(":12345\r\n"));
+    expect_reply(S(",3.141\r\n"));
+    expect_reply(S("_\r\n"));
+    expect_reply(S("*3\r\n:0\r\n:1\r\n:2\r\n"));
+    expect_reply(S("~3\r\n:0\r\n:1\r\n:2\r\n"));
+    expect_reply(S("%3\r\n:0\r\n#f\r\n:1\r\n#t\r\n:2\r\n#f\r\n"));
+    expect_reply(S("|1\r\n$14\r\nkey-popularity\r\n*2\r\n$7\r\nkey:123\r\n:90\r\n"
+                   "$39\r\nSome real reply following the attribute\r\n"));
+    expect_reply(S("=29\r\ntxt:This is a verbatim\nstring\r\n"));
+    expect_reply(S("#t\r\n"));
+    expect_reply(S("#f\r\n"));
+    const outcome *o = frame_every_way(S(">2\r\n$16\r\nserver-cpu-usage\r\n:42\r\n"
+                                         "$40\r\nSome real reply following the push reply\r\n"));
+    cr_assert_eq(o->n, 2);
+    cr_assert_eq(o->type[0], '>');
+    cr_assert_eq(o->type[1], '$');
+    /* ... and in RESP2 */
+    expect_reply(S("$5\r\n3.141\r\n"));
+    expect_reply(S("$37\r\n1234567999999999999999999999999999999\r\n"));
+    expect_reply(S("*6\r\n:0\r\n:0\r\n:1\r\n:1\r\n:2\r\n:0\r\n"));
+    expect_reply(S("$25\r\nThis is a verbatim\nstring\r\n"));
+    expect_reply(S("-ERR RESP2 is not supported by this command\r\n"));
+    expect_reply(S("$4\r\n-nan\r\n"));
+}
+
+Test(resp_frame, a_simple_line_longer_than_any_buffer)
+{
+    /* EVAL "return {err=string.rep('x', 70000)}" 0: one 70003-byte line. */
+    sbuf b = {0};
+    sb_str(&b, "-");
+    for (int i = 0; i < 70000; i++)
+        sb_add(&b, i % 1000 == 999 ? "\r" : "x", 1);
+    sb_str(&b, "\r\n+next\r\n");
+    frame_whole(b.p, b.len, &o_whole);
+    cr_assert_eq(o_whole.n, 2);
+    cr_assert_eq(o_whole.end[0], 70003);
+    size_t cuts[4] = {1, 35000, 70002, b.len};
+    frame_pieces(b.p, b.len, cuts, 4, &o_cut);
+    assert_same(&o_whole, &o_cut, "cut in 4, length", b.len);
+    sb_free(&b);
+}
+
+Test(resp_frame, the_text_of_a_simple_line_is_not_judged)
+{
+    /* The framer only decides where a reply ends; whatever is between the
+     * type byte and CRLF is forwarded as it is, so a server's odd line is
+     * the client's business, not a reason to drop the connection. */
+    static const struct {
+        const char *p;
+        size_t len;
+    } lines[] = {{S(":abc\r\n")},
+                 {S(":\r\n")},
+                 {S(":01\r\n")},
+                 {S(":-0\r\n")},
+                 {S(":1.5\r\n")},
+                 {S(":+1\r\n")},
+                 {S(":9223372036854775808\r\n")},
+                 {S(":-9223372036854775809\r\n")},
+                 {S("#x\r\n")},
+                 {S("#tt\r\n")},
+                 {S("#\r\n")},
+                 {S("#T\r\n")},
+                 {S("_x\r\n")},
+                 {S("_ \r\n")},
+                 {S(",\r\n")},
+                 {S(",x\r\n")},
+                 {S("(\r\n")},
+                 {S("(-\r\n")},
+                 {S("(12a\r\n")},
+                 {S("(\0\r\n")},
+                 {S("+\0\r\n")},
+                 {S("-\xff\r\n")},
+                 {S("+$3\r\n")},
+                 {S("-*1\r\n")}};
+    for (size_t i = 0; i < sizeof(lines) / sizeof(lines[0]); i++)
+        expect_reply(lines[i].p, lines[i].len);
+    /* Inside aggregates too. */
+    expect_reply(S("*3\r\n(x\r\n#?\r\n_!\r\n"));
+    expect_reply(S("%1\r\n,\r\n:\r\n"));
 }
 
 /* ---- nesting ---- */
@@ -392,26 +526,83 @@ Test(resp_frame, type_stays_until_the_next_reply_starts)
     cr_assert_eq(used, 0);
     cr_assert_eq(resp_frame_scan(&f, NULL, 0, &used), RESP_FRAME_PARTIAL);
     cr_assert_eq(used, 0);
-    cr_assert_eq(resp_frame_scan(&f, S("+O"), &used), RESP_FRAME_PARTIAL);
+    cr_assert_eq(resp_frame_scan(&f, S("$1"), &used), RESP_FRAME_PARTIAL);
     cr_assert_eq(used, 0);
     cr_assert_eq(f.type, 0);
     cr_assert_eq(f.pending, 0);
-    cr_assert_eq(resp_frame_scan(&f, S("+OK\r\n"), &used), RESP_FRAME_DONE);
-    cr_assert_eq(f.type, '+');
-    cr_assert_eq(f.consumed, 5);
+    cr_assert_eq(resp_frame_scan(&f, S("$1\r\nx\r\n"), &used), RESP_FRAME_DONE);
+    cr_assert_eq(f.type, '$');
+    cr_assert_eq(f.consumed, 7);
     /* The next reply's first line is not complete: still the old type. */
-    cr_assert_eq(resp_frame_scan(&f, S(":12"), &used), RESP_FRAME_PARTIAL);
+    cr_assert_eq(resp_frame_scan(&f, S("*12"), &used), RESP_FRAME_PARTIAL);
     cr_assert_eq(used, 0);
-    cr_assert_eq(f.type, '+');
+    cr_assert_eq(f.type, '$');
     cr_assert_eq(f.pending, 0);
     cr_assert_eq(f.consumed, 0);
-    cr_assert_eq(resp_frame_scan(&f, S("*2\r\n:1"), &used), RESP_FRAME_PARTIAL);
+    cr_assert_eq(resp_frame_scan(&f, S("*2\r\n$1"), &used), RESP_FRAME_PARTIAL);
     cr_assert_eq(used, 4);
     cr_assert_eq(f.type, '*');
     cr_assert_eq(f.pending, 2);
-    cr_assert_eq(resp_frame_scan(&f, S(":1\r\n:2\r\n"), &used), RESP_FRAME_DONE);
-    cr_assert_eq(f.consumed, 12);
+    cr_assert_eq(resp_frame_scan(&f, S("$1\r\na\r\n:2\r\n"), &used), RESP_FRAME_DONE);
+    cr_assert_eq(f.consumed, 15);
     cr_assert_eq(f.type, '*');
+}
+
+Test(resp_frame, a_simple_line_is_consumed_as_it_comes)
+{
+    resp_framer f;
+    size_t used;
+    resp_frame_reset(&f);
+    cr_assert_eq(resp_frame_scan(&f, S("+O"), &used), RESP_FRAME_PARTIAL);
+    cr_assert_eq(used, 2);
+    cr_assert_eq(f.type, '+');
+    cr_assert_eq(f.pending, 1);
+    /* A last CR is kept: its LF may come next. */
+    cr_assert_eq(resp_frame_scan(&f, S("K\r"), &used), RESP_FRAME_PARTIAL);
+    cr_assert_eq(used, 1);
+    cr_assert_eq(resp_frame_scan(&f, S("\r\r"), &used), RESP_FRAME_PARTIAL);
+    cr_assert_eq(used, 1, "a CR followed by a CR is text");
+    cr_assert_eq(resp_frame_scan(&f, S("\r\n:1\r\n"), &used), RESP_FRAME_DONE);
+    cr_assert_eq(used, 2);
+    cr_assert_eq(f.consumed, 6);
+    cr_assert_eq(f.type, '+');
+    /* The type byte alone. */
+    cr_assert_eq(resp_frame_scan(&f, S("-"), &used), RESP_FRAME_PARTIAL);
+    cr_assert_eq(used, 1);
+    cr_assert_eq(f.type, '-');
+    cr_assert_eq(resp_frame_scan(&f, S("\r\n"), &used), RESP_FRAME_DONE);
+    cr_assert_eq(f.consumed, 3);
+    /* Inside an aggregate. */
+    cr_assert_eq(resp_frame_scan(&f, S("*2\r\n(12"), &used), RESP_FRAME_PARTIAL);
+    cr_assert_eq(used, 7);
+    cr_assert_eq(resp_frame_scan(&f, S("3\r\n,x"), &used), RESP_FRAME_PARTIAL);
+    cr_assert_eq(used, 5);
+    cr_assert_eq(resp_frame_scan(&f, S("\r\n"), &used), RESP_FRAME_DONE);
+    cr_assert_eq(f.consumed, 14);
+}
+
+Test(resp_frame, a_monitor_line_of_a_large_value_streams)
+{
+    /* MONITOR shows a 1 MiB SET as one line of about 4 MiB: it goes by in
+     * pieces, each consumed as it comes and never searched again. */
+    const size_t text = 4u << 20, piece = 4096;
+    sbuf b = {0};
+    sb_str(&b, "+1700000000.123456 [0 127.0.0.1:5000] \"SET\" \"k\" \"");
+    while (b.len < text)
+        sb_str(&b, b.len % 3 ? "\\x01" : "\r");
+    sb_str(&b, "\"\r\n");
+    resp_framer f;
+    size_t used, off = 0;
+    resp_frame_reset(&f);
+    while (b.len - off > piece) {
+        cr_assert_eq(resp_frame_scan(&f, b.p + off, piece, &used), RESP_FRAME_PARTIAL);
+        cr_assert(used == piece || (used == piece - 1 && b.p[off + piece - 1] == '\r'), "used %zu", used);
+        off += used;
+    }
+    cr_assert_eq(resp_frame_scan(&f, b.p + off, b.len - off, &used), RESP_FRAME_DONE);
+    cr_assert_eq(off + used, b.len);
+    cr_assert_eq(f.consumed, b.len);
+    sb_free(&b);
 }
 
 Test(resp_frame, reset_rescans_from_the_reply_start)
@@ -594,33 +785,6 @@ Test(resp_frame, counts_that_would_overflow_are_refused)
     cr_assert_eq(o->pending, LLONG_MAX);
 }
 
-Test(resp_frame, bad_scalars)
-{
-    expect_error(":abc\r\n", "invalid integer");
-    expect_error(":\r\n", "invalid integer");
-    expect_error(":01\r\n", "invalid integer");
-    expect_error(":-0\r\n", "invalid integer");
-    expect_error(":1.5\r\n", "invalid integer");
-    expect_error(":+1\r\n", "invalid integer");
-    expect_error(":9223372036854775808\r\n", "invalid integer");
-    expect_error(":-9223372036854775809\r\n", "invalid integer");
-    expect_error(":1\n", "invalid integer");
-    expect_error("#x\r\n", "invalid boolean");
-    expect_error("#tt\r\n", "invalid boolean");
-    expect_error("#\r\n", "invalid boolean");
-    expect_error("#T\r\n", "invalid boolean");
-    expect_error("_x\r\n", "invalid null");
-    expect_error("_\n", "invalid null");
-    expect_error(",\r\n", "invalid double");
-    expect_error("(\r\n", "invalid big number");
-    expect_error("(-\r\n", "invalid big number");
-    expect_error("(12a\r\n", "invalid big number");
-    expect_error("+OK\n", "reply line not terminated by CRLF");
-    expect_error("-ERR a\nb\r\n", "reply line not terminated by CRLF");
-    expect_error(",1\n", "reply line not terminated by CRLF");
-    expect_error("+\n", "reply line not terminated by CRLF");
-}
-
 Test(resp_frame, bulk_must_end_in_crlf)
 {
     expect_error_at(S("$3\r\nfooXY"), "bulk payload not followed by CRLF", 7);
@@ -634,9 +798,9 @@ Test(resp_frame, bulk_must_end_in_crlf)
 Test(resp_frame, errors_deep_inside_a_reply)
 {
     expect_error_at(S("*2\r\n:1\r\n@\r\n"), "unknown reply type byte", 8);
-    expect_error_at(S("+OK\r\n*1\r\n%1\r\n+k\r\n#?\r\n"), "invalid boolean", 17);
+    expect_error_at(S("+OK\r\n*1\r\n%1\r\n+k\r\n$?\r\n"), "streamed RESP3 types are not supported", 17);
     expect_error_at(S("*1\r\n$1\r\nx\r\n$?\r\n"), "streamed RESP3 types are not supported", 11);
-    const outcome *o = frame_every_way(S("+OK\r\n:1\r\n*3\r\n$2\r\nab\r\n:x\r\n"));
+    const outcome *o = frame_every_way(S("+OK\r\n:1\r\n*3\r\n$2\r\nab\r\n$x\r\n"));
     cr_assert_eq(o->n, 2, "replies before the error are still framed");
     cr_assert_eq(o->stop, 21);
 }
@@ -667,7 +831,9 @@ static void gen_text(sbuf *b)
 {
     unsigned n = rnd_below(4) ? rnd_below(12) : rnd_below(200);
     for (unsigned i = 0; i < n; i++) {
-        char c = rnd_below(16) ? (char)(' ' + rnd_below(95)) : '\r'; /* never '\n' */
+        /* Any text, lone CRs and LFs too, but never a CRLF inside. */
+        char c = rnd_below(16) ? (char)(' ' + rnd_below(95)) : rnd_below(2) ? '\r' : '\n';
+        if (c == '\n' && b->len && b->p[b->len - 1] == '\r') c = 'x';
         sb_add(b, &c, 1);
     }
     sb_str(b, "\r\n");
@@ -836,11 +1002,6 @@ Test(resp_frame_oracle, both_reject_malformed_input)
                                 ".\r\n",
                                 "$?\r\n",
                                 "*?\r\n",
-                                ":abc\r\n",
-                                ":01\r\n",
-                                ":9223372036854775808\r\n",
-                                ":-0\r\n",
-                                ":\r\n",
                                 "$abc\r\n",
                                 "$01\r\na\r\n",
                                 "$-5\r\n",
@@ -875,16 +1036,40 @@ Test(resp_frame_oracle, both_reject_malformed_input)
 
 Test(resp_frame_oracle, framer_is_stricter_than_hiredis_where_framing_is_ambiguous)
 {
-    /* hiredis 0.14 skips the two bytes after a payload unchecked and takes a
-     * lone '\n' as text; either means the stream is out of step, so the
-     * framer refuses it. */
+    /* hiredis 0.14 skips the two bytes after a payload unchecked; if they
+     * are not CRLF the stream is out of step, so the framer refuses it. */
     rng_state = 7;
     cr_assert_eq(hiredis_frame(S("$3\r\nfooXY"), &o_hiredis), 0);
     cr_assert_eq(o_hiredis.n, 1);
     expect_error_at(S("$3\r\nfooXY"), "bulk payload not followed by CRLF", 7);
-    cr_assert_eq(hiredis_frame(S("+a\nb\r\n"), &o_hiredis), 0);
-    cr_assert_eq(o_hiredis.n, 1);
-    expect_error("+a\nb\r\n", "reply line not terminated by CRLF");
+}
+
+Test(resp_frame_oracle, lines_end_where_hiredis_ends_them)
+{
+    /* A lone LF or CR is text to both. */
+    static const char *in[] = {"+a\nb\r\n", "-\n\r\n", "+\r\r\n", "+a\rb\nc\r\n"};
+    for (size_t i = 0; i < sizeof(in) / sizeof(in[0]); i++) {
+        size_t len = strlen(in[i]);
+        rng_state = i;
+        cr_assert_eq(hiredis_frame(in[i], len, &o_hiredis), 0, "%s", in[i]);
+        cr_assert_eq(o_hiredis.n, 1);
+        cr_assert_eq(o_hiredis.end[0], len);
+        expect_reply(in[i], len);
+    }
+}
+
+Test(resp_frame_oracle, hiredis_judges_an_integer_line_the_framer_does_not)
+{
+    /* hiredis refuses these as integers; Redis never sends them, and where
+     * the reply ends does not depend on them, so the framer forwards the
+     * line (and the client's own reader says what it thinks). */
+    static const char *in[] = {":abc\r\n", ":01\r\n", ":9223372036854775808\r\n", ":-0\r\n", ":\r\n"};
+    for (size_t i = 0; i < sizeof(in) / sizeof(in[0]); i++) {
+        size_t len = strlen(in[i]);
+        rng_state = i;
+        cr_assert_eq(hiredis_frame(in[i], len, &o_hiredis), -1, "hiredis accepts %s", in[i]);
+        expect_reply(in[i], len);
+    }
 }
 
 Test(resp_frame_oracle, agrees_with_hiredis_on_mutated_streams, .timeout = 300)

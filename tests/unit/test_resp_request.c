@@ -30,7 +30,7 @@ typedef struct arg {
     size_t n;
 } arg;
 
-#define MAX_WANT_ARGS 8
+#define MAX_WANT_ARGS 12
 typedef struct want {
     resp_req_status st;
     size_t used; /* for PENDING: bytes of the unfinished command at the end */
@@ -117,6 +117,10 @@ static void copy_command(got *g, const resp_request_parser *p, const char *buf, 
     }
 }
 
+/* Parse as for a client that has not authenticated (Redis's pre-auth
+ * limits); set around a check by check_unauth. */
+static int run_unauthenticated;
+
 /* Feed `in` to a fresh parser, offering first `first` bytes, then `step` more
  * at a time. With `copy`, each call sees a private copy of the offered bytes. */
 static void run(const char *in, size_t len, const resp_request_limits *lim, size_t first, size_t step,
@@ -127,6 +131,7 @@ static void run(const char *in, size_t len, const resp_request_limits *lim, size
     size_t avail = first < len ? first : len;
 
     resp_request_init(&p, lim);
+    p.unauthenticated = run_unauthenticated;
     for (;;) {
         size_t n = avail - start;
         const char *b = in + start;
@@ -354,6 +359,34 @@ Test(multibulk, bulk_limit)
     check_low("*1\r\n$11\r\n0123456789X\r\n", ERR("Protocol error: invalid bulk length"));
     /* Judged on the header, without waiting for the payload. */
     check_low("*1\r\n$11\r\n", ERR("Protocol error: invalid bulk length"));
+}
+
+#define check_unauth(in, ...)                                                                                \
+    do {                                                                                                     \
+        run_unauthenticated = 1;                                                                             \
+        check(in, __VA_ARGS__);                                                                              \
+        run_unauthenticated = 0;                                                                             \
+    } while (0)
+
+/* Before AUTH, Redis allows at most 10 arguments and bulks of 16384 bytes
+ * (processMultibulkBuffer); its own invalid-length checks come first, and
+ * inline requests are not limited. */
+Test(multibulk, unauthenticated_limits)
+{
+    check_unauth("*10\r\n", PENDING(5));
+    check_unauth("*11\r\n", ERR("Protocol error: unauthenticated multibulk length"));
+    check_unauth("*11\r", PENDING(4));
+    check_unauth("*99999999999\r\n", ERR("Protocol error: invalid multibulk length"));
+    check_unauth("*0\r\n*-1\r\n", EMPTY(4), EMPTY(5));
+    check_unauth("*1\r\n$16384\r\n", PENDING(12));
+    check_unauth("*2\r\n$3\r\nSET\r\n$16385\r\n", ERR("Protocol error: unauthenticated bulk length"));
+    check_unauth("*1\r\n$-1\r\n", ERR("Protocol error: invalid bulk length"));
+    check_unauth("*1\r\n$536870913\r\n", ERR("Protocol error: invalid bulk length"));
+    check_unauth("PING a b c d e f g h i j k\r\n", CMD(28, A("PING"), A("a"), A("b"), A("c"), A("d"), A("e"),
+                                                       A("f"), A("g"), A("h"), A("i"), A("j"), A("k")));
+    /* The same requests once authenticated. */
+    check("*11\r\n", PENDING(5));
+    check("*1\r\n$16385\r\n", PENDING(12));
 }
 
 Test(multibulk, huge_bulk_limit_does_not_overflow)
