@@ -17,6 +17,16 @@
  * bystanders see nothing. Afterwards the proxy is alive and serves new
  * clients; under ASan it has nothing to report (it would have died).
  *
+ * Each story was seen to fail with the proxy broken on purpose: a client
+ * left open after its upstream is lost (the cut, reset and kill stories
+ * hang), or given a made-up error for what was never answered (they see a
+ * wrong reply); a bulk's CRLF split between reads taken as its end (the
+ * slices on the link to Redis); the request parser not waiting for the
+ * byte after a header's CR (the slices on the clients' links); clients held
+ * back for a backlog never resumed (the faults_tight stalls, shared); a
+ * shared connection dropped when a client leaves owed replies (the
+ * vanishing clients); and with the check broken (every story).
+ *
  * Proxy-only (no verbproxy to put in front of the link in VP_TEST_DIRECT). */
 #include "tests/support/checks.h"
 #include "tests/support/bystander.h"
