@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "proxy/admin.h"
+#include "proxy/limits.h"
 #include "proxy/log.h"
 
 /* Read size per uv read, Redis's PROTO_IOBUF_LEN. */
@@ -322,6 +323,18 @@ static upstream_conn *client_connect(client_session *c)
 static void client_move_to_own(client_session *c)
 {
     client_release_upstream(c);
+    if (!limits_may_open_own(c->srv)) {
+        /* No descriptor left for it: the waiting command gets what Redis
+         * says to a connection it cannot take, then the close. */
+        vp_log(VP_LOG_VERBOSE, "client %llu %s: no descriptor left for its own upstream connection; closing",
+               c->id, c->addr);
+        c->srv->stats.rejected_connections++;
+        client_queue_local(c, LIMITS_MAXCLIENTS_ERR, sizeof(LIMITS_MAXCLIENTS_ERR) - 1);
+        c->settling = 0;
+        c->input_done = 1;
+        c->close_when_done = 1;
+        return;
+    }
     c->own_upstream = 1;
     c->settling = 0;
     c->up = client_open_own(c);
@@ -866,8 +879,26 @@ void client_upstream_failed(client_session *c, const char *reason)
     client_maybe_finish(c);
 }
 
+/* Redis refused the connection (upstream_refusal): the client's oldest
+ * command still waiting gets that error as its reply, as it would from
+ * Redis directly. */
+static void client_take_refusal(client_session *c)
+{
+    size_t n;
+    const char *err = c->up ? upstream_refusal(c->up, &n) : NULL;
+    if (!err) return;
+    for (size_t i = 0; i < c->slot_len; i++) {
+        if (slot_at(c, i)->kind == SLOT_WAITING) {
+            client_reply(c, c->slot_seq + i, err, n, 1);
+            return;
+        }
+    }
+    if (c->slot_len == 0) outq_add_copy(&c->out, err, n); /* none waiting: as Redis, before the close */
+}
+
 void client_upstream_lost(client_session *c, const char *reason)
 {
+    client_take_refusal(c);
     client_release_upstream(c);
     vp_log(VP_LOG_VERBOSE,
            "client %llu %s: upstream connection lost (%s); closing after delivering what arrived", c->id,
@@ -1050,11 +1081,15 @@ void client_shared_failed(vp_server *srv, upstream_conn *up, const char *reason)
  * its next command. */
 void client_shared_lost(vp_server *srv, upstream_conn *up, const char *reason)
 {
+    /* Redis refused the connection (maxclients): the clients waiting for it
+     * to be set up get its error and the close, as Redis would give them. */
+    size_t refusal_len;
+    int refused = upstream_refusal(up, &refusal_len) != NULL;
     client_session *next;
     for (client_session *c = srv->clients; c; c = next) {
         next = c->next;
         if (c->up != up) continue;
-        if (c->slot_len) {
+        if (c->slot_len || refused) {
             client_upstream_lost(c, reason);
         } else {
             /* Its next command (maybe one already read) takes a new one. */

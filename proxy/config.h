@@ -23,6 +23,7 @@ typedef struct vp_config {
     int upstream_port;                 /* 0 for a unix socket */
     long long connect_timeout_ms;
     long long shared_upstreams; /* connections shared by stateless clients; 0 = one per client */
+    long long maxclients;       /* client connections taken at once (limits.h may lower it) */
 
     long long proto_max_bulk_len;
     long long proto_max_multibulk_len;

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include "proxy/client.h"
+#include "proxy/limits.h"
 #include "proxy/log.h"
 
 static void listener_on_tcp(uv_stream_t *s, int status)
@@ -12,6 +13,10 @@ static void listener_on_tcp(uv_stream_t *s, int status)
     vp_listener *l = s->data;
     if (status < 0) {
         vp_log(VP_LOG_WARNING, "accept error: %s", uv_strerror(status));
+        return;
+    }
+    if (!limits_may_accept(l->srv)) {
+        limits_refuse(l->srv, s, 0);
         return;
     }
     client_accept(l->srv, s, 0);
@@ -22,6 +27,10 @@ static void listener_on_unix(uv_stream_t *s, int status)
     vp_listener *l = s->data;
     if (status < 0) {
         vp_log(VP_LOG_WARNING, "accept error: %s", uv_strerror(status));
+        return;
+    }
+    if (!limits_may_accept(l->srv)) {
+        limits_refuse(l->srv, s, 1);
         return;
     }
     client_accept(l->srv, s, 1);

@@ -7,6 +7,7 @@
 
 #include "proxy/client.h"
 #include "proxy/config.h"
+#include "proxy/limits.h"
 #include "proxy/listener.h"
 #include "proxy/log.h"
 #include "proxy/server.h"
@@ -28,6 +29,8 @@ static void usage(FILE *out)
                  "  --connect-timeout MS   upstream connect timeout (default 2000)\n"
                  "  --shared-upstreams N   upstream connections shared by clients without\n"
                  "                         connection state (default 1; 0 = one per client)\n"
+                 "  --maxclients N         client connections at once (default 10000; lowered\n"
+                 "                         to what the open-file limit allows)\n"
                  "  --loglevel LEVEL       debug, verbose, notice or warning\n"
                  "  --help                 this text\n"
                  "  --version              the version\n");
@@ -119,6 +122,11 @@ int main(int argc, char **argv)
         return conf_free(&srv.conf), 1;
     }
     vp_log_threshold = srv.conf.loglevel;
+    if (limits_adjust_open_files(&srv, err, sizeof(err)) < 0) {
+        vp_log(VP_LOG_WARNING, "%s Exiting.", err);
+        verbs_free(&srv.verbs);
+        return conf_free(&srv.conf), 1;
+    }
     srv.limits.max_bulk_len = srv.conf.proto_max_bulk_len;
     srv.limits.max_multibulk_len = srv.conf.proto_max_multibulk_len;
     srv.loop = uv_default_loop();

@@ -30,6 +30,10 @@ typedef struct vp_server {
      * at an older value loads them again before its next verb
      * (upstream_verbs.c). */
     unsigned scripts_epoch;
+    /* Descriptors for clients and their own upstream connections (limits.h),
+     * and how many of those connections are open (not yet freed). */
+    long long client_fds;
+    unsigned long own_upstreams;
 
     /* Shared upstream connections (conf.shared_upstreams of them, opened on
      * demand; NULL when not open). Requests for them are gathered during a

@@ -8,6 +8,7 @@
 #define STATS_FIELDS(X)                                                                                      \
     X(connections_received)                                                                                  \
     X(clients_connected)                                                                                     \
+    X(rejected_connections)                                                                                  \
     X(commands_forwarded)                                                                                    \
     X(local_replies)                                                                                         \
     X(protocol_errors)                                                                                       \

@@ -7,6 +7,7 @@
 typedef struct vp_stats {
     unsigned long long connections_received;
     unsigned long long clients_connected;
+    unsigned long long rejected_connections; /* refused at maxclients, as Redis's stat */
     unsigned long long commands_forwarded;
     unsigned long long local_replies;
     unsigned long long protocol_errors;

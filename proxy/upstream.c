@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include "lua/verbs.h"
 #include "proxy/client.h"
@@ -127,6 +128,7 @@ void upstream_close(upstream_conn *up)
 static void up_maybe_free(upstream_conn *up)
 {
     if (up->handles_open > 0 || up->resolving) return;
+    if (!up->shared) up->srv->own_upstreams--;
     outq_free(&up->out);
     vp_buf_free(&up->in);
     vp_buf_free(&up->kept);
@@ -159,12 +161,19 @@ static void up_fail(upstream_conn *up, const char *reason)
         client_shared_failed(up->srv, up, why);
 }
 
+static void up_read_refusal(upstream_conn *up);
+
 /* Mid-session loss: the client gets what already arrived, then is closed. */
 static void up_lost(upstream_conn *up, const char *reason)
 {
     struct client_session *c = up->client;
     up->srv->stats.upstream_lost++;
-    vp_log(VP_LOG_VERBOSE, "upstream %s: connection lost: %s", up->srv->conf.upstream, reason);
+    up_read_refusal(up); /* (before the close takes the socket) */
+    if (up->refusal_len)
+        vp_log(VP_LOG_VERBOSE, "upstream %s: refused the connection: %.*s", up->srv->conf.upstream,
+               (int)up->refusal_len - 2, up->refusal);
+    else
+        vp_log(VP_LOG_VERBOSE, "upstream %s: connection lost: %s", up->srv->conf.upstream, reason);
     upstream_close(up);
     if (c)
         client_upstream_lost(c, reason);
@@ -230,6 +239,7 @@ upstream_conn *upstream_open(vp_server *srv, struct client_session *client)
     up->handles_open = 1;
     outq_init(&up->out, &up->h.stream, up, up_on_written);
     srv->stats.upstream_connects++;
+    if (client) srv->own_upstreams++; /* (a shared one is opened without a client) */
     up_make_barrier(up);
 
     const vp_config *conf = &srv->conf;
@@ -453,7 +463,11 @@ static up_route up_decide(upstream_conn *up, const char *p, size_t n, int whole)
                            memcmp(p, NOSCRIPT_PREFIX, sizeof(NOSCRIPT_PREFIX) - 1) == 0;
             return noscript && e->retries < UP_NOSCRIPT_RETRIES ? ROUTE_NOSCRIPT : ROUTE_REPLY;
         }
-        vp_log(VP_LOG_WARNING, "upstream %s: reply nobody asked for; passing it on", up->srv->conf.upstream);
+        /* (Not for an error before any reply: Redis refusing the
+         * connection before the proxy sent anything, see up_note_refusal.) */
+        if (up->replied || !whole || p[0] != '-')
+            vp_log(VP_LOG_WARNING, "upstream %s: reply nobody asked for; passing it on",
+                   up->srv->conf.upstream);
         return ROUTE_PUSH;
     }
     if (e && whole) {
@@ -553,6 +567,51 @@ static void up_unframed(upstream_conn *up)
     client_become_pipe(c, up->framer.error);
 }
 
+/* Called for every reply as it starts (n: its length if whole, else 0).
+ * The first one on the connection, an error for a request of the proxy's
+ * own (no client is given it), is what Redis refused the connection with;
+ * any later reply means it did not. */
+static void up_note_refusal(upstream_conn *up, const char *p, size_t n)
+{
+    up_entry *e = fifo_head(up);
+    int first = !up->replied;
+    up->replied = 1;
+    up->refusal_len = 0;
+    if (!first || n < 3 || n > sizeof(up->refusal) || p[0] != '-' || !e || e->client) return;
+    if (up->route != ROUTE_REPLY && up->route != ROUTE_SCRIPT_LOAD) return;
+    memcpy(up->refusal, p, n);
+    up->refusal_len = (unsigned char)n;
+}
+
+/* A write to a connection Redis refused can fail (EPIPE) before what Redis
+ * wrote ahead of its close is read: if nothing was answered yet, look at
+ * what the kernel holds for an error line (whoever it answers: it is the
+ * reply to the oldest command waiting). */
+static void up_read_refusal(upstream_conn *up)
+{
+    uv_os_fd_t fd;
+    if (up->replied || up->refusal_len || up->state != UPSTREAM_READY || uv_fileno(&up->h.handle, &fd) != 0)
+        return;
+    char buf[sizeof(up->refusal)];
+    size_t n = up->in.len - up->in_pos; /* the start of a reply, read already */
+    if (n > sizeof(buf)) return;
+    if (n) memcpy(buf, up->in.data + up->in_pos, n);
+    ssize_t got = recv(fd, buf + n, sizeof(buf) - n, MSG_DONTWAIT);
+    if (got > 0) n += (size_t)got;
+    char *end = n > 1 ? memchr(buf, '\n', n) : NULL;
+    if (n < 3 || buf[0] != '-' || !end || end[-1] != '\r') return;
+    up->replied = 1;
+    up->refusal_len = (unsigned char)(end + 1 - buf);
+    memcpy(up->refusal, buf, up->refusal_len);
+}
+
+const char *upstream_refusal(upstream_conn *up, size_t *len)
+{
+    up_read_refusal(up);
+    *len = up->refusal_len;
+    return up->refusal_len ? up->refusal : NULL;
+}
+
 static void up_process(upstream_conn *up)
 {
     while (up->in_pos < up->in.len && up->state == UPSTREAM_READY) {
@@ -576,7 +635,10 @@ static void up_process(upstream_conn *up)
             continue; /* a pipe now, or closed */
         }
         if (st == RESP_FRAME_DONE) {
-            if (!up->streaming) up->route = up_decide(up, base, used, 1);
+            if (!up->streaming) {
+                up->route = up_decide(up, base, used, 1);
+                up_note_refusal(up, base, used);
+            }
             up->streaming = 0;
             up->in_pos += used;
             up_deliver(up, base, used, 1);
@@ -591,6 +653,7 @@ static void up_process(upstream_conn *up)
                 break;
             }
             up->route = up_decide(up, base, used, 0);
+            up_note_refusal(up, base, 0);
             up->streaming = 1;
         }
         up->in_pos += used;

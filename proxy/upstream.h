@@ -171,6 +171,16 @@ typedef struct upstream_conn {
     unsigned multi_flush : 1; /* a SCRIPT FLUSH is queued in the open transaction */
     int reset_held;           /* a +RESET held back while waiting for a closing barrier */
 
+    /* Redis refusing the connection: the first reply on it was an error
+     * answering one of the proxy's silent requests (the PUBLISH of a move,
+     * CLIENT NO-EVICT, a SETNAME replay, a SCRIPT LOAD), e.g. "-ERR max
+     * number of clients reached", which Redis writes as it accepts and then
+     * closes. Kept until another reply arrives; if the connection is lost
+     * first, the clients waiting on it get it (upstream_refusal). */
+    char refusal[128];
+    unsigned char refusal_len;
+    unsigned replied : 1; /* a reply has arrived on it */
+
     char barrier_cmd[96];   /* PING <token> */
     char barrier_reply[64]; /* its answer */
 } upstream_conn;
@@ -274,6 +284,10 @@ int upstream_is_counting(const upstream_conn *up);
 /* End of a client's input round: write. Returns 0 or a libuv error. */
 int upstream_flush(upstream_conn *up);
 size_t upstream_backlog(const upstream_conn *up);
+/* The error Redis refused this connection with (see upstream_conn.refusal),
+ * NULL if none: the reply a client's waiting command gets when the
+ * connection is lost. */
+const char *upstream_refusal(upstream_conn *up, size_t *len);
 void upstream_pause_reading(upstream_conn *up);
 void upstream_resume_reading(upstream_conn *up);
 /* Detach and close; the object frees itself later. Never calls the client. */

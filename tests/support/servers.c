@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -215,8 +216,9 @@ void vt_blackhole_close(vt_blackhole *b)
 
 /* ---- processes ---- */
 
-/* fork + exec with stdout/stderr to `log`, cwd `dir`, dying with us. */
-static pid_t spawn(char *const argv[], const char *dir, const char *log)
+/* fork + exec with stdout/stderr to `log`, cwd `dir`, dying with us;
+ * nofile > 0 sets its open-file limit (soft and hard). */
+static pid_t spawn(char *const argv[], const char *dir, const char *log, long nofile)
 {
     pid_t parent = getpid();
     fflush(stdout);
@@ -238,6 +240,8 @@ static pid_t spawn(char *const argv[], const char *dir, const char *log)
     int in = open("/dev/null", O_RDONLY);
     int out = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
     if (in < 0 || out < 0 || chdir(dir) != 0) _exit(127);
+    struct rlimit files = {.rlim_cur = (rlim_t)nofile, .rlim_max = (rlim_t)nofile};
+    if (nofile > 0 && setrlimit(RLIMIT_NOFILE, &files) != 0) _exit(127);
     dup2(in, 0);
     dup2(out, 1);
     dup2(out, 2);
@@ -499,7 +503,7 @@ static bool launch_once(vt_redis *r)
         argv[n++] = r->args[i];
     argv[n] = NULL;
 
-    r->pid = spawn(argv, r->dir, r->log);
+    r->pid = spawn(argv, r->dir, r->log, 0);
     if (r->pid < 0) {
         r->pid = 0;
         return false;
@@ -613,7 +617,7 @@ static bool proxy_launch_once(vt_proxy *p)
     argv[n] = NULL;
 
     p->crashed = false;
-    p->pid = spawn(argv, p->dir, p->log);
+    p->pid = spawn(argv, p->dir, p->log, p->opts.nofile);
     if (p->pid < 0) {
         p->pid = 0;
         return false;

@@ -68,6 +68,7 @@ typedef struct vt_proxy_opts {
     bool unixsocket;               /* also listen on <dir>/verbproxy.sock */
     bool upstream_unix;            /* --upstream <redis unix socket> instead of host:port */
     const char *const *extra_args; /* NULL-terminated flags appended as is; may be NULL */
+    long nofile;                   /* > 0: the proxy's open-file limit, soft and hard (ulimit -n) */
 } vt_proxy_opts;
 
 /* One verbproxy in front of one redis. In direct mode (VP_TEST_DIRECT=1) no

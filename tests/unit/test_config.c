@@ -39,6 +39,18 @@ Test(config, defaults_match_the_documented_ones)
     cr_assert_eq(c.proto_max_bulk_len, 512LL * 1024 * 1024);
     cr_assert_eq(c.proto_max_multibulk_len, 2147483647LL);
     cr_assert_eq(c.connect_timeout_ms, 2000);
+    cr_assert_eq(c.maxclients, 10000); /* Redis's */
+}
+
+Test(config, maxclients_is_a_positive_count)
+{
+    vp_config c;
+    char err[256] = "";
+    cr_assert_eq(load(&c, "maxclients 224\n", err, sizeof(err)), 0, "%s", err);
+    cr_assert_eq(c.maxclients, 224);
+    cr_assert_eq(load(&c, "maxclients 0\n", err, sizeof(err)), -1);
+    cr_assert(strstr(err, "'maxclients' must be an integer between 1 and") != NULL, "%s", err);
+    cr_assert_eq(load(&c, "maxclients many\n", err, sizeof(err)), -1);
 }
 
 Test(config, the_example_file_loads)
@@ -50,6 +62,7 @@ Test(config, the_example_file_loads)
     cr_assert_eq(rc, 0, "%s", err);
     cr_assert_eq(c.port, 6380);
     cr_assert_eq(c.buffer_limit, 1024 * 1024);
+    cr_assert_eq(c.maxclients, 10000);
 }
 
 Test(config, every_directive_is_applied)
