@@ -31,14 +31,7 @@ static void teardown(void)
 
 static void store_big(void)
 {
-    redisContext *admin = vt_must_connect(env.redis->port);
-    char *v = malloc(BIG_VALUE);
-    memset(v, 'o', BIG_VALUE);
-    redisReply *r = redisCommand(admin, "SET ol:big %b", v, (size_t)BIG_VALUE);
-    vt_assert_status(r, "OK");
-    freeReplyObject(r);
-    free(v);
-    redisFree(admin);
+    vt_store_filled(env.redis->port, "ol:big", BIG_VALUE, 'o');
 }
 
 /* A client asks for a reply over the limit: Redis closes it without a reply,

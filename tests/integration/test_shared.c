@@ -373,14 +373,7 @@ Test(shared, quit_answers_ok_and_closes_only_that_client)
 
 static void store_big(void)
 {
-    redisContext *admin = vt_must_connect(env.redis->port);
-    char *v = malloc(BIG);
-    memset(v, 'b', BIG);
-    redisReply *r = redisCommand(admin, "SET sh:big %b", v, (size_t)BIG);
-    vt_assert_status(r, "OK");
-    freeReplyObject(r);
-    free(v);
-    redisFree(admin);
+    vt_store_filled(env.redis->port, "sh:big", BIG, 'b');
 }
 
 typedef struct incr_job {
@@ -513,15 +506,7 @@ Test(shared, a_client_that_does_not_read_moves_and_the_proxy_holds_no_more_than_
  * throughout, and the slow ones get every reply in order once they read. */
 Test(shared, clients_that_do_not_read_big_replies_cost_the_proxy_a_bounded_window_each)
 {
-    redisContext *admin = vt_must_connect(env.redis->port);
-    char *v = malloc(SLOW_VALUE_LEN);
-    memset(v, 'h', SLOW_VALUE_LEN);
-    redisReply *r = redisCommand(admin, "SET sh:huge %b", v, (size_t)SLOW_VALUE_LEN);
-    vt_assert_status(r, "OK");
-    freeReplyObject(r);
-    free(v);
-    redisFree(admin);
-
+    vt_store_filled(env.redis->port, "sh:huge", SLOW_VALUE_LEN, 'h');
     vt_bystanders *b = vt_bystanders_start(env.proxy->port, 4);
     cr_assert(b != NULL);
     cr_assert(vt_bystanders_wait(b, 24, VT_READ_DEADLINE_MS));

@@ -133,6 +133,20 @@ static inline int vt_must_sock(int port)
     return fd;
 }
 
+/* SET `key` to `len` bytes of `fill`, straight on the redis-server at
+ * redis_port (a big value for a story to read through the proxy). */
+static inline void vt_store_filled(int redis_port, const char *key, size_t len, char fill)
+{
+    redisContext *admin = vt_must_connect(redis_port);
+    char *v = malloc(len);
+    memset(v, fill, len);
+    redisReply *r = redisCommand(admin, "SET %s %b", key, v, len);
+    vt_assert_status(r, "OK");
+    freeReplyObject(r);
+    free(v);
+    redisFree(admin);
+}
+
 /* Send what `req` holds (then empty it) and expect exactly `want` back. */
 static inline void vt_exchange(int fd, vt_buf *req, const char *want)
 {
