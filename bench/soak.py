@@ -9,7 +9,8 @@ restarted once, at half time (SHUTDOWN SAVE, then soak.sh starts it again on
 the same port with the saved data).
 
 Kinds of connection:
-  mixed     INCR/SET/GET/HSETVER/LOCKRELEASE/ZWINDOW on keys of its own,
+  mixed     INCR/SET/GET, HSETVER, the lock verbs, ZWINDOW and the lease verbs
+            (QPOP LEASE, QEXTEND, QRECLAIM, QACK) on keys of its own,
             pipelines of 1-16 commands; a MULTI/EXEC now and then (which
             moves it to a connection of its own upstream)
   producer  ZADDs unique jobs into a shared queue
@@ -176,7 +177,7 @@ async def mixed(i):
                 version = int(r[1] or 0)
             reqs, want, what = [], [], []
             for _ in range(random.randint(1, 16)):
-                op = random.randrange(7)
+                op = random.randrange(9)
                 if op == 0:
                     counter += 1
                     reqs.append(cmd("INCR", k + ":n")), want.append(counter), what.append("INCR")
@@ -202,6 +203,22 @@ async def mixed(i):
                 elif op == 4:
                     reqs.append(cmd("ZWINDOW", k + ":w", 60000, "m%d" % random.getrandbits(30), "LIMIT", 1000000))
                     want.append("window"), what.append("ZWINDOW")
+                elif op == 6:
+                    # the lease verbs on a queue of its own (a key per use,
+                    # see the lock keys above)
+                    q, lease = "%s:q:%d" % (k, len(reqs)), "%s:lease:%d" % (k, len(reqs))
+                    reqs += [cmd("ZADD", q, 7, "job"), cmd("QPOP", q, "LEASE", lease, 60000),
+                             cmd("QEXTEND", lease, "job", 120000), cmd("QRECLAIM", lease, q, "NOW"),
+                             cmd("QACK", lease, "job")]
+                    want += [1, [b"job", b"7"], 1, [], 1]
+                    what += ["ZADD job", "QPOP LEASE", "QEXTEND", "QRECLAIM", "QACK"]
+                elif op == 7:
+                    tok, tok2 = "t%d" % random.getrandbits(32), "u%d" % random.getrandbits(32)
+                    lk = "%s:h:%d" % (k, len(reqs))
+                    reqs += [cmd("SET", lk, tok, "PX", 10000), cmd("LOCKRENEW", lk, tok, 20000),
+                             cmd("LOCKHANDOVER", lk, tok, tok2, 20000), cmd("LOCKRELEASE", lk, tok2)]
+                    want += [b"OK", 1, 1, 1]
+                    what += ["SET lock", "LOCKRENEW", "LOCKHANDOVER", "LOCKRELEASE"]
                 elif op == 5 and random.random() < 0.05:
                     counter += 1
                     reqs += [cmd("MULTI"), cmd("INCR", k + ":n"), cmd("EXEC")]
