@@ -7,11 +7,15 @@
 
 #include "proxy/admin.h"
 #include "proxy/log.h"
+#include "proxy/pool.h"
 
-/* Read size per uv read, Redis's PROTO_IOBUF_LEN. */
+/* Read size per uv read, Redis's PROTO_IOBUF_LEN: a pool block
+ * (VP_POOL_BUF_SIZE), given back once everything in it is parsed. */
 #define CLIENT_READ_CHUNK (16 * 1024)
 #define CLIENT_READ_MAX (1024 * 1024)
-#define CLIENT_KEEP_BYTES (64 * 1024)
+/* The first ring of reply slots comes from a pool and goes back when no
+ * reply is owed; a client that pipelines deeper grows its own. */
+#define CLIENT_FIRST_SLOTS 32
 /* An incomplete request past this size is forwarded piece by piece. */
 #define CLIENT_STREAM_THRESHOLD (64 * 1024)
 /* What the proxy holds for a client on a shared connection is bounded by
@@ -40,23 +44,51 @@ static int client_owed_released(const client_session *c);
 
 /* ---- the reply slot queue ---- */
 
+static vp_pool client_slot_rings = VP_POOL_INIT("slot_rings", CLIENT_FIRST_SLOTS * sizeof(client_slot));
+
 static client_slot *slot_at(client_session *c, size_t i)
 {
     return &c->slots[(c->slot_head + i) % c->slot_cap];
 }
 
+static void slot_ring_free(client_slot *ring, size_t cap)
+{
+    if (cap == CLIENT_FIRST_SLOTS)
+        vp_pool_put(&client_slot_rings, ring);
+    else
+        free(ring);
+}
+
+/* No reply owed: an idle client holds no ring. */
+static void slot_ring_release(client_session *c)
+{
+    if (!c->slots) return;
+    slot_ring_free(c->slots, c->slot_cap);
+    c->slots = NULL;
+    c->slot_cap = c->slot_head = 0;
+}
+
+static void slot_ring_grow(client_session *c)
+{
+    if (c->slot_cap == 0) {
+        c->slots = vp_pool_get(&client_slot_rings);
+        c->slot_cap = CLIENT_FIRST_SLOTS;
+        c->slot_head = 0;
+        return;
+    }
+    size_t ncap = c->slot_cap * 2;
+    client_slot *n = vp_malloc(ncap * sizeof(*n));
+    for (size_t i = 0; i < c->slot_len; i++)
+        n[i] = *slot_at(c, i);
+    slot_ring_free(c->slots, c->slot_cap);
+    c->slots = n;
+    c->slot_cap = ncap;
+    c->slot_head = 0;
+}
+
 static client_slot *slot_push(client_session *c, client_slot_kind kind)
 {
-    if (c->slot_len == c->slot_cap) {
-        size_t ncap = c->slot_cap ? c->slot_cap * 2 : 32;
-        client_slot *n = vp_malloc(ncap * sizeof(*n));
-        for (size_t i = 0; i < c->slot_len; i++)
-            n[i] = *slot_at(c, i);
-        free(c->slots);
-        c->slots = n;
-        c->slot_cap = ncap;
-        c->slot_head = 0;
-    }
+    if (c->slot_len == c->slot_cap) slot_ring_grow(c);
     client_slot *s = slot_at(c, c->slot_len++);
     memset(s, 0, sizeof(*s));
     s->kind = kind;
@@ -73,6 +105,7 @@ static void slot_pop(client_session *c)
     c->slot_head = (c->slot_head + 1) % c->slot_cap;
     c->slot_len--;
     c->slot_seq++;
+    if (c->slot_len == 0) slot_ring_release(c);
 }
 
 static void slot_append(client_slot *s, const char *p, size_t n)
@@ -354,7 +387,7 @@ static void client_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 {
     (void)suggested;
     client_session *c = h->data;
-    vp_buf_reserve(&c->in, CLIENT_READ_CHUNK);
+    vp_pool_buf_reserve(&c->in, CLIENT_READ_CHUNK);
     size_t room = c->in.cap - c->in.len;
     if (room > CLIENT_READ_MAX) room = CLIENT_READ_MAX; /* uv_buf_t lengths are unsigned int */
     *buf = uv_buf_init(c->in.data + c->in.len, (unsigned int)room);
@@ -479,8 +512,11 @@ static void client_keep_setter(client_session *c, int argc, const resp_arg *argv
     const resp_arg *v = &argv[argc - 1];
     for (size_t k = 0; k < v->len; k++)
         if (v->ptr[k] < '!' || v->ptr[k] > '~') return;
-    c->setters[i].len = 0;
-    vp_buf_append(&c->setters[i], p, n);
+    /* Exactly its size (not a 4 KiB vp_buf): kept for the whole session. */
+    vp_buf_free(&c->setters[i]);
+    c->setters[i].data = vp_malloc(n);
+    memcpy(c->setters[i].data, p, n);
+    c->setters[i].len = c->setters[i].cap = n;
 }
 
 static int is_config_set(int argc, const resp_arg *argv)
@@ -711,7 +747,7 @@ static void client_process_input(client_session *c)
             break;
         }
     }
-    vp_buf_shrink(&c->in, CLIENT_KEEP_BYTES);
+    vp_pool_buf_release_idle(&c->in, 0); /* all parsed: the buffer goes back */
     client_flush(c);
 }
 
@@ -729,6 +765,11 @@ static void client_on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 {
     (void)buf;
     client_session *c = s->data;
+    if (nread <= 0) {
+        /* Nothing read (EAGAIN after a full read, or the end): the block
+         * the alloc callback took goes back unless it holds input. */
+        vp_pool_buf_release_idle(&c->in, 0);
+    }
     if (nread == 0) return;
     if (nread < 0) {
         if (nread != UV_EOF || client_idle(c)) {
@@ -751,6 +792,7 @@ static void client_on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
     if (c->input_done) {
         /* Answered and closing: read only to notice the client leave. */
         c->in.len = c->in_pos = 0;
+        vp_pool_buf_release_idle(&c->in, 0);
         return;
     }
     c->in.len += (size_t)nread;
@@ -1001,13 +1043,13 @@ static void client_close_cb(uv_handle_t *h)
 {
     client_session *c = h->data;
     outq_free(&c->out);
-    vp_buf_free(&c->in);
+    vp_pool_buf_release(&c->in);
     for (int i = 0; i < 3; i++)
         vp_buf_free(&c->setters[i]);
     resp_request_free(&c->parser);
     while (c->slot_len)
         slot_pop(c);
-    free(c->slots);
+    slot_ring_release(c);
     free(c);
 }
 
@@ -1070,6 +1112,7 @@ void client_accept(vp_server *srv, uv_stream_t *listener, int is_unix)
     srv->stats.clients_connected++;
     srv->stats.connections_received++;
     outq_init(&c->out, &c->h.stream, c, client_on_written);
+    outq_set_keep(&c->out, 0); /* an idle client holds no write buffer */
     resp_request_init(&c->parser, &srv->limits);
 
     rc = uv_accept(listener, &c->h.stream);

@@ -8,10 +8,18 @@
  * forwarded bytes. Whatever is copied goes out by uv_write from `inflight`
  * while new bytes gather in `pending`; the two swap when a write completes.
  *
- * Ownership: the outq owns `pending` and `inflight`. Pieces belong to the
- * caller and must stay unchanged until outq_flush() returns. The owner calls
- * outq_free() only after the stream's handle is closed (libuv has then
- * cancelled and called back any write in flight). */
+ * Memory: an idle queue holds nothing but this struct. Its pieces and its
+ * write request (outq_block) come from a pool when a round adds the first
+ * piece or a write starts, and go back once the round is flushed and no
+ * write is in flight; `pending` and `inflight` are pooled buffers
+ * (pool.h), given back as soon as they are empty, except that a buffer
+ * grown past a pool block is kept up to `keep` bytes (outq_set_keep), so a
+ * shared upstream connection's every-iteration batches do not allocate.
+ *
+ * Ownership: the outq owns `pending`, `inflight` and its block. Pieces
+ * belong to the caller and must stay unchanged until outq_flush() returns.
+ * The owner calls outq_free() only after the stream's handle is closed
+ * (libuv has then cancelled and called back any write in flight). */
 #ifndef VP_OUTQ_H
 #define VP_OUTQ_H
 
@@ -20,31 +28,42 @@
 #include "proxy/buffer.h"
 
 #define OUTQ_MAX_PIECES 32
+/* Default `keep`: a grown buffer up to this size stays while empty. */
+#define OUTQ_KEEP_BYTES (64 * 1024)
 
 typedef struct outq outq;
 /* Called when a uv_write completes: status < 0 is a write error, otherwise the
  * queue may have drained (outq_size() tells). */
 typedef void (*outq_written_cb)(outq *q, int status);
 
+/* What only a busy queue needs (pooled). */
+typedef struct outq_block {
+    uv_buf_t pieces[OUTQ_MAX_PIECES];
+    /* A piece in a growable buffer is kept as an offset (in base) and the
+     * buffer, and resolved to a pointer when the round is flushed. */
+    const vp_buf *ref[OUTQ_MAX_PIECES];
+    uv_write_t req;
+} outq_block;
+
 struct outq {
     uv_stream_t *stream;
     void *owner; /* passed back through q->owner in the callback */
     outq_written_cb on_written;
 
-    uv_buf_t pieces[OUTQ_MAX_PIECES];
-    /* A piece in a growable buffer is kept as an offset (in base) and the
-     * buffer, and resolved to a pointer when the round is flushed. */
-    const vp_buf *ref[OUTQ_MAX_PIECES];
+    outq_block *blk; /* while pieces are queued or a write is in flight */
     int npieces;
     size_t piece_bytes;
 
     vp_buf pending;  /* copied bytes waiting for the write in flight */
     vp_buf inflight; /* bytes handed to uv_write */
     int writing;
-    uv_write_t req;
+    size_t keep; /* an empty buffer of its own up to this size is kept */
 };
 
 void outq_init(outq *q, uv_stream_t *stream, void *owner, outq_written_cb cb);
+/* How much of an empty grown buffer to keep (0: give every buffer back as
+ * soon as it is empty, as a client's queue does). */
+void outq_set_keep(outq *q, size_t keep);
 /* Queue bytes without copying them; they must outlive the next outq_flush(). */
 void outq_add(outq *q, const char *p, size_t n);
 /* Queue bytes n bytes at `off` in `b` without copying: `b` may grow (move)

@@ -8,6 +8,7 @@
 #include "lua/verbs.h"
 #include "proxy/client.h"
 #include "proxy/log.h"
+#include "proxy/pool.h"
 #include "proxy/upstream_internal.h"
 
 /* Read size per uv read, Redis's PROTO_IOBUF_LEN. */
@@ -125,7 +126,7 @@ static void up_maybe_free(upstream_conn *up)
 {
     if (up->handles_open > 0 || up->resolving) return;
     outq_free(&up->out);
-    vp_buf_free(&up->in);
+    vp_pool_buf_release(&up->in);
     vp_buf_free(&up->kept);
     vp_buf_free(&up->scratch);
     free(up->fifo);
@@ -367,7 +368,7 @@ static void up_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 {
     (void)suggested;
     upstream_conn *up = h->data;
-    vp_buf_reserve(&up->in, UP_READ_CHUNK);
+    vp_pool_buf_reserve(&up->in, UP_READ_CHUNK);
     size_t room = up->in.cap - up->in.len;
     if (room > UP_READ_MAX) room = UP_READ_MAX; /* uv_buf_t lengths are unsigned int */
     *buf = uv_buf_init(up->in.data + up->in.len, (unsigned int)room);
@@ -522,11 +523,22 @@ static void up_process(upstream_conn *up)
     }
 }
 
+/* Everything read is handed on: the read buffer goes back to the pool (a
+ * shared connection keeps one it grew, up to UP_KEEP_BYTES, as it reads
+ * all the time). */
+static void up_release_in(upstream_conn *up)
+{
+    vp_pool_buf_release_idle(&up->in, up->shared ? UP_KEEP_BYTES : 0);
+}
+
 static void up_on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 {
     (void)buf;
     upstream_conn *up = s->data;
-    if (nread == 0) return;
+    if (nread == 0) {
+        up_release_in(up); /* EAGAIN: the block taken for it goes back */
+        return;
+    }
     if (nread < 0) {
         up_lost(up, nread == UV_EOF ? "connection closed by upstream" : uv_strerror((int)nread));
         return;
@@ -558,7 +570,7 @@ static void up_on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
     }
     vp_buf_consume(&up->in, up->in_pos);
     up->in_pos = 0;
-    vp_buf_shrink(&up->in, UP_KEEP_BYTES);
+    up_release_in(up);
     vp_buf_shrink(&up->kept, UP_KEEP_BYTES); /* after a large verb (only when empty) */
 }
 
