@@ -1112,7 +1112,6 @@ void client_accept(vp_server *srv, uv_stream_t *listener, int is_unix)
     srv->stats.clients_connected++;
     srv->stats.connections_received++;
     outq_init(&c->out, &c->h.stream, c, client_on_written);
-    outq_set_keep(&c->out, 0); /* an idle client holds no write buffer */
     resp_request_init(&c->parser, &srv->limits);
 
     rc = uv_accept(listener, &c->h.stream);

@@ -13,7 +13,7 @@ void outq_init(outq *q, uv_stream_t *stream, void *owner, outq_written_cb cb)
     q->stream = stream;
     q->owner = owner;
     q->on_written = cb;
-    q->keep = OUTQ_KEEP_BYTES;
+    q->keep = 0;
 }
 
 void outq_set_keep(outq *q, size_t keep)

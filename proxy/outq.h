@@ -28,7 +28,8 @@
 #include "proxy/buffer.h"
 
 #define OUTQ_MAX_PIECES 32
-/* Default `keep`: a grown buffer up to this size stays while empty. */
+/* The `keep` of a queue that writes all the time (a shared upstream
+ * connection): a grown buffer up to this size stays while empty. */
 #define OUTQ_KEEP_BYTES (64 * 1024)
 
 typedef struct outq outq;
@@ -61,8 +62,8 @@ struct outq {
 };
 
 void outq_init(outq *q, uv_stream_t *stream, void *owner, outq_written_cb cb);
-/* How much of an empty grown buffer to keep (0: give every buffer back as
- * soon as it is empty, as a client's queue does). */
+/* How much of an empty grown buffer to keep (default 0: every buffer goes
+ * back as soon as it is empty). */
 void outq_set_keep(outq *q, size_t keep);
 /* Queue bytes without copying them; they must outlive the next outq_flush(). */
 void outq_add(outq *q, const char *p, size_t n);

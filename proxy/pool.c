@@ -27,9 +27,9 @@ void *vp_pool_get(vp_pool *p)
     return block;
 }
 
-void vp_pool_put(vp_pool *p, void *block)
+/* Onto the free list, or freed if it is full. */
+static void pool_keep_free(vp_pool *p, void *block)
 {
-    p->in_use--;
     if ((p->nfree + 1) * p->size > VP_POOL_MAX_FREE_BYTES) {
         free(block);
         return;
@@ -38,6 +38,16 @@ void vp_pool_put(vp_pool *p, void *block)
     p->free_list = block;
     p->nfree++;
 }
+
+void vp_pool_put(vp_pool *p, void *block)
+{
+    p->in_use--;
+    pool_keep_free(p, block);
+}
+
+/* The buffer pool's in_use counts buffers holding memory, a block or their
+ * own allocation after they outgrew one: what VERBPROXY STATS shows as
+ * read and write buffers held. */
 
 void vp_pool_buf_reserve(vp_buf *b, size_t extra)
 {
@@ -50,6 +60,7 @@ void vp_pool_buf_reserve(vp_buf *b, size_t extra)
     if (b->cap != VP_POOL_BUF_SIZE) {
         /* More than a block from nothing, or its own allocation already:
          * either way it ends over VP_POOL_BUF_SIZE, never a block's size. */
+        if (b->cap == 0) buf_pool.in_use++;
         vp_buf_reserve(b, extra);
         return;
     }
@@ -60,7 +71,7 @@ void vp_pool_buf_reserve(vp_buf *b, size_t extra)
     vp_buf_reserve(&grown, want > 2 * VP_POOL_BUF_SIZE ? want : 2 * VP_POOL_BUF_SIZE);
     memcpy(grown.data, b->data, b->len);
     grown.len = b->len;
-    vp_pool_put(&buf_pool, b->data);
+    pool_keep_free(&buf_pool, b->data); /* the buffer is still held: in_use stays */
     *b = grown;
 }
 
@@ -74,10 +85,13 @@ void vp_pool_buf_append(vp_buf *b, const void *p, size_t n)
 
 void vp_pool_buf_release(vp_buf *b)
 {
-    if (b->cap == VP_POOL_BUF_SIZE)
+    if (b->cap == 0) return;
+    if (b->cap == VP_POOL_BUF_SIZE) {
         vp_pool_put(&buf_pool, b->data);
-    else
+    } else {
+        buf_pool.in_use--;
         free(b->data);
+    }
     b->data = NULL;
     b->len = b->cap = 0;
 }

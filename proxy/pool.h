@@ -43,7 +43,7 @@ typedef struct vp_pool {
     size_t size;      /* of each block, at least a pointer */
     void *free_list;  /* linked through each free block's first word */
     size_t nfree;
-    unsigned long long in_use; /* taken and not put back */
+    unsigned long long in_use; /* taken and not put back (the buffer pool: see vp_pool_bufs_in_use) */
     int registered;
     struct vp_pool *next_pool;
 } vp_pool;
@@ -67,7 +67,8 @@ void vp_pool_buf_release(vp_buf *b);
  * pool). keep 0: always. */
 void vp_pool_buf_release_idle(vp_buf *b, size_t keep);
 
-/* Blocks of the buffer pool taken and not put back (for tests). */
+/* Pooled buffers holding memory: a block, or their own allocation after
+ * they outgrew one (pool_bufs_in_use in VERBPROXY STATS). */
 unsigned long long vp_pool_bufs_in_use(void);
 /* Every pool's counts as "<name><sep><value><end>" lines; returns the length
  * written (at most cap - 1). */

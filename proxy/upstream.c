@@ -274,6 +274,7 @@ upstream_conn *upstream_shared(vp_server *srv, unsigned long long client_id)
         upstream_conn *up = upstream_open(srv, NULL);
         up->shared = 1;
         up->shared_index = i;
+        outq_set_keep(&up->out, OUTQ_KEEP_BYTES); /* it writes a batch every loop iteration */
         srv->shared[i] = up;
         /* Many clients' replies queue on it: under maxmemory-clients Redis
          * must not take it for one big client and evict it. (Refused by a
