@@ -201,17 +201,24 @@ verdict() {     # verdict value op target
 }
 
 # ---------------------------------------------------------------- report
-# RESULTS.md is shared: run.sh writes the file's head and its own sections,
-# verbs.sh owns one block between these two markers. Each keeps the other's.
+# RESULTS.md is shared: run.sh writes the file's head and its own sections;
+# verbs.sh and idle_memory.sh each own one block between two markers. Each
+# script keeps the others' blocks.
 VERBS_BEGIN='<!-- bench/verbs.sh: begin -->'
 VERBS_END='<!-- bench/verbs.sh: end -->'
-verbs_block() {  # verbs_block file -> the verbs.sh block of file, markers included (nothing if none)
+IDLE_BEGIN='<!-- bench/idle_memory.sh: begin -->'
+IDLE_END='<!-- bench/idle_memory.sh: end -->'
+marked_block() {  # marked_block file begin end -> that block of file, markers included (nothing if none)
     [ -f "$1" ] || return 0
-    awk -v b="$VERBS_BEGIN" -v e="$VERBS_END" '$0 == b {on = 1} on {print} $0 == e {on = 0}' "$1"
+    awk -v b="$2" -v e="$3" '$0 == b {on = 1} on {print} $0 == e {on = 0}' "$1"
 }
-without_verbs_block() {  # without_verbs_block file -> file without that block (and the blank line before it)
+without_marked_block() {  # without_marked_block file begin end -> file without that block (and the blank line before it)
     [ -f "$1" ] || return 0
-    awk -v b="$VERBS_BEGIN" -v e="$VERBS_END" '
+    awk -v b="$2" -v e="$3" '
         $0 == b {on = 1; held = ""; next} on {if ($0 == e) on = 0; next}
         $0 == "" {held = held "\n"; next} {printf "%s%s\n", held, $0; held = ""}' "$1"
 }
+verbs_block() { marked_block "$1" "$VERBS_BEGIN" "$VERBS_END"; }
+without_verbs_block() { without_marked_block "$1" "$VERBS_BEGIN" "$VERBS_END"; }
+idle_block() { marked_block "$1" "$IDLE_BEGIN" "$IDLE_END"; }
+without_idle_block() { without_marked_block "$1" "$IDLE_BEGIN" "$IDLE_END"; }

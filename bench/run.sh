@@ -299,6 +299,7 @@ skipped=""
 [ "$SKIP_VP" = 1 ] && skipped="$skipped verbproxy"
 [ "$SKIP_TW" = 1 ] && skipped="$skipped twemproxy"
 KEEP_VERBS=$(verbs_block "$RESULTS")
+KEEP_IDLE=$(idle_block "$RESULTS")
 {
     echo "# verbproxy benchmark results"
     echo
@@ -327,7 +328,9 @@ KEEP_VERBS=$(verbs_block "$RESULTS")
     echo "## Targets"
     echo
     echo "$RATIOS"
-    # bench/verbs.sh's section of the same file survives a rerun of this script.
+    # bench/verbs.sh's and bench/idle_memory.sh's sections of the same file
+    # survive a rerun of this script.
     if [ -n "$KEEP_VERBS" ]; then echo; echo "$KEEP_VERBS"; fi
+    if [ -n "$KEEP_IDLE" ]; then echo; echo "$KEEP_IDLE"; fi
 } >"$RESULTS"
 log "wrote ${RESULTS#$ROOT/}; raw runs in ${RAW#$ROOT/}"
