@@ -1,12 +1,15 @@
 #!/usr/bin/python3
 """bench/idle_clients.py - how much memory an idle client costs a server.
 
-Usage: idle_clients.py HOST PORT N PID [PID ...]
+Usage: idle_clients.py [--burst] HOST PORT N PID [PID ...]
 
 Opens one warm-up connection (PING, reply read, kept open), reads VmRSS of
 every PID from /proc/PID/status, then opens N more connections, each sending
 one PING and reading its +PONG before the next is opened, and reads VmRSS
-again while all N are open and idle. Prints one line per PID:
+again while all N are open and idle. With --burst the N connections are all
+opened first, then all send their PING before any reply is read (what a
+server holds for many clients at once stays in its RSS if it keeps freed
+memory). Prints one line per PID:
 
     PID RSS_BEFORE_KB RSS_AFTER_KB BYTES_PER_CLIENT
 
@@ -27,10 +30,16 @@ def vm_rss_kb(pid):
     raise RuntimeError("no VmRSS for pid %d" % pid)
 
 
-def ping(host, port):
+PING = b"*1\r\n$4\r\nPING\r\n"
+
+
+def connect(host, port):
     s = socket.create_connection((host, port), timeout=10)
     s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-    s.sendall(b"*1\r\n$4\r\nPING\r\n")
+    return s
+
+
+def read_pong(s):
     got = b""
     while not got.endswith(b"\r\n"):
         chunk = s.recv(64)
@@ -39,18 +48,36 @@ def ping(host, port):
         got += chunk
     if got != b"+PONG\r\n":
         raise RuntimeError("unexpected PING reply %r" % got)
+
+
+def ping(host, port):
+    s = connect(host, port)
+    s.sendall(PING)
+    read_pong(s)
     return s
 
 
 def main():
-    if len(sys.argv) < 5:
+    args = sys.argv[1:]
+    burst = bool(args) and args[0] == "--burst"
+    if burst:
+        args = args[1:]
+    if len(args) < 4:
         sys.exit(__doc__)
-    host, port, n = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-    pids = [int(p) for p in sys.argv[4:]]
+    host, port, n = args[0], int(args[1]), int(args[2])
+    pids = [int(p) for p in args[3:]]
     socks = [ping(host, port)]
     before = {p: vm_rss_kb(p) for p in pids}
-    for _ in range(n):
-        socks.append(ping(host, port))
+    if burst:
+        idle = [connect(host, port) for _ in range(n)]
+        for s in idle:
+            s.sendall(PING)
+        for s in idle:
+            read_pong(s)
+        socks += idle
+    else:
+        for _ in range(n):
+            socks.append(ping(host, port))
     after = {p: vm_rss_kb(p) for p in pids}
     for p in pids:
         print(p, before[p], after[p], "%.0f" % ((after[p] - before[p]) * 1024.0 / n))

@@ -9,7 +9,11 @@
 # one warm-up connection, then BENCH_IDLE_CLIENTS more (bench/idle_clients.py:
 # each sends one PING and reads its reply, then stays open and idle), and
 # reports (VmRSS with the clients open - VmRSS before) / clients for the
-# proxy, and the same for the redis-server behind it. Fresh processes per
+# proxy, and the same for the redis-server behind it. Two ways to get there:
+# "one at a time" (each client PINGs and reads its reply before the next
+# connects) and "all at once" (all connect, then all PING before any reply
+# is read: what a server needed for all of them at once and then kept, in a
+# free list or an allocator, stays in its RSS). Fresh processes per
 # measurement, because an allocator keeps freed pages: a second batch of
 # clients in the same process would reuse the first batch's memory. The
 # paths alternate (the starting path rotates every round) and medians over
@@ -77,7 +81,7 @@ ulimit -n "$WANT_FDS"
 
 TMP=$(mktemp -d /tmp/verbproxy-idle.XXXXXX)
 RAW="$OUT_DIR/idle-memory.csv"
-echo "round,path,proxy_bytes_per_client,redis_bytes_per_client,proxy_rss_before_kb,proxy_rss_after_kb,redis_rss_before_kb,redis_rss_after_kb" >"$RAW"
+echo "round,path,pattern,proxy_bytes_per_client,redis_bytes_per_client,proxy_rss_before_kb,proxy_rss_after_kb,redis_rss_before_kb,redis_rss_after_kb" >"$RAW"
 
 PATHS=(direct)
 [ "$SKIP_VP" != 1 ] && PATHS+=(vp)
@@ -143,41 +147,50 @@ for r in $(seq 1 "$ROUNDS"); do
     n=${#PATHS[@]}
     for i in $(seq 0 $((n - 1))); do
         path=${PATHS[$(((i + r - 1) % n))]}
-        start_path "$path"
-        out=$("$PY" "$SCRIPT_DIR/idle_clients.py" 127.0.0.1 "$PPORT" "$NCLIENTS" "$PPID_" "$REDIS_PID") ||
-            die "idle_clients.py failed on $path"
-        read -r _ pb pa pper <<<"$(sed -n 1p <<<"$out")"
-        if [ "$path" = direct ]; then
-            rb=$pb; ra=$pa; rper=$pper
-        else
-            read -r _ rb ra rper <<<"$(sed -n 2p <<<"$out")"
-        fi
-        echo "$r,$path,$pper,$rper,$pb,$pa,$rb,$ra" >>"$RAW"
-        log "round $r $path: $pper bytes per idle client (redis-server behind it: $rper)"
-        [ "$path" = direct ] || stop_pid "$PPID_"
-        stop_pid "$REDIS_PID"
+        for pattern in one burst; do
+            start_path "$path"
+            flag=""
+            [ "$pattern" = burst ] && flag=--burst
+            out=$("$PY" "$SCRIPT_DIR/idle_clients.py" $flag 127.0.0.1 "$PPORT" "$NCLIENTS" "$PPID_" "$REDIS_PID") ||
+                die "idle_clients.py failed on $path"
+            read -r _ pb pa pper <<<"$(sed -n 1p <<<"$out")"
+            if [ "$path" = direct ]; then
+                rb=$pb; ra=$pa; rper=$pper
+            else
+                read -r _ rb ra rper <<<"$(sed -n 2p <<<"$out")"
+            fi
+            echo "$r,$path,$pattern,$pper,$rper,$pb,$pa,$rb,$ra" >>"$RAW"
+            log "round $r $path ($pattern): $pper bytes per idle client (redis-server behind it: $rper)"
+            [ "$path" = direct ] || stop_pid "$PPID_"
+            stop_pid "$REDIS_PID"
+        done
     done
 done
 LOAD_AFTER=$(cut -d' ' -f1-3 /proc/loadavg)
 
-col() {  # col path field -> that field of every round of path, one a line
-    awk -F, -v p="$1" -v f="$2" 'NR > 1 && $2 == p {print $f}' "$RAW"
+col() {  # col path pattern field -> that field of every round, one a line
+    awk -F, -v p="$1" -v t="$2" -v f="$3" 'NR > 1 && $2 == p && $3 == t {print $f}' "$RAW"
 }
 kib() { awk -v b="$1" 'BEGIN { if (b == "") print "-"; else printf "%.1f", b / 1024 }'; }
-kib_range() { col "$1" "$2" | minmax | awk -F- '{ if (NF == 2) printf "%.1f-%.1f", $1 / 1024, $2 / 1024; else print "-" }'; }
+kib_range() { col "$1" "$2" "$3" | minmax | awk -F- '{ if (NF == 2) printf "%.1f-%.1f", $1 / 1024, $2 / 1024; else print "-" }'; }
+cell() { echo "$(kib "$(col "$1" "$2" "$3" | median)") ($(kib_range "$1" "$2" "$3"))"; }
 
-TABLE="| path | KiB per idle client (median) | min-max | redis-server behind it, KiB per client (median) |
+TABLE="| path | KiB per idle client, one at a time: median (min-max) | all at once | redis-server behind it, KiB per client (one at a time / all at once) |
 |------|-----:|-----:|-----:|"
 for path in "${PATHS[@]}"; do
-    m=$(col "$path" 3 | median)
-    rm_=$(col "$path" 4 | median)
-    [ "$path" = direct ] && rm_=""
+    behind="-"
+    [ "$path" = direct ] || behind="$(kib "$(col "$path" one 5 | median)") / $(kib "$(col "$path" burst 5 | median)")"
     TABLE="$TABLE
-| ${NAME[$path]} | $(kib "$m") | $(kib_range "$path" 3) | $(kib "$rm_") |"
+| ${NAME[$path]} | $(cell "$path" one 4) | $(cell "$path" burst 4) | $behind |"
 done
-VP_MED=$(col vp 3 | median)
-VP_KIB=$(awk -v b="$VP_MED" 'BEGIN { if (b != "") printf "%.2f", b / 1024 }')
-TARGET_LINE="- verbproxy on the shared connection: $(kib "$VP_MED") KiB per idle client (target <= $TARGET_KIB KiB): $(verdict "$VP_KIB" "<=" "$TARGET_KIB")"
+target_line() {  # target_line pattern description
+    local med k
+    med=$(col vp "$1" 4 | median)
+    k=$(awk -v b="$med" 'BEGIN { if (b != "") printf "%.2f", b / 1024 }')
+    echo "- verbproxy on the shared connection, $2: $(kib "$med") KiB per idle client (target <= $TARGET_KIB KiB): $(verdict "$k" "<=" "$TARGET_KIB")"
+}
+TARGET_LINE="$(target_line one "clients one at a time")
+$(target_line burst "all at once")"
 echo
 echo "$TABLE"
 echo
@@ -194,7 +207,7 @@ SECTION=$(
     echo "Generated by \`bench/idle_memory.sh\` (see its header for the method)."
     echo
     echo "- command: \`${ORIG_ENV}${ORIG_CMD}\`"
-    echo "- $NCLIENTS idle clients per measurement (each sent one \`PING\` and read its reply, bench/idle_clients.py); KiB per client = (VmRSS with them open - VmRSS before, after one warm-up client) / $NCLIENTS; fresh processes for every measurement; $ROUNDS rounds, paths alternating, medians"
+    echo "- $NCLIENTS idle clients per measurement (each sent one \`PING\` and read its reply, bench/idle_clients.py; one at a time: each before the next connects; all at once: all connected, then all PINGs sent, then all replies read); KiB per client = (VmRSS with them open - VmRSS before, after one warm-up client) / $NCLIENTS; fresh processes for every measurement; $ROUNDS rounds, paths alternating, medians"
     echo "- date: $START_DATE; load average before/after: $LOAD_BEFORE / $LOAD_AFTER"
     echo "- machine: nproc=$(nproc), CPU: ${CPU_MODEL:-unknown}, kernel $(uname -r)"
     echo "- versions: $(redis-server --version | awk '{print $1, $2, $3}'); $(command -v nutcracker >/dev/null && nutcracker -V 2>&1 | head -1); verbproxy ${REV}${DIRTY} (Release, jemalloc, ${BUILD_DIR#$ROOT/})"
