@@ -13,9 +13,11 @@
  * (VP_POOL_BUF_SIZE), given back once everything in it is parsed. */
 #define CLIENT_READ_CHUNK (16 * 1024)
 #define CLIENT_READ_MAX (1024 * 1024)
-/* The first ring of reply slots comes from a pool and goes back when no
- * reply is owed; a client that pipelines deeper grows its own. */
+/* Rings of reply slots come from pools of 32, 64, 128 and 256 slots (up to
+ * the deepest window on a shared connection) and go back when no reply is
+ * owed; a client pipelining deeper than that has a ring of its own. */
 #define CLIENT_FIRST_SLOTS 32
+#define CLIENT_RING_POOLS 4
 /* An incomplete request past this size is forwarded piece by piece. */
 #define CLIENT_STREAM_THRESHOLD (64 * 1024)
 /* What the proxy holds for a client on a shared connection is bounded by
@@ -44,17 +46,36 @@ static int client_owed_released(const client_session *c);
 
 /* ---- the reply slot queue ---- */
 
-static vp_pool client_slot_rings = VP_POOL_INIT("slot_rings", CLIENT_FIRST_SLOTS * sizeof(client_slot));
+static vp_pool client_slot_rings[CLIENT_RING_POOLS] = {
+    VP_POOL_INIT("slot_rings_32", 32 * sizeof(client_slot)),
+    VP_POOL_INIT("slot_rings_64", 64 * sizeof(client_slot)),
+    VP_POOL_INIT("slot_rings_128", 128 * sizeof(client_slot)),
+    VP_POOL_INIT("slot_rings_256", 256 * sizeof(client_slot)),
+};
 
 static client_slot *slot_at(client_session *c, size_t i)
 {
     return &c->slots[(c->slot_head + i) % c->slot_cap];
 }
 
+static vp_pool *slot_ring_pool(size_t cap)
+{
+    for (int i = 0; i < CLIENT_RING_POOLS; i++)
+        if (cap == (size_t)CLIENT_FIRST_SLOTS << i) return &client_slot_rings[i];
+    return NULL;
+}
+
+static client_slot *slot_ring_new(size_t cap)
+{
+    vp_pool *p = slot_ring_pool(cap);
+    return p ? vp_pool_get(p) : vp_malloc(cap * sizeof(client_slot));
+}
+
 static void slot_ring_free(client_slot *ring, size_t cap)
 {
-    if (cap == CLIENT_FIRST_SLOTS)
-        vp_pool_put(&client_slot_rings, ring);
+    vp_pool *p = slot_ring_pool(cap);
+    if (p)
+        vp_pool_put(p, ring);
     else
         free(ring);
 }
@@ -70,17 +91,11 @@ static void slot_ring_release(client_session *c)
 
 static void slot_ring_grow(client_session *c)
 {
-    if (c->slot_cap == 0) {
-        c->slots = vp_pool_get(&client_slot_rings);
-        c->slot_cap = CLIENT_FIRST_SLOTS;
-        c->slot_head = 0;
-        return;
-    }
-    size_t ncap = c->slot_cap * 2;
-    client_slot *n = vp_malloc(ncap * sizeof(*n));
+    size_t ncap = c->slot_cap ? c->slot_cap * 2 : CLIENT_FIRST_SLOTS;
+    client_slot *n = slot_ring_new(ncap);
     for (size_t i = 0; i < c->slot_len; i++)
         n[i] = *slot_at(c, i);
-    slot_ring_free(c->slots, c->slot_cap);
+    if (c->slots) slot_ring_free(c->slots, c->slot_cap);
     c->slots = n;
     c->slot_cap = ncap;
     c->slot_head = 0;
@@ -747,7 +762,7 @@ static void client_process_input(client_session *c)
             break;
         }
     }
-    vp_pool_buf_release_idle(&c->in, 0); /* all parsed: the buffer goes back */
+    vp_pool_buf_release_idle(&c->in); /* all parsed: the buffer goes back */
     client_flush(c);
 }
 
@@ -768,7 +783,7 @@ static void client_on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
     if (nread <= 0) {
         /* Nothing read (EAGAIN after a full read, or the end): the block
          * the alloc callback took goes back unless it holds input. */
-        vp_pool_buf_release_idle(&c->in, 0);
+        vp_pool_buf_release_idle(&c->in);
     }
     if (nread == 0) return;
     if (nread < 0) {
@@ -792,7 +807,7 @@ static void client_on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
     if (c->input_done) {
         /* Answered and closing: read only to notice the client leave. */
         c->in.len = c->in_pos = 0;
-        vp_pool_buf_release_idle(&c->in, 0);
+        vp_pool_buf_release_idle(&c->in);
         return;
     }
     c->in.len += (size_t)nread;

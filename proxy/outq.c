@@ -13,12 +13,6 @@ void outq_init(outq *q, uv_stream_t *stream, void *owner, outq_written_cb cb)
     q->stream = stream;
     q->owner = owner;
     q->on_written = cb;
-    q->keep = 0;
-}
-
-void outq_set_keep(outq *q, size_t keep)
-{
-    q->keep = keep;
 }
 
 /* The block, taken from the pool when a piece or a write first needs it. */
@@ -148,7 +142,7 @@ static void outq_after_write(uv_write_t *req, int status)
     outq *q = req->data;
     q->writing = 0;
     q->inflight.len = 0;
-    vp_pool_buf_release_idle(&q->inflight, q->keep);
+    vp_pool_buf_release_idle(&q->inflight);
     if (status == 0 && q->pending.len) {
         int rc = outq_start_write(q);
         if (rc < 0) status = rc;
@@ -206,7 +200,7 @@ static int outq_flush_round(outq *q)
         if (n < 0 && n != UV_EAGAIN) return n;
         if (n > 0) vp_buf_consume(&q->pending, (size_t)n);
     }
-    vp_pool_buf_release_idle(&q->pending, q->keep);
+    vp_pool_buf_release_idle(&q->pending);
     if (!q->writing && q->pending.len) return outq_start_write(q);
     return 0;
 }

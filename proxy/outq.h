@@ -12,9 +12,7 @@
  * write request (outq_block) come from a pool when a round adds the first
  * piece or a write starts, and go back once the round is flushed and no
  * write is in flight; `pending` and `inflight` are pooled buffers
- * (pool.h), given back as soon as they are empty, except that a buffer
- * grown past a pool block is kept up to `keep` bytes (outq_set_keep), so a
- * shared upstream connection's every-iteration batches do not allocate.
+ * (pool.h), given back as soon as they are empty.
  *
  * Ownership: the outq owns `pending`, `inflight` and its block. Pieces
  * belong to the caller and must stay unchanged until outq_flush() returns.
@@ -28,9 +26,6 @@
 #include "proxy/buffer.h"
 
 #define OUTQ_MAX_PIECES 32
-/* The `keep` of a queue that writes all the time (a shared upstream
- * connection): a grown buffer up to this size stays while empty. */
-#define OUTQ_KEEP_BYTES (64 * 1024)
 
 typedef struct outq outq;
 /* Called when a uv_write completes: status < 0 is a write error, otherwise the
@@ -58,13 +53,9 @@ struct outq {
     vp_buf pending;  /* copied bytes waiting for the write in flight */
     vp_buf inflight; /* bytes handed to uv_write */
     int writing;
-    size_t keep; /* an empty buffer of its own up to this size is kept */
 };
 
 void outq_init(outq *q, uv_stream_t *stream, void *owner, outq_written_cb cb);
-/* How much of an empty grown buffer to keep (default 0: every buffer goes
- * back as soon as it is empty). */
-void outq_set_keep(outq *q, size_t keep);
 /* Queue bytes without copying them; they must outlive the next outq_flush(). */
 void outq_add(outq *q, const char *p, size_t n);
 /* Queue bytes n bytes at `off` in `b` without copying: `b` may grow (move)

@@ -7,7 +7,12 @@
 /* Every pool used so far, for VERBPROXY STATS and vp_pool_drain. */
 static vp_pool *pools;
 
+/* Pooled buffers: blocks of a read's worth, and bigger ones for a buffer
+ * that outgrew that (a 20-60 kB value), so medium values do not cost an
+ * allocation per request either. */
 static vp_pool buf_pool = VP_POOL_INIT("bufs", VP_POOL_BUF_SIZE);
+static vp_pool big_buf_pool = VP_POOL_INIT("big_bufs", VP_POOL_BIG_BUF_SIZE);
+static unsigned long long bufs_held;
 
 static void pool_register(vp_pool *p)
 {
@@ -27,11 +32,11 @@ void *vp_pool_get(vp_pool *p)
     return block;
 }
 
-/* Onto the free list, or freed if it is full. */
-static void pool_keep_free(vp_pool *p, void *block)
+void vp_pool_put(vp_pool *p, void *block)
 {
+    p->in_use--;
     if ((p->nfree + 1) * p->size > VP_POOL_MAX_FREE_BYTES) {
-        free(block);
+        free(block); /* the free list is full */
         return;
     }
     memcpy(block, &p->free_list, sizeof(void *));
@@ -39,40 +44,47 @@ static void pool_keep_free(vp_pool *p, void *block)
     p->nfree++;
 }
 
-void vp_pool_put(vp_pool *p, void *block)
+/* The pool a buffer's block came from; NULL for nothing or its own
+ * allocation (which is never a block's size: see vp_pool_buf_reserve). */
+static vp_pool *buf_pool_of(size_t cap)
 {
-    p->in_use--;
-    pool_keep_free(p, block);
+    if (cap == VP_POOL_BUF_SIZE) return &buf_pool;
+    if (cap == VP_POOL_BIG_BUF_SIZE) return &big_buf_pool;
+    return NULL;
 }
-
-/* The buffer pool's in_use counts buffers holding memory, a block or their
- * own allocation after they outgrew one: what VERBPROXY STATS shows as
- * read and write buffers held. */
 
 void vp_pool_buf_reserve(vp_buf *b, size_t extra)
 {
     if (b->cap - b->len >= extra) return;
-    if (b->cap == 0 && extra <= VP_POOL_BUF_SIZE) {
-        b->data = vp_pool_get(&buf_pool);
-        b->cap = VP_POOL_BUF_SIZE;
-        return;
-    }
-    if (b->cap != VP_POOL_BUF_SIZE) {
-        /* More than a block from nothing, or its own allocation already:
-         * either way it ends over VP_POOL_BUF_SIZE, never a block's size. */
-        if (b->cap == 0) buf_pool.in_use++;
-        vp_buf_reserve(b, extra);
-        return;
-    }
-    /* A pool block outgrown: copy into its own allocation (at least twice
-     * the size, so never a pool block's size) and put the block back. */
-    vp_buf grown = {0};
+    if (b->cap == 0) bufs_held++;
     size_t want = b->len + extra;
-    vp_buf_reserve(&grown, want > 2 * VP_POOL_BUF_SIZE ? want : 2 * VP_POOL_BUF_SIZE);
-    memcpy(grown.data, b->data, b->len);
-    grown.len = b->len;
-    pool_keep_free(&buf_pool, b->data); /* the buffer is still held: in_use stays */
-    *b = grown;
+    vp_pool *from = buf_pool_of(b->cap);
+    vp_pool *to = want <= VP_POOL_BUF_SIZE ? &buf_pool : want <= VP_POOL_BIG_BUF_SIZE ? &big_buf_pool : NULL;
+    if (to) {
+        /* Into a (bigger) block; the smaller one, if any, goes back. An own
+         * allocation is never smaller than a big block, so it is not here. */
+        char *data = vp_pool_get(to);
+        if (b->len) memcpy(data, b->data, b->len);
+        if (from) vp_pool_put(from, b->data);
+        b->data = data;
+        b->cap = to->size;
+        return;
+    }
+    if (from) {
+        /* Outgrew the big block: its own allocation, at least twice that
+         * size, so never a block's size. */
+        vp_buf grown = {0};
+        vp_buf_reserve(&grown, want > 2 * VP_POOL_BIG_BUF_SIZE ? want : 2 * VP_POOL_BIG_BUF_SIZE);
+        memcpy(grown.data, b->data, b->len);
+        grown.len = b->len;
+        vp_pool_put(from, b->data);
+        *b = grown;
+        return;
+    }
+    /* Its own allocation already, or more than a big block from nothing
+     * (doubling from 4 KiB past VP_POOL_BIG_BUF_SIZE): either way over
+     * twice a big block, never a block's size. */
+    vp_buf_reserve(b, extra);
 }
 
 void vp_pool_buf_append(vp_buf *b, const void *p, size_t n)
@@ -86,32 +98,28 @@ void vp_pool_buf_append(vp_buf *b, const void *p, size_t n)
 void vp_pool_buf_release(vp_buf *b)
 {
     if (b->cap == 0) return;
-    if (b->cap == VP_POOL_BUF_SIZE) {
-        vp_pool_put(&buf_pool, b->data);
-    } else {
-        buf_pool.in_use--;
+    bufs_held--;
+    vp_pool *from = buf_pool_of(b->cap);
+    if (from)
+        vp_pool_put(from, b->data);
+    else
         free(b->data);
-    }
     b->data = NULL;
     b->len = b->cap = 0;
 }
 
-void vp_pool_buf_release_idle(vp_buf *b, size_t keep)
+void vp_pool_buf_release_idle(vp_buf *b)
 {
-    if (b->len != 0 || b->cap == 0) return;
-    if (b->cap != VP_POOL_BUF_SIZE && b->cap <= keep) return;
-    vp_pool_buf_release(b);
+    if (b->len == 0) vp_pool_buf_release(b);
 }
 
-unsigned long long vp_pool_bufs_in_use(void)
+unsigned long long vp_pool_bufs_held(void)
 {
-    return buf_pool.in_use;
+    return bufs_held;
 }
-
 size_t vp_pool_format(char *buf, size_t cap, const char *sep, const char *end)
 {
-    size_t n = 0;
-    if (!buf_pool.registered) pool_register(&buf_pool); /* listed from the start */
+    size_t n = (size_t)snprintf(buf, cap, "buffers_held%s%llu%s", sep, bufs_held, end);
     for (vp_pool *p = pools; p && n < cap; p = p->next_pool) {
         n += (size_t)snprintf(buf + n, cap - n, "pool_%s_in_use%s%llu%spool_%s_free%s%zu%s", p->name, sep,
                               p->in_use, end, p->name, sep, p->nfree, end);

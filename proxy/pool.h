@@ -14,15 +14,16 @@
  * clients leaves at most that much behind.
  *
  * A pool is a static object of the module whose blocks it holds (outq.c's
- * pieces, client.c's reply slots); the buffer pool (vp_pool_buf_*) is
+ * pieces, client.c's reply slots); the buffer pools (vp_pool_buf_*) are
  * here. Each registers itself on first use, so VERBPROXY STATS can list
  * them all (vp_pool_format).
  *
- * Buffers from the pool: a vp_buf managed by vp_pool_buf_reserve and
- * vp_pool_buf_release* has a capacity of 0 (nothing held),
- * VP_POOL_BUF_SIZE (a pool block) or more (its own allocation, after it
- * grew; freed, not pooled, when released). Only these functions may grow
- * or free such a buffer (vp_buf_consume is fine).
+ * Buffers from the pools: a vp_buf managed by vp_pool_buf_reserve and
+ * vp_pool_buf_release* holds nothing (capacity 0), a block of
+ * VP_POOL_BUF_SIZE or, once it outgrew that, of VP_POOL_BIG_BUF_SIZE, or
+ * past that its own allocation (at least twice a big block; freed, not
+ * pooled, when released). Only these functions may grow or free such a
+ * buffer (vp_buf_consume is fine).
  *
  * One event loop thread: no locking. Ownership: a block belongs to whoever
  * took it until it is put back; the pool owns the free ones. */
@@ -35,6 +36,8 @@
 
 /* A read or write buffer: Redis's PROTO_IOBUF_LEN, one read's worth. */
 #define VP_POOL_BUF_SIZE (16 * 1024)
+/* A buffer that outgrew one (a medium value, a shared connection's batch). */
+#define VP_POOL_BIG_BUF_SIZE (64 * 1024)
 /* Free blocks kept per pool, in bytes. */
 #define VP_POOL_MAX_FREE_BYTES (4 * 1024 * 1024)
 
@@ -43,7 +46,7 @@ typedef struct vp_pool {
     size_t size;      /* of each block, at least a pointer */
     void *free_list;  /* linked through each free block's first word */
     size_t nfree;
-    unsigned long long in_use; /* taken and not put back (the buffer pool: see vp_pool_bufs_in_use) */
+    unsigned long long in_use; /* taken and not put back */
     int registered;
     struct vp_pool *next_pool;
 } vp_pool;
@@ -60,18 +63,16 @@ void vp_pool_put(vp_pool *p, void *block);
 /* Make room for `extra` more bytes in a pooled buffer. */
 void vp_pool_buf_reserve(vp_buf *b, size_t extra);
 void vp_pool_buf_append(vp_buf *b, const void *p, size_t n);
-/* Give its memory back (a pool block to the pool), whatever it holds. */
+/* Give its memory back (a block to its pool), whatever it holds. */
 void vp_pool_buf_release(vp_buf *b);
-/* The same once it is empty, except for its own allocation of at most
- * `keep` bytes (a busy connection's grown buffer, kept as without the
- * pool). keep 0: always. */
-void vp_pool_buf_release_idle(vp_buf *b, size_t keep);
+/* The same, if it is empty. */
+void vp_pool_buf_release_idle(vp_buf *b);
 
-/* Pooled buffers holding memory: a block, or their own allocation after
- * they outgrew one (pool_bufs_in_use in VERBPROXY STATS). */
-unsigned long long vp_pool_bufs_in_use(void);
-/* Every pool's counts as "<name><sep><value><end>" lines; returns the length
- * written (at most cap - 1). */
+/* Pooled buffers holding memory, a block or their own allocation
+ * (buffers_held in VERBPROXY STATS). */
+unsigned long long vp_pool_bufs_held(void);
+/* buffers_held and every pool's counts as "<name><sep><value><end>" lines;
+ * returns the length written (at most cap - 1). */
 size_t vp_pool_format(char *buf, size_t cap, const char *sep, const char *end);
 /* Free every free block of every pool (at shutdown, for leak checkers). */
 void vp_pool_drain(void);

@@ -274,7 +274,6 @@ upstream_conn *upstream_shared(vp_server *srv, unsigned long long client_id)
         upstream_conn *up = upstream_open(srv, NULL);
         up->shared = 1;
         up->shared_index = i;
-        outq_set_keep(&up->out, OUTQ_KEEP_BYTES); /* it writes a batch every loop iteration */
         srv->shared[i] = up;
         /* Many clients' replies queue on it: under maxmemory-clients Redis
          * must not take it for one big client and evict it. (Refused by a
@@ -524,12 +523,10 @@ static void up_process(upstream_conn *up)
     }
 }
 
-/* Everything read is handed on: the read buffer goes back to the pool (a
- * shared connection keeps one it grew, up to UP_KEEP_BYTES, as it reads
- * all the time). */
+/* Everything read is handed on: the read buffer goes back to its pool. */
 static void up_release_in(upstream_conn *up)
 {
-    vp_pool_buf_release_idle(&up->in, up->shared ? UP_KEEP_BYTES : 0);
+    vp_pool_buf_release_idle(&up->in);
 }
 
 static void up_on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)

@@ -1,7 +1,8 @@
 /* The pools of proxy/pool.c: a block put back is the next one handed out
  * (no allocation), a full free list frees instead of growing, and a pooled
- * buffer is counted as held from its first byte of capacity until it is
- * released, whether it is a pool block or outgrew one. */
+ * buffer moves from a block to a big block to its own allocation as it
+ * grows, keeping its bytes, counted as held from its first byte of capacity
+ * until it is released. */
 #include <criterion/criterion.h>
 #include <string.h>
 
@@ -37,60 +38,67 @@ Test(pool, the_free_list_keeps_at_most_its_bytes)
 
 Test(pool, a_buffer_is_held_from_its_first_byte_until_released)
 {
-    unsigned long long base = vp_pool_bufs_in_use();
+    unsigned long long base = vp_pool_bufs_held();
     vp_buf b = {0};
     vp_pool_buf_append(&b, "PING\r\n", 6);
-    cr_assert_eq(b.cap, VP_POOL_BUF_SIZE, "a small buffer is a pool block");
-    cr_assert_eq(vp_pool_bufs_in_use(), base + 1);
+    cr_assert_eq(b.cap, VP_POOL_BUF_SIZE, "a small buffer is a block");
+    cr_assert_eq(vp_pool_bufs_held(), base + 1);
 
-    /* Outgrown: its own allocation, bytes kept, still one buffer held. */
-    static char big[3 * VP_POOL_BUF_SIZE];
+    /* A medium value: a big block, bytes kept, still one buffer held. */
+    static char big[5 * VP_POOL_BIG_BUF_SIZE];
     memset(big, 'x', sizeof(big));
-    vp_pool_buf_append(&b, big, sizeof(big));
-    cr_assert_gt(b.cap, VP_POOL_BUF_SIZE);
+    vp_pool_buf_append(&b, big, 20000);
+    cr_assert_eq(b.cap, VP_POOL_BIG_BUF_SIZE);
+    cr_assert_eq(b.len, 6 + 20000);
+    cr_assert(memcmp(b.data, "PING\r\nxxx", 9) == 0);
+    cr_assert_eq(vp_pool_bufs_held(), base + 1);
+
+    /* Past that: its own allocation, never a block's size. */
+    vp_pool_buf_append(&b, big, sizeof(big) - 20000);
+    cr_assert_geq(b.cap, 2 * VP_POOL_BIG_BUF_SIZE);
     cr_assert_eq(b.len, 6 + sizeof(big));
     cr_assert(memcmp(b.data, "PING\r\nxxx", 9) == 0);
-    cr_assert_eq(vp_pool_bufs_in_use(), base + 1);
+    cr_assert_eq(b.data[b.len - 1], 'x');
+    cr_assert_eq(vp_pool_bufs_held(), base + 1);
 
-    /* Not empty: nothing given back. */
-    vp_pool_buf_release_idle(&b, 0);
+    /* Not empty: nothing given back; empty: given back. */
+    vp_pool_buf_release_idle(&b);
     cr_assert_gt(b.cap, 0);
-    /* Empty and its own allocation within `keep`: kept for a busy connection. */
     b.len = 0;
-    vp_pool_buf_release_idle(&b, 1024 * 1024);
-    cr_assert_gt(b.cap, 0);
-    /* keep 0: given back. */
-    vp_pool_buf_release_idle(&b, 0);
+    vp_pool_buf_release_idle(&b);
     cr_assert_eq(b.cap, 0);
     cr_assert_null(b.data);
-    cr_assert_eq(vp_pool_bufs_in_use(), base);
+    cr_assert_eq(vp_pool_bufs_held(), base);
 }
 
-Test(pool, an_empty_pool_block_always_goes_back)
+Test(pool, an_empty_block_is_reused_by_the_next_buffer)
 {
-    unsigned long long base = vp_pool_bufs_in_use();
+    unsigned long long base = vp_pool_bufs_held();
     vp_buf b = {0};
     vp_pool_buf_reserve(&b, 100);
     char *block = b.data;
-    vp_pool_buf_release_idle(&b, 1024 * 1024); /* whatever keep says */
+    vp_pool_buf_release_idle(&b);
     cr_assert_eq(b.cap, 0);
-    cr_assert_eq(vp_pool_bufs_in_use(), base);
-    vp_pool_buf_reserve(&b, 100);
-    cr_assert_eq(b.data, block, "the block was not reused");
-    vp_pool_buf_release(&b);
-    vp_pool_buf_release(&b); /* twice is harmless */
-    cr_assert_eq(vp_pool_bufs_in_use(), base);
+    cr_assert_eq(vp_pool_bufs_held(), base);
+    vp_buf other = {0};
+    vp_pool_buf_reserve(&other, 100);
+    cr_assert_eq(other.data, block, "the block was not reused");
+    vp_pool_buf_release(&other);
+    vp_pool_buf_release(&other); /* twice is harmless */
+    cr_assert_eq(vp_pool_bufs_held(), base);
 }
 
-Test(pool, more_than_a_block_at_once_is_its_own_allocation)
+Test(pool, sizes_from_nothing)
 {
-    unsigned long long base = vp_pool_bufs_in_use();
     vp_buf b = {0};
     vp_pool_buf_reserve(&b, VP_POOL_BUF_SIZE + 1);
-    cr_assert_gt(b.cap, VP_POOL_BUF_SIZE);
-    cr_assert_eq(vp_pool_bufs_in_use(), base + 1);
+    cr_assert_eq(b.cap, VP_POOL_BIG_BUF_SIZE);
     vp_pool_buf_release(&b);
-    cr_assert_eq(vp_pool_bufs_in_use(), base);
+    vp_pool_buf_reserve(&b, VP_POOL_BIG_BUF_SIZE + 1);
+    cr_assert_geq(b.cap, 2 * VP_POOL_BIG_BUF_SIZE, "an own allocation must not look like a block");
+    cr_assert_eq(vp_pool_bufs_held(), 1);
+    vp_pool_buf_release(&b);
+    cr_assert_eq(vp_pool_bufs_held(), 0);
 }
 
 Test(pool, stats_list_every_pool_used)
@@ -101,7 +109,7 @@ Test(pool, stats_list_every_pool_used)
     size_t n = vp_pool_format(text, sizeof(text), ":", "\r\n");
     cr_assert_eq(n, strlen(text));
     cr_assert(strstr(text, "pool_test_stats_in_use:0\r\npool_test_stats_free:1\r\n"), "%s", text);
-    cr_assert(strstr(text, "pool_bufs_in_use:"), "%s", text);
+    cr_assert(strncmp(text, "buffers_held:", 13) == 0, "%s", text);
     vp_pool_drain();
     cr_assert_eq(p.nfree, 0);
 }
