@@ -4,6 +4,17 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Under AddressSanitizer a free block is poisoned, so whoever still uses a
+ * block after putting it back is caught as after a free(). */
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+#define POOL_POISON(p, n) ASAN_POISON_MEMORY_REGION((p), (n))
+#define POOL_UNPOISON(p, n) ASAN_UNPOISON_MEMORY_REGION((p), (n))
+#else
+#define POOL_POISON(p, n) ((void)(p), (void)(n))
+#define POOL_UNPOISON(p, n) ((void)(p), (void)(n))
+#endif
+
 /* Every pool used so far, for VERBPROXY STATS and vp_pool_drain. */
 static vp_pool *pools;
 
@@ -27,6 +38,7 @@ void *vp_pool_get(vp_pool *p)
     p->in_use++;
     void *block = p->free_list;
     if (!block) return vp_malloc(p->size);
+    POOL_UNPOISON(block, p->size);
     memcpy(&p->free_list, block, sizeof(void *));
     p->nfree--;
     return block;
@@ -40,6 +52,7 @@ void vp_pool_put(vp_pool *p, void *block)
         return;
     }
     memcpy(block, &p->free_list, sizeof(void *));
+    POOL_POISON(block, p->size);
     p->free_list = block;
     p->nfree++;
 }
@@ -132,6 +145,7 @@ void vp_pool_drain(void)
     for (vp_pool *p = pools; p; p = p->next_pool) {
         while (p->free_list) {
             void *block = p->free_list;
+            POOL_UNPOISON(block, p->size);
             memcpy(&p->free_list, block, sizeof(void *));
             free(block);
         }
