@@ -46,16 +46,31 @@ static void up_on_written(outq *q, int status);
 
 /* ---- the FIFO of what the upstream owes ---- */
 
+/* The first ring comes from a pool and goes back when nothing is owed, so
+ * an idle connection holds none; one grown past it is kept, as before. */
+#define UP_FIFO_FIRST 64
+static vp_pool up_fifo_rings = VP_POOL_INIT("fifo_rings", UP_FIFO_FIRST * sizeof(up_entry));
+
+static void up_fifo_ring_free(upstream_conn *up)
+{
+    if (up->fifo_cap == UP_FIFO_FIRST)
+        vp_pool_put(&up_fifo_rings, up->fifo);
+    else
+        free(up->fifo);
+    up->fifo = NULL;
+    up->fifo_cap = up->fifo_head = 0;
+}
+
 /* The entry for the next request; its reply goes to the slot the client
  * is about to queue. */
 up_entry *up_fifo_push(upstream_conn *up, struct client_session *c, up_entry_kind kind)
 {
     if (up->fifo_len == up->fifo_cap) {
-        size_t ncap = up->fifo_cap ? up->fifo_cap * 2 : 64;
-        up_entry *n = vp_malloc(ncap * sizeof(*n));
+        size_t ncap = up->fifo_cap ? up->fifo_cap * 2 : UP_FIFO_FIRST;
+        up_entry *n = up->fifo_cap ? vp_malloc(ncap * sizeof(*n)) : vp_pool_get(&up_fifo_rings);
         for (size_t i = 0; i < up->fifo_len; i++)
             n[i] = up->fifo[(up->fifo_head + i) % up->fifo_cap];
-        free(up->fifo);
+        if (up->fifo) up_fifo_ring_free(up);
         up->fifo = n;
         up->fifo_cap = ncap;
         up->fifo_head = 0;
@@ -86,6 +101,7 @@ void up_fifo_pop(upstream_conn *up)
     }
     up->fifo_head = (up->fifo_head + 1) % up->fifo_cap;
     up->fifo_len--;
+    if (up->fifo_len == 0 && up->fifo_cap == UP_FIFO_FIRST) up_fifo_ring_free(up);
 }
 
 /* ---- barriers ---- */
@@ -129,7 +145,7 @@ static void up_maybe_free(upstream_conn *up)
     vp_pool_buf_release(&up->in);
     vp_buf_free(&up->kept);
     vp_buf_free(&up->scratch);
-    free(up->fifo);
+    if (up->fifo) up_fifo_ring_free(up);
     free(up);
 }
 
