@@ -106,7 +106,9 @@ start_path() {
     # Redis's maxclients: room for every client (and, with own connections,
     # every upstream connection) on top of the default.
     start_redis
-    redis-cli -h 127.0.0.1 -p "$RPORT" config set maxclients $((NCLIENTS + 1000)) >/dev/null
+    local maxclients=$((NCLIENTS + 1000))
+    [ "$maxclients" -ge 10000 ] || maxclients=10000 # never below Redis's default
+    redis-cli -h 127.0.0.1 -p "$RPORT" config set maxclients "$maxclients" >/dev/null
     case $1 in
     direct)
         PPORT=$RPORT; PPID_=$REDIS_PID ;;
