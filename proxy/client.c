@@ -13,11 +13,13 @@
  * (VP_POOL_BUF_SIZE), given back once everything in it is parsed. */
 #define CLIENT_READ_CHUNK (16 * 1024)
 #define CLIENT_READ_MAX (1024 * 1024)
-/* Rings of reply slots come from pools of 32, 64, 128 and 256 slots (up to
- * the deepest window on a shared connection) and go back when no reply is
- * owed; a client pipelining deeper than that has a ring of its own. */
-#define CLIENT_FIRST_SLOTS 32
-#define CLIENT_RING_POOLS 4
+/* Rings of reply slots come from pools of 8 to 256 slots (up to the deepest
+ * window on a shared connection) and go back when no reply is owed; a
+ * client pipelining deeper than that has a ring of its own. Most clients
+ * are owed one reply at a time: a small first ring keeps what thousands of
+ * them hold at once (and the pool keeps afterwards) small. */
+#define CLIENT_FIRST_SLOTS 8
+#define CLIENT_RING_POOLS 6
 /* An incomplete request past this size is forwarded piece by piece. */
 #define CLIENT_STREAM_THRESHOLD (64 * 1024)
 /* What the proxy holds for a client on a shared connection is bounded by
@@ -47,6 +49,8 @@ static int client_owed_released(const client_session *c);
 /* ---- the reply slot queue ---- */
 
 static vp_pool client_slot_rings[CLIENT_RING_POOLS] = {
+    VP_POOL_INIT("slot_rings_8", 8 * sizeof(client_slot)),
+    VP_POOL_INIT("slot_rings_16", 16 * sizeof(client_slot)),
     VP_POOL_INIT("slot_rings_32", 32 * sizeof(client_slot)),
     VP_POOL_INIT("slot_rings_64", 64 * sizeof(client_slot)),
     VP_POOL_INIT("slot_rings_128", 128 * sizeof(client_slot)),
