@@ -208,6 +208,8 @@ VERBS_BEGIN='<!-- bench/verbs.sh: begin -->'
 VERBS_END='<!-- bench/verbs.sh: end -->'
 SOAK_BEGIN='<!-- bench/soak.sh: begin -->'
 SOAK_END='<!-- bench/soak.sh: end -->'
+IDLE_BEGIN='<!-- bench/idle_memory.sh: begin -->'
+IDLE_END='<!-- bench/idle_memory.sh: end -->'
 block() {  # block file begin end -> that block of file, markers included (nothing if none)
     [ -f "$1" ] || return 0
     awk -v b="$2" -v e="$3" '$0 == b {on = 1} on {print} $0 == e {on = 0}' "$1"
@@ -224,3 +226,5 @@ other_blocks() {  # other_blocks file -> every script's block but run.sh's own t
 }
 verbs_block() { block "$1" "$VERBS_BEGIN" "$VERBS_END"; }
 without_verbs_block() { without_block "$1" "$VERBS_BEGIN" "$VERBS_END"; }
+idle_block() { block "$1" "$IDLE_BEGIN" "$IDLE_END"; }
+without_idle_block() { without_block "$1" "$IDLE_BEGIN" "$IDLE_END"; }

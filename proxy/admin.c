@@ -6,6 +6,7 @@
 
 #include "protocol/resp_frame.h"
 #include "proxy/command.h"
+#include "proxy/pool.h"
 
 /* ---- RESP writers ---- */
 
@@ -62,8 +63,11 @@ static void admin_verbs(const verb_table *t, vp_buf *out)
 
 static void admin_stats(const vp_stats *s, vp_buf *out)
 {
-    char text[2048];
+    char text[3072];
     size_t n = stats_format(s, text, sizeof(text), ":", "\r\n");
+    /* And what the pools hold (pool.h): with every client idle, nothing
+     * in use but the read buffer of the client asking. */
+    n += vp_pool_format(text + n, sizeof(text) - n, ":", "\r\n");
     put_bulk(out, text, n);
 }
 

@@ -8,11 +8,19 @@
 #include "proxy/admin.h"
 #include "proxy/limits.h"
 #include "proxy/log.h"
+#include "proxy/pool.h"
 
-/* Read size per uv read, Redis's PROTO_IOBUF_LEN. */
+/* Read size per uv read, Redis's PROTO_IOBUF_LEN: a pool block
+ * (VP_POOL_BUF_SIZE), given back once everything in it is parsed. */
 #define CLIENT_READ_CHUNK (16 * 1024)
 #define CLIENT_READ_MAX (1024 * 1024)
-#define CLIENT_KEEP_BYTES (64 * 1024)
+/* Rings of reply slots come from pools of 8 to 256 slots (up to the deepest
+ * window on a shared connection) and go back when no reply is owed; a
+ * client pipelining deeper than that has a ring of its own. Most clients
+ * are owed one reply at a time: a small first ring keeps what thousands of
+ * them hold at once (and the pool keeps afterwards) small. */
+#define CLIENT_FIRST_SLOTS 8
+#define CLIENT_RING_POOLS 6
 /* An incomplete request past this size is forwarded piece by piece. */
 #define CLIENT_STREAM_THRESHOLD (64 * 1024)
 /* What the proxy holds for a client on a shared connection is bounded by
@@ -41,23 +49,66 @@ static int client_owed_released(const client_session *c);
 
 /* ---- the reply slot queue ---- */
 
+static vp_pool client_slot_rings[CLIENT_RING_POOLS] = {
+    VP_POOL_INIT("slot_rings_8", 8 * sizeof(client_slot)),
+    VP_POOL_INIT("slot_rings_16", 16 * sizeof(client_slot)),
+    VP_POOL_INIT("slot_rings_32", 32 * sizeof(client_slot)),
+    VP_POOL_INIT("slot_rings_64", 64 * sizeof(client_slot)),
+    VP_POOL_INIT("slot_rings_128", 128 * sizeof(client_slot)),
+    VP_POOL_INIT("slot_rings_256", 256 * sizeof(client_slot)),
+};
+
 static client_slot *slot_at(client_session *c, size_t i)
 {
     return &c->slots[(c->slot_head + i) % c->slot_cap];
 }
 
+static vp_pool *slot_ring_pool(size_t cap)
+{
+    for (int i = 0; i < CLIENT_RING_POOLS; i++)
+        if (cap == (size_t)CLIENT_FIRST_SLOTS << i) return &client_slot_rings[i];
+    return NULL;
+}
+
+static client_slot *slot_ring_new(size_t cap)
+{
+    vp_pool *p = slot_ring_pool(cap);
+    return p ? vp_pool_get(p) : vp_malloc(cap * sizeof(client_slot));
+}
+
+static void slot_ring_free(client_slot *ring, size_t cap)
+{
+    vp_pool *p = slot_ring_pool(cap);
+    if (p)
+        vp_pool_put(p, ring);
+    else
+        free(ring);
+}
+
+/* No reply owed: an idle client holds no ring. */
+static void slot_ring_release(client_session *c)
+{
+    if (!c->slots) return;
+    slot_ring_free(c->slots, c->slot_cap);
+    c->slots = NULL;
+    c->slot_cap = c->slot_head = 0;
+}
+
+static void slot_ring_grow(client_session *c)
+{
+    size_t ncap = c->slot_cap ? c->slot_cap * 2 : CLIENT_FIRST_SLOTS;
+    client_slot *n = slot_ring_new(ncap);
+    for (size_t i = 0; i < c->slot_len; i++)
+        n[i] = *slot_at(c, i);
+    if (c->slots) slot_ring_free(c->slots, c->slot_cap);
+    c->slots = n;
+    c->slot_cap = ncap;
+    c->slot_head = 0;
+}
+
 static client_slot *slot_push(client_session *c, client_slot_kind kind)
 {
-    if (c->slot_len == c->slot_cap) {
-        size_t ncap = c->slot_cap ? c->slot_cap * 2 : 32;
-        client_slot *n = vp_malloc(ncap * sizeof(*n));
-        for (size_t i = 0; i < c->slot_len; i++)
-            n[i] = *slot_at(c, i);
-        free(c->slots);
-        c->slots = n;
-        c->slot_cap = ncap;
-        c->slot_head = 0;
-    }
+    if (c->slot_len == c->slot_cap) slot_ring_grow(c);
     client_slot *s = slot_at(c, c->slot_len++);
     memset(s, 0, sizeof(*s));
     s->kind = kind;
@@ -75,6 +126,7 @@ static void slot_pop(client_session *c)
     c->slot_len--;
     c->slot_seq++;
     c->front_started = 0;
+    if (c->slot_len == 0) slot_ring_release(c);
 }
 
 static void slot_append(client_slot *s, const char *p, size_t n)
@@ -379,7 +431,7 @@ static void client_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 {
     (void)suggested;
     client_session *c = h->data;
-    vp_buf_reserve(&c->in, CLIENT_READ_CHUNK);
+    vp_pool_buf_reserve(&c->in, CLIENT_READ_CHUNK);
     size_t room = c->in.cap - c->in.len;
     if (room > CLIENT_READ_MAX) room = CLIENT_READ_MAX; /* uv_buf_t lengths are unsigned int */
     *buf = uv_buf_init(c->in.data + c->in.len, (unsigned int)room);
@@ -516,8 +568,11 @@ static void client_keep_setter(client_session *c, int argc, const resp_arg *argv
     const resp_arg *v = &argv[argc - 1];
     for (size_t k = 0; k < v->len; k++)
         if (v->ptr[k] < '!' || v->ptr[k] > '~') return;
-    c->setters[i].len = 0;
-    vp_buf_append(&c->setters[i], p, n);
+    /* Exactly its size (not a 4 KiB vp_buf): kept for the whole session. */
+    vp_buf_free(&c->setters[i]);
+    c->setters[i].data = vp_malloc(n);
+    memcpy(c->setters[i].data, p, n);
+    c->setters[i].len = c->setters[i].cap = n;
 }
 
 static int is_config_set(int argc, const resp_arg *argv)
@@ -801,7 +856,7 @@ static void client_process_input(client_session *c)
             break;
         }
     }
-    vp_buf_shrink(&c->in, CLIENT_KEEP_BYTES);
+    vp_pool_buf_release_idle(&c->in); /* all parsed: the buffer goes back */
     client_flush(c);
 }
 
@@ -819,6 +874,11 @@ static void client_on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 {
     (void)buf;
     client_session *c = s->data;
+    if (nread <= 0) {
+        /* Nothing read (EAGAIN after a full read, or the end): the block
+         * the alloc callback took goes back unless it holds input. */
+        vp_pool_buf_release_idle(&c->in);
+    }
     if (nread == 0) return;
     if (nread < 0) {
         if (nread != UV_EOF || client_idle(c)) {
@@ -841,6 +901,7 @@ static void client_on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
     if (c->input_done) {
         /* Answered and closing: read only to notice the client leave. */
         c->in.len = c->in_pos = 0;
+        vp_pool_buf_release_idle(&c->in);
         return;
     }
     c->in.len += (size_t)nread;
@@ -1152,13 +1213,13 @@ static void client_close_cb(uv_handle_t *h)
 {
     client_session *c = h->data;
     outq_free(&c->out);
-    vp_buf_free(&c->in);
+    vp_pool_buf_release(&c->in);
     for (int i = 0; i < 3; i++)
         vp_buf_free(&c->setters[i]);
     resp_request_free(&c->parser);
     while (c->slot_len)
         slot_pop(c);
-    free(c->slots);
+    slot_ring_release(c);
     free(c);
 }
 

@@ -20,7 +20,9 @@
  * pieces pointing into it, so it is compacted only after the upstream's
  * flush), its slots and the bytes of its local replies, its output queue and
  * its upstream connection (closed with it). It frees itself in the close
- * callback of its handle. */
+ * callback of its handle. The input buffer and the slot ring are pooled
+ * (pool.h): taken for a burst of work, given back once everything read is
+ * parsed and no reply is owed, so an idle session holds neither. */
 #ifndef VP_CLIENT_H
 #define VP_CLIENT_H
 
@@ -62,7 +64,7 @@ typedef struct client_session {
     } h;
     char addr[64];
 
-    vp_buf in; /* bytes read; in[in_pos..] not yet parsed */
+    vp_buf in; /* bytes read; in[in_pos..] not yet parsed (pooled: empty while idle) */
     size_t in_pos;
     resp_request_parser parser;
 
@@ -71,7 +73,7 @@ typedef struct client_session {
     char up_error[160];
     int answering_unavailable; /* answer what is buffered with up_error */
 
-    client_slot *slots; /* ring */
+    client_slot *slots; /* ring (pooled: NULL while no reply is owed) */
     size_t slot_head, slot_len, slot_cap;
     unsigned long long slot_seq; /* sequence number of the front slot */
     unsigned long long read_seq; /* client_next_seq() when its last read came in */

@@ -10,6 +10,7 @@
 #include "proxy/limits.h"
 #include "proxy/listener.h"
 #include "proxy/log.h"
+#include "proxy/pool.h"
 #include "proxy/server.h"
 #include "proxy/upstream.h"
 
@@ -157,6 +158,7 @@ int main(int argc, char **argv)
 
     uv_run(srv.loop, UV_RUN_DEFAULT);
     uv_loop_close(srv.loop);
+    vp_pool_drain(); /* every session is freed: its blocks are all back */
     verbs_free(&srv.verbs);
     conf_free(&srv.conf);
     return 0;

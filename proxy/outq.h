@@ -8,10 +8,16 @@
  * forwarded bytes. Whatever is copied goes out by uv_write from `inflight`
  * while new bytes gather in `pending`; the two swap when a write completes.
  *
- * Ownership: the outq owns `pending` and `inflight`. Pieces belong to the
- * caller and must stay unchanged until outq_flush() returns. The owner calls
- * outq_free() only after the stream's handle is closed (libuv has then
- * cancelled and called back any write in flight). */
+ * Memory: an idle queue holds nothing but this struct. Its pieces and its
+ * write request (outq_block) come from a pool when a round adds the first
+ * piece or a write starts, and go back once the round is flushed and no
+ * write is in flight; `pending` and `inflight` are pooled buffers
+ * (pool.h), given back as soon as they are empty.
+ *
+ * Ownership: the outq owns `pending`, `inflight` and its block. Pieces
+ * belong to the caller and must stay unchanged until outq_flush() returns.
+ * The owner calls outq_free() only after the stream's handle is closed
+ * (libuv has then cancelled and called back any write in flight). */
 #ifndef VP_OUTQ_H
 #define VP_OUTQ_H
 
@@ -26,22 +32,27 @@ typedef struct outq outq;
  * queue may have drained (outq_size() tells). */
 typedef void (*outq_written_cb)(outq *q, int status);
 
+/* What only a busy queue needs (pooled). */
+typedef struct outq_block {
+    uv_buf_t pieces[OUTQ_MAX_PIECES];
+    /* A piece in a growable buffer is kept as an offset (in base) and the
+     * buffer, and resolved to a pointer when the round is flushed. */
+    const vp_buf *ref[OUTQ_MAX_PIECES];
+    uv_write_t req;
+} outq_block;
+
 struct outq {
     uv_stream_t *stream;
     void *owner; /* passed back through q->owner in the callback */
     outq_written_cb on_written;
 
-    uv_buf_t pieces[OUTQ_MAX_PIECES];
-    /* A piece in a growable buffer is kept as an offset (in base) and the
-     * buffer, and resolved to a pointer when the round is flushed. */
-    const vp_buf *ref[OUTQ_MAX_PIECES];
+    outq_block *blk; /* while pieces are queued or a write is in flight */
     int npieces;
     size_t piece_bytes;
 
     vp_buf pending;  /* copied bytes waiting for the write in flight */
     vp_buf inflight; /* bytes handed to uv_write */
     int writing;
-    uv_write_t req;
 };
 
 void outq_init(outq *q, uv_stream_t *stream, void *owner, outq_written_cb cb);

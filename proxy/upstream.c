@@ -9,6 +9,7 @@
 #include "lua/verbs.h"
 #include "proxy/client.h"
 #include "proxy/log.h"
+#include "proxy/pool.h"
 #include "proxy/upstream_internal.h"
 
 /* Read size per uv read, Redis's PROTO_IOBUF_LEN. */
@@ -46,16 +47,31 @@ static void up_on_written(outq *q, int status);
 
 /* ---- the FIFO of what the upstream owes ---- */
 
+/* The first ring comes from a pool and goes back when nothing is owed, so
+ * an idle connection holds none; one grown past it is kept, as before. */
+#define UP_FIFO_FIRST 64
+static vp_pool up_fifo_rings = VP_POOL_INIT("fifo_rings", UP_FIFO_FIRST * sizeof(up_entry));
+
+static void up_fifo_ring_free(upstream_conn *up)
+{
+    if (up->fifo_cap == UP_FIFO_FIRST)
+        vp_pool_put(&up_fifo_rings, up->fifo);
+    else
+        free(up->fifo);
+    up->fifo = NULL;
+    up->fifo_cap = up->fifo_head = 0;
+}
+
 /* The entry for the next request; its reply goes to the slot the client
  * is about to queue. */
 up_entry *up_fifo_push(upstream_conn *up, struct client_session *c, up_entry_kind kind)
 {
     if (up->fifo_len == up->fifo_cap) {
-        size_t ncap = up->fifo_cap ? up->fifo_cap * 2 : 64;
-        up_entry *n = vp_malloc(ncap * sizeof(*n));
+        size_t ncap = up->fifo_cap ? up->fifo_cap * 2 : UP_FIFO_FIRST;
+        up_entry *n = up->fifo_cap ? vp_malloc(ncap * sizeof(*n)) : vp_pool_get(&up_fifo_rings);
         for (size_t i = 0; i < up->fifo_len; i++)
             n[i] = up->fifo[(up->fifo_head + i) % up->fifo_cap];
-        free(up->fifo);
+        if (up->fifo) up_fifo_ring_free(up);
         up->fifo = n;
         up->fifo_cap = ncap;
         up->fifo_head = 0;
@@ -86,6 +102,7 @@ void up_fifo_pop(upstream_conn *up)
     }
     up->fifo_head = (up->fifo_head + 1) % up->fifo_cap;
     up->fifo_len--;
+    if (up->fifo_len == 0 && up->fifo_cap == UP_FIFO_FIRST) up_fifo_ring_free(up);
 }
 
 /* ---- barriers ---- */
@@ -130,10 +147,10 @@ static void up_maybe_free(upstream_conn *up)
     if (up->handles_open > 0 || up->resolving) return;
     if (!up->shared) up->srv->own_upstreams--;
     outq_free(&up->out);
-    vp_buf_free(&up->in);
+    vp_pool_buf_release(&up->in);
     vp_buf_free(&up->kept);
     vp_buf_free(&up->scratch);
-    free(up->fifo);
+    if (up->fifo) up_fifo_ring_free(up);
     free(up);
 }
 
@@ -397,7 +414,7 @@ static void up_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 {
     (void)suggested;
     upstream_conn *up = h->data;
-    vp_buf_reserve(&up->in, UP_READ_CHUNK);
+    vp_pool_buf_reserve(&up->in, UP_READ_CHUNK);
     size_t room = up->in.cap - up->in.len;
     if (room > UP_READ_MAX) room = UP_READ_MAX; /* uv_buf_t lengths are unsigned int */
     *buf = uv_buf_init(up->in.data + up->in.len, (unsigned int)room);
@@ -685,11 +702,20 @@ static void up_process(upstream_conn *up)
     }
 }
 
+/* Everything read is handed on: the read buffer goes back to its pool. */
+static void up_release_in(upstream_conn *up)
+{
+    vp_pool_buf_release_idle(&up->in);
+}
+
 static void up_on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 {
     (void)buf;
     upstream_conn *up = s->data;
-    if (nread == 0) return;
+    if (nread == 0) {
+        up_release_in(up); /* EAGAIN: the block taken for it goes back */
+        return;
+    }
     if (nread < 0) {
         up_lost(up, nread == UV_EOF ? "connection closed by upstream" : uv_strerror((int)nread));
         return;
@@ -723,7 +749,7 @@ static void up_on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
     }
     vp_buf_consume(&up->in, up->in_pos);
     up->in_pos = 0;
-    vp_buf_shrink(&up->in, UP_KEEP_BYTES);
+    up_release_in(up);
     vp_buf_shrink(&up->kept, UP_KEEP_BYTES); /* after a large verb (only when empty) */
 }
 

@@ -146,7 +146,8 @@ typedef struct upstream_conn {
     int retries_in_flight;            /* of those, retried after a NOSCRIPT */
     unsigned long long reloaded_from; /* `sent` when the last NOSCRIPT reload was sent */
 
-    /* Replies: `in` holds bytes read; in[in_pos..] is not yet handed on. A
+    /* Replies: `in` (pooled, pool.h: empty while nothing is being read)
+     * holds bytes read; in[in_pos..] is not yet handed on. A
      * small reply is handed on whole; one that grows past the stream
      * threshold is handed on piece by piece (`streaming`). */
     vp_buf in;
@@ -157,7 +158,7 @@ typedef struct upstream_conn {
     int reading;
     int paused;
 
-    up_entry *fifo; /* ring */
+    up_entry *fifo; /* ring (its first size pooled: NULL while nothing is owed) */
     size_t fifo_head, fifo_len, fifo_cap;
 
     /* Connection state, tracked as requests are sent. */

@@ -11,6 +11,8 @@
  * stories run notices a wrong reply (FLUSHALL under it) and takes a cut
  * for a close, not a failure. No verbproxy here. */
 #include <errno.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 
 #include "tests/support/checks.h"
@@ -238,7 +240,17 @@ Test(faultproxy, a_slice_delivers_in_pieces_with_pauses)
 
 Test(faultproxy, a_target_that_is_down_resets_the_connection)
 {
-    vt_faultproxy *nowhere = vt_faultproxy_start(vt_free_port());
+    /* A port held by a socket that never listens: a connect to it is
+     * refused, and no other test's server can take it meanwhile (a merely
+     * free port once answered with another test's listener). */
+    int held = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET};
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t sl = sizeof(sa);
+    cr_assert(held >= 0 && bind(held, (struct sockaddr *)&sa, sizeof(sa)) == 0 &&
+                  getsockname(held, (struct sockaddr *)&sa, &sl) == 0,
+              "cannot hold a port");
+    vt_faultproxy *nowhere = vt_faultproxy_start(ntohs(sa.sin_port));
     cr_assert(nowhere);
     int fd = vt_must_sock(vt_faultproxy_port(nowhere));
     vt_buf got = {0};
@@ -250,6 +262,7 @@ Test(faultproxy, a_target_that_is_down_resets_the_connection)
     vt_fp_stats s = vt_faultproxy_stats(nowhere);
     cr_assert(s.accepted == 1 && s.refused == 1, "%lld accepted, %lld refused", s.accepted, s.refused);
     vt_faultproxy_stop(nowhere);
+    close(held);
     vt_buf_free(&got);
 }
 
