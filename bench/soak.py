@@ -146,8 +146,10 @@ class Conn:
         # While Redis restarts the proxy answers "upstream unavailable": the
         # batch did not run (or not all of it); like a close, that is clean
         # only around the restart.
+        # (So is Redis's -LOADING while it reads its data back after the
+        # restart: nothing ran.)
         for r in out:
-            if isinstance(r, tuple) and r[1].startswith(b"ERR upstream unavailable"):
+            if isinstance(r, tuple) and (r[1].startswith(b"ERR upstream unavailable") or r[1].startswith(b"LOADING")):
                 raise Closed()
         STATS.latencies.append(time.monotonic() - t0)
         STATS.replies += len(reqs)
