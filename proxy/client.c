@@ -27,10 +27,10 @@
  * how many replies it may be owed there at once (client_share_window): a
  * shared connection cannot stop reading for one client, so every reply it
  * owes is read and held until that client takes it. A new client may be
- * owed CLIENT_SHARED_FIRST_WINDOW replies; each time all of them are in and
- * written to its socket the window doubles, up to CLIENT_SHARED_MAX_OWED. A
- * client is not read further while it is owed its window, until half are
- * in. */
+ * owed CLIENT_SHARED_FIRST_WINDOW replies. A client is not read further
+ * while it is owed its window, until half are in; if by then the kernel
+ * took every reply it was given, the window doubles, up to
+ * CLIENT_SHARED_MAX_OWED (client_round_end). */
 #define CLIENT_SHARED_FIRST_WINDOW 16
 #define CLIENT_SHARED_MAX_OWED 256
 /* A reply this big on a shared connection holds up every reply behind it
