@@ -30,9 +30,7 @@ Test(bystander, honest_clients_pass_on_a_quiet_proxy)
 
 Test(bystander, a_changed_reply_is_noticed)
 {
-    vt_bystanders *b = vt_bystanders_start(env.proxy->port, 2);
-    cr_assert(b != NULL);
-    cr_assert(vt_bystanders_wait(b, 24, VT_READ_DEADLINE_MS));
+    vt_bystanders *b = vt_must_start_bystanders(env.proxy->port, 2, 24);
     /* Their counters start again from 1: the next INCR answers wrong. */
     redisContext *direct = vt_must_connect(env.redis->port);
     redisReply *r = vt_cmd(direct, "FLUSHALL");
@@ -49,9 +47,7 @@ Test(bystander, a_changed_reply_is_noticed)
 Test(bystander, a_cut_connection_is_noticed)
 {
     VT_SKIP_IF_DIRECT();
-    vt_bystanders *b = vt_bystanders_start(env.proxy->port, 2);
-    cr_assert(b != NULL);
-    cr_assert(vt_bystanders_wait(b, 24, VT_READ_DEADLINE_MS));
+    vt_bystanders *b = vt_must_start_bystanders(env.proxy->port, 2, 24);
     /* The proxy goes away under them. */
     vt_proxy_kill(env.proxy);
     cr_assert(!vt_bystanders_wait(b, 1000000, VT_READ_DEADLINE_MS), "the bystanders went on without a proxy");

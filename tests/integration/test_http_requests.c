@@ -57,9 +57,7 @@ static redisReply *direct_get(const char *key)
 
 Test(http_requests, a_browser_post_is_closed_silently_and_nobody_else_notices)
 {
-    vt_bystanders *b = vt_bystanders_start(env.proxy->port, 4);
-    cr_assert(b != NULL);
-    cr_assert(vt_bystanders_wait(b, 50, VT_READ_DEADLINE_MS), "the bystanders did not get going");
+    vt_bystanders *b = vt_must_start_bystanders(env.proxy->port, 4, 50);
     /* What a browser sends when a page posts to the Redis port, with a
      * command smuggled in the body. */
     for (int i = 0; i < 20; i++)
@@ -75,9 +73,7 @@ Test(http_requests, a_browser_post_is_closed_silently_and_nobody_else_notices)
 
 Test(http_requests, host_and_post_in_any_case_inline_or_multibulk)
 {
-    vt_bystanders *b = vt_bystanders_start(env.proxy->port, 4);
-    cr_assert(b != NULL);
-    cr_assert(vt_bystanders_wait(b, 50, VT_READ_DEADLINE_MS), "the bystanders did not get going");
+    vt_bystanders *b = vt_must_start_bystanders(env.proxy->port, 4, 50);
     expect_silent_close("Host: example.com\r\n");
     expect_silent_close("hOsT:\r\n");
     expect_silent_close("post\r\n");

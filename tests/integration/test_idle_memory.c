@@ -128,9 +128,7 @@ Test(idle_memory, clients_that_went_idle_hold_no_buffers_and_still_work)
     char *value = malloc(VALUE_LEN + 1);
     memset(value, 'v', VALUE_LEN);
     value[VALUE_LEN] = '\0';
-    vt_bystanders *b = vt_bystanders_start(env.proxy->port, 4);
-    cr_assert(b != NULL);
-    cr_assert(vt_bystanders_wait(b, 24, VT_READ_DEADLINE_MS));
+    vt_bystanders *b = vt_must_start_bystanders(env.proxy->port, 4, 24);
 
     static int fd[IDLE_CLIENTS];
     vt_buf req = {0}, want = {0};

@@ -100,9 +100,7 @@ static bool moves_again(void *arg)
 
 Test(limits, a_client_that_moves_when_redis_is_full_gets_redis_refusal_then_the_close)
 {
-    vt_bystanders *b = vt_bystanders_start(env.proxy->port, 3);
-    cr_assert(b != NULL);
-    cr_assert(vt_bystanders_wait(b, 30, VT_READ_DEADLINE_MS), "the bystanders did not get going");
+    vt_bystanders *b = vt_must_start_bystanders(env.proxy->port, 3, 30);
 
     /* A client named, served, before the limit. */
     int fd = vt_must_sock(env.proxy->port);
@@ -153,9 +151,7 @@ Test(limits, a_client_that_moves_when_redis_is_full_gets_redis_refusal_then_the_
 
 Test(limits, every_client_waiting_on_a_connection_redis_refuses_gets_the_refusal)
 {
-    vt_bystanders *b = vt_bystanders_start(env.proxy->port, 3);
-    cr_assert(b != NULL);
-    cr_assert(vt_bystanders_wait(b, 30, VT_READ_DEADLINE_MS), "the bystanders did not get going");
+    vt_bystanders *b = vt_must_start_bystanders(env.proxy->port, 3, 30);
     redis_fill fill;
     fill_redis(&fill, env.redis->port);
 
@@ -296,9 +292,7 @@ Test(open_files, under_a_low_ulimit_the_clients_past_what_fits_get_redis_error_a
     free(log);
 
     redisContext *counted = connect_alone(port);
-    vt_bystanders *b = vt_bystanders_start(port, NBYSTANDERS);
-    cr_assert(b != NULL);
-    cr_assert(vt_bystanders_wait(b, 30, VT_READ_DEADLINE_MS), "the bystanders did not get going");
+    vt_bystanders *b = vt_must_start_bystanders(port, NBYSTANDERS, 30);
 
     /* More clients than fit: each one is served or refused, never closed
      * in silence, and exactly maxclients are in at once. */

@@ -66,9 +66,7 @@ TestSuite(output_limit, .init = setup_limited, .fini = teardown, .timeout = VT_T
 Test(output_limit, a_reply_over_the_limit_closes_only_the_client_that_asked)
 {
     store_big();
-    vt_bystanders *b = vt_bystanders_start(env.proxy->port, 4);
-    cr_assert(b != NULL);
-    cr_assert(vt_bystanders_wait(b, 24, VT_READ_DEADLINE_MS));
+    vt_bystanders *b = vt_must_start_bystanders(env.proxy->port, 4, 24);
     for (int i = 0; i < 3; i++)
         expect_closed_for_a_big_reply();
     cr_assert(vt_bystanders_wait(b, 120, VT_READ_DEADLINE_MS), "the bystanders were held up");
@@ -85,9 +83,7 @@ TestSuite(output_limit_set_later, .init = setup_default, .fini = teardown, .time
 Test(output_limit_set_later, a_limit_set_through_the_proxy_takes_every_client_off_the_shared_connection)
 {
     store_big();
-    vt_bystanders *b = vt_bystanders_start(env.proxy->port, 4);
-    cr_assert(b != NULL);
-    cr_assert(vt_bystanders_wait(b, 24, VT_READ_DEADLINE_MS));
+    vt_bystanders *b = vt_must_start_bystanders(env.proxy->port, 4, 24);
     redisContext *admin = vt_must_connect(env.proxy->port);
     redisReply *r = vt_cmd(admin, "CONFIG SET client-output-buffer-limit %s", "normal 1mb 1mb 0");
     vt_assert_status(r, "OK");
@@ -115,9 +111,7 @@ Test(output_limit_set_later, a_limit_set_through_the_proxy_takes_every_client_of
 Test(output_limit_set_later, a_limit_set_and_a_big_reply_in_one_pipeline_cost_only_their_client)
 {
     store_big();
-    vt_bystanders *b = vt_bystanders_start(env.proxy->port, 4);
-    cr_assert(b != NULL);
-    cr_assert(vt_bystanders_wait(b, 24, VT_READ_DEADLINE_MS));
+    vt_bystanders *b = vt_must_start_bystanders(env.proxy->port, 4, 24);
     int fd = vt_must_sock(env.proxy->port);
     vt_buf req = {0}, got = {0};
     vt_buf_cmd(&req, "CONFIG", "SET", "client-output-buffer-limit", "normal 1mb 1mb 0", NULL);

@@ -72,9 +72,7 @@ Test(replication, a_replica_syncs_and_follows_the_master_through_the_proxy)
  * replies); it goes on a connection of its own, whatever its arguments. */
 Test(replication, a_psync_with_extra_arguments_takes_a_connection_of_its_own)
 {
-    vt_bystanders *b = vt_bystanders_start(env.proxy->port, 4);
-    cr_assert(b != NULL);
-    cr_assert(vt_bystanders_wait(b, 50, VT_READ_DEADLINE_MS), "the bystanders did not get going");
+    vt_bystanders *b = vt_must_start_bystanders(env.proxy->port, 4, 50);
 
     int fd = vt_must_sock(env.proxy->port);
     vt_buf got = {0};

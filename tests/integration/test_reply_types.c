@@ -152,9 +152,7 @@ static void every_reply_type(int proto)
 
 Test(reply_types, every_reply_redis_sends_arrives_byte_for_byte_in_resp2_and_resp3)
 {
-    vt_bystanders *b = vt_bystanders_start(env.proxy->port, 4);
-    cr_assert(b != NULL);
-    cr_assert(vt_bystanders_wait(b, 24, VT_READ_DEADLINE_MS), "the bystanders did not get going");
+    vt_bystanders *b = vt_must_start_bystanders(env.proxy->port, 4, 24);
     every_reply_type(2);
     every_reply_type(3);
     cr_assert(vt_bystanders_wait(b, 24, VT_READ_DEADLINE_MS), "the bystanders stopped being served");
@@ -399,9 +397,7 @@ Test(reply_types, a_reply_that_is_not_resp_makes_an_own_connection_a_byte_pipe)
     relay r;
     relay_start(&r, env.redis->port);
     vt_proxy *p = proxy_behind(&r);
-    vt_bystanders *b = vt_bystanders_start(p->port, 4);
-    cr_assert(b != NULL);
-    cr_assert(vt_bystanders_wait(b, 24, VT_READ_DEADLINE_MS), "the bystanders did not get going");
+    vt_bystanders *b = vt_must_start_bystanders(p->port, 4, 24);
 
     /* What a client gets through the relay alone is what it must get
      * through the proxy. SELECT 1 gives it a connection of its own. */
@@ -438,9 +434,7 @@ Test(reply_types, a_reply_that_is_not_resp_gives_nobody_else_a_wrong_reply)
     relay_start(&r, env.redis->port);
     vt_proxy *p = proxy_behind(&r);
     bool shared = vt_proxy_shared_upstreams(p) > 0;
-    vt_bystanders *b = vt_bystanders_start(p->port, 8);
-    cr_assert(b != NULL);
-    cr_assert(vt_bystanders_wait(b, 24, VT_READ_DEADLINE_MS), "the bystanders did not get going");
+    vt_bystanders *b = vt_must_start_bystanders(p->port, 8, 24);
 
     /* A client without connection state: on the shared connection, unless
      * every client has its own. */

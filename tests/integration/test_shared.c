@@ -507,9 +507,7 @@ Test(shared, a_client_that_does_not_read_moves_and_the_proxy_holds_no_more_than_
 Test(shared, clients_that_do_not_read_big_replies_cost_the_proxy_a_bounded_window_each)
 {
     vt_store_filled(env.redis->port, "sh:huge", SLOW_VALUE_LEN, 'h');
-    vt_bystanders *b = vt_bystanders_start(env.proxy->port, 4);
-    cr_assert(b != NULL);
-    cr_assert(vt_bystanders_wait(b, 24, VT_READ_DEADLINE_MS));
+    vt_bystanders *b = vt_must_start_bystanders(env.proxy->port, 4, 24);
     long long base = redis_gets();
     int fd[SLOW_READERS];
     vt_buf req = {0};

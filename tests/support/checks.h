@@ -72,6 +72,16 @@
         vt_assert_bytes((buf), (want));                                                                      \
     } while (0)
 
+/* Start n bystanders (bystander.h) and wait until each has had `first`
+ * replies checked, so the story begins with them under way. */
+static inline vt_bystanders *vt_must_start_bystanders(int port, int n, long long first)
+{
+    vt_bystanders *b = vt_bystanders_start(port, n);
+    cr_assert(b != NULL, "the bystanders could not connect to port %d", port);
+    cr_assert(vt_bystanders_wait(b, first, VT_READ_DEADLINE_MS), "the bystanders did not get going");
+    return b;
+}
+
 /* Stop a group of bystanders (bystander.h) and fail the test unless every
  * reply each of them got was right, in order and in time. */
 #define vt_assert_bystanders_ok(b)                                                                           \
