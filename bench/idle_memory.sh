@@ -60,13 +60,7 @@ ORIG_ENV=$(env | grep -E '^(BENCH_|VERBPROXY_BIN=)' | sort | tr '\n' ' ' || true
 . "$SCRIPT_DIR/lib.sh"
 
 need_redis
-if [ "$SKIP_TW" != 1 ] && ! command -v nutcracker >/dev/null; then
-    apt_install nutcracker || log "could not install: nutcracker"
-fi
-if [ "$SKIP_TW" != 1 ] && ! command -v nutcracker >/dev/null; then
-    log "nutcracker (twemproxy) not available: skipping the twemproxy path"
-    SKIP_TW=1
-fi
+need_nutcracker
 mkdir -p "$OUT_DIR"
 build_verbproxy
 

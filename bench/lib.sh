@@ -73,6 +73,17 @@ need_redis() {
     command -v redis-cli >/dev/null || die "redis-cli not found"
 }
 
+# need_nutcracker: Debian's twemproxy, installed if missing; SKIP_TW=1 (with
+# a message) when it cannot be had. A caller that set SKIP_TW=1 is left alone.
+need_nutcracker() {
+    [ "$SKIP_TW" != 1 ] || return 0
+    command -v nutcracker >/dev/null || apt_install nutcracker || log "could not install: nutcracker"
+    if ! command -v nutcracker >/dev/null; then
+        log "nutcracker (twemproxy) not available: skipping twemproxy"
+        SKIP_TW=1
+    fi
+}
+
 # ---------------------------------------------------------------- build
 # build_verbproxy: sets VP_BIN, or SKIP_VP=1 with a message. VERBPROXY_BIN
 # names a binary to use as is; BENCH_NO_BUILD=1 uses what BUILD_DIR holds.

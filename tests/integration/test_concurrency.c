@@ -7,7 +7,6 @@
  * which stays when they have gone; with shared-upstreams 0 Redis must see
  * one connection per client, and none once they have all gone. */
 #include <pthread.h>
-#include <sys/resource.h>
 
 #include "tests/support/checks.h"
 
@@ -18,29 +17,16 @@
 
 static vt_env env;
 
-static void raise_fd_limit(void)
-{
-    struct rlimit rl;
-    cr_assert_eq(getrlimit(RLIMIT_NOFILE, &rl), 0);
-    rlim_t want = rl.rlim_max == RLIM_INFINITY || rl.rlim_max > FD_LIMIT ? FD_LIMIT : rl.rlim_max;
-    cr_assert(want >= 3 * CLIENTS + 100, "hard RLIMIT_NOFILE %lu is too low for %d clients",
-              (unsigned long)rl.rlim_max, CLIENTS);
-    if (rl.rlim_cur < want) {
-        rl.rlim_cur = want;
-        cr_assert_eq(setrlimit(RLIMIT_NOFILE, &rl), 0);
-    }
-}
-
 static void setup(void)
 {
-    raise_fd_limit(); /* before the servers start: they inherit it */
+    vt_raise_fd_limit(FD_LIMIT, CLIENTS); /* before the servers start: they inherit it */
     vt_env_start(&env, NULL, NULL);
 }
 
 static void setup_own(void)
 {
     static const char *const own[] = {"--shared-upstreams", "0", NULL};
-    raise_fd_limit();
+    vt_raise_fd_limit(FD_LIMIT, CLIENTS);
     vt_env_start(&env, NULL, &(vt_proxy_opts){.extra_args = own});
 }
 

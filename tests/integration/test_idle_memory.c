@@ -11,7 +11,6 @@
  * STATS request itself, and the idle clients still work. And a thousand idle
  * clients cost the proxy little resident memory each (bench/idle_memory.sh
  * measures 5,000 beside twemproxy and redis-server). */
-#include <sys/resource.h>
 
 #include "tests/support/checks.h"
 
@@ -27,22 +26,9 @@
 
 static vt_env env;
 
-static void raise_fd_limit(void)
-{
-    struct rlimit rl;
-    cr_assert_eq(getrlimit(RLIMIT_NOFILE, &rl), 0);
-    rlim_t want = rl.rlim_max == RLIM_INFINITY || rl.rlim_max > FD_LIMIT ? FD_LIMIT : rl.rlim_max;
-    cr_assert(want >= 3 * RSS_CLIENTS + 100, "hard RLIMIT_NOFILE %lu is too low for %d clients",
-              (unsigned long)rl.rlim_max, RSS_CLIENTS);
-    if (rl.rlim_cur < want) {
-        rl.rlim_cur = want;
-        cr_assert_eq(setrlimit(RLIMIT_NOFILE, &rl), 0);
-    }
-}
-
 static void setup(void)
 {
-    raise_fd_limit(); /* before the servers start: they inherit it */
+    vt_raise_fd_limit(FD_LIMIT, RSS_CLIENTS); /* before the servers start: they inherit it */
     vt_env_start(&env, NULL, NULL);
 }
 

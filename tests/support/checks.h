@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 #include <criterion/criterion.h>
 
@@ -92,6 +93,23 @@ static inline vt_bystanders *vt_must_start_bystanders(int port, int n, long long
         cr_assert(vt_ok_, "a bystander suffered: %s", vt_why_);                                              \
         cr_assert(vt_checked_ > 0, "the bystanders checked no reply");                                       \
     } while (0)
+
+/* Raise this process's soft RLIMIT_NOFILE to `limit` (or the hard limit,
+ * if lower) before the servers start, so they inherit it; fail the test
+ * unless that leaves room for `clients` connections through the proxy
+ * (three descriptors each: here, the proxy's and Redis's). */
+static inline void vt_raise_fd_limit(rlim_t limit, int clients)
+{
+    struct rlimit rl;
+    cr_assert_eq(getrlimit(RLIMIT_NOFILE, &rl), 0);
+    rlim_t want = rl.rlim_max == RLIM_INFINITY || rl.rlim_max > limit ? limit : rl.rlim_max;
+    cr_assert(want >= 3 * (rlim_t)clients + 100, "hard RLIMIT_NOFILE %lu is too low for %d clients",
+              (unsigned long)rl.rlim_max, clients);
+    if (rl.rlim_cur < want) {
+        rl.rlim_cur = want;
+        cr_assert_eq(setrlimit(RLIMIT_NOFILE, &rl), 0);
+    }
+}
 
 /* The usual fixture: one redis-server, one verbproxy in front of it. Call
  * vt_env_start from .init and vt_env_stop from .fini. */
