@@ -239,3 +239,17 @@ verbs_block() { block "$1" "$VERBS_BEGIN" "$VERBS_END"; }
 without_verbs_block() { without_block "$1" "$VERBS_BEGIN" "$VERBS_END"; }
 idle_block() { block "$1" "$IDLE_BEGIN" "$IDLE_END"; }
 without_idle_block() { without_block "$1" "$IDLE_BEGIN" "$IDLE_END"; }
+
+# assemble_script file.lua: the text Redis runs for a verb's script, as the
+# build embeds it (lua/script_text.h): each line `--#include lib/x.lua` is
+# replaced by that helper file, from the script's directory.
+assemble_script() {
+    awk -v dir="$(dirname "$1")" '
+        /^--#include lib\/[a-z0-9_]+\.lua$/ {
+            f = dir "/" $2
+            while ((getline line < f) > 0) print line
+            close(f)
+            next
+        }
+        { print }' "$1"
+}

@@ -97,13 +97,16 @@ start_redis
 
 rcli() { redis-cli -h 127.0.0.1 -p "$RPORT" "$@"; }
 
-# script_load file -> its SHA-1, after SCRIPT LOAD on the server (which must
-# answer the file's own SHA-1: that is what verbproxy pins).
+# script_load file -> its SHA-1, after SCRIPT LOAD on the server of the
+# text Redis runs (the file with its helpers put in, assemble_script: that is
+# what verbproxy pins), which must answer that text's own SHA-1.
 script_load() {
-    local sha want
+    local sha want text
     [ -f "$1" ] || die "no script $1"
-    want=$(sha1sum "$1" | cut -d' ' -f1)
-    sha=$(rcli -x SCRIPT LOAD <"$1")
+    text="$TMP/assembled.$(basename "$1")"
+    assemble_script "$1" >"$text"
+    want=$(sha1sum "$text" | cut -d' ' -f1)
+    sha=$(rcli -x SCRIPT LOAD <"$text")
     [ "$sha" = "$want" ] || die "SCRIPT LOAD $1 answered '$sha', not its SHA-1 $want"
     echo "$sha"
 }

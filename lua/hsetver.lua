@@ -15,9 +15,7 @@
 -- slots), so one HSET carries at most this many field/value pairs.
 local PAIRS_PER_CALL = 3000
 
-local function err(msg)
-  return redis.error_reply(msg)
-end
+--#include lib/err.lua
 
 -- Redis's string2ll: optional '-', no '+', no leading zeros ('0' itself is
 -- fine), no spaces, within int64. Returns the string itself when valid (the

@@ -7,9 +7,7 @@
 -- Deletes the lock only if its value is exactly the token.
 -- Reply: 1 if released, 0 if not held by that token (missing key included).
 
-local function err(msg)
-  return redis.error_reply(msg)
-end
+--#include lib/err.lua
 
 if #KEYS ~= 1 or #ARGV ~= 1 then
   return err("ERR wrong number of arguments for 'lockrelease' command")

@@ -10,9 +10,7 @@
 -- slots), so one ZREM carries at most this many members.
 local MEMBERS_PER_CALL = 3000
 
-local function err(msg)
-  return redis.error_reply(msg)
-end
+--#include lib/err.lua
 
 if #KEYS ~= 1 or #ARGV < 1 then
   return err("ERR wrong number of arguments for 'qack' command")

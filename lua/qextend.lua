@@ -9,35 +9,9 @@
 -- as no QRECLAIM has taken it back), sets its deadline to server time + ms.
 -- Reply: 1 if extended, 0 if the member is not leased.
 
-local function err(msg)
-  return redis.error_reply(msg)
-end
-
--- Redis's string2ll: optional '-', no '+', no leading zeros ('0' itself is
--- fine), no spaces, within int64. Lua numbers are doubles, so the range is
--- checked on the digits. Returns the value (exact below 2^53) or nil.
-local function parse_int(s)
-  if s == '0' then
-    return 0
-  end
-  local sign, digits = string.match(s, '^(%-?)([1-9]%d*)$')
-  if digits == nil or #digits > 19 then
-    return nil
-  end
-  if #digits == 19 then
-    local limit = (sign == '-') and '9223372036854775808' or '9223372036854775807'
-    if digits > limit then
-      return nil
-    end
-  end
-  return tonumber(s)
-end
-
--- Server time in ms, from Redis's clock.
-local function now_ms()
-  local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-end
+--#include lib/err.lua
+--#include lib/int.lua
+--#include lib/time.lua
 
 if #KEYS ~= 1 or #ARGV ~= 2 then
   return err("ERR wrong number of arguments for 'qextend' command")

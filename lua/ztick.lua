@@ -22,86 +22,10 @@
 -- Lua's C stack (LUAI_MAXCSTACK, 8000).
 local MEMBERS_PER_ROUND = 500
 
-local function err(msg)
-  return redis.error_reply(msg)
-end
-
--- Redis's string2ll: optional '-', no '+', no leading zeros ('0' itself is
--- fine), no spaces, within int64. Lua numbers are doubles, so the range is
--- checked on the digits. Returns the value (exact below 2^53) or nil.
-local function parse_int(s)
-  if s == '0' then
-    return 0
-  end
-  local sign, digits = string.match(s, '^(%-?)([1-9]%d*)$')
-  if digits == nil or #digits > 19 then
-    return nil
-  end
-  if #digits == 19 then
-    local limit = (sign == '-') and '9223372036854775808' or '9223372036854775807'
-    if digits > limit then
-      return nil
-    end
-  end
-  return tonumber(s)
-end
-
--- Redis's getDoubleFromObject: glibc strtod over the whole string (decimal,
--- hex such as 0x1p3, inf/infinity in any case), refusing a leading space,
--- NaN, overflow to +-inf and underflow to 0. The shape is checked here first
--- because Lua's tonumber, the same strtod, also skips spaces around the
--- number and stops at a NUL byte.
-local function parse_float(s)
-  local body = string.match(s, '^[+-]?(.*)$')
-  local word = string.lower(body)
-  if word == 'inf' or word == 'infinity' then
-    return (string.sub(s, 1, 1) == '-') and -math.huge or math.huge
-  end
-  local mantissa, exponent, nonzero, exponent_shape
-  if string.find(body, '^0[xX]') then
-    mantissa, exponent = string.match(body, '^0[xX]([%x.]*)(.*)$')
-    nonzero, exponent_shape = '[1-9a-fA-F]', '^[pP][+-]?%d+$'
-  else
-    mantissa, exponent = string.match(body, '^([%d.]*)(.*)$')
-    nonzero, exponent_shape = '[1-9]', '^[eE][+-]?%d+$'
-  end
-  if not string.find(mantissa, '%x') or string.find(mantissa, '%..*%.') then
-    return nil
-  end
-  if exponent ~= '' and not string.find(exponent, exponent_shape) then
-    return nil
-  end
-  local value = tonumber(s)
-  if value == nil or value ~= value or value == math.huge or value == -math.huge then
-    return nil
-  end
-  if value == 0 and string.find(mantissa, nonzero) then
-    return nil
-  end
-  return value
-end
-
--- A score as Redis 7.0 replies it (%.17g, infinities as inf and -inf).
-local function format_score(x)
-  if x == math.huge then
-    return 'inf'
-  elseif x == -math.huge then
-    return '-inf'
-  end
-  return string.format('%.17g', x)
-end
-
--- Byte order (memcmp), which is how Redis orders members with equal scores.
--- Lua's '<' on strings uses strcoll, which follows the server's locale.
-local function bytes_less(a, b)
-  for i = 1, math.min(#a, #b) do
-    local x, y = string.byte(a, i), string.byte(b, i)
-    if x ~= y then
-      return x < y
-    end
-  end
-  return #a < #b
-end
+--#include lib/err.lua
+--#include lib/int.lua
+--#include lib/float.lua
+--#include lib/order.lua
 
 if #KEYS ~= 1 or #ARGV < 3 then
   return err("ERR wrong number of arguments for 'ztick' command")

@@ -4,7 +4,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
+#include "lua/verb_scripts.h"
 #include "proxy/client.h"
 #include "proxy/config.h"
 #include "proxy/limits.h"
@@ -33,8 +35,25 @@ static void usage(FILE *out)
                  "  --maxclients N         client connections at once (default 10000; lowered\n"
                  "                         to what the open-file limit allows)\n"
                  "  --loglevel LEVEL       debug, verbose, notice or warning\n"
+                 "  --script NAME          print the script of built-in verb NAME as Redis runs\n"
+                 "                         it (helpers put in), to SCRIPT LOAD it yourself\n"
                  "  --help                 this text\n"
                  "  --version              the version\n");
+}
+
+/* --script NAME: the embedded text of a built-in script, byte for byte
+ * (its SHA-1 is the one VERBPROXY VERBS shows). */
+static int print_script(const char *name)
+{
+    for (int i = 0; name && i < verb_scripts_count; i++) {
+        if (strcasecmp(verb_scripts[i].name, name) != 0) continue;
+        return fwrite(verb_scripts[i].body, 1, verb_scripts[i].len, stdout) == verb_scripts[i].len ? 0 : 1;
+    }
+    fprintf(stderr, "verbproxy: --script needs the name of a built-in script:");
+    for (int i = 0; i < verb_scripts_count; i++)
+        fprintf(stderr, " %s", verb_scripts[i].name);
+    fprintf(stderr, "\n");
+    return 1;
 }
 
 static vp_listener listener;
@@ -87,6 +106,7 @@ int main(int argc, char **argv)
             printf("verbproxy %s\n", VP_VERSION);
             return 0;
         }
+        if (!strcmp(argv[i], "--script")) return print_script(i + 1 < argc ? argv[i + 1] : NULL);
     }
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--config")) {

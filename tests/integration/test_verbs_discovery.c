@@ -15,6 +15,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "lua/script_text.h"
 #include "tests/support/checks.h"
 
 #ifndef SOURCE_DIR
@@ -75,10 +76,13 @@ static bool is_str(const redisReply *r, const char *want)
 /* What SCRIPT LOAD of this file answers, asked straight from Redis. */
 static char *sha_of_file(const char *path)
 {
-    char *body = vt_read_file(path);
-    cr_assert(body[0] != '\0', "could not read %s (or it is empty)", path);
+    /* What Redis runs: the file with the helpers it includes put in. */
+    char err[256];
+    size_t len;
+    char *body = script_assemble(path, &len, err, sizeof(err));
+    cr_assert(body && len > 0, "could not read %s (or it is empty): %s", path, body ? "" : err);
     redisContext *admin = vt_must_connect(env.redis->port);
-    redisReply *r = vt_cmd(admin, "SCRIPT LOAD %s", body);
+    redisReply *r = vt_cmd(admin, "SCRIPT LOAD %b", body, len);
     cr_assert(r && r->type == REDIS_REPLY_STRING && r->len == 40, "SCRIPT LOAD %s: %s", path, VT_DESCRIBE(r));
     char *sha = strdup(r->str);
     freeReplyObject(r);

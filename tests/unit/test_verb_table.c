@@ -5,8 +5,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include "lua/script_text.h"
 #include "lua/verb_scripts.h"
 #include "lua/verbs.h"
 #include "proxy/config.h"
@@ -28,24 +30,90 @@ static char *read_file(const char *path, size_t *len)
     return buf;
 }
 
-Test(verbs, pinned_sha_and_body_match_the_files_in_lua)
+/* What Redis runs is the script with the helpers it includes from
+ * lua/lib/ put in (script_text.h): the embedded body must be exactly that
+ * text, no include line may be left in it, and the pinned SHA-1 is the
+ * SHA-1 of that text. */
+Test(verbs, pinned_sha_and_body_match_the_assembled_files_in_lua)
 {
     int n;
     const verb_def *b = verbs_builtin(&n);
     cr_assert_eq(n, 10);
     for (int i = 0; i < n; i++) {
-        char path[512], sha[41];
+        char path[512], sha[41], err[256];
         snprintf(path, sizeof(path), "%s/lua/%s.lua", SOURCE_DIR, b[i].name);
         size_t len;
-        char *file = read_file(path, &len);
-        verbs_sha1_hex(file, len, sha);
-        cr_expect_str_eq(b[i].sha, sha, "%s: pinned %s, file %s", b[i].name, b[i].sha, sha);
-        cr_expect_eq(b[i].body_len, len, "%s: embedded body is not the file", b[i].name);
-        cr_expect(memcmp(b[i].body, file, len) == 0, "%s: embedded body is not the file", b[i].name);
-        free(file);
+        char *text = script_assemble(path, &len, err, sizeof(err));
+        cr_assert(text, "%s", err);
+        verbs_sha1_hex(text, len, sha);
+        cr_expect_str_eq(b[i].sha, sha, "%s: pinned %s, assembled file %s", b[i].name, b[i].sha, sha);
+        cr_expect_eq(b[i].body_len, len, "%s: embedded body is not the assembled file", b[i].name);
+        cr_expect(memcmp(b[i].body, text, len) == 0, "%s: embedded body is not the assembled file", b[i].name);
+        cr_expect_null(strstr(b[i].body, SCRIPT_INCLUDE_PREFIX), "%s: an include line is left", b[i].name);
+        free(text);
     }
     /* every embedded script is a built-in verb */
     cr_expect_eq(verb_scripts_count, n);
+}
+
+/* An include line is replaced by the helper's text, verbatim, where it
+ * stands; a script without one is embedded as it is. */
+Test(verbs, an_include_line_is_replaced_by_the_helper_text)
+{
+    char path[512], lib[512], err[256];
+    snprintf(path, sizeof(path), "%s/lua/qpop.lua", SOURCE_DIR);
+    snprintf(lib, sizeof(lib), "%s/lua/lib/int.lua", SOURCE_DIR);
+    size_t len, file_len, lib_len;
+    char *text = script_assemble(path, &len, err, sizeof(err));
+    char *file = read_file(path, &file_len);
+    char *helper = read_file(lib, &lib_len);
+    cr_assert(text && file && helper);
+    cr_assert(strstr(file, "--#include lib/int.lua\n"), "qpop.lua includes lib/int.lua");
+    cr_expect(strstr(text, helper), "the helper's text is in the script, verbatim");
+    cr_expect(strncmp(text, "#!lua\n", 6) == 0, "the shebang stays the first line");
+    cr_expect_gt(len, file_len);
+    free(text);
+    free(file);
+    free(helper);
+}
+
+/* A helper that includes another, or an include of anything but
+ * lib/<name>.lua, stops the build with the reason. */
+Test(verbs, bad_include_lines_are_refused)
+{
+    char dir[] = "/tmp/vp_script_text_XXXXXX";
+    cr_assert(mkdtemp(dir));
+    char p[256], lp[256], err[256] = "";
+    snprintf(p, sizeof(p), "%s/lib", dir);
+    cr_assert_eq(mkdir(p, 0700), 0);
+    snprintf(p, sizeof(p), "%s/s.lua", dir);
+    snprintf(lp, sizeof(lp), "%s/lib/h.lua", dir);
+    size_t len;
+    FILE *f = fopen(p, "w");
+    fputs("--#include ../etc/passwd\n", f);
+    fclose(f);
+    cr_expect_null(script_assemble(p, &len, err, sizeof(err)));
+    cr_expect(strstr(err, "lib/<name>.lua"), "%s", err);
+    f = fopen(p, "w");
+    fputs("--#include lib/h.lua\nreturn 1\n", f);
+    fclose(f);
+    f = fopen(lp, "w");
+    fputs("--#include lib/h.lua\n", f);
+    fclose(f);
+    cr_expect_null(script_assemble(p, &len, err, sizeof(err)));
+    cr_expect(strstr(err, "includes nothing"), "%s", err);
+    f = fopen(lp, "w");
+    fputs("local x = 1\n", f);
+    fclose(f);
+    char *text = script_assemble(p, &len, err, sizeof(err));
+    cr_assert(text, "%s", err);
+    cr_expect_str_eq(text, "local x = 1\nreturn 1\n");
+    free(text);
+    unlink(lp);
+    unlink(p);
+    snprintf(p, sizeof(p), "%s/lib", dir);
+    rmdir(p);
+    rmdir(dir);
 }
 
 Test(verbs, sha1_is_openssls)

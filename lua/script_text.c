@@ -1,0 +1,131 @@
+#include "lua/script_text.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* A growing byte buffer; abort() on allocation failure, as the rest of
+ * the build tool and the test do. */
+typedef struct text_buf {
+    char *data;
+    size_t len, cap;
+} text_buf;
+
+static void text_append(text_buf *b, const char *p, size_t n)
+{
+    if (b->len + n + 1 > b->cap) {
+        while (b->len + n + 1 > b->cap)
+            b->cap = b->cap ? b->cap * 2 : 4096;
+        b->data = realloc(b->data, b->cap);
+        if (!b->data) abort();
+    }
+    memcpy(b->data + b->len, p, n);
+    b->len += n;
+    b->data[b->len] = '\0';
+}
+
+static char *read_file(const char *path, size_t *len, char *err, size_t errlen)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        snprintf(err, errlen, "cannot read %s: %s", path, strerror(errno));
+        return NULL;
+    }
+    text_buf b = {0};
+    char chunk[8192];
+    size_t got;
+    while ((got = fread(chunk, 1, sizeof(chunk), f)) > 0)
+        text_append(&b, chunk, got);
+    int failed = ferror(f);
+    fclose(f);
+    if (failed) {
+        snprintf(err, errlen, "cannot read %s", path);
+        free(b.data);
+        return NULL;
+    }
+    if (!b.data) text_append(&b, "", 0);
+    *len = b.len;
+    return b.data;
+}
+
+/* Is the line [p, p+n) an include line? Sets the named path. */
+static int include_line(const char *p, size_t n, const char **name, size_t *name_len)
+{
+    size_t k = strlen(SCRIPT_INCLUDE_PREFIX);
+    if (n < k || memcmp(p, SCRIPT_INCLUDE_PREFIX, k) != 0) return 0;
+    *name = p + k;
+    *name_len = n - k;
+    return 1;
+}
+
+/* "lib/" followed by [a-z0-9_] and ".lua": nothing else may be named. */
+static int lib_name_ok(const char *p, size_t n)
+{
+    if (n < 9 || memcmp(p, "lib/", 4) != 0 || memcmp(p + n - 4, ".lua", 4) != 0) return 0;
+    for (size_t i = 4; i < n - 4; i++) {
+        char ch = p[i];
+        if (!((ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '_')) return 0;
+    }
+    return 1;
+}
+
+char *script_assemble(const char *path, size_t *len, char *err, size_t errlen)
+{
+    size_t n;
+    char *src = read_file(path, &n, err, errlen);
+    if (!src) return NULL;
+    char dir[4096];
+    const char *slash = strrchr(path, '/');
+    if (slash)
+        snprintf(dir, sizeof(dir), "%.*s", (int)(slash - path), path);
+    else
+        snprintf(dir, sizeof(dir), ".");
+
+    text_buf out = {0};
+    size_t pos = 0;
+    while (pos < n) {
+        const char *nl = memchr(src + pos, '\n', n - pos);
+        size_t line_len = nl ? (size_t)(nl - (src + pos)) : n - pos;
+        size_t next = nl ? pos + line_len + 1 : n;
+        const char *name;
+        size_t name_len;
+        if (!include_line(src + pos, line_len, &name, &name_len)) {
+            text_append(&out, src + pos, next - pos);
+            pos = next;
+            continue;
+        }
+        if (!lib_name_ok(name, name_len)) {
+            snprintf(err, errlen, "%s: '%.*s': an include names a file lib/<name>.lua", path, (int)line_len,
+                     src + pos);
+            goto fail;
+        }
+        char lib_path[4200];
+        snprintf(lib_path, sizeof(lib_path), "%s/%.*s", dir, (int)name_len, name);
+        size_t lib_len;
+        char *lib = read_file(lib_path, &lib_len, err, errlen);
+        if (!lib) goto fail;
+        if (strstr(lib, "\n" SCRIPT_INCLUDE_PREFIX) ||
+            strncmp(lib, SCRIPT_INCLUDE_PREFIX, strlen(SCRIPT_INCLUDE_PREFIX)) == 0) {
+            snprintf(err, errlen, "%s: a helper includes nothing (the script includes what it needs)", lib_path);
+            free(lib);
+            goto fail;
+        }
+        if (lib_len == 0 || lib[lib_len - 1] != '\n') {
+            snprintf(err, errlen, "%s: a helper ends with a newline", lib_path);
+            free(lib);
+            goto fail;
+        }
+        text_append(&out, lib, lib_len);
+        free(lib);
+        pos = next;
+    }
+    free(src);
+    if (!out.data) text_append(&out, "", 0);
+    *len = out.len;
+    return out.data;
+fail:
+    free(src);
+    free(out.data);
+    return NULL;
+}
