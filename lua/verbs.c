@@ -209,6 +209,77 @@ static int check_zwindow(const verb_def *v, int argc, const resp_arg *argv, verb
     return 0;
 }
 
+/* A ZPAGE cursor: "0" (the first page), or what a page of the same
+ * direction returned: 'a' (ascending) or 'r' (REV), the last member's score
+ * as Redis printed it (a float: exact), ':', the member's bytes in
+ * lower-case hex. lua/zpage.lua checks the same. */
+static int cursor_ok(const resp_arg *a, int rev)
+{
+    if (a->len == 1 && a->ptr[0] == '0') return 1;
+    if (a->len < 3 || a->ptr[0] != (rev ? 'r' : 'a')) return 0;
+    const char *colon = memchr(a->ptr + 1, ':', a->len - 1);
+    if (!colon || colon == a->ptr + 1) return 0;
+    resp_arg score = {.ptr = a->ptr + 1, .len = (size_t)(colon - (a->ptr + 1))};
+    double d;
+    if (!parse_double(&score, &d)) return 0;
+    size_t hex = a->len - (size_t)(colon + 1 - a->ptr);
+    if (hex % 2) return 0;
+    for (const char *p = colon + 1; p < a->ptr + a->len; p++)
+        if (!((*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'f'))) return 0;
+    return 1;
+}
+
+static int check_zpage(const verb_def *v, int argc, const resp_arg *argv, verb_call *call, char *err,
+                       size_t errlen)
+{
+    (void)v;
+    (void)call;
+    int rev = 0;
+    for (int i = 4; i < argc; i++) {
+        if (arg_is(&argv[i], "rev"))
+            rev = 1;
+        else if (!arg_is(&argv[i], "withscores"))
+            return fail(err, errlen, ERR_SYNTAX);
+    }
+    long long count;
+    if (!parse_ll(&argv[3], &count)) return fail(err, errlen, ERR_INT);
+    if (count <= 0) return fail(err, errlen, ERR_POSITIVE);
+    return cursor_ok(&argv[2], rev) ? 0 : fail(err, errlen, "ERR invalid cursor");
+}
+
+/* ZSNAPSHOT dest ttl-ms numkeys key [key ...] [WEIGHTS w ...]
+ * [AGGREGATE SUM|MIN|MAX|COUNT]: ZUNIONSTORE's options, its texts (with
+ * the verb's name), every argument error before anything is read. */
+static int check_zsnapshot(const verb_def *v, int argc, const resp_arg *argv, verb_call *call, char *err,
+                           size_t errlen)
+{
+    if (check_ms(v, &argv[2], err, errlen)) return -1;
+    long long numkeys;
+    if (!parse_ll(&argv[3], &numkeys)) return fail(err, errlen, ERR_INT);
+    if (numkeys < 1) return fail(err, errlen, "ERR at least 1 input key is needed for '%s' command", v->name);
+    if (numkeys > argc - 4) return fail(err, errlen, ERR_SYNTAX);
+    call->range_first = 4;
+    call->range_count = (int)numkeys;
+    for (int i = 4 + (int)numkeys; i < argc;) {
+        int left = argc - i - 1;
+        if (arg_is(&argv[i], "weights") && left >= numkeys) {
+            for (int k = 1; k <= numkeys; k++) {
+                double w;
+                if (!parse_double(&argv[i + k], &w)) return fail(err, errlen, "ERR weight value is not a float");
+            }
+            i += 1 + (int)numkeys;
+        } else if (arg_is(&argv[i], "aggregate") && left >= 1) {
+            const resp_arg *a = &argv[i + 1];
+            if (!arg_is(a, "sum") && !arg_is(a, "min") && !arg_is(a, "max") && !arg_is(a, "count"))
+                return fail(err, errlen, ERR_SYNTAX);
+            i += 2;
+        } else {
+            return fail(err, errlen, ERR_SYNTAX);
+        }
+    }
+    return 0;
+}
+
 /* body/sha are filled from the embedded scripts by verbs_build. */
 static verb_def builtins[] = {
     {.name = "ztick",
@@ -284,6 +355,25 @@ static verb_def builtins[] = {
      .arity = -4,
      .numkeys = 1,
      .check = check_zwindow},
+    {.name = "zpage",
+     .syntax = "ZPAGE key cursor count [REV] [WITHSCORES]",
+     .summary = "Keyset paging over a live sorted set: the count members after the cursor in (score, member) "
+                "order; returns [next-cursor, members]. Every member whose score does not change during the walk "
+                "is seen exactly once.",
+     .group = "sorted-set",
+     .arity = -4,
+     .numkeys = 1,
+     .readonly = 1,
+     .check = check_zpage},
+    {.name = "zsnapshot",
+     .syntax = "ZSNAPSHOT dest ttl-ms numkeys key [key ...] [WEIGHTS weight [weight ...]] "
+               "[AGGREGATE SUM|MIN|MAX|COUNT]",
+     .summary = "Builds dest as the union of the keys with a time to live, atomically and only if dest does not "
+                "exist yet; returns [1, ttl-ms] when built, [0, remaining-ttl-ms] when it was there.",
+     .group = "sorted-set",
+     .arity = -5,
+     .numkeys = 1,
+     .check = check_zsnapshot},
 };
 #define NBUILTINS ((int)(sizeof(builtins) / sizeof(builtins[0])))
 
@@ -584,6 +674,7 @@ int verbs_check(const verb_def *v, int argc, const resp_arg *argv, verb_call *ca
     call->nkeys = v->numkeys;
     for (int i = 0; i < v->numkeys; i++)
         call->keys[i] = 1 + i;
+    call->range_first = call->range_count = 0;
     call->first_arg = 1 + v->numkeys;
     return v->check && v->check(v, argc, argv, call, err, errlen) < 0 ? VERB_ERR_VALUE : 0;
 }

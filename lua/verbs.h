@@ -4,8 +4,9 @@
  * A verb call `NAME a1 a2 ...` becomes
  *     EVALSHA <sha> <nkeys> <keys...> <hidden args...> <a_first_arg ...>
  * where the keys are the verb's leading key arguments plus any key found in
- * an option (QPOP's LEASE), and every argument after the leading keys goes to
- * ARGV verbatim (see lua/README.md for each verb's contract).
+ * an option (QPOP's LEASE) or listed after a numkeys argument (ZSNAPSHOT's
+ * sources), and every argument after the leading keys goes to ARGV verbatim
+ * (see lua/README.md for each verb's contract).
  *
  * Built-in verbs come from lua/<name>.lua (embedded, SHA pinned at build
  * time); custom verbs from `verb` lines in the config, read at start-up.
@@ -22,11 +23,14 @@
 #define VERB_MAX_KEYS 4
 #define VERB_ERR_MAX 192
 
-/* What one call sends: the argv indexes of its keys (in KEYS order) and
- * where ARGV continues after the leading keys. */
+/* What one call sends: the argv indexes of its keys, in KEYS order: first
+ * keys[0..nkeys), then the run argv[range_first .. range_first+range_count)
+ * (a numkeys list, as ZSNAPSHOT's); and where ARGV continues after the
+ * leading keys. */
 typedef struct verb_call {
     int nkeys;
     int keys[VERB_MAX_KEYS];
+    int range_first, range_count;
     int first_arg;
 } verb_call;
 

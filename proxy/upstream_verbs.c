@@ -214,7 +214,7 @@ static void buf_bulk(vp_buf *b, const char *p, size_t n)
 static void up_call_head(vp_buf *b, const verb_def *v, const verb_call *call, int argc, int eval)
 {
     int hidden = v->hidden_max_members ? 1 : 0;
-    int count = 3 + call->nkeys + hidden + (argc - call->first_arg);
+    int count = 3 + call->nkeys + call->range_count + hidden + (argc - call->first_arg);
     char head[24];
     vp_buf_append(b, head, put_header(head, '*', (unsigned long long)count));
     if (eval)
@@ -227,10 +227,13 @@ static void up_call_head(vp_buf *b, const verb_def *v, const verb_call *call, in
 static void up_call_tail(vp_buf *b, const upstream_conn *up, const verb_def *v, const verb_call *call,
                          int argc, const resp_arg *argv)
 {
-    char nk = (char)('0' + call->nkeys); /* at most VERB_MAX_KEYS */
-    buf_bulk(b, &nk, 1);
+    char nk[24];
+    size_t nkl = put_header(nk, ':', (unsigned long long)(call->nkeys + call->range_count));
+    buf_bulk(b, nk + 1, nkl - 3); /* the digits */
     for (int i = 0; i < call->nkeys; i++)
         buf_bulk(b, argv[call->keys[i]].ptr, argv[call->keys[i]].len);
+    for (int i = call->range_first; i < call->range_first + call->range_count; i++)
+        buf_bulk(b, argv[i].ptr, argv[i].len);
     if (v->hidden_max_members) {
         const char *m = up->srv->verbs.ztick_max;
         buf_bulk(b, m, strlen(m));

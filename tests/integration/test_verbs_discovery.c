@@ -44,20 +44,23 @@ typedef struct verb_row {
     const char *name;
     const char *syntax; /* how the syntax starts: the name and the mandatory arguments */
     int arity;
-    int numkeys; /* fixed keys; QPOP's lease key comes from an option */
+    int numkeys; /* fixed keys; QPOP's lease key comes from an option, ZSNAPSHOT's sources from numkeys */
+    const char *access;
 } verb_row;
 
 static const verb_row builtins[] = {
-    {"ztick", "ZTICK key delta threshold", -4, 1},
-    {"qpop", "QPOP key", -2, 1},
-    {"qack", "QACK leasekey member", -3, 1},
-    {"qextend", "QEXTEND leasekey member ms", 4, 1},
-    {"qreclaim", "QRECLAIM leasekey key score|NOW", -4, 2},
-    {"lockrelease", "LOCKRELEASE key token", 3, 1},
-    {"lockrenew", "LOCKRENEW key token ms", 4, 1},
-    {"lockhandover", "LOCKHANDOVER key oldtoken newtoken ms", 5, 1},
-    {"hsetver", "HSETVER key version field value", -5, 1},
-    {"zwindow", "ZWINDOW key window-ms member", -4, 1},
+    {"ztick", "ZTICK key delta threshold", -4, 1, "write"},
+    {"qpop", "QPOP key", -2, 1, "write"},
+    {"qack", "QACK leasekey member", -3, 1, "write"},
+    {"qextend", "QEXTEND leasekey member ms", 4, 1, "write"},
+    {"qreclaim", "QRECLAIM leasekey key score|NOW", -4, 2, "write"},
+    {"lockrelease", "LOCKRELEASE key token", 3, 1, "write"},
+    {"lockrenew", "LOCKRENEW key token ms", 4, 1, "write"},
+    {"lockhandover", "LOCKHANDOVER key oldtoken newtoken ms", 5, 1, "write"},
+    {"hsetver", "HSETVER key version field value", -5, 1, "write"},
+    {"zwindow", "ZWINDOW key window-ms member", -4, 1, "write"},
+    {"zpage", "ZPAGE key cursor count", -4, 1, "readonly"},
+    {"zsnapshot", "ZSNAPSHOT dest ttl-ms numkeys key", -5, 1, "write"},
 };
 #define BUILTINS (sizeof(builtins) / sizeof(builtins[0]))
 
@@ -233,7 +236,7 @@ Test(verbs_discovery, verbproxy_verbs_lists_every_builtin_with_the_sha_redis_giv
         char *sha = sha_of_file(path);
         for (int j = 0; j < 40; j++)
             cr_assert(isxdigit((unsigned char)sha[j]) && !isupper((unsigned char)sha[j]));
-        check_verb_entry(find_verb(verbs, v->name), v->name, v->syntax, sha, v->arity, v->numkeys, "write",
+        check_verb_entry(find_verb(verbs, v->name), v->name, v->syntax, sha, v->arity, v->numkeys, v->access,
                          "builtin");
         free(sha);
     }
@@ -352,14 +355,14 @@ Test(verbs_discovery, the_full_command_listings_include_the_verbs)
     redisContext *admin = vt_must_connect(env.redis->port);
     redisContext *c = vt_must_connect(env.proxy->port);
     long long redis_count = int_reply(admin, "COMMAND COUNT");
-    cr_assert_eq(int_reply(c, "COMMAND COUNT"), redis_count + 10);
+    cr_assert_eq(int_reply(c, "COMMAND COUNT"), redis_count + (long long)BUILTINS);
 
     /* COMMAND LIST names subcommands too ("acl|cat") */
     redisReply *redis_list = vt_cmd(admin, "COMMAND LIST");
     vt_assert_reply(redis_list, admin);
     redisReply *list = vt_cmd(c, "COMMAND LIST");
     vt_assert_reply(list, c);
-    cr_assert(list->type == REDIS_REPLY_ARRAY && list->elements == redis_list->elements + 10,
+    cr_assert(list->type == REDIS_REPLY_ARRAY && list->elements == redis_list->elements + BUILTINS,
               "Redis lists %zu, the proxy %zu", redis_list->elements, list->elements);
     freeReplyObject(redis_list);
     for (size_t i = 0; i < sizeof(builtins) / sizeof(builtins[0]); i++) {
@@ -378,7 +381,7 @@ Test(verbs_discovery, the_full_command_listings_include_the_verbs)
     /* the last verb in the table is zwindow: its entry closes the listing */
     long long n = raw_listing(env.proxy->port, "*1\r\n$7\r\nCOMMAND\r\n",
                               "*1\r\n+@scripting\r\n*0\r\n*0\r\n*0\r\n", &tail_ok);
-    cr_assert_eq(n, redis_count + 10);
+    cr_assert_eq(n, redis_count + (long long)BUILTINS);
     cr_assert(tail_ok, "COMMAND does not end with a verb's entry");
     long long redis_docs =
         raw_listing(env.redis->port, "*2\r\n$7\r\nCOMMAND\r\n$4\r\nDOCS\r\n", "", &tail_ok);
@@ -386,7 +389,7 @@ Test(verbs_discovery, the_full_command_listings_include_the_verbs)
                     "$10\r\ncomplexity\r\n$65\r\nO(N) where N is the number of members the script reads or "
                     "writes.\r\n",
                     &tail_ok);
-    cr_assert_eq(n, redis_docs + 2 * 10, "COMMAND DOCS: Redis's name, doc pairs and one per verb");
+    cr_assert_eq(n, redis_docs + 2 * (long long)BUILTINS, "COMMAND DOCS: Redis's name, doc pairs and one per verb");
     cr_assert(tail_ok, "COMMAND DOCS does not end with a verb's doc");
     redisFree(c);
     redisFree(admin);

@@ -1,0 +1,157 @@
+#!lua flags=no-writes
+-- ZPAGE key cursor count [REV] [WITHSCORES]
+--
+-- KEYS[1]  the sorted set
+-- ARGV[1]  the cursor: 0 for the first page, else the cursor the previous
+--          page returned
+-- ARGV[2]  count: members per page, an integer above 0
+-- ARGV[3.] REV, WITHSCORES (any case, any order)
+--
+-- Keyset paging: a page is the `count` members that come strictly after
+-- the cursor's (score, member) in the order ZRANGE uses (score, then member
+-- bytes; REV: both reversed), whether or not that member is still there or
+-- still has that score. So every member whose score does not change during
+-- the walk is seen exactly once, whatever else is added, removed or
+-- rescored meanwhile; a member that moves may be seen twice or not at all.
+-- Reply: [next-cursor, [member, (score,) ...]], next-cursor "0" when this
+-- page reached the end. Scores are the strings Redis gives for them.
+--
+-- The cursor is 'a' (ascending) or 'r' (REV), the last member's score as
+-- Redis printed it (exact for every double), ':' and the member's bytes in
+-- lower-case hex. A cursor of the other direction, or anything else, is
+-- "ERR invalid cursor".
+--
+-- Cost: O(log N + count) when the cursor's member is still there with its
+-- score (ZSCORE, ZRANK, one ZRANGE by rank). When it was removed or
+-- rescored, the members tied at the cursor's score are searched by rank,
+-- halving each time: O(log N * log T) for T tied members, at most 32
+-- lookups of O(log N) each.
+
+--#include lib/err.lua
+--#include lib/int.lua
+--#include lib/float.lua
+--#include lib/order.lua
+
+if #KEYS ~= 1 or #ARGV < 2 then
+  return err("ERR wrong number of arguments for 'zpage' command")
+end
+local key = KEYS[1]
+
+local rev, withscores = false, false
+for i = 3, #ARGV do
+  local option = string.lower(ARGV[i])
+  if option == 'rev' then
+    rev = true
+  elseif option == 'withscores' then
+    withscores = true
+  else
+    return err('ERR syntax error')
+  end
+end
+local count = parse_int(ARGV[2])
+if count == nil then
+  return err('ERR value is not an integer or out of range')
+end
+if count <= 0 then
+  return err('ERR value is out of range, must be positive')
+end
+
+local direction = rev and 'r' or 'a'
+local after_text, after_score, after_member -- nil on the first page
+if ARGV[1] ~= '0' then
+  local dir, score_text, hex = string.match(ARGV[1], '^([ar])([^:]+):([0-9a-f]*)$')
+  if dir ~= direction or #hex % 2 ~= 0 then
+    return err('ERR invalid cursor')
+  end
+  after_score = parse_float(score_text)
+  if after_score == nil then
+    return err('ERR invalid cursor')
+  end
+  after_text = score_text
+  after_member = string.gsub(hex, '..', function(h)
+    return string.char(tonumber(h, 16))
+  end)
+end
+
+local kind = redis.call('TYPE', key).ok
+if kind ~= 'zset' and kind ~= 'none' then
+  return err('WRONGTYPE Operation against a key holding the wrong kind of value')
+end
+local card = redis.call('ZCARD', key)
+if card == 0 then
+  return { '0', {} }
+end
+
+-- The member at a rank counted in the page's direction.
+local function member_at(rank)
+  if rev then
+    return redis.call('ZRANGE', key, rank, rank, 'REV')[1]
+  end
+  return redis.call('ZRANGE', key, rank, rank)[1]
+end
+
+-- The rank (in the page's direction) of the first member strictly after
+-- (after_score, after_member).
+local function first_after()
+  local score = redis.call('ZSCORE', key, after_member)
+  if score and tonumber(score) == after_score then
+    return redis.call(rev and 'ZREVRANK' or 'ZRANK', key, after_member) + 1
+  end
+  -- Gone or moved: after the members that come before the cursor's score,
+  -- then past the tied members that come before (or are) its member.
+  local before
+  if rev then
+    before = redis.call('ZCOUNT', key, '(' .. after_text, '+inf')
+  else
+    before = redis.call('ZCOUNT', key, '-inf', '(' .. after_text)
+  end
+  local low, high = before, before + redis.call('ZCOUNT', key, after_text, after_text)
+  while low < high do
+    local mid = math.floor((low + high) / 2)
+    local m = member_at(mid)
+    local past
+    if rev then
+      past = bytes_less(m, after_member)
+    else
+      past = bytes_less(after_member, m)
+    end
+    if past then
+      high = mid
+    else
+      low = mid + 1
+    end
+  end
+  return low
+end
+
+local start = 0
+if after_member then
+  start = first_after()
+end
+if start >= card then
+  return { '0', {} }
+end
+-- Ranks stay below the set's size, so the arithmetic is exact.
+local stop = start + math.min(count, card) - 1
+local range
+if rev then
+  range = redis.call('ZRANGE', key, start, stop, 'REV', 'WITHSCORES')
+else
+  range = redis.call('ZRANGE', key, start, stop, 'WITHSCORES')
+end
+
+local next_cursor = '0'
+if start + #range / 2 < card then
+  local last, last_score = range[#range - 1], range[#range]
+  next_cursor = direction .. last_score .. ':' .. string.gsub(last, '.', function(c)
+    return string.format('%02x', string.byte(c))
+  end)
+end
+if withscores then
+  return { next_cursor, range }
+end
+local members = {}
+for i = 1, #range, 2 do
+  members[#members + 1] = range[i]
+end
+return { next_cursor, members }

@@ -1,0 +1,117 @@
+#!lua
+-- ZSNAPSHOT dest ttl-ms numkeys key [key ...] [WEIGHTS weight ...]
+--           [AGGREGATE SUM|MIN|MAX|COUNT]
+--
+-- KEYS[1]   dest, the snapshot
+-- KEYS[2..] the sources, numkeys of them (sorted sets or sets)
+-- ARGV      ttl-ms, numkeys, the sources again, then the options as the
+--           client sent them (any case; a repeated AGGREGATE's last wins)
+--
+-- Builds dest as ZUNIONSTORE would, with a time to live of ttl-ms, only if
+-- dest does not exist yet; one script, so the check and the build are one
+-- atomic step and no temporary key is ever made. Reply: [1, ttl-ms] when
+-- it built dest, [0, remaining ttl in ms] when dest was there already (-1:
+-- it has no time to live). A union with no member stores nothing (as
+-- ZUNIONSTORE) and replies [1, ttl-ms]: a missing key reads as the empty
+-- snapshot. dest holding another type: WRONGTYPE.
+--
+-- AGGREGATE COUNT (each member's score: the sum of the weights of the
+-- sources that hold it, 1 each without WEIGHTS) is Redis's own where Redis
+-- has it (8.8 and later), else computed here (lib/zaggregate.lua).
+
+--#include lib/err.lua
+--#include lib/int.lua
+--#include lib/float.lua
+--#include lib/time.lua
+--#include lib/order.lua
+--#include lib/zset.lua
+--#include lib/zaggregate.lua
+
+local WRONGTYPE = 'WRONGTYPE Operation against a key holding the wrong kind of value'
+if #KEYS < 2 or #ARGV < 3 then
+  return err("ERR wrong number of arguments for 'zsnapshot' command")
+end
+local dest, ttl = KEYS[1], ARGV[1]
+local ttl_ms = parse_int(ttl)
+if ttl_ms == nil then
+  return err('ERR value is not an integer or out of range')
+end
+if ttl_ms <= 0 then
+  return err("ERR invalid expire time in 'zsnapshot' command")
+end
+local numkeys = parse_int(ARGV[2])
+if numkeys == nil then
+  return err('ERR value is not an integer or out of range')
+end
+if numkeys < 1 then
+  return err("ERR at least 1 input key is needed for 'zsnapshot' command")
+end
+if numkeys > #ARGV - 2 then
+  return err('ERR syntax error')
+end
+if numkeys ~= #KEYS - 1 then
+  return err("ERR wrong number of arguments for 'zsnapshot' command")
+end
+local weights -- nil without WEIGHTS
+local aggregate = 'sum'
+local i = 3 + numkeys
+while i <= #ARGV do
+  local option = string.lower(ARGV[i])
+  if option == 'weights' and #ARGV - i >= numkeys then
+    weights = {}
+    for k = 1, numkeys do
+      weights[k] = parse_float(ARGV[i + k])
+      if weights[k] == nil then
+        return err('ERR weight value is not a float')
+      end
+    end
+    i = i + 1 + numkeys
+  elseif option == 'aggregate' and #ARGV - i >= 1 then
+    aggregate = string.lower(ARGV[i + 1])
+    if aggregate ~= 'sum' and aggregate ~= 'min' and aggregate ~= 'max' and aggregate ~= 'count' then
+      return err('ERR syntax error')
+    end
+    i = i + 2
+  else
+    return err('ERR syntax error')
+  end
+end
+if ttl_overflows(ttl) then
+  return err("ERR invalid expire time in 'zsnapshot' command")
+end
+
+local kind = redis.call('TYPE', dest).ok
+if kind ~= 'none' then
+  if kind ~= 'zset' then
+    return err(WRONGTYPE)
+  end
+  return { 0, redis.call('PTTL', dest) }
+end
+local sources = {}
+for k = 2, #KEYS do
+  local source_kind = redis.call('TYPE', KEYS[k]).ok
+  if source_kind ~= 'zset' and source_kind ~= 'set' and source_kind ~= 'none' then
+    return err(WRONGTYPE)
+  end
+  sources[k - 1] = KEYS[k]
+end
+
+-- ZUNIONSTORE's own arguments: numkeys, the sources, the options.
+local store_args = { 'ZUNIONSTORE', dest }
+for k = 2, #ARGV do
+  store_args[#store_args + 1] = ARGV[k]
+end
+local built = aggregate ~= 'count' and redis.call(unpack(store_args))
+if aggregate == 'count' then
+  built = redis.pcall(unpack(store_args))
+  if type(built) == 'table' and built.err then
+    -- Not Redis's own (before 8.8: "syntax error" at COUNT, all else
+    -- having been checked above): computed here.
+    local scores, members = zaggregate_count(false, sources, weights)
+    zaggregate_store(dest, scores, members)
+  end
+end
+if redis.call('EXISTS', dest) == 1 then
+  redis.call('PEXPIRE', dest, ttl)
+end
+return { 1, ttl_ms }
