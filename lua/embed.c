@@ -24,7 +24,6 @@ typedef struct out_buf {
 
 static void put(out_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-
 static void put(out_buf *b, const char *fmt, ...)
 {
     for (;;) {

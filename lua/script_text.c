@@ -107,7 +107,8 @@ char *script_assemble(const char *path, size_t *len, char *err, size_t errlen)
         if (!lib) goto fail;
         if (strstr(lib, "\n" SCRIPT_INCLUDE_PREFIX) ||
             strncmp(lib, SCRIPT_INCLUDE_PREFIX, strlen(SCRIPT_INCLUDE_PREFIX)) == 0) {
-            snprintf(err, errlen, "%s: a helper includes nothing (the script includes what it needs)", lib_path);
+            snprintf(err, errlen, "%s: a helper includes nothing (the script includes what it needs)",
+                     lib_path);
             free(lib);
             goto fail;
         }

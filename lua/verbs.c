@@ -265,7 +265,8 @@ static int check_zsnapshot(const verb_def *v, int argc, const resp_arg *argv, ve
         if (arg_is(&argv[i], "weights") && left >= numkeys) {
             for (int k = 1; k <= numkeys; k++) {
                 double w;
-                if (!parse_double(&argv[i + k], &w)) return fail(err, errlen, "ERR weight value is not a float");
+                if (!parse_double(&argv[i + k], &w))
+                    return fail(err, errlen, "ERR weight value is not a float");
             }
             i += 1 + (int)numkeys;
         } else if (arg_is(&argv[i], "aggregate") && left >= 1) {
@@ -357,9 +358,10 @@ static verb_def builtins[] = {
      .check = check_zwindow},
     {.name = "zpage",
      .syntax = "ZPAGE key cursor count [REV] [WITHSCORES]",
-     .summary = "Keyset paging over a live sorted set: the count members after the cursor in (score, member) "
-                "order; returns [next-cursor, members]. Every member whose score does not change during the walk "
-                "is seen exactly once.",
+     .summary =
+         "Keyset paging over a live sorted set: the count members after the cursor in (score, member) "
+         "order; returns [next-cursor, members]. Every member whose score does not change during the walk "
+         "is seen exactly once.",
      .group = "sorted-set",
      .arity = -4,
      .numkeys = 1,
@@ -368,8 +370,9 @@ static verb_def builtins[] = {
     {.name = "zsnapshot",
      .syntax = "ZSNAPSHOT dest ttl-ms numkeys key [key ...] [WEIGHTS weight [weight ...]] "
                "[AGGREGATE SUM|MIN|MAX|COUNT]",
-     .summary = "Builds dest as the union of the keys with a time to live, atomically and only if dest does not "
-                "exist yet; returns [1, ttl-ms] when built, [0, remaining-ttl-ms] when it was there.",
+     .summary =
+         "Builds dest as the union of the keys with a time to live, atomically and only if dest does not "
+         "exist yet; returns [1, ttl-ms] when built, [0, remaining-ttl-ms] when it was there.",
      .group = "sorted-set",
      .arity = -5,
      .numkeys = 1,
@@ -377,30 +380,78 @@ static verb_def builtins[] = {
 };
 #define NBUILTINS ((int)(sizeof(builtins) / sizeof(builtins[0])))
 
+/* Redis's commands the proxy completes where the upstream lacks a part of
+ * them (verbs_find_polyfill). Syntax and arity are Redis's; ZUNION and
+ * ZINTER share a script (read-only, sent as EVALSHA_RO, with the client's
+ * RESP version: WITHSCORES pairs are nested in RESP3), and so do the STORE
+ * variants. */
+static verb_def polyfills[] = {
+    {.name = "zunion",
+     .syntax = "ZUNION numkeys key [key ...] [WEIGHTS weight [weight ...]] AGGREGATE COUNT [WITHSCORES]",
+     .summary = "Polyfill: ZUNION with AGGREGATE COUNT (Redis 8.8) on a Redis without it.",
+     .group = "sorted-set",
+     .arity = -3,
+     .readonly = 1,
+     .hidden_protocol = 1,
+     .polyfill = 1,
+     .script = "zcount"},
+    {.name = "zinter",
+     .syntax = "ZINTER numkeys key [key ...] [WEIGHTS weight [weight ...]] AGGREGATE COUNT [WITHSCORES]",
+     .summary = "Polyfill: ZINTER with AGGREGATE COUNT (Redis 8.8) on a Redis without it.",
+     .group = "sorted-set",
+     .arity = -3,
+     .readonly = 1,
+     .hidden_protocol = 1,
+     .polyfill = 1,
+     .script = "zcount"},
+    {.name = "zunionstore",
+     .syntax = "ZUNIONSTORE destination numkeys key [key ...] [WEIGHTS weight [weight ...]] AGGREGATE COUNT",
+     .summary = "Polyfill: ZUNIONSTORE with AGGREGATE COUNT (Redis 8.8) on a Redis without it.",
+     .group = "sorted-set",
+     .arity = -4,
+     .numkeys = 1,
+     .polyfill = 1,
+     .script = "zcountstore"},
+    {.name = "zinterstore",
+     .syntax = "ZINTERSTORE destination numkeys key [key ...] [WEIGHTS weight [weight ...]] AGGREGATE COUNT",
+     .summary = "Polyfill: ZINTERSTORE with AGGREGATE COUNT (Redis 8.8) on a Redis without it.",
+     .group = "sorted-set",
+     .arity = -4,
+     .numkeys = 1,
+     .polyfill = 1,
+     .script = "zcountstore"},
+};
+#define NPOLYFILLS ((int)(sizeof(polyfills) / sizeof(polyfills[0])))
+
 static int builtins_ready;
 
 /* Attach the embedded scripts to the built-ins (once). */
+static void attach_script(verb_def *v, const char *source)
+{
+    const char *script = v->script ? v->script : v->name;
+    v->source = source;
+    for (int j = 0; j < verb_scripts_count; j++) {
+        if (strcmp(verb_scripts[j].name, script) == 0) {
+            v->body = verb_scripts[j].body;
+            v->body_len = verb_scripts[j].len;
+            memcpy(v->sha, verb_scripts[j].sha, 40);
+            v->sha[40] = '\0';
+        }
+    }
+    if (!v->body) {
+        /* The build embeds every script in lua/: a missing one is a build bug. */
+        fprintf(stderr, "verbproxy: built-in %s has no embedded script (lua/%s.lua)\n", v->name, script);
+        abort();
+    }
+}
+
 static void builtins_init(void)
 {
     if (builtins_ready) return;
-    for (int i = 0; i < NBUILTINS; i++) {
-        verb_def *v = &builtins[i];
-        v->source = "builtin";
-        for (int j = 0; j < verb_scripts_count; j++) {
-            if (strcmp(verb_scripts[j].name, v->name) == 0) {
-                v->body = verb_scripts[j].body;
-                v->body_len = verb_scripts[j].len;
-                memcpy(v->sha, verb_scripts[j].sha, 40);
-                v->sha[40] = '\0';
-            }
-        }
-        if (!v->body) {
-            /* The build embeds every script in lua/: a missing one is a build bug. */
-            fprintf(stderr, "verbproxy: built-in verb %s has no embedded script (lua/%s.lua)\n", v->name,
-                    v->name);
-            abort();
-        }
-    }
+    for (int i = 0; i < NBUILTINS; i++)
+        attach_script(&builtins[i], "builtin");
+    for (int i = 0; i < NPOLYFILLS; i++)
+        attach_script(&polyfills[i], "polyfill");
     builtins_ready = 1;
 }
 
@@ -596,26 +647,30 @@ int verbs_build(verb_table *t, verb_def **custom, int ncustom, long long ztick_m
 {
     memset(t, 0, sizeof(*t));
     builtins_init();
-    t->count = NBUILTINS + ncustom;
+    t->nnamed = NBUILTINS + ncustom;
+    t->count = t->nnamed + NPOLYFILLS;
     t->verbs = calloc((size_t)t->count, sizeof(*t->verbs));
     t->broken = calloc((size_t)t->count, 1);
-    if (!t->verbs || !t->broken) abort();
+    t->load_ids = calloc((size_t)t->count, sizeof(int));
+    if (!t->verbs || !t->broken || !t->load_ids) abort();
     for (int i = 0; i < NBUILTINS; i++)
         t->verbs[i] = &builtins[i];
     for (int i = 0; i < ncustom; i++)
         t->verbs[NBUILTINS + i] = custom[i];
+    for (int i = 0; i < NPOLYFILLS; i++)
+        t->verbs[t->nnamed + i] = &polyfills[i];
     for (int i = 0; i < t->count; i++)
         t->verbs[i]->id = i;
     snprintf(t->ztick_max, sizeof(t->ztick_max), "%lld", ztick_max_members);
 
     t->nslots = 16;
-    while (t->nslots < t->count * 4)
+    while (t->nslots < t->nnamed * 4)
         t->nslots *= 2;
     t->slots = malloc((size_t)t->nslots * sizeof(int));
     if (!t->slots) abort();
     for (int i = 0; i < t->nslots; i++)
         t->slots[i] = -1;
-    for (int i = 0; i < t->count; i++) {
+    for (int i = 0; i < t->nnamed; i++) {
         const char *name = t->verbs[i]->name;
         if (verbs_find(t, name, strlen(name))) {
             fail(err, errlen, "verb '%s' is defined twice", name);
@@ -631,6 +686,11 @@ int verbs_build(verb_table *t, verb_def **custom, int ncustom, long long ztick_m
     size_t cap = 0;
     for (int i = 0; i < t->count; i++) {
         const verb_def *v = t->verbs[i];
+        int loaded = 0;
+        for (int j = 0; j < i && !loaded; j++)
+            loaded = strcmp(t->verbs[j]->sha, v->sha) == 0;
+        if (loaded) continue; /* one script for several entries: loaded once */
+        t->load_ids[t->nloads++] = i;
         char head[64];
         int n = snprintf(head, sizeof(head), "*3\r\n$6\r\nSCRIPT\r\n$4\r\nLOAD\r\n$%zu\r\n", v->body_len);
         append(&t->load_cmds, &t->load_len, &cap, head, (size_t)n);
@@ -646,6 +706,7 @@ void verbs_free(verb_table *t)
     free(t->slots);
     free(t->broken);
     free(t->load_cmds);
+    free(t->load_ids);
     memset(t, 0, sizeof(*t));
 }
 
@@ -663,6 +724,51 @@ const verb_def *verbs_find(const verb_table *t, const char *name, size_t len)
         if (strlen(v->name) == len && memcmp(v->name, lower, len) == 0) return v;
     }
     return NULL;
+}
+
+const verb_def *verbs_find_polyfill(const verb_table *t, int argc, const resp_arg *argv, verb_call *call)
+{
+    /* The hot path: every command passes here. */
+    size_t n = argv[0].len;
+    if ((n != 6 && n != 11) || (argv[0].ptr[0] | 0x20) != 'z' || t->count == t->nnamed) return NULL;
+    const verb_def *v = NULL;
+    for (int i = t->nnamed; i < t->count && !v; i++)
+        if (strlen(t->verbs[i]->name) == n && arg_is(&argv[0], t->verbs[i]->name)) v = t->verbs[i];
+    if (!v || argc < -v->arity) return NULL;
+    /* zunionInterDiffGenericCommand's reading of the arguments. */
+    int store = v->numkeys == 1, numkeys_at = store ? 2 : 1;
+    long long setnum;
+    if (!parse_ll(&argv[numkeys_at], &setnum) || setnum < 1 || setnum > argc - (numkeys_at + 1)) return NULL;
+    int count = 0;
+    for (int j = numkeys_at + 1 + (int)setnum; j < argc;) {
+        int remaining = argc - j;
+        if (remaining >= setnum + 1 && arg_is(&argv[j], "weights")) {
+            for (int k = 1; k <= setnum; k++) {
+                double w;
+                if (!parse_double(&argv[j + k], &w)) goto done;
+            }
+            j += 1 + (int)setnum;
+        } else if (remaining >= 2 && arg_is(&argv[j], "aggregate")) {
+            const resp_arg *a = &argv[j + 1];
+            if (arg_is(a, "count"))
+                count = 1;
+            else if (!arg_is(a, "sum") && !arg_is(a, "min") && !arg_is(a, "max"))
+                goto done;
+            j += 2;
+        } else if (remaining >= 1 && !store && arg_is(&argv[j], "withscores")) {
+            j++;
+        } else {
+            goto done;
+        }
+    }
+done:
+    if (!count) return NULL;
+    call->nkeys = store;
+    call->keys[0] = 1;
+    call->range_first = numkeys_at + 1;
+    call->range_count = (int)setnum;
+    call->first_arg = 0; /* ARGV: the command word, then everything after it */
+    return v;
 }
 
 int verbs_check(const verb_def *v, int argc, const resp_arg *argv, verb_call *call, char *err, size_t errlen)

@@ -50,6 +50,10 @@ struct verb_def {
     int numkeys;            /* leading key arguments */
     int readonly;           /* sent as EVALSHA_RO / EVAL_RO */
     int hidden_max_members; /* ZTICK: ztick-max-members goes first in ARGV */
+    int hidden_protocol;    /* the client's RESP version ("2" or "3") goes first in ARGV */
+    int polyfill;           /* not a verb: runs one of Redis's commands where the upstream lacks a part of it
+                               (verbs_find_polyfill); never found by name */
+    const char *script;     /* built-in: the script's name in lua/ (NULL: the verb's name) */
     verb_check_fn check;    /* NULL: arity and keys only */
     const char *body;       /* the script */
     size_t body_len;
@@ -60,16 +64,21 @@ struct verb_def {
 };
 
 typedef struct verb_table {
-    verb_def **verbs; /* built-ins first, then custom verbs in config order */
-    int count;
-    int *slots; /* open-addressing hash of names -> index, -1 = empty */
+    verb_def **verbs; /* built-ins first, then custom verbs in config order, then the polyfills */
+    int count;        /* all of them: what is loaded, ids */
+    int nnamed;       /* verbs[0..nnamed): the verbs, which are commands (lookup, COMMAND listings) */
+    int *slots;       /* open-addressing hash of names -> index, -1 = empty */
     int nslots;
     unsigned char *broken; /* [count] an upstream's SCRIPT LOAD gave another SHA */
     char ztick_max[24];    /* the hidden argument, as text */
-    /* "SCRIPT LOAD <body>" for every verb, in table order, as one RESP
-     * buffer: sent whole before a connection's first verb. */
+    /* "SCRIPT LOAD <body>" for every script, in table order (a script two
+     * entries share once), as one RESP buffer: sent whole before a
+     * connection's first verb. load_ids[i]: the entry whose SHA the i-th
+     * answer is checked against. */
     char *load_cmds;
     size_t load_len;
+    int *load_ids;
+    int nloads;
 } verb_table;
 
 /* The built-in verbs (static). */
@@ -96,6 +105,17 @@ void verbs_free(verb_table *t);
 /* The verb called `name` (any case), or NULL. The hot path: every command
  * is looked up. */
 const verb_def *verbs_find(const verb_table *t, const char *name, size_t len);
+
+/* AGGREGATE COUNT (Redis 8.8) for ZUNION, ZINTER, ZUNIONSTORE and
+ * ZINTERSTORE on any Redis: the polyfill entry for this call if it is one
+ * of those with COUNT as an AGGREGATE value (read as Redis reads the
+ * options: the last AGGREGATE wins, but a Redis without COUNT refuses the
+ * first COUNT it meets, so any COUNT read before the options go wrong
+ * counts), with *call filled (KEYS: the destination, then the numkeys
+ * sources; ARGV: the command word and everything after it). NULL for every
+ * other command, and when numkeys itself is wrong (Redis's own error then,
+ * the same on every version): those are never touched. */
+const verb_def *verbs_find_polyfill(const verb_table *t, int argc, const resp_arg *argv, verb_call *call);
 
 /* Check a call: arity, then the verb's own checks. 0 with *call filled, or
  * VERB_ERR_ARITY / VERB_ERR_VALUE with the error text (no leading '-') in

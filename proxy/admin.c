@@ -127,13 +127,14 @@ void admin_command(const vp_server *srv, int argc, const resp_arg *argv, vp_buf 
 
 /* ---- COMMAND INFO / COMMAND DOCS ---- */
 
-/* Every verb, for the full listings. */
+/* Every verb, for the full listings (not the polyfills: those commands
+ * are Redis's). */
 static int *all_verbs(const verb_table *t, int *n)
 {
-    int *ids = vp_malloc((size_t)(t->count ? t->count : 1) * sizeof(int));
-    for (int i = 0; i < t->count; i++)
+    int *ids = vp_malloc((size_t)(t->nnamed ? t->nnamed : 1) * sizeof(int));
+    for (int i = 0; i < t->nnamed; i++)
         ids[i] = i;
-    *n = t->count;
+    *n = t->nnamed;
     return ids;
 }
 

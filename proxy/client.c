@@ -540,6 +540,29 @@ static void client_call_verb(client_session *c, const verb_def *v, const resp_ar
     if (upstream_forward_verb(c->up, c, v, &call, argc, argv)) slot_push(c, SLOT_WAITING);
 }
 
+/* ZUNION & co. with AGGREGATE COUNT where the upstream lacks it
+ * (upstream_server.c): the proxy's script, with Redis 8.8's reply. Its
+ * errors are the script's (Redis checks key types before options), so
+ * nothing is refused here; a script the upstream loaded under another SHA
+ * leaves the command to Redis, which refuses COUNT as it would without the
+ * proxy. */
+static void client_call_polyfill(client_session *c, const verb_def *v, const verb_call *call,
+                                 const resp_arg *argv, int argc)
+{
+    if (c->up->shared) c->used_shared = 1;
+    c->srv->stats.polyfill_calls++;
+    if (upstream_forward_verb(c->up, c, v, call, argc, argv)) slot_push(c, SLOT_WAITING);
+}
+
+/* Must this command wait before it can be sent on its own connection: a
+ * polyfill call whose server or protocol is not known yet? */
+static int client_polyfill_must_wait(client_session *c, int argc, const resp_arg *argv)
+{
+    verb_call call;
+    const verb_def *v = verbs_find_polyfill(&c->srv->verbs, argc, argv, &call);
+    return v && upstream_polyfill_must_wait(c->up, v);
+}
+
 static void client_admin(client_session *c, const resp_arg *argv, int argc)
 {
     vp_buf out = {0};
@@ -635,6 +658,12 @@ static void client_dispatch(client_session *c, const resp_arg *argv, int argc, c
         client_call_verb(c, v, argv, argc);
         return;
     }
+    verb_call call;
+    if ((v = verbs_find_polyfill(&c->srv->verbs, argc, argv, &call)) && upstream_polyfill_wanted(c->up) &&
+        !c->srv->verbs.broken[v->id]) {
+        client_call_polyfill(c, v, &call, argv, argc);
+        return;
+    }
     if (admin_is_own_command(&argv[0])) {
         client_admin(c, argv, argc);
         return;
@@ -668,6 +697,7 @@ static void client_dispatch(client_session *c, const resp_arg *argv, int argc, c
                                  ? admin_command_patch(&c->srv->verbs, argc, argv, &verb_ids, &nids)
                                  : ADMIN_PATCH_NONE;
     int answered = upstream_forward(c->up, c, p, n, kind);
+    if (answered && !c->up->shared && cmd_arg_is(&argv[0], "hello")) upstream_note_hello(c->up);
     if (answered) {
         client_slot *s = slot_push(c, SLOT_WAITING);
         s->patch = patch;
@@ -792,8 +822,10 @@ static int client_parse_batch(client_session *c, size_t limit)
                 if (c->in.len - c->in_pos > limit) client_stop_reading(c);
                 return 0;
             }
-            if (c->up && !c->up->shared && c->up->verbs_in_flight &&
-                upstream_must_settle_verbs(c->up, c->parser.argc, c->parser.argv)) {
+            if (c->up && !c->up->shared &&
+                ((c->up->verbs_in_flight &&
+                  upstream_must_settle_verbs(c->up, c->parser.argc, c->parser.argv)) ||
+                 client_polyfill_must_wait(c, c->parser.argc, c->parser.argv))) {
                 /* Left in the buffer, parsed again once they are. Reading
                  * goes on up to buffer-limit, so a client that leaves is
                  * still noticed. */
@@ -1094,7 +1126,7 @@ void client_push(client_session *c, const char *p, size_t n)
 void client_round_end(client_session *c)
 {
     if (c->settling && !c->closing && c->up &&
-        (c->up->shared ? c->slot_len == 0 : c->up->verbs_in_flight == 0)) {
+        (c->up->shared ? c->slot_len == 0 : upstream_is_settled(c->up))) {
         /* What the held command waited for is answered: go on from it. */
         c->settling = 0;
         client_start_reading(c);

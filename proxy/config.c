@@ -144,7 +144,17 @@ int conf_parse_upstream(vp_config *c, const char *value, char *err, size_t errle
     return 0;
 }
 
-typedef enum { T_STRING, T_PORT, T_INT, T_MEMORY, T_OCTAL, T_LOGLEVEL, T_UPSTREAM, T_VERB } conf_type;
+typedef enum {
+    T_STRING,
+    T_PORT,
+    T_INT,
+    T_MEMORY,
+    T_OCTAL,
+    T_LOGLEVEL,
+    T_UPSTREAM,
+    T_VERB,
+    T_POLYFILL
+} conf_type;
 
 typedef struct conf_directive {
     const char *name;
@@ -172,6 +182,7 @@ static const conf_directive conf_directives[] = {
     {"loglevel", T_LOGLEVEL, OFF(loglevel), 0, 0},
     {"ztick-max-members", T_INT, OFF(ztick_max_members), 0, LLONG_MAX},
     {"verb", T_VERB, 0, 0, 0},
+    {"aggregate-count-polyfill", T_POLYFILL, OFF(aggregate_count), 0, 0},
 };
 
 int conf_set(vp_config *c, const char *name, const char *value, char *err, size_t errlen)
@@ -238,6 +249,18 @@ int conf_set(vp_config *c, const char *name, const char *value, char *err, size_
         return conf_parse_upstream(c, value, err, errlen);
     case T_VERB:
         return conf_add_verb(c, value, err, errlen);
+    case T_POLYFILL:
+        if (!strcasecmp(value, "auto"))
+            *(conf_polyfill *)field = CONF_POLYFILL_AUTO;
+        else if (!strcasecmp(value, "yes"))
+            *(conf_polyfill *)field = CONF_POLYFILL_YES;
+        else if (!strcasecmp(value, "no"))
+            *(conf_polyfill *)field = CONF_POLYFILL_NO;
+        else {
+            snprintf(err, errlen, "'%s' must be auto, yes or no, got '%s'", name, value);
+            return -1;
+        }
+        return 0;
     }
     return -1;
 }

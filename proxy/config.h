@@ -11,6 +11,15 @@
 
 #define CONF_ADDR_MAX 256
 
+/* aggregate-count-polyfill: when ZUNION, ZINTER and their STORE variants
+ * with AGGREGATE COUNT run as the proxy's script instead of Redis's own
+ * command (upstream_server.c). */
+typedef enum conf_polyfill {
+    CONF_POLYFILL_AUTO, /* where the upstream's name and version say it lacks COUNT */
+    CONF_POLYFILL_YES,  /* always */
+    CONF_POLYFILL_NO    /* never: passed through, as every other command */
+} conf_polyfill;
+
 typedef struct vp_config {
     char bind[CONF_ADDR_MAX];       /* TCP listen address */
     int port;                       /* TCP listen port; 0 = no TCP listener */
@@ -34,6 +43,8 @@ typedef struct vp_config {
 
     /* Verbs. */
     long long ztick_max_members;    /* a bigger set makes ZTICK fail; 0 = no limit */
+    conf_polyfill aggregate_count;  /* ZUNION & co. with AGGREGATE COUNT: by the upstream's version, or always
+                                       one way */
     struct verb_def **custom_verbs; /* `verb` lines, in order; owned */
     int ncustom_verbs;
     char conf_dir[CONF_ADDR_MAX * 4]; /* the file being loaded's directory: base of relative script paths */

@@ -20,6 +20,7 @@
     X(clients_pinned)                                                                                        \
     X(verb_calls)                                                                                            \
     X(verb_argument_errors)                                                                                  \
+    X(polyfill_calls)                                                                                        \
     X(script_loads)                                                                                          \
     X(noscript_recoveries)                                                                                   \
     X(noscript_reordered)                                                                                    \

@@ -19,6 +19,7 @@ typedef struct vp_stats {
     unsigned long long clients_pinned;       /* clients moved to their own connection */
     unsigned long long verb_calls;           /* verbs sent upstream */
     unsigned long long verb_argument_errors; /* verbs refused by the proxy's checks */
+    unsigned long long polyfill_calls;       /* Redis commands run as the proxy's script (AGGREGATE COUNT) */
     unsigned long long script_loads;         /* rounds of SCRIPT LOAD sent */
     unsigned long long noscript_recoveries;  /* verbs answered NOSCRIPT, reloaded and retried */
     unsigned long long noscript_reordered;   /* ... where later commands had already run */

@@ -37,7 +37,8 @@ typedef enum up_route {
     ROUTE_RESET,        /* a +RESET that ends raw mode */
     ROUTE_SCRIPT_LOAD,  /* our SCRIPT LOAD's answer: checked, dropped */
     ROUTE_OUTPUT_PROBE, /* our output-limit probe's answer: read, dropped */
-    ROUTE_NOSCRIPT      /* a verb's NOSCRIPT: reload and send it again */
+    ROUTE_NOSCRIPT,     /* a verb's NOSCRIPT: reload and send it again */
+    ROUTE_SERVER        /* our HELLO's answer: read, dropped */
 } up_route;
 
 static void up_close_cb(uv_handle_t *h);
@@ -92,7 +93,9 @@ static up_entry *fifo_head(upstream_conn *up)
 /* Done with the oldest entry: the bytes it kept go too. */
 void up_fifo_pop(upstream_conn *up)
 {
-    if (up->fifo[up->fifo_head].kind == UP_VERB) up->verbs_in_flight--;
+    up_entry_kind kind = up->fifo[up->fifo_head].kind;
+    if (kind == UP_VERB) up->verbs_in_flight--;
+    if (kind == UP_HELLO || kind == UP_SERVER_PROBE) up_server_entry_done(up, &up->fifo[up->fifo_head]);
     up->kept_head += up->fifo[up->fifo_head].keep;
     if (up->kept_head >= up->kept.len) up->kept.len = up->kept_head = 0;
     unsigned long long done = up->fifo[up->fifo_head].sent + 1; /* entries answered */
@@ -324,6 +327,9 @@ upstream_conn *upstream_shared(vp_server *srv, unsigned long long client_id)
          * Redis before 7.0 or an ACL: then nothing changes.) */
         static const char no_evict[] = "*3\r\n$6\r\nCLIENT\r\n$8\r\nNO-EVICT\r\n$2\r\non\r\n";
         upstream_forward_silent(up, no_evict, sizeof(no_evict) - 1);
+        /* Whether Redis has AGGREGATE COUNT (upstream_server.c), known
+         * before any client's command. */
+        if (srv->conf.aggregate_count == CONF_POLYFILL_AUTO) upstream_ask_server(up);
         /* Clients use it once Redis said whether they may share
          * (upstream_outlimit.c). */
         up->setting_up = 1;
@@ -485,6 +491,11 @@ static up_route up_decide(upstream_conn *up, const char *p, size_t n, int whole)
         if (e && e->kind == UP_REPLY) return ROUTE_REPLY;
         if (e && e->kind == UP_SCRIPT_LOAD) return ROUTE_SCRIPT_LOAD;
         if (e && e->kind == UP_OUTPUT_PROBE) return whole ? ROUTE_OUTPUT_PROBE : ROUTE_REPLY; /* (dropped) */
+        if (e && e->kind == UP_SERVER_PROBE) return whole ? ROUTE_SERVER : ROUTE_REPLY;       /* (dropped) */
+        if (e && e->kind == UP_HELLO) {
+            if (whole) up_check_hello(up, e, p, n);
+            return ROUTE_REPLY;
+        }
         if (e && e->kind == UP_VERB) {
             /* Redis and Valkey word NOSCRIPT differently: the code is enough. */
             int noscript = whole && n >= sizeof(NOSCRIPT_PREFIX) - 1 &&
@@ -544,6 +555,11 @@ static void up_deliver(upstream_conn *up, const char *p, size_t n, int done)
     case ROUTE_OUTPUT_PROBE:
         up_fifo_pop(up);
         up_check_output_limit(up, p, n);
+        return;
+    case ROUTE_SERVER:
+        up->server = UP_SERVER_UNKNOWN; /* answered: not "asked" when popped */
+        up_fifo_pop(up);
+        up_check_server(up, p, n);
         return;
     case ROUTE_NOSCRIPT:
         if (!up_retry_verb(up)) {
@@ -834,6 +850,7 @@ int upstream_forward(upstream_conn *up, struct client_session *c, const char *p,
      * where the old stream ends and stays uncounted (still in order). */
     if (kind == CMD_RESET) {
         int answered = !up->skip_next;
+        upstream_note_reset(up);
         up->in_multi = up->multi_special = 0;
         up->reply_off = up->skip_next = 0;
         if (!answered) return 0;

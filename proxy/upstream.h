@@ -58,7 +58,9 @@ typedef enum up_entry_kind {
     UP_RESET,         /* RESET sent in raw mode: its +RESET ends raw mode */
     UP_RAW_START,     /* from here on replies are not counted (no reply of its own) */
     UP_OPAQUE_START,  /* from here on the stream is not RESP (SYNC/PSYNC) */
-    UP_OUTPUT_PROBE   /* our CONFIG GET client-output-buffer-limit: read, never shown */
+    UP_OUTPUT_PROBE,  /* our CONFIG GET client-output-buffer-limit: read, never shown */
+    UP_SERVER_PROBE,  /* our HELLO (no arguments): read, never shown (upstream_server.c) */
+    UP_HELLO          /* the client's HELLO: its reply is the client's, and says the protocol */
 } up_entry_kind;
 
 typedef struct up_entry {
@@ -86,6 +88,15 @@ typedef enum up_local_mode {
 } up_local_mode;
 
 typedef enum upstream_state { UPSTREAM_CONNECTING, UPSTREAM_READY, UPSTREAM_CLOSED } upstream_state;
+
+/* What the proxy knows of the server at the other end (upstream_server.c). */
+typedef enum up_server {
+    UP_SERVER_UNKNOWN,   /* never asked */
+    UP_SERVER_ASKED,     /* our HELLO is on its way */
+    UP_SERVER_KNOWN,     /* name and version read */
+    UP_SERVER_UNREADABLE /* HELLO refused (before AUTH, an ACL, a server before 6.2): taken as lacking
+                            what it may lack */
+} up_server;
 
 /* Does Redis require AUTH of this connection (its authRequired)? Learned on
  * a shared connection, which never authenticates, from its replies: see
@@ -182,6 +193,19 @@ typedef struct upstream_conn {
     unsigned char refusal_len;
     unsigned replied : 1; /* a reply has arrived on it */
 
+    /* The server (upstream_server.c): learned from a HELLO, ours or the
+     * client's. The protocol is the client's (own connection; a shared one
+     * is always RESP2), as of the last request sent: a HELLO whose answer
+     * is not in yet, or one queued in MULTI, leaves it unsure. */
+    up_server server;
+    unsigned has_aggregate_count : 1; /* known: Redis 8.8 or later */
+    unsigned resp3 : 1;
+    unsigned resp_unsure : 1;      /* a HELLO was queued in a transaction */
+    int hellos_in_flight;          /* the client's HELLOs not answered yet */
+    unsigned long long reset_sent; /* `sent` after the last RESET (HELLOs before it no longer count) */
+    char server_name[16];          /* "redis", "valkey"... */
+    char server_version[24];
+
     char barrier_cmd[96];   /* PING <token> */
     char barrier_reply[64]; /* its answer */
 } upstream_conn;
@@ -213,6 +237,28 @@ void upstream_flush_early(upstream_conn *up);
 void upstream_flush_shared(vp_server *srv);
 /* At shutdown (the side connection too). */
 void upstream_close_shared(vp_server *srv);
+
+/* ---- the server at the other end (upstream_server.c) ----
+ * AGGREGATE COUNT (Redis 8.8) is completed by the proxy's script where the
+ * server lacks it (aggregate-count-polyfill). Whether it does is learned
+ * from the server's name and version, with a silent HELLO (no arguments:
+ * it changes nothing) once per connection: on a shared connection as part
+ * of its setup, on an own one when its client first needs to know. */
+/* Send the silent HELLO. */
+void upstream_ask_server(upstream_conn *up);
+/* Must a polyfill call wait (settle) before it can be decided and sent?
+ * Asks the server when it has to. v: the polyfill entry (lua/verbs.h). */
+struct verb_def;
+int upstream_polyfill_must_wait(upstream_conn *up, const struct verb_def *v);
+/* Should this call run as the proxy's script (1) or go to Redis as it is (0)? */
+int upstream_polyfill_wanted(const upstream_conn *up);
+/* A HELLO of the client's was just forwarded (its entry is the last). */
+void upstream_note_hello(upstream_conn *up);
+/* A RESET was just forwarded: the connection speaks RESP2 from there on. */
+void upstream_note_reset(upstream_conn *up);
+/* Is nothing outstanding that a held command waits for: the verbs before it
+ * (NOSCRIPT), the server probe, a HELLO? */
+int upstream_is_settled(const upstream_conn *up);
 
 /* Redis's `client-output-buffer-limit normal` applies to a shared
  * connection as a whole: one client's big reply would make Redis close it

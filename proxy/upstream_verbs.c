@@ -23,8 +23,8 @@ static void up_send_loads(upstream_conn *up)
 {
     const verb_table *t = &up->srv->verbs;
     outq_add(&up->out, t->load_cmds, t->load_len);
-    for (int i = 0; i < t->count; i++)
-        up_fifo_push(up, NULL, UP_SCRIPT_LOAD)->verb = (short)i;
+    for (int i = 0; i < t->nloads; i++)
+        up_fifo_push(up, NULL, UP_SCRIPT_LOAD)->verb = (short)t->load_ids[i];
     up->scripts = UP_SCRIPTS_SENT;
     up->scripts_epoch = up->srv->scripts_epoch;
     up->srv->stats.script_loads++;
@@ -57,7 +57,8 @@ void up_check_script_load(upstream_conn *up, const up_entry *e, const char *p, s
                "upstream %s: SCRIPT LOAD of verb %s answered %.*s, not the pinned SHA-1 %s: "
                "verb %s is disabled",
                up->srv->conf.upstream, v->name, 40, p + 5, v->sha, v->name);
-    t->broken[e->verb] = 1;
+    for (int i = 0; i < t->count; i++) /* every entry that runs this script */
+        if (strcmp(t->verbs[i]->sha, v->sha) == 0) t->broken[i] = 1;
 }
 
 /* A SCRIPT FLUSH forwarded through the proxy: every upstream connection
@@ -213,7 +214,7 @@ static void buf_bulk(vp_buf *b, const char *p, size_t n)
 /* "*<count>\r\n" and the command name of a verb's EVALSHA / EVAL. */
 static void up_call_head(vp_buf *b, const verb_def *v, const verb_call *call, int argc, int eval)
 {
-    int hidden = v->hidden_max_members ? 1 : 0;
+    int hidden = (v->hidden_max_members ? 1 : 0) + (v->hidden_protocol ? 1 : 0);
     int count = 3 + call->nkeys + call->range_count + hidden + (argc - call->first_arg);
     char head[24];
     vp_buf_append(b, head, put_header(head, '*', (unsigned long long)count));
@@ -238,6 +239,7 @@ static void up_call_tail(vp_buf *b, const upstream_conn *up, const verb_def *v, 
         const char *m = up->srv->verbs.ztick_max;
         buf_bulk(b, m, strlen(m));
     }
+    if (v->hidden_protocol) buf_bulk(b, up->resp3 ? "3" : "2", 1);
     for (int i = call->first_arg; i < argc; i++)
         buf_bulk(b, argv[i].ptr, argv[i].len);
 }
@@ -254,7 +256,7 @@ static up_entry *up_account_plain(upstream_conn *up, struct client_session *c, u
 int upstream_forward_verb(upstream_conn *up, struct client_session *c, const verb_def *v,
                           const verb_call *call, int argc, const resp_arg *argv)
 {
-    up->srv->stats.verb_calls++;
+    if (!v->polyfill) up->srv->stats.verb_calls++;
     if (up->shared) up->srv->stats.shared_commands++;
     if (up->raw_tx) {
         /* Nothing can be retried here (replies are not counted): EVAL with

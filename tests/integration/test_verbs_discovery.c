@@ -64,6 +64,23 @@ static const verb_row builtins[] = {
 };
 #define BUILTINS (sizeof(builtins) / sizeof(builtins[0]))
 
+/* The polyfills (AGGREGATE COUNT on a Redis without it), listed after the
+ * verbs with source "polyfill": Redis's commands, not verbs, so never in
+ * COMMAND's listings. name: the command; script: lua/<script>.lua. */
+typedef struct polyfill_row {
+    const char *name, *script, *syntax;
+    int arity, numkeys;
+    const char *access;
+} polyfill_row;
+
+static const polyfill_row polyfills[] = {
+    {"zunion", "zcount", "ZUNION numkeys key", -3, 0, "readonly"},
+    {"zinter", "zcount", "ZINTER numkeys key", -3, 0, "readonly"},
+    {"zunionstore", "zcountstore", "ZUNIONSTORE destination numkeys key", -4, 1, "write"},
+    {"zinterstore", "zcountstore", "ZINTERSTORE destination numkeys key", -4, 1, "write"},
+};
+#define POLYFILLS (sizeof(polyfills) / sizeof(polyfills[0]))
+
 /* ---- helpers ---- */
 
 #define expect_error_text(r, text)                                                                           \
@@ -228,7 +245,17 @@ Test(verbs_discovery, verbproxy_verbs_lists_every_builtin_with_the_sha_redis_giv
 {
     VT_SKIP_IF_DIRECT();
     redisReply *verbs = verbs_of(env.proxy->port);
-    cr_assert_eq(verbs->elements, BUILTINS, "expected %zu verbs, got %s", BUILTINS, VT_DESCRIBE(verbs));
+    cr_assert_eq(verbs->elements, BUILTINS + POLYFILLS, "expected %zu verbs and %zu polyfills, got %s",
+                 BUILTINS, POLYFILLS, VT_DESCRIBE(verbs));
+    for (size_t i = 0; i < POLYFILLS; i++) {
+        const polyfill_row *p = &polyfills[i];
+        char path[512];
+        snprintf(path, sizeof(path), "%s/lua/%s.lua", SOURCE_DIR, p->script);
+        char *sha = sha_of_file(path);
+        check_verb_entry(find_verb(verbs, p->name), p->name, p->syntax, sha, p->arity, p->numkeys, p->access,
+                         "polyfill");
+        free(sha);
+    }
     for (size_t i = 0; i < BUILTINS; i++) {
         const verb_row *v = &builtins[i];
         char path[512];
@@ -389,7 +416,8 @@ Test(verbs_discovery, the_full_command_listings_include_the_verbs)
                     "$10\r\ncomplexity\r\n$65\r\nO(N) where N is the number of members the script reads or "
                     "writes.\r\n",
                     &tail_ok);
-    cr_assert_eq(n, redis_docs + 2 * (long long)BUILTINS, "COMMAND DOCS: Redis's name, doc pairs and one per verb");
+    cr_assert_eq(n, redis_docs + 2 * (long long)BUILTINS,
+                 "COMMAND DOCS: Redis's name, doc pairs and one per verb");
     cr_assert(tail_ok, "COMMAND DOCS does not end with a verb's doc");
     redisFree(c);
     redisFree(admin);
@@ -451,7 +479,8 @@ Test(verbs_discovery, a_verb_from_the_command_line_works_and_is_listed)
 
     char *sha = sha_of_file(path);
     redisReply *verbs = verbs_of(proxy->port);
-    cr_assert_eq(verbs->elements, BUILTINS + 1, "expected the %zu built-ins and myverb, got %s", BUILTINS,
+    cr_assert_eq(verbs->elements, BUILTINS + POLYFILLS + 1,
+                 "expected the %zu built-ins, the polyfills and myverb, got %s", BUILTINS,
                  VT_DESCRIBE(verbs));
     check_verb_entry(find_verb(verbs, "myverb"), "myverb", "MYVERB ", sha, -2, 1, "write", path);
     find_verb(verbs, "ztick");
@@ -511,8 +540,9 @@ Test(verbs_discovery, verbs_from_the_config_file_have_their_arity_and_access)
 
     char *counter_sha = sha_of_file(counter), *reader_sha = sha_of_file(reader);
     redisReply *verbs = verbs_of(proxy->port);
-    cr_assert_eq(verbs->elements, BUILTINS + 2, "expected the %zu built-ins, mycount and myread, got %s",
-                 BUILTINS, VT_DESCRIBE(verbs));
+    cr_assert_eq(verbs->elements, BUILTINS + POLYFILLS + 2,
+                 "expected the %zu built-ins, the polyfills, mycount and myread, got %s", BUILTINS,
+                 VT_DESCRIBE(verbs));
     check_verb_entry(find_verb(verbs, "mycount"), "mycount", "MYCOUNT ", counter_sha, 3, 1, "write", counter);
     check_verb_entry(find_verb(verbs, "myread"), "myread", "MYREAD ", reader_sha, 2, 1, "readonly", reader);
     freeReplyObject(verbs);

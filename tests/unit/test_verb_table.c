@@ -36,24 +36,34 @@ static char *read_file(const char *path, size_t *len)
  * SHA-1 of that text. */
 Test(verbs, pinned_sha_and_body_match_the_assembled_files_in_lua)
 {
-    int n;
-    const verb_def *b = verbs_builtin(&n);
-    cr_assert_eq(n, 12);
-    for (int i = 0; i < n; i++) {
+    for (int i = 0; i < verb_scripts_count; i++) {
+        const verb_script *e = &verb_scripts[i];
         char path[512], sha[41], err[256];
-        snprintf(path, sizeof(path), "%s/lua/%s.lua", SOURCE_DIR, b[i].name);
+        snprintf(path, sizeof(path), "%s/lua/%s.lua", SOURCE_DIR, e->name);
         size_t len;
         char *text = script_assemble(path, &len, err, sizeof(err));
         cr_assert(text, "%s", err);
         verbs_sha1_hex(text, len, sha);
-        cr_expect_str_eq(b[i].sha, sha, "%s: pinned %s, assembled file %s", b[i].name, b[i].sha, sha);
-        cr_expect_eq(b[i].body_len, len, "%s: embedded body is not the assembled file", b[i].name);
-        cr_expect(memcmp(b[i].body, text, len) == 0, "%s: embedded body is not the assembled file", b[i].name);
-        cr_expect_null(strstr(b[i].body, SCRIPT_INCLUDE_PREFIX), "%s: an include line is left", b[i].name);
+        cr_expect_str_eq(e->sha, sha, "%s: pinned %s, assembled file %s", e->name, e->sha, sha);
+        cr_expect_eq(e->len, len, "%s: embedded body is not the assembled file", e->name);
+        cr_expect(memcmp(e->body, text, len) == 0, "%s: embedded body is not the assembled file", e->name);
+        cr_expect_null(strstr(e->body, SCRIPT_INCLUDE_PREFIX), "%s: an include line is left", e->name);
         free(text);
     }
-    /* every embedded script is a built-in verb */
-    cr_expect_eq(verb_scripts_count, n);
+    /* Every built-in verb runs its own script; the polyfills for ZUNION and
+     * ZINTER share zcount.lua, their STORE variants zcountstore.lua: every
+     * embedded script is one of those. */
+    int n;
+    const verb_def *b = verbs_builtin(&n);
+    cr_assert_eq(n, 12);
+    for (int i = 0; i < n; i++) {
+        int found = 0;
+        for (int j = 0; j < verb_scripts_count; j++)
+            found |= strcmp(verb_scripts[j].name, b[i].name) == 0 &&
+                     strcmp(verb_scripts[j].sha, b[i].sha) == 0 && verb_scripts[j].body == b[i].body;
+        cr_expect(found, "%s runs lua/%s.lua", b[i].name, b[i].name);
+    }
+    cr_expect_eq(verb_scripts_count, n + 2);
 }
 
 /* An include line is replaced by the helper's text, verbatim, where it
