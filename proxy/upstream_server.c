@@ -69,9 +69,13 @@ int upstream_polyfill_must_wait(upstream_conn *up, const verb_def *v)
         if (up->server != UP_SERVER_ASKED) upstream_ask_server(up);
         return 1;
     }
-    if (need_server && up->server == UP_SERVER_UNREADABLE) upstream_ask_server(up); /* for the next call */
     if (up->server == UP_SERVER_ASKED && (need_server || need_protocol)) return 1;
-    return need_protocol && up->hellos_in_flight > 0;
+    if (need_protocol && up->hellos_in_flight > 0) return 1;
+    /* Refused before (not authenticated yet, say): this call runs as the
+     * script, and the calls after it may know better. Never waited for, so
+     * a server that keeps refusing holds nobody up. */
+    if (need_server && up->server == UP_SERVER_UNREADABLE) upstream_ask_server(up);
+    return 0;
 }
 
 int upstream_is_settled(const upstream_conn *up)
@@ -141,7 +145,10 @@ void up_check_server(upstream_conn *up, const char *p, size_t n)
         up->resp_unsure = 0;
         if (server_learn(up, p, n) < 0) up->server = UP_SERVER_UNREADABLE;
     } else {
+        /* Nothing learned, and nothing to wait for any more: the protocol
+         * stays as last known. */
         up->server = UP_SERVER_UNREADABLE;
+        up->resp_unsure = 0;
         vp_log(VP_LOG_DEBUG, "upstream %s: HELLO refused: %.*s", up->srv->conf.upstream,
                (int)(n > 2 && n < 200 ? n - 2
                      : n > 200        ? 200
