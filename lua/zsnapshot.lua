@@ -52,13 +52,14 @@ end
 if numkeys ~= #KEYS - 1 then
   return err("ERR wrong number of arguments for 'zsnapshot' command")
 end
-local weights -- nil without WEIGHTS
+-- The last WEIGHTS: its values and where its word is in ARGV (nil without).
+local weights, weights_at
 local aggregate = 'sum'
 local i = 3 + numkeys
 while i <= #ARGV do
   local option = string.lower(ARGV[i])
   if option == 'weights' and #ARGV - i >= numkeys then
-    weights = {}
+    weights, weights_at = {}, i
     for k = 1, numkeys do
       weights[k] = parse_float(ARGV[i + k])
       if weights[k] == nil then
@@ -96,11 +97,21 @@ for k = 2, #KEYS do
   sources[k - 1] = KEYS[k]
 end
 
--- ZUNIONSTORE's own arguments: numkeys, the sources, the options.
+-- ZUNIONSTORE's own arguments: numkeys, the sources, and the options as
+-- they came out (the last WEIGHTS, the last AGGREGATE), not as sent: a
+-- Redis without COUNT refuses "AGGREGATE COUNT" even where a later
+-- AGGREGATE overrides it.
 local store_args = { 'ZUNIONSTORE', dest }
-for k = 2, #ARGV do
+for k = 2, 2 + numkeys do
   store_args[#store_args + 1] = ARGV[k]
 end
+if weights then
+  for k = weights_at, weights_at + numkeys do
+    store_args[#store_args + 1] = ARGV[k]
+  end
+end
+store_args[#store_args + 1] = 'AGGREGATE'
+store_args[#store_args + 1] = aggregate
 local built = aggregate ~= 'count' and redis.call(unpack(store_args))
 if aggregate == 'count' then
   built = redis.pcall(unpack(store_args))

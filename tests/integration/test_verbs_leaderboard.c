@@ -1360,6 +1360,13 @@ Test(zsnapshot, aggregate_count_scores_each_member_with_the_weights_of_the_sourc
     /* a source named twice counts twice; the last AGGREGATE wins */
     EXPECT(c, "[:1, :60000]", "ZSNAPSHOT zc:4 60000 2 zc:b zc:b AGGREGATE MAX AGGREGATE COUNT");
     EXPECT(c, "[\"x\", \"2\", \"z\", \"2\"]", "ZRANGE zc:4 0 -1 WITHSCORES");
+    /* a COUNT that a later AGGREGATE overrides is not sent to a Redis
+     * without it (which would refuse it) */
+    EXPECT(c, "[:1, :60000]", "ZSNAPSHOT zc:5 60000 1 zc:b AGGREGATE COUNT AGGREGATE SUM");
+    EXPECT(c, "[\"x\", \"1\", \"z\", \"1\"]", "ZRANGE zc:5 0 -1 WITHSCORES");
+    EXPECT(c, "[:1, :60000]", "ZSNAPSHOT zc:5b 60000 2 zc:a zc:d aggregate count WEIGHTS 2 3 AGGREGATE MIN");
+    EXPECT(c, "[\"w\", \"-inf\", \"x\", \"10\", \"y\", \"14\", \"z\", \"300\"]",
+           "ZRANGE zc:5b 0 -1 WITHSCORES");
     /* and against ZUNIONSTORE over plain-set copies, with sums that depend
      * on the order of the additions */
     expect_like_count(c, d, "zc:6", "4 zc:a zc:b zc:none zc:d WEIGHTS 0.1 0.2 0.3 0.7");
