@@ -1715,3 +1715,82 @@ Test(zsnapshot, seven_sources_of_twenty_thousand_members, .timeout = SLOW_TIMEOU
     redisFree(c);
     redisFree(d);
 }
+
+/* More arguments than one redis.call can carry (Lua's C stack holds about
+ * 8,000 values): the script computes the union itself, with Redis's
+ * arithmetic, and it must come out as ZUNIONSTORE's, bit for bit. */
+#define MANY_SOURCES 8100
+#define MANY_NAMES 300 /* members, shared by the sources */
+
+static void many_sources_args(words *w, int n, const char *weights_pattern[], int nweights,
+                              const char *aggregate)
+{
+    char buf[32];
+    snprintf(buf, sizeof(buf), "%d", n);
+    words_add(w, buf);
+    for (int i = 0; i < n; i++) {
+        snprintf(buf, sizeof(buf), "many:%d", i);
+        words_add(w, buf);
+    }
+    if (nweights) {
+        words_add(w, "WEIGHTS");
+        for (int i = 0; i < n; i++)
+            words_add(w, weights_pattern[(i * 5) % nweights]);
+    }
+    if (aggregate) {
+        words_add(w, "AGGREGATE");
+        words_add(w, aggregate);
+    }
+}
+
+Test(zsnapshot, thousands_of_sources_too_many_for_one_call, .timeout = SLOW_TIMEOUT_S)
+{
+    redisContext *c = client(), *d = redis_direct();
+    vt_rng g = vt_rng_seeded(8100);
+    static const char *const scores[] = {"0.1", "-2.5", "1e-3", "3", "inf", "-inf", "7.25", "0.3"};
+    int pending = 0;
+    for (int i = 0; i < MANY_SOURCES; i++) {
+        if (i % 4 == 3) continue; /* missing */
+        words w = {0};
+        char buf[32];
+        words_add(&w, i % 4 == 0 ? "SADD" : "ZADD");
+        snprintf(buf, sizeof(buf), "many:%d", i);
+        words_add(&w, buf);
+        for (int k = 1 + vt_rng_pick(&g, 5); k > 0; k--) {
+            if (i % 4 != 0) words_add(&w, scores[vt_rng_pick(&g, 8)]);
+            snprintf(buf, sizeof(buf), "m%d", vt_rng_pick(&g, MANY_NAMES));
+            words_add(&w, buf);
+        }
+        cr_assert(redisAppendCommandArgv(d, w.n, (const char **)w.v, NULL) == REDIS_OK);
+        pending++;
+        words_free(&w);
+    }
+    for (; pending > 0; pending--)
+        expect_integer(vt_get_reply(d), "filling the sources");
+
+    static const char *weights[] = {"0.1", "-0.3", "1", "2.5", "1e-5", "0.7", "0"}; /* 0 * inf is NaN */
+    static const struct {
+        int n, nweights;
+        const char *aggregate;
+    } cases[] = {
+        {MANY_SOURCES, 0, NULL}, {MANY_SOURCES, 0, "MAX"}, {4000, 7, "SUM"},
+        {4000, 7, "MIN"},        {4000, 7, "max"},         {1600, 7, NULL},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        words w = {0};
+        char dest[32];
+        snprintf(dest, sizeof(dest), "many:snap:%zu", i);
+        many_sources_args(&w, cases[i].n, weights, cases[i].nweights, cases[i].aggregate);
+        expect_snapshot_at(__LINE__, c, d, dest, &w, NULL);
+        words_free(&w);
+    }
+    words w = {0};
+    many_sources_args(&w, MANY_SOURCES, weights, 0, NULL);
+    expect_count_at(__LINE__, c, d, "many:count", &w);
+    words_free(&w);
+    many_sources_args(&w, 4000, weights, 7, NULL);
+    expect_count_at(__LINE__, c, d, "many:count-weighted", &w);
+    words_free(&w);
+    redisFree(c);
+    redisFree(d);
+}
