@@ -18,6 +18,11 @@
 -- AGGREGATE COUNT (each member's score: the sum of the weights of the
 -- sources that hold it, 1 each without WEIGHTS) is Redis's own where Redis
 -- has it (8.8 and later), else computed here (lib/zaggregate.lua).
+--
+-- One redis.call carries at most what unpack() can put on Lua's C stack
+-- (lib/zset.lua), so a union of thousands of sources, too many for one
+-- ZUNIONSTORE call, is computed here with Redis's own arithmetic
+-- (union_computed below): the same scores, bit for bit.
 
 --#include lib/err.lua
 --#include lib/int.lua
@@ -52,13 +57,14 @@ end
 if numkeys ~= #KEYS - 1 then
   return err("ERR wrong number of arguments for 'zsnapshot' command")
 end
-local weights -- nil without WEIGHTS
+-- The last WEIGHTS: its values and where its word is in ARGV (nil without).
+local weights, weights_at
 local aggregate = 'sum'
 local i = 3 + numkeys
 while i <= #ARGV do
   local option = string.lower(ARGV[i])
   if option == 'weights' and #ARGV - i >= numkeys then
-    weights = {}
+    weights, weights_at = {}, i
     for k = 1, numkeys do
       weights[k] = parse_float(ARGV[i + k])
       if weights[k] == nil then
@@ -87,29 +93,104 @@ if kind ~= 'none' then
   end
   return { 0, redis.call('PTTL', dest) }
 end
-local sources = {}
+local sources, kinds = {}, {}
 for k = 2, #KEYS do
   local source_kind = redis.call('TYPE', KEYS[k]).ok
   if source_kind ~= 'zset' and source_kind ~= 'set' and source_kind ~= 'none' then
     return err(WRONGTYPE)
   end
-  sources[k - 1] = KEYS[k]
+  sources[k - 1], kinds[k - 1] = KEYS[k], source_kind
 end
 
--- ZUNIONSTORE's own arguments: numkeys, the sources, the options.
+-- The union as ZUNIONSTORE computes it (t_zset.c), for a call it cannot be
+-- given in one piece: sources from the smallest to the largest (equal
+-- sizes keep their order: Redis sorts them with glibc's stable merge sort),
+-- each member's score (1 in a plain set) times its source's weight, NaN
+-- made 0, then combined with what the member has so far: SUM adds (a NaN
+-- sum is 0), MIN and MAX compare exactly as Redis does. Lua's numbers are
+-- the same doubles, so every score comes out bit for bit as Redis's.
+-- Returns member -> score and the members.
+local function union_computed()
+  local order = {}
+  for k = 1, #sources do
+    local items = {}
+    if kinds[k] == 'zset' then
+      items = redis.call('ZRANGE', sources[k], 0, -1, 'WITHSCORES')
+    elseif kinds[k] == 'set' then
+      for _, m in ipairs(redis.call('SMEMBERS', sources[k])) do
+        items[#items + 1] = m
+        items[#items + 1] = 1
+      end
+    end
+    order[k] = { weight = weights and weights[k] or 1, index = k, items = items }
+  end
+  table.sort(order, function(a, b)
+    if #a.items ~= #b.items then
+      return #a.items < #b.items
+    end
+    return a.index < b.index
+  end)
+  local scores, members = {}, {}
+  for _, source in ipairs(order) do
+    local w, items = source.weight, source.items
+    for i = 1, #items, 2 do
+      local m, v = items[i], w * tonumber(items[i + 1])
+      if v ~= v then
+        v = 0
+      end
+      local s = scores[m]
+      if s == nil then
+        scores[m] = v
+        members[#members + 1] = m
+      elseif aggregate == 'sum' then
+        s = s + v
+        scores[m] = (s == s) and s or 0
+      elseif aggregate == 'min' then
+        scores[m] = (v < s) and v or s
+      else
+        scores[m] = (v > s) and v or s
+      end
+    end
+  end
+  return scores, members
+end
+
+-- ZUNIONSTORE's own arguments: numkeys, the sources, and the options as
+-- they came out (the last WEIGHTS, the last AGGREGATE), not as sent: a
+-- Redis without COUNT refuses "AGGREGATE COUNT" even where a later
+-- AGGREGATE overrides it.
 local store_args = { 'ZUNIONSTORE', dest }
-for k = 2, #ARGV do
+for k = 2, 2 + numkeys do
   store_args[#store_args + 1] = ARGV[k]
 end
-local built = aggregate ~= 'count' and redis.call(unpack(store_args))
-if aggregate == 'count' then
-  built = redis.pcall(unpack(store_args))
-  if type(built) == 'table' and built.err then
-    -- Not Redis's own (before 8.8: "syntax error" at COUNT, all else
-    -- having been checked above): computed here.
-    local scores, members = zaggregate_count(false, sources, weights)
-    zaggregate_store(dest, scores, members)
+if weights then
+  for k = weights_at, weights_at + numkeys do
+    store_args[#store_args + 1] = ARGV[k]
   end
+end
+store_args[#store_args + 1] = 'AGGREGATE'
+store_args[#store_args + 1] = aggregate
+-- Redis's own command when its words fit in one call; else computed here.
+local stored = false
+if #store_args <= MEMBERS_PER_CALL then
+  if aggregate ~= 'count' then
+    redis.call(unpack(store_args))
+    stored = true
+  else
+    -- Not Redis's own before 8.8 ("syntax error" at COUNT, all else having
+    -- been checked above): then computed here.
+    local reply = redis.pcall(unpack(store_args))
+    stored = not (type(reply) == 'table' and reply.err)
+  end
+end
+if not stored then
+  local scores, members
+  if aggregate == 'count' then
+    scores, members = zaggregate_count(false, sources, weights)
+  else
+    scores, members = union_computed()
+  end
+  zaggregate_store(dest, scores, members)
 end
 if redis.call('EXISTS', dest) == 1 then
   redis.call('PEXPIRE', dest, ttl)

@@ -17,6 +17,7 @@
 #include <hiredis/read.h>
 
 #include "tests/support/checks.h"
+#include "tests/support/rng.h"
 
 #define PIPELINE_COMMANDS 100000
 #define PIPELINE_DEADLINE_MS 60000
@@ -92,23 +93,6 @@ Test(passthrough, a_client_dribbling_one_byte_at_a_time_gets_exact_replies)
 
 /* ---- the 100,000 command pipeline ---- */
 
-typedef struct rng {
-    uint64_t s;
-} rng;
-
-static uint64_t next(rng *g)
-{
-    g->s ^= g->s << 13;
-    g->s ^= g->s >> 7;
-    g->s ^= g->s << 17;
-    return g->s;
-}
-
-static int pick(rng *g, int n)
-{
-    return (int)(next(g) % (uint64_t)n);
-}
-
 typedef struct pipeline {
     vt_buf bytes;
     size_t *reply_cmd; /* for reply i: offset in bytes of the command that produced it */
@@ -133,13 +117,13 @@ static void cmd(pipeline *p, int argc, const char **argv, const size_t *lens)
     vt_buf_cmd_argv(&p->bytes, argc, argv, lens);
 }
 
-static void random_value(rng *g, char *buf, size_t *len, size_t max)
+static void random_value(vt_rng *g, char *buf, size_t *len, size_t max)
 {
-    *len = (size_t)pick(g, (int)max + 1);
+    *len = (size_t)vt_rng_pick(g, (int)max + 1);
     for (size_t i = 0; i < *len; i++) {
-        int k = pick(g, 10);
+        int k = vt_rng_pick(g, 10);
         /* mostly printable, sometimes the bytes that matter to a RESP parser */
-        buf[i] = k == 0 ? "\r\n\0$*+-:"[pick(g, 8)] : (char)('a' + pick(g, 26));
+        buf[i] = k == 0 ? "\r\n\0$*+-:"[vt_rng_pick(g, 8)] : (char)('a' + vt_rng_pick(g, 26));
     }
 }
 
@@ -147,11 +131,11 @@ static void random_value(rng *g, char *buf, size_t *len, size_t max)
  * own type; one in ten goes to another namespace and meets WRONGTYPE. */
 enum { NS_STR, NS_LIST, NS_HASH, NS_ZSET, NS_ANY };
 
-static const char *key(rng *g, int ns, char *buf, size_t len)
+static const char *key(vt_rng *g, int ns, char *buf, size_t len)
 {
     static const char *prefix[] = {"str", "list", "hash", "zset"};
-    if (ns == NS_ANY || pick(g, 10) == 0) ns = pick(g, 4);
-    snprintf(buf, len, "%s:%d", prefix[ns], pick(g, KEYS / 4));
+    if (ns == NS_ANY || vt_rng_pick(g, 10) == 0) ns = vt_rng_pick(g, 4);
+    snprintf(buf, len, "%s:%d", prefix[ns], vt_rng_pick(g, KEYS / 4));
     return buf;
 }
 
@@ -159,7 +143,7 @@ static const char *key(rng *g, int ns, char *buf, size_t len)
  * them in listpacks (insertion order): no reply depends on dict order. */
 static void build_pipeline(pipeline *p, int ncommands)
 {
-    rng g = {0x9e3779b97f4a7c15ull};
+    vt_rng g = vt_rng_seeded(0x9e3779b97f4a7c15ull);
     char k1[16], k2[16], k3[16], num[32], f[16], s[16], id[32];
     static char val[8192];
     size_t vlen;
@@ -171,16 +155,16 @@ static void build_pipeline(pipeline *p, int ncommands)
                                   NS_STR,  NS_ANY,  NS_HASH, NS_LIST, NS_ZSET, NS_STR};
 
     for (int n = 0; n < ncommands; n++) {
-        int what = pick(&g, 30);
+        int what = vt_rng_pick(&g, 30);
         key(&g, ns_of[what], k1, sizeof(k1));
         key(&g, what == 24 ? NS_STR : NS_ANY, k2, sizeof(k2));
         key(&g, what == 24 ? NS_LIST : NS_ANY, k3, sizeof(k3));
         switch (what) {
         case 0:
         case 1: {
-            if (pick(&g, 300) == 0) {
-                vlen = 5000 + (size_t)pick(&g, 3000);
-                memset(val, 'x' + pick(&g, 3), vlen);
+            if (vt_rng_pick(&g, 300) == 0) {
+                vlen = 5000 + (size_t)vt_rng_pick(&g, 3000);
+                memset(val, 'x' + vt_rng_pick(&g, 3), vlen);
             } else {
                 random_value(&g, val, &vlen, 40);
             }
@@ -201,7 +185,7 @@ static void build_pipeline(pipeline *p, int ncommands)
             break;
         }
         case 5: {
-            snprintf(num, sizeof(num), "%d", pick(&g, 201) - 100);
+            snprintf(num, sizeof(num), "%d", vt_rng_pick(&g, 201) - 100);
             const char *a[] = {"INCRBY", k1, num};
             cmd(p, 3, a, NULL);
             break;
@@ -224,7 +208,7 @@ static void build_pipeline(pipeline *p, int ncommands)
             break;
         }
         case 9: {
-            snprintf(f, sizeof(f), "f%d", pick(&g, 8));
+            snprintf(f, sizeof(f), "f%d", vt_rng_pick(&g, 8));
             random_value(&g, val, &vlen, 30);
             const char *a[] = {"HSET", k1, f, val};
             size_t l[] = {4, strlen(k1), strlen(f), vlen};
@@ -238,8 +222,8 @@ static void build_pipeline(pipeline *p, int ncommands)
         }
         case 11: {
             static const char *scores[] = {"1", "-2.5", "3.25", "inf", "-inf", "1e3", "0"};
-            snprintf(s, sizeof(s), "m%d", pick(&g, 8));
-            const char *a[] = {"ZADD", k1, scores[pick(&g, 7)], s};
+            snprintf(s, sizeof(s), "m%d", vt_rng_pick(&g, 8));
+            const char *a[] = {"ZADD", k1, scores[vt_rng_pick(&g, 7)], s};
             cmd(p, 4, a, NULL);
             break;
         }
@@ -291,7 +275,7 @@ static void build_pipeline(pipeline *p, int ncommands)
             break;
         }
         case 21: {
-            int st = pick(&g, STREAMS);
+            int st = vt_rng_pick(&g, STREAMS);
             snprintf(s, sizeof(s), "s%d", st);
             snprintf(id, sizeof(id), "%lld-1", ++stream_id[st]);
             random_value(&g, val, &vlen, 20);
@@ -301,7 +285,7 @@ static void build_pipeline(pipeline *p, int ncommands)
             break;
         }
         case 22: {
-            snprintf(s, sizeof(s), "s%d", pick(&g, STREAMS));
+            snprintf(s, sizeof(s), "s%d", vt_rng_pick(&g, STREAMS));
             const char *a[] = {"XREVRANGE", s, "+", "-", "COUNT", "3"};
             cmd(p, 6, a, NULL);
             break;
@@ -311,7 +295,7 @@ static void build_pipeline(pipeline *p, int ncommands)
                                         "ECHO \"quoted \\r\\n\\x41 value\"\r\n", "GET str:5\n",
                                         "  SET   str:6   'single quoted'  \r\n"};
             expect_reply(p, p->bytes.len);
-            vt_buf_append_str(&p->bytes, inl[pick(&g, 5)]);
+            vt_buf_append_str(&p->bytes, inl[vt_rng_pick(&g, 5)]);
             break;
         }
         case 24: { /* a transaction inside the pipeline: 5 replies, the last nested */
@@ -329,11 +313,11 @@ static void build_pipeline(pipeline *p, int ncommands)
         }
         case 25: { /* requests Redis answers with nothing at all */
             static const char *silent[] = {"*0\r\n", "*-1\r\n", "\r\n", "\n"};
-            vt_buf_append_str(&p->bytes, silent[pick(&g, 4)]);
+            vt_buf_append_str(&p->bytes, silent[vt_rng_pick(&g, 4)]);
             break;
         }
         case 26: {
-            snprintf(f, sizeof(f), "f%d", pick(&g, 8));
+            snprintf(f, sizeof(f), "f%d", vt_rng_pick(&g, 8));
             const char *a[] = {"HINCRBY", k1, f, "7"};
             cmd(p, 4, a, NULL);
             break;
@@ -344,7 +328,7 @@ static void build_pipeline(pipeline *p, int ncommands)
             break;
         }
         case 28: {
-            snprintf(s, sizeof(s), "m%d", pick(&g, 8));
+            snprintf(s, sizeof(s), "m%d", vt_rng_pick(&g, 8));
             const char *a[] = {"ZINCRBY", k1, "0.1", s};
             cmd(p, 4, a, NULL);
             break;

@@ -22,9 +22,9 @@
  *
  * VP_TEST_DIRECT=1: Redis itself has no such commands; the suite skips. */
 #include <errno.h>
-#include <stdarg.h>
 
 #include "tests/support/checks.h"
+#include "tests/support/expect.h"
 
 static vt_env env;
 
@@ -45,7 +45,6 @@ TestSuite(verbs, .init = setup, .fini = teardown, .timeout = VT_TEST_TIMEOUT_S);
 #define ERR_FLOAT "ERR value is not a valid float"
 #define ERR_INT "ERR value is not an integer or out of range"
 #define ERR_NEGATIVE "ERR value is out of range, must be positive"
-#define DESCRIBE_MAX 4096
 
 /* ---- helpers ---- */
 
@@ -55,58 +54,6 @@ static redisContext *client(void)
 {
     VT_SKIP_IF_DIRECT();
     return vt_must_connect(env.proxy->port);
-}
-
-static void check_reply(int line, const char *what, redisContext *c, redisReply *r, const char *want)
-{
-    cr_assert(r != NULL, "line %d: %s: no reply (%s)", line, what, c->errstr[0] ? c->errstr : "closed");
-    char got[DESCRIBE_MAX];
-    vt_reply_describe(r, got, sizeof(got));
-    freeReplyObject(r);
-    cr_assert(strcmp(got, want) == 0, "line %d: %s\n  want %s\n  got  %s", line, what, want, got);
-}
-
-/* Run one command (hiredis format) and compare its whole reply with want. */
-#define EXPECT(c, want, ...) expect_at(__LINE__, (c), (want), __VA_ARGS__)
-
-static void expect_at(int line, redisContext *c, const char *want, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    redisReply *r = redisvCommand(c, fmt, ap);
-    va_end(ap);
-    check_reply(line, fmt, c, r, want);
-}
-
-/* Send the command and an ECHO in one write; the command's reply must be the
- * error `err` (without its '-'), and the ECHO's must follow it. */
-#define EXPECT_ERR(c, err, ...) expect_err_at(__LINE__, (c), (err), __VA_ARGS__)
-
-static void expect_err_at(int line, redisContext *c, const char *err, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    int rc = redisvAppendCommand(c, fmt, ap);
-    va_end(ap);
-    char tag[32];
-    snprintf(tag, sizeof(tag), "after-line-%d", line);
-    cr_assert(rc == REDIS_OK && redisAppendCommand(c, "ECHO %s", tag) == REDIS_OK, "line %d: append failed",
-              line);
-    char want[512];
-    snprintf(want, sizeof(want), "-%s", err);
-    check_reply(line, fmt, c, vt_get_reply(c), want);
-    snprintf(want, sizeof(want), "\"%s\"", tag);
-    check_reply(line, "the ECHO after the error", c, vt_get_reply(c), want);
-}
-
-/* Redis's clock in ms, read with TIME as the verbs read it. */
-static long long server_ms(redisContext *c)
-{
-    redisReply *r = vt_cmd(c, "TIME");
-    vt_assert_array(r, 2);
-    long long ms = atoll(r->element[0]->str) * 1000 + atoll(r->element[1]->str) / 1000;
-    freeReplyObject(r);
-    return ms;
 }
 
 static long long parse_ll(const char *what, const char *s)
@@ -126,37 +73,6 @@ static long long zscore_ms(redisContext *c, const char *key, const char *member)
     long long v = parse_ll("ZSCORE", r->str);
     freeReplyObject(r);
     return v;
-}
-
-/* The key's absolute expiry in ms (PEXPIRETIME), -1 none, -2 no key. */
-static long long pexpiretime(redisContext *c, const char *key)
-{
-    redisReply *r = vt_cmd(c, "PEXPIRETIME %s", key);
-    cr_assert(r && r->type == REDIS_REPLY_INTEGER, "PEXPIRETIME %s: got %s", key, VT_DESCRIBE(r));
-    long long v = r->integer;
-    freeReplyObject(r);
-    return v;
-}
-
-/* lo <= v <= hi, or the test fails saying what v was. */
-#define assert_within(v, lo, hi, what) within_at(__LINE__, (v), (lo), (hi), (what))
-
-static void within_at(int line, long long v, long long lo, long long hi, const char *what)
-{
-    cr_assert(lo <= v && v <= hi, "line %d: %s: %lld is not within [%lld, %lld]", line, what, v, lo, hi);
-}
-
-/* Redis was never asked to run a script: the argument errors so far were
- * answered by the proxy alone. */
-static void expect_no_script_ran(void)
-{
-    redisContext *direct = vt_must_connect(env.redis->port);
-    redisReply *r = vt_cmd(direct, "INFO commandstats");
-    cr_assert(r && r->type == REDIS_REPLY_STRING, "INFO: got %s", VT_DESCRIBE(r));
-    cr_assert(strstr(r->str, "cmdstat_eval:") == NULL && strstr(r->str, "cmdstat_evalsha:") == NULL,
-              "Redis ran scripts for argument errors:\n%s", r->str);
-    freeReplyObject(r);
-    redisFree(direct);
 }
 
 /* ---- ZTICK key delta threshold [WITHSCORES] ---- */
@@ -287,7 +203,7 @@ Test(verbs, ztick_argument_errors)
     EXPECT_ERR(c, ERR_SYNTAX, "ZTICK zt:a 1 2 WITHSCORES extra");
     /* an argument error is found before the key is looked at */
     EXPECT_ERR(c, ERR_FLOAT, "ZTICK zt:s abc 1");
-    expect_no_script_ran();
+    vt_expect_no_script_ran(env.redis->port);
     EXPECT(c, ":1", "ZADD zt:a 1 m");
     EXPECT(c, "[\"m\", \"2\"]", "ZTICK zt:a 1 2 WITHSCORES");
     redisFree(c);
@@ -390,7 +306,7 @@ Test(verbs, qpop_maxscore_takes_only_members_at_or_below_it)
 Test(verbs, qpop_maxscore_now_takes_only_jobs_that_are_due)
 {
     redisContext *c = client();
-    long long t = server_ms(c);
+    long long t = vt_server_ms(c);
     EXPECT(c, ":3", "ZADD qp:d %lld due %lld later %lld overdue", t - 1000, t + 600000, t - 2000);
     char want[256];
     snprintf(want, sizeof(want), "[\"overdue\", \"%lld\", \"due\", \"%lld\"]", t - 2000, t - 1000);
@@ -406,13 +322,13 @@ Test(verbs, qpop_lease_the_readme_example)
 {
     redisContext *c = client();
     EXPECT(c, ":3", "ZADD jobs 1 a 2 b 3 c");
-    long long t0 = server_ms(c);
+    long long t0 = vt_server_ms(c);
     EXPECT(c, "[\"a\", \"1\", \"b\", \"2\"]", "QPOP jobs COUNT 2 LEASE jobs:lease 30000");
-    long long t1 = server_ms(c);
+    long long t1 = vt_server_ms(c);
     EXPECT(c, "[\"c\"]", "ZRANGE jobs 0 -1");
     EXPECT(c, "[\"a\", \"b\"]", "ZRANGE jobs:lease 0 -1");
     long long a = zscore_ms(c, "jobs:lease", "a"), b = zscore_ms(c, "jobs:lease", "b");
-    assert_within(a, t0 + 30000, t1 + 30000, "a's deadline");
+    vt_assert_within(a, t0 + 30000, t1 + 30000, "a's deadline");
     cr_assert(a == b, "one QPOP, one deadline: a %lld, b %lld", a, b);
     redisFree(c);
 }
@@ -420,11 +336,11 @@ Test(verbs, qpop_lease_the_readme_example)
 Test(verbs, qpop_lease_without_count_and_with_maxscore_now)
 {
     redisContext *c = client();
-    long long t0 = server_ms(c);
+    long long t0 = vt_server_ms(c);
     EXPECT(c, ":2", "ZADD qp:l 1 one %lld future", t0 + 600000);
     EXPECT(c, "[\"one\", \"1\"]", "QPOP qp:l LEASE qp:l:lease 5000");
-    long long t1 = server_ms(c);
-    assert_within(zscore_ms(c, "qp:l:lease", "one"), t0 + 5000, t1 + 5000, "one's deadline");
+    long long t1 = vt_server_ms(c);
+    vt_assert_within(zscore_ms(c, "qp:l:lease", "one"), t0 + 5000, t1 + 5000, "one's deadline");
     /* nothing due: nothing leased */
     EXPECT(c, "(nil)", "QPOP qp:l MAXSCORE NOW LEASE qp:l:lease 5000");
     EXPECT(c, "[\"one\"]", "ZRANGE qp:l:lease 0 -1");
@@ -436,14 +352,14 @@ Test(verbs, qpop_options_in_any_order_and_any_case_and_the_last_value_wins)
 {
     redisContext *c = client();
     EXPECT(c, ":4", "ZADD qp:o 1 a 2 b 3 c 4 d");
-    long long t0 = server_ms(c);
+    long long t0 = vt_server_ms(c);
     EXPECT(c, "[\"a\", \"1\", \"b\", \"2\"]",
            "QPOP qp:o lease qp:o:first 1000 maxscore 3 count 5 Count 2 "
            "MAXSCORE 2.5 LEASE qp:o:second 2000");
-    long long t1 = server_ms(c);
+    long long t1 = vt_server_ms(c);
     EXPECT(c, ":0", "EXISTS qp:o:first");
     EXPECT(c, "[\"a\", \"b\"]", "ZRANGE qp:o:second 0 -1");
-    assert_within(zscore_ms(c, "qp:o:second", "a"), t0 + 2000, t1 + 2000, "a's deadline");
+    vt_assert_within(zscore_ms(c, "qp:o:second", "a"), t0 + 2000, t1 + 2000, "a's deadline");
     EXPECT(c, "[\"c\", \"3\"]", "QPOP qp:o COUNT 1 COUNT 3 MAXSCORE 3");
     EXPECT(c, "[\"d\"]", "ZRANGE qp:o 0 -1");
     redisFree(c);
@@ -486,7 +402,7 @@ Test(verbs, qpop_argument_errors)
     EXPECT_ERR(c, ERR_SYNTAX, "QPOP qp:a FOO");
     EXPECT_ERR(c, ERR_SYNTAX, "QPOP qp:a FOO 1");
     EXPECT_ERR(c, ERR_SYNTAX, "QPOP qp:a COUNT 1 FOO");
-    expect_no_script_ran();
+    vt_expect_no_script_ran(env.redis->port);
     EXPECT(c, ":1", "ZADD qp:a 1 m");
     EXPECT(c, "[\"m\", \"1\"]", "QPOP qp:a");
     redisFree(c);
@@ -522,7 +438,7 @@ Test(verbs, qack_argument_errors)
     redisContext *c = client();
     EXPECT_ERR(c, "ERR wrong number of arguments for 'qack' command", "QACK");
     EXPECT_ERR(c, "ERR wrong number of arguments for 'qack' command", "QACK qa:l");
-    expect_no_script_ran();
+    vt_expect_no_script_ran(env.redis->port);
     EXPECT(c, ":1", "ZADD qa:l 1 a");
     EXPECT(c, ":1", "QACK qa:l a");
     redisFree(c);
@@ -533,17 +449,17 @@ Test(verbs, qack_argument_errors)
 Test(verbs, qextend_moves_a_held_deadline_and_ignores_what_is_not_held)
 {
     redisContext *c = client();
-    long long t = server_ms(c);
+    long long t = vt_server_ms(c);
     EXPECT(c, ":2", "ZADD qe:l %lld live 1 expired", t + 600000);
-    long long t0 = server_ms(c);
+    long long t0 = vt_server_ms(c);
     EXPECT(c, ":1", "QEXTEND qe:l live 5000");
-    long long t1 = server_ms(c);
-    assert_within(zscore_ms(c, "qe:l", "live"), t0 + 5000, t1 + 5000, "live's deadline");
+    long long t1 = vt_server_ms(c);
+    vt_assert_within(zscore_ms(c, "qe:l", "live"), t0 + 5000, t1 + 5000, "live's deadline");
     /* past its deadline but not reclaimed: still held */
-    t0 = server_ms(c);
+    t0 = vt_server_ms(c);
     EXPECT(c, ":1", "QEXTEND qe:l expired 7000");
-    t1 = server_ms(c);
-    assert_within(zscore_ms(c, "qe:l", "expired"), t0 + 7000, t1 + 7000, "expired's deadline");
+    t1 = vt_server_ms(c);
+    vt_assert_within(zscore_ms(c, "qe:l", "expired"), t0 + 7000, t1 + 7000, "expired's deadline");
     /* not in the lease set, or no lease set at all */
     EXPECT(c, ":0", "QEXTEND qe:l other 5000");
     EXPECT(c, "(nil)", "ZSCORE qe:l other");
@@ -582,7 +498,7 @@ Test(verbs, qextend_argument_errors)
     EXPECT_ERR(c, "ERR invalid expire time in 'qextend' command", "QEXTEND qe:l m -1");
     EXPECT_ERR(c, ERR_INT, "QEXTEND qe:l m abc");
     EXPECT_ERR(c, ERR_INT, "QEXTEND qe:l m 10.5");
-    expect_no_script_ran();
+    vt_expect_no_script_ran(env.redis->port);
     EXPECT(c, ":1", "ZADD qe:l 1 m");
     EXPECT(c, ":1", "QEXTEND qe:l m 1000");
     redisFree(c);
@@ -593,7 +509,7 @@ Test(verbs, qextend_argument_errors)
 Test(verbs, qreclaim_moves_expired_leases_back_oldest_first_and_leaves_live_ones)
 {
     redisContext *c = client();
-    long long t = server_ms(c);
+    long long t = vt_server_ms(c);
     EXPECT(c, ":4", "ZADD qr:lease %lld young %lld oldest %lld live %lld middle", t - 1000, t - 3000,
            t + 600000, t - 2000);
     EXPECT(c, ":1", "ZADD qr:jobs 5 queued");
@@ -608,7 +524,7 @@ Test(verbs, qreclaim_moves_expired_leases_back_oldest_first_and_leaves_live_ones
 Test(verbs, qreclaim_count_limits_how_many_come_back)
 {
     redisContext *c = client();
-    long long t = server_ms(c);
+    long long t = vt_server_ms(c);
     EXPECT(c, ":3", "ZADD qr:c:lease %lld c %lld a %lld b", t - 1000, t - 3000, t - 2000);
     EXPECT(c, "[]", "QRECLAIM qr:c:lease qr:c 1 COUNT 0");
     EXPECT(c, ":3", "ZCARD qr:c:lease");
@@ -624,13 +540,13 @@ Test(verbs, qreclaim_count_limits_how_many_come_back)
 Test(verbs, qreclaim_at_now_requeues_at_the_server_time)
 {
     redisContext *c = client();
-    long long t0 = server_ms(c);
+    long long t0 = vt_server_ms(c);
     EXPECT(c, ":1", "ZADD qr:n:lease %lld m", t0 - 1);
     EXPECT(c, "[\"m\"]", "QRECLAIM qr:n:lease qr:n NOW");
-    long long t1 = server_ms(c);
-    assert_within(zscore_ms(c, "qr:n", "m"), t0, t1, "m's new score");
+    long long t1 = vt_server_ms(c);
+    vt_assert_within(zscore_ms(c, "qr:n", "m"), t0, t1, "m's new score");
     /* a deadline exactly at the clock reading before the call has passed */
-    long long t = server_ms(c);
+    long long t = vt_server_ms(c);
     EXPECT(c, ":1", "ZADD qr:n:lease %lld edge", t);
     EXPECT(c, "[\"edge\"]", "QRECLAIM qr:n:lease qr:n 0");
     redisFree(c);
@@ -673,7 +589,7 @@ Test(verbs, qreclaim_argument_errors)
     EXPECT_ERR(c, ERR_SYNTAX, "QRECLAIM qr:l qr:j 0 FOO");
     EXPECT_ERR(c, ERR_SYNTAX, "QRECLAIM qr:l qr:j 0 FOO 1");
     EXPECT_ERR(c, ERR_SYNTAX, "QRECLAIM qr:l qr:j 0 COUNT 1 extra");
-    expect_no_script_ran();
+    vt_expect_no_script_ran(env.redis->port);
     EXPECT(c, ":1", "ZADD qr:l 1 m");
     EXPECT(c, "[\"m\"]", "QRECLAIM qr:l qr:j 0 COUNT 1");
     redisFree(c);
@@ -706,23 +622,23 @@ Test(verbs, lockrenew_by_the_owner_sets_the_ttl)
 {
     redisContext *c = client();
     EXPECT(c, "+OK", "SET lk:n owner NX PX 60000");
-    long long before = pexpiretime(c, "lk:n");
+    long long before = vt_pexpiretime(c, "lk:n");
     EXPECT(c, ":0", "LOCKRENEW lk:n intruder 500000");
-    cr_assert(pexpiretime(c, "lk:n") == before, "the intruder changed the TTL");
-    long long t0 = server_ms(c);
+    cr_assert(vt_pexpiretime(c, "lk:n") == before, "the intruder changed the TTL");
+    long long t0 = vt_server_ms(c);
     EXPECT(c, ":1", "LOCKRENEW lk:n owner 500000");
-    long long t1 = server_ms(c);
-    assert_within(pexpiretime(c, "lk:n"), t0 + 500000, t1 + 500000, "the renewed expiry");
+    long long t1 = vt_server_ms(c);
+    vt_assert_within(vt_pexpiretime(c, "lk:n"), t0 + 500000, t1 + 500000, "the renewed expiry");
     redisReply *r = vt_cmd(c, "PTTL lk:n");
     cr_assert(r && r->type == REDIS_REPLY_INTEGER, "PTTL: %s", VT_DESCRIBE(r));
-    long long t2 = server_ms(c);
-    assert_within(r->integer, 500000 - (t2 - t0), 500000, "PTTL after the renewal");
+    long long t2 = vt_server_ms(c);
+    vt_assert_within(r->integer, 500000 - (t2 - t0), 500000, "PTTL after the renewal");
     freeReplyObject(r);
     EXPECT(c, "\"owner\"", "GET lk:n");
     /* a lock without a TTL gets one */
     EXPECT(c, "+OK", "SET lk:p owner");
     EXPECT(c, ":1", "LOCKRENEW lk:p owner 300000");
-    cr_assert(pexpiretime(c, "lk:p") > 0, "no TTL after LOCKRENEW");
+    cr_assert(vt_pexpiretime(c, "lk:p") > 0, "no TTL after LOCKRENEW");
     /* a missing lock is not created */
     EXPECT(c, ":0", "LOCKRENEW lk:none owner 1000");
     EXPECT(c, ":-2", "PTTL lk:none");
@@ -733,15 +649,15 @@ Test(verbs, lockhandover_by_the_owner_passes_the_lock_on)
 {
     redisContext *c = client();
     EXPECT(c, "+OK", "SET lk:h alice NX PX 60000");
-    long long before = pexpiretime(c, "lk:h");
+    long long before = vt_pexpiretime(c, "lk:h");
     EXPECT(c, ":0", "LOCKHANDOVER lk:h mallory bob 500000");
     EXPECT(c, "\"alice\"", "GET lk:h");
-    cr_assert(pexpiretime(c, "lk:h") == before, "the intruder changed the TTL");
-    long long t0 = server_ms(c);
+    cr_assert(vt_pexpiretime(c, "lk:h") == before, "the intruder changed the TTL");
+    long long t0 = vt_server_ms(c);
     EXPECT(c, ":1", "LOCKHANDOVER lk:h alice bob 500000");
-    long long t1 = server_ms(c);
+    long long t1 = vt_server_ms(c);
     EXPECT(c, "\"bob\"", "GET lk:h");
-    assert_within(pexpiretime(c, "lk:h"), t0 + 500000, t1 + 500000, "the handed-over expiry");
+    vt_assert_within(vt_pexpiretime(c, "lk:h"), t0 + 500000, t1 + 500000, "the handed-over expiry");
     /* the old owner has nothing left to hand over or release */
     EXPECT(c, ":0", "LOCKHANDOVER lk:h alice carol 1000");
     EXPECT(c, ":0", "LOCKRELEASE lk:h alice");
@@ -781,7 +697,7 @@ Test(verbs, lock_verbs_argument_errors)
     EXPECT_ERR(c, "ERR invalid expire time in 'lockhandover' command", "LOCKHANDOVER lk:a t u 0");
     EXPECT_ERR(c, "ERR invalid expire time in 'lockhandover' command", "LOCKHANDOVER lk:a t u -5");
     EXPECT_ERR(c, ERR_INT, "LOCKHANDOVER lk:a t u abc");
-    expect_no_script_ran();
+    vt_expect_no_script_ran(env.redis->port);
     EXPECT(c, "+OK", "SET lk:a t");
     EXPECT(c, ":1", "LOCKHANDOVER lk:a t u 1000");
     redisFree(c);
@@ -885,7 +801,7 @@ Test(verbs, hsetver_argument_errors)
     EXPECT_ERR(c, ERR_INT, "HSETVER hv:a 1.0 f v");
     EXPECT_ERR(c, ERR_INT, "HSETVER hv:a 9223372036854775808 f v");
     EXPECT_ERR(c, ERR_INT, "HSETVER hv:a -9223372036854775809 f v");
-    expect_no_script_ran();
+    vt_expect_no_script_ran(env.redis->port);
     EXPECT(c, ":1", "HSETVER hv:a 1 f v");
     redisFree(c);
 }
@@ -895,11 +811,11 @@ Test(verbs, hsetver_argument_errors)
 Test(verbs, zwindow_adds_at_the_server_time_and_sets_the_ttl)
 {
     redisContext *c = client();
-    long long t0 = server_ms(c);
+    long long t0 = vt_server_ms(c);
     EXPECT(c, "[:1, :1]", "ZWINDOW zw:a 600000 req-1");
-    long long t1 = server_ms(c);
-    assert_within(zscore_ms(c, "zw:a", "req-1"), t0, t1, "req-1's time");
-    assert_within(pexpiretime(c, "zw:a"), t0 + 600000, t1 + 600000, "the window's expiry");
+    long long t1 = vt_server_ms(c);
+    vt_assert_within(zscore_ms(c, "zw:a", "req-1"), t0, t1, "req-1's time");
+    vt_assert_within(vt_pexpiretime(c, "zw:a"), t0 + 600000, t1 + 600000, "the window's expiry");
     EXPECT(c, "[:1, :2]", "ZWINDOW zw:a 600000 req-2");
     redisFree(c);
 }
@@ -907,7 +823,7 @@ Test(verbs, zwindow_adds_at_the_server_time_and_sets_the_ttl)
 Test(verbs, zwindow_drops_entries_that_left_the_window)
 {
     redisContext *c = client();
-    long long t = server_ms(c);
+    long long t = vt_server_ms(c);
     /* old is exactly window-ms before the clock read above: out */
     EXPECT(c, ":3", "ZADD zw:d %lld old %lld older %lld recent", t - 600000, t - 900000, t - 1000);
     EXPECT(c, "[:1, :2]", "ZWINDOW zw:d 600000 new");
@@ -918,7 +834,7 @@ Test(verbs, zwindow_drops_entries_that_left_the_window)
 Test(verbs, zwindow_limit_caps_the_window)
 {
     redisContext *c = client();
-    long long t = server_ms(c);
+    long long t = vt_server_ms(c);
     EXPECT(c, ":3", "ZADD zw:l %lld a %lld b %lld gone", t - 2000, t - 1000, t - 900000);
     EXPECT(c, "[:0, :2]", "ZWINDOW zw:l 600000 m LIMIT 2");
     EXPECT(c, "[\"a\", \"b\"]", "ZRANGE zw:l 0 -1");
@@ -934,12 +850,12 @@ Test(verbs, zwindow_limit_caps_the_window)
 Test(verbs, zwindow_refreshes_a_member_already_in_the_window)
 {
     redisContext *c = client();
-    long long t = server_ms(c);
+    long long t = vt_server_ms(c);
     EXPECT(c, ":2", "ZADD zw:r %lld m %lld other", t - 5000, t - 4000);
-    long long t0 = server_ms(c);
+    long long t0 = vt_server_ms(c);
     EXPECT(c, "[:1, :2]", "ZWINDOW zw:r 600000 m");
-    long long t1 = server_ms(c);
-    assert_within(zscore_ms(c, "zw:r", "m"), t0, t1, "m's refreshed time");
+    long long t1 = vt_server_ms(c);
+    vt_assert_within(zscore_ms(c, "zw:r", "m"), t0, t1, "m's refreshed time");
     EXPECT(c, "[\"other\", \"m\"]", "ZRANGE zw:r 0 -1");
     EXPECT(c, "[:1, :2]", "ZWINDOW zw:r 600000 other LIMIT 3");
     redisFree(c);
@@ -972,7 +888,7 @@ Test(verbs, zwindow_argument_errors)
     EXPECT_ERR(c, ERR_SYNTAX, "ZWINDOW zw:a 1000 m FOO");
     EXPECT_ERR(c, ERR_SYNTAX, "ZWINDOW zw:a 1000 m FOO 1");
     EXPECT_ERR(c, ERR_SYNTAX, "ZWINDOW zw:a 1000 m LIMIT 1 extra");
-    expect_no_script_ran();
+    vt_expect_no_script_ran(env.redis->port);
     EXPECT(c, "[:1, :1]", "ZWINDOW zw:a 1000 m LIMIT 1");
     redisFree(c);
 }
@@ -1092,7 +1008,7 @@ Test(verbs, verbs_on_twenty_thousand_members_at_once)
 static redisReply *exact_round(redisContext *c, const char *del, const char *setup, long long off1,
                                long long off2, const char *verb, long long *t)
 {
-    *t = server_ms(c);
+    *t = vt_server_ms(c);
     int rc = redisAppendCommand(c, del);
     rc |= redisAppendCommand(c, setup, *t + off1, *t + off2);
     rc |= redisAppendCommand(c, verb);
@@ -1101,7 +1017,7 @@ static redisReply *exact_round(redisContext *c, const char *del, const char *set
     redisReply *r = vt_get_reply(c);
     cr_assert(r && r->type == REDIS_REPLY_INTEGER, "%s: got %s", del, VT_DESCRIBE(r));
     freeReplyObject(r);
-    check_reply(__LINE__, setup, c, vt_get_reply(c), ":2");
+    vt_check_reply(__LINE__, setup, c, vt_get_reply(c), ":2");
     redisReply *reply = vt_get_reply(c);
     cr_assert(reply != NULL, "%s: no reply", verb);
     r = vt_get_reply(c);
@@ -1131,7 +1047,7 @@ Test(verbs, zwindow_an_entry_exactly_window_ms_old_is_out_and_one_ms_younger_is_
                                     "ZWINDOW zw:b 10000 m", &t);
         if (!r) continue;
         exact++;
-        check_reply(__LINE__, "ZWINDOW zw:b 10000 m", c, r, "[:1, :2]");
+        vt_check_reply(__LINE__, "ZWINDOW zw:b 10000 m", c, r, "[:1, :2]");
         EXPECT(c, "[\"in\", \"m\"]", "ZRANGE zw:b 0 -1");
     }
     expect_enough_exact_rounds(exact, tried);
@@ -1149,7 +1065,7 @@ Test(verbs, qreclaim_a_deadline_exactly_now_has_passed_and_one_ms_later_has_not)
                                     "QRECLAIM qr:b qr:b:q 0", &t);
         if (!r) continue;
         exact++;
-        check_reply(__LINE__, "QRECLAIM qr:b qr:b:q 0", c, r, "[\"due\"]");
+        vt_check_reply(__LINE__, "QRECLAIM qr:b qr:b:q 0", c, r, "[\"due\"]");
         EXPECT(c, "[\"not-yet\"]", "ZRANGE qr:b 0 -1");
     }
     expect_enough_exact_rounds(exact, tried);
@@ -1169,7 +1085,7 @@ Test(verbs, qpop_maxscore_now_takes_a_job_due_exactly_now_but_not_one_ms_later)
         exact++;
         char want[128];
         snprintf(want, sizeof(want), "[\"due\", \"%lld\"]", t);
-        check_reply(__LINE__, "QPOP qp:b COUNT 5 MAXSCORE NOW", c, r, want);
+        vt_check_reply(__LINE__, "QPOP qp:b COUNT 5 MAXSCORE NOW", c, r, want);
         EXPECT(c, "[\"not-yet\"]", "ZRANGE qp:b 0 -1");
     }
     expect_enough_exact_rounds(exact, tried);
@@ -1201,7 +1117,7 @@ Test(verbs, integers_are_parsed_as_redis_parses_them)
         EXPECT_ERR(c, ERR_INT, "HSETVER in:h %s f v", bad[i]);
         EXPECT_ERR(c, ERR_INT, "ZWINDOW in:w %s m", bad[i]);
     }
-    expect_no_script_ran();
+    vt_expect_no_script_ran(env.redis->port);
     EXPECT(c, ":2", "ZADD in:q 1 a 2 b");
     EXPECT(c, "[]", "QPOP in:q COUNT 0");
     EXPECT(c, "[\"a\", \"1\"]", "QPOP in:q COUNT 1");
@@ -1221,7 +1137,7 @@ Test(verbs, floats_are_parsed_as_redis_parses_them)
         EXPECT_ERR(c, ERR_FLOAT, "QPOP fl:q MAXSCORE %s", bad[i]);
         EXPECT_ERR(c, ERR_FLOAT, "QRECLAIM fl:l fl:q %s", bad[i]);
     }
-    expect_no_script_ran();
+    vt_expect_no_script_ran(env.redis->port);
     EXPECT(c, ":1", "ZADD fl:z 0 a");
     EXPECT(c, "[]", "ZTICK fl:z 1.5e2 +inf");
     EXPECT(c, "[]", "ZTICK fl:z -0.5 1e300");
@@ -1294,7 +1210,7 @@ Test(verbs, a_pipeline_mixing_verbs_errors_and_plain_commands_gets_every_reply_i
     for (size_t i = 0; i < n; i++) {
         char what[128];
         snprintf(what, sizeof(what), "reply %zu of the pipeline (%s)", i, steps[i].cmd);
-        check_reply(__LINE__, what, c, vt_get_reply(c), steps[i].want);
+        vt_check_reply(__LINE__, what, c, vt_get_reply(c), steps[i].want);
     }
     redisFree(c);
 }
@@ -1320,15 +1236,15 @@ Test(verbs, a_long_pipeline_of_verbs_and_errors_stays_in_order)
                                              "QACK", "LOCKRENEW"};
         for (int k = 0; k < 6; k++)
             snprintf(what[k], sizeof(what[k]), "round %d, %s", i, names[k]);
-        check_reply(__LINE__, what[0], c, vt_get_reply(c), ":1");
-        check_reply(__LINE__, what[1], c, vt_get_reply(c), i % 2 ? "-" ERR_NEGATIVE : "-" ERR_INT);
+        vt_check_reply(__LINE__, what[0], c, vt_get_reply(c), ":1");
+        vt_check_reply(__LINE__, what[1], c, vt_get_reply(c), i % 2 ? "-" ERR_NEGATIVE : "-" ERR_INT);
         snprintf(want, sizeof(want), "[\"m%d\", \"%d\"]", i, i);
-        check_reply(__LINE__, what[2], c, vt_get_reply(c), want);
+        vt_check_reply(__LINE__, what[2], c, vt_get_reply(c), want);
         snprintf(want, sizeof(want), ":%d", i + 1);
-        check_reply(__LINE__, what[3], c, vt_get_reply(c), want);
-        check_reply(__LINE__, what[4], c, vt_get_reply(c), ":1");
-        check_reply(__LINE__, what[5], c, vt_get_reply(c),
-                    i % 3 ? ":0" : "-ERR invalid expire time in 'lockrenew' command");
+        vt_check_reply(__LINE__, what[3], c, vt_get_reply(c), want);
+        vt_check_reply(__LINE__, what[4], c, vt_get_reply(c), ":1");
+        vt_check_reply(__LINE__, what[5], c, vt_get_reply(c),
+                       i % 3 ? ":0" : "-ERR invalid expire time in 'lockrenew' command");
     }
     EXPECT(c, ":0", "EXISTS lp:q lp:l");
     redisFree(c);

@@ -311,6 +311,126 @@ Test(verb_checks, zwindow)
     ARITY("ZWINDOW k 1000", "zwindow");
 }
 
+#define CURSOR "ERR invalid cursor"
+
+Test(verb_checks, zpage)
+{
+    verb_call call;
+    cr_assert_str_eq(check("ZPAGE k 0 10", &call), "");
+    cr_assert_eq(call.nkeys, 1);
+    cr_assert_eq(call.keys[0], 1);
+    cr_assert_eq(call.range_count, 0);
+    cr_assert_eq(call.first_arg, 2, "ARGV: cursor, count, options");
+    OK("ZPAGE k 0 1 REV WITHSCORES");
+    OK("zpage k 0 1 withscores rev Rev");
+    OK("ZPAGE k a5:6d31 3");
+    OK("ZPAGE k r5:6d31 3 REV");
+    OK("ZPAGE k a7: 1"); /* the empty member */
+    OK("ZPAGE k r-inf: 1 rev");
+    OK("ZPAGE k ainf:00ff 1");
+    OK("ZPAGE k a4.9406564584124654e-324:00 1");
+    OK("ZPAGE k a-1.7976931348623157e+308:61 1");
+    OK("ZPAGE k a1:61 9223372036854775807");
+    ARITY("ZPAGE k 0", "zpage");
+    ARITY("ZPAGE k", "zpage");
+    ARITY("ZPAGE", "zpage");
+    ERR("ZPAGE k 0 x", INT);
+    ERR("ZPAGE k 0 1.5", INT);
+    ERR("ZPAGE k 0 01", INT);
+    ERR("ZPAGE k 0 9223372036854775808", INT);
+    ERR("ZPAGE k 0 0", POSITIVE);
+    ERR("ZPAGE k 0 -3", POSITIVE);
+    ERR("ZPAGE k 0 1 FOO", SYNTAX);
+    ERR("ZPAGE k 0 1 REV LIMIT", SYNTAX);
+    /* a cursor of the other direction, or not one ZPAGE gives */
+    ERR("ZPAGE k r1:61 1", CURSOR);
+    ERR("ZPAGE k a1:61 1 REV", CURSOR);
+    ERR("ZPAGE k a1:6 1", CURSOR);
+    ERR("ZPAGE k a1:6g 1", CURSOR);
+    ERR("ZPAGE k a1:6A 1", CURSOR);
+    ERR("ZPAGE k a1:61:62 1", CURSOR);
+    ERR("ZPAGE k a:61 1", CURSOR);
+    ERR("ZPAGE k a1 1", CURSOR);
+    ERR("ZPAGE k a 1", CURSOR);
+    ERR("ZPAGE k ax:61 1", CURSOR);
+    ERR("ZPAGE k anan:61 1", CURSOR);
+    ERR("ZPAGE k a1e999:61 1", CURSOR);
+    ERR("ZPAGE k a1e-999:61 1", CURSOR);
+    ERR("ZPAGE k b1:61 1", CURSOR);
+    ERR("ZPAGE k A1:61 1", CURSOR);
+    ERR("ZPAGE k 00 1", CURSOR);
+    ERR("ZPAGE k -0 1", CURSOR);
+    /* options, then count, then the cursor */
+    ERR("ZPAGE k bad x FOO", SYNTAX);
+    ERR("ZPAGE k bad x", INT);
+    ERR("ZPAGE k bad 0", POSITIVE);
+    ERR("ZPAGE k bad 1", CURSOR);
+}
+
+#define EXPIRE "ERR invalid expire time in 'zsnapshot' command"
+#define NUMKEYS "ERR at least 1 input key is needed for 'zsnapshot' command"
+#define WEIGHT "ERR weight value is not a float"
+
+/* KEYS = dest, then the numkeys run; ARGV = everything after dest. */
+Test(verb_checks, zsnapshot_keys_are_dest_and_the_numkeys_run)
+{
+    verb_call call;
+    cr_assert_str_eq(check("ZSNAPSHOT d 1000 3 a b c WEIGHTS 1 2 3 AGGREGATE COUNT", &call), "");
+    cr_assert_eq(call.nkeys, 1);
+    cr_assert_eq(call.keys[0], 1, "dest is argv[1]");
+    cr_assert_eq(call.range_first, 4, "the sources start at argv[4]");
+    cr_assert_eq(call.range_count, 3);
+    cr_assert_eq(call.first_arg, 2, "ARGV: ttl-ms, numkeys, the sources, the options");
+    cr_assert_str_eq(check("zsnapshot d 1 1 a", &call), "");
+    cr_assert_eq(call.range_first, 4);
+    cr_assert_eq(call.range_count, 1);
+    /* the next call's keys start afresh */
+    cr_assert_str_eq(check("QPOP q", &call), "");
+    cr_assert_eq(call.nkeys, 1);
+    cr_assert_eq(call.range_count, 0);
+}
+
+Test(verb_checks, zsnapshot)
+{
+    OK("ZSNAPSHOT d 1000 2 a b");
+    OK("zsnapshot d 1 1 a aggregate min weights -inf");
+    OK("ZSNAPSHOT d 1000 2 a b WEIGHTS 0.5 1e3 AGGREGATE max AGGREGATE Count WEIGHTS 1 2");
+    OK("ZSNAPSHOT d 1000 1 d");
+    /* whether server time + ttl passes int64 only the script can tell */
+    OK("ZSNAPSHOT d 9223372036854775807 1 a");
+    ARITY("ZSNAPSHOT d 1000 1", "zsnapshot");
+    ARITY("ZSNAPSHOT d 1000", "zsnapshot");
+    ARITY("ZSNAPSHOT", "zsnapshot");
+    ERR("ZSNAPSHOT d x 1 a", INT);
+    ERR("ZSNAPSHOT d 1.5 1 a", INT);
+    ERR("ZSNAPSHOT d 9223372036854775808 1 a", INT);
+    ERR("ZSNAPSHOT d 0 1 a", EXPIRE);
+    ERR("ZSNAPSHOT d -5 1 a", EXPIRE);
+    ERR("ZSNAPSHOT d 1000 x a", INT);
+    ERR("ZSNAPSHOT d 1000 01 a", INT);
+    ERR("ZSNAPSHOT d 1000 9223372036854775808 a", INT);
+    ERR("ZSNAPSHOT d 1000 0 a", NUMKEYS);
+    ERR("ZSNAPSHOT d 1000 -1 a", NUMKEYS);
+    ERR("ZSNAPSHOT d 1000 2 a", SYNTAX);
+    ERR("ZSNAPSHOT d 1000 9223372036854775807 a", SYNTAX);
+    ERR("ZSNAPSHOT d 1000 1 a WEIGHTS", SYNTAX);
+    ERR("ZSNAPSHOT d 1000 2 a b WEIGHTS 1", SYNTAX);
+    ERR("ZSNAPSHOT d 1000 1 a WEIGHTS 1 2", SYNTAX);
+    ERR("ZSNAPSHOT d 1000 1 a WEIGHTS x", WEIGHT);
+    ERR("ZSNAPSHOT d 1000 1 a WEIGHTS nan", WEIGHT);
+    ERR("ZSNAPSHOT d 1000 2 a b WEIGHTS 1 1e999", WEIGHT);
+    ERR("ZSNAPSHOT d 1000 1 a AGGREGATE", SYNTAX);
+    ERR("ZSNAPSHOT d 1000 1 a AGGREGATE AVG", SYNTAX);
+    ERR("ZSNAPSHOT d 1000 1 a AGGREGATE SUM x", SYNTAX);
+    ERR("ZSNAPSHOT d 1000 1 a WITHSCORES", SYNTAX);
+    /* ttl, numkeys, then the options from left to right */
+    ERR("ZSNAPSHOT d 0 x a", EXPIRE);
+    ERR("ZSNAPSHOT d x 0 a", INT);
+    ERR("ZSNAPSHOT d 1000 0 a AGGREGATE AVG", NUMKEYS);
+    ERR("ZSNAPSHOT d 1000 1 a WEIGHTS x AGGREGATE AVG", WEIGHT);
+    ERR("ZSNAPSHOT d 1000 1 a AGGREGATE AVG WEIGHTS x", SYNTAX);
+}
+
 /* ---- custom verbs ---- */
 
 static char dir[64];
