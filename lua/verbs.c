@@ -652,7 +652,10 @@ int verbs_build(verb_table *t, verb_def **custom, int ncustom, long long ztick_m
     t->verbs = calloc((size_t)t->count, sizeof(*t->verbs));
     t->broken = calloc((size_t)t->count, 1);
     t->load_ids = calloc((size_t)t->count, sizeof(int));
-    if (!t->verbs || !t->broken || !t->load_ids) abort();
+    t->load_off = calloc((size_t)t->count, sizeof(size_t));
+    t->load_size = calloc((size_t)t->count, sizeof(size_t));
+    t->script_of = calloc((size_t)t->count, sizeof(int));
+    if (!t->verbs || !t->broken || !t->load_ids || !t->load_off || !t->load_size || !t->script_of) abort();
     for (int i = 0; i < NBUILTINS; i++)
         t->verbs[i] = &builtins[i];
     for (int i = 0; i < ncustom; i++)
@@ -686,16 +689,22 @@ int verbs_build(verb_table *t, verb_def **custom, int ncustom, long long ztick_m
     size_t cap = 0;
     for (int i = 0; i < t->count; i++) {
         const verb_def *v = t->verbs[i];
-        int loaded = 0;
-        for (int j = 0; j < i && !loaded; j++)
-            loaded = strcmp(t->verbs[j]->sha, v->sha) == 0;
-        if (loaded) continue; /* one script for several entries: loaded once */
+        int loaded = -1;
+        for (int j = 0; j < t->nloads && loaded < 0; j++)
+            if (strcmp(t->verbs[t->load_ids[j]]->sha, v->sha) == 0) loaded = j;
+        if (loaded >= 0) { /* one script for several entries: loaded once */
+            t->script_of[i] = loaded;
+            continue;
+        }
+        t->script_of[i] = t->nloads;
+        t->load_off[t->nloads] = t->load_len;
         t->load_ids[t->nloads++] = i;
         char head[64];
         int n = snprintf(head, sizeof(head), "*3\r\n$6\r\nSCRIPT\r\n$4\r\nLOAD\r\n$%zu\r\n", v->body_len);
         append(&t->load_cmds, &t->load_len, &cap, head, (size_t)n);
         append(&t->load_cmds, &t->load_len, &cap, v->body, v->body_len);
         append(&t->load_cmds, &t->load_len, &cap, "\r\n", 2);
+        t->load_size[t->nloads - 1] = t->load_len - t->load_off[t->nloads - 1];
     }
     return 0;
 }
@@ -707,6 +716,9 @@ void verbs_free(verb_table *t)
     free(t->broken);
     free(t->load_cmds);
     free(t->load_ids);
+    free(t->load_off);
+    free(t->load_size);
+    free(t->script_of);
     memset(t, 0, sizeof(*t));
 }
 

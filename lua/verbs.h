@@ -72,13 +72,17 @@ typedef struct verb_table {
     unsigned char *broken; /* [count] an upstream's SCRIPT LOAD gave another SHA */
     char ztick_max[24];    /* the hidden argument, as text */
     /* "SCRIPT LOAD <body>" for every script, in table order (a script two
-     * entries share once), as one RESP buffer: sent whole before a
-     * connection's first verb. load_ids[i]: the entry whose SHA the i-th
-     * answer is checked against. */
+     * entries share once), as one RESP buffer: sent whole after a NOSCRIPT.
+     * load_ids[i]: the entry whose SHA the i-th answer is checked against. */
     char *load_cmds;
     size_t load_len;
     int *load_ids;
     int nloads;
+    /* Each script's own SCRIPT LOAD in load_cmds (load index i), and the
+     * load index of each entry's script (script_of[verb id]): a connection
+     * loads a script just before its first call of it. */
+    size_t *load_off, *load_size;
+    int *script_of;
 } verb_table;
 
 /* The built-in verbs (static). */

@@ -17,7 +17,8 @@
 -- in byte order; scores are printed by this server, as its own ZUNION
 -- prints them. Errors in Redis's order and texts: numkeys, then WRONGTYPE,
 -- then the options. When the last AGGREGATE is not COUNT, Redis's own
--- command runs with the options that win.
+-- command runs with the options that win (computed here the same way when
+-- its sources are too many for one redis.call).
 
 --#include lib/err.lua
 --#include lib/int.lua
@@ -25,24 +26,27 @@
 --#include lib/order.lua
 --#include lib/zset.lua
 --#include lib/zaggregate.lua
+--#include lib/zcommand.lua
 
 local command = string.lower(ARGV[2] or '')
 if (command ~= 'zunion' and command ~= 'zinter') or #ARGV < 4 then
   return err("ERR wrong number of arguments for 'zunion' command")
 end
 local resp3 = ARGV[1] == '3'
-local read, failure = zaggregate_read(command, ARGV, 3, KEYS, false)
+local read, failure = zcommand_read(command, ARGV, 3, KEYS, false)
 if not read then
   return failure
 end
-if read.aggregate ~= 'count' then
+local native = read.aggregate ~= 'count' and zcommand_native(command, nil, KEYS, read)
+if native and #native <= MEMBERS_PER_CALL then
   if resp3 then
     redis.setresp(3) -- the reply comes back as RESP3 and goes on as such
   end
-  return redis.call(unpack(zaggregate_native(command, nil, KEYS, read)))
+  return redis.call(unpack(native))
 end
 
-local scores, members = zaggregate_count(command == 'zinter', KEYS, read.weights)
+-- COUNT, or more sources than one redis.call carries: computed here.
+local scores, members = zaggregate_compute(command == 'zinter', KEYS, read.weights, read.aggregate)
 
 -- Score order, ties in byte order: members grouped by score, the groups
 -- sorted by score, each group by member.

@@ -12,7 +12,8 @@
 -- type, or deleted when the result is empty. Reply: the number of members
 -- stored. AGGREGATE COUNT: see lua/zcount.lua. Errors in Redis's order and
 -- texts, before anything is written. When the last AGGREGATE is not COUNT,
--- Redis's own command runs with the options that win.
+-- Redis's own command runs with the options that win (computed here the
+-- same way when its sources are too many for one redis.call).
 
 --#include lib/err.lua
 --#include lib/int.lua
@@ -20,6 +21,7 @@
 --#include lib/order.lua
 --#include lib/zset.lua
 --#include lib/zaggregate.lua
+--#include lib/zcommand.lua
 
 local command = string.lower(ARGV[1] or '')
 if (command ~= 'zunionstore' and command ~= 'zinterstore') or #ARGV < 4 or #KEYS < 2 then
@@ -30,12 +32,13 @@ local sources = {}
 for k = 2, #KEYS do
   sources[k - 1] = KEYS[k]
 end
-local read, failure = zaggregate_read(command, ARGV, 3, sources, true)
+local read, failure = zcommand_read(command, ARGV, 3, sources, true)
 if not read then
   return failure
 end
-if read.aggregate ~= 'count' then
-  return redis.call(unpack(zaggregate_native(command, dest, sources, read)))
+local native = read.aggregate ~= 'count' and zcommand_native(command, dest, sources, read)
+if native and #native <= MEMBERS_PER_CALL then
+  return redis.call(unpack(native))
 end
-local scores, members = zaggregate_count(command == 'zinterstore', sources, read.weights)
-return zaggregate_store(dest, scores, members)
+-- COUNT, or more sources than one redis.call carries: computed here.
+return zaggregate_store(dest, zaggregate_compute(command == 'zinterstore', sources, read.weights, read.aggregate))

@@ -22,7 +22,7 @@
 -- One redis.call carries at most what unpack() can put on Lua's C stack
 -- (lib/zset.lua), so a union of thousands of sources, too many for one
 -- ZUNIONSTORE call, is computed here with Redis's own arithmetic
--- (union_computed below): the same scores, bit for bit.
+-- (lib/zaggregate.lua): the same scores, bit for bit.
 
 --#include lib/err.lua
 --#include lib/int.lua
@@ -93,66 +93,13 @@ if kind ~= 'none' then
   end
   return { 0, redis.call('PTTL', dest) }
 end
-local sources, kinds = {}, {}
+local sources = {}
 for k = 2, #KEYS do
   local source_kind = redis.call('TYPE', KEYS[k]).ok
   if source_kind ~= 'zset' and source_kind ~= 'set' and source_kind ~= 'none' then
     return err(WRONGTYPE)
   end
-  sources[k - 1], kinds[k - 1] = KEYS[k], source_kind
-end
-
--- The union as ZUNIONSTORE computes it (t_zset.c), for a call it cannot be
--- given in one piece: sources from the smallest to the largest (equal
--- sizes keep their order: Redis sorts them with glibc's stable merge sort),
--- each member's score (1 in a plain set) times its source's weight, NaN
--- made 0, then combined with what the member has so far: SUM adds (a NaN
--- sum is 0), MIN and MAX compare exactly as Redis does. Lua's numbers are
--- the same doubles, so every score comes out bit for bit as Redis's.
--- Returns member -> score and the members.
-local function union_computed()
-  local order = {}
-  for k = 1, #sources do
-    local items = {}
-    if kinds[k] == 'zset' then
-      items = redis.call('ZRANGE', sources[k], 0, -1, 'WITHSCORES')
-    elseif kinds[k] == 'set' then
-      for _, m in ipairs(redis.call('SMEMBERS', sources[k])) do
-        items[#items + 1] = m
-        items[#items + 1] = 1
-      end
-    end
-    order[k] = { weight = weights and weights[k] or 1, index = k, items = items }
-  end
-  table.sort(order, function(a, b)
-    if #a.items ~= #b.items then
-      return #a.items < #b.items
-    end
-    return a.index < b.index
-  end)
-  local scores, members = {}, {}
-  for _, source in ipairs(order) do
-    local w, items = source.weight, source.items
-    for i = 1, #items, 2 do
-      local m, v = items[i], w * tonumber(items[i + 1])
-      if v ~= v then
-        v = 0
-      end
-      local s = scores[m]
-      if s == nil then
-        scores[m] = v
-        members[#members + 1] = m
-      elseif aggregate == 'sum' then
-        s = s + v
-        scores[m] = (s == s) and s or 0
-      elseif aggregate == 'min' then
-        scores[m] = (v < s) and v or s
-      else
-        scores[m] = (v > s) and v or s
-      end
-    end
-  end
-  return scores, members
+  sources[k - 1] = KEYS[k]
 end
 
 -- ZUNIONSTORE's own arguments: numkeys, the sources, and the options as
@@ -184,13 +131,7 @@ if #store_args <= MEMBERS_PER_CALL then
   end
 end
 if not stored then
-  local scores, members
-  if aggregate == 'count' then
-    scores, members = zaggregate_count(false, sources, weights)
-  else
-    scores, members = union_computed()
-  end
-  zaggregate_store(dest, scores, members)
+  zaggregate_store(dest, zaggregate_compute(false, sources, weights, aggregate))
 end
 if redis.call('EXISTS', dest) == 1 then
   redis.call('PEXPIRE', dest, ttl)

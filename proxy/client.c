@@ -698,6 +698,8 @@ static void client_dispatch(client_session *c, const resp_arg *argv, int argc, c
                                  : ADMIN_PATCH_NONE;
     int answered = upstream_forward(c->up, c, p, n, kind);
     if (answered && !c->up->shared && cmd_arg_is(&argv[0], "hello")) upstream_note_hello(c->up);
+    if (!c->up->shared && (cmd_arg_is(&argv[0], "auth") || cmd_arg_is(&argv[0], "hello")))
+        upstream_note_auth(c->up);
     if (answered) {
         client_slot *s = slot_push(c, SLOT_WAITING);
         s->patch = patch;

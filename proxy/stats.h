@@ -20,7 +20,7 @@ typedef struct vp_stats {
     unsigned long long verb_calls;           /* verbs sent upstream */
     unsigned long long verb_argument_errors; /* verbs refused by the proxy's checks */
     unsigned long long polyfill_calls;       /* Redis commands run as the proxy's script (AGGREGATE COUNT) */
-    unsigned long long script_loads;         /* rounds of SCRIPT LOAD sent */
+    unsigned long long script_loads;         /* SCRIPT LOADs sent (one per script a connection first calls) */
     unsigned long long noscript_recoveries;  /* verbs answered NOSCRIPT, reloaded and retried */
     unsigned long long noscript_reordered;   /* ... where later commands had already run */
     unsigned long long sharing_off;          /* 1 while Redis's output limit keeps clients from sharing */

@@ -556,11 +556,13 @@ static void up_deliver(upstream_conn *up, const char *p, size_t n, int done)
         up_fifo_pop(up);
         up_check_output_limit(up, p, n);
         return;
-    case ROUTE_SERVER:
+    case ROUTE_SERVER: {
+        unsigned long long sent = e->sent;
         up->server = UP_SERVER_UNKNOWN; /* answered: not "asked" when popped */
         up_fifo_pop(up);
-        up_check_server(up, p, n);
+        up_check_server(up, sent, p, n);
         return;
+    }
     case ROUTE_NOSCRIPT:
         if (!up_retry_verb(up)) {
             up->route = ROUTE_REPLY; /* could not retry: the client gets the NOSCRIPT */

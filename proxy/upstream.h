@@ -76,8 +76,10 @@ typedef struct up_entry {
     unsigned long long sent; /* numbers the requests in send order */
 } up_entry;
 
-/* Whether this connection has had the verbs' scripts loaded. */
-typedef enum up_scripts { UP_SCRIPTS_UNLOADED, UP_SCRIPTS_SENT } up_scripts;
+/* Which scripts this connection has had loaded: one bit per script (the
+ * verb table's load index); scripts past the 64th are loaded all at once
+ * and share the top bit. */
+#define UP_SCRIPTS_ALL (~0ULL)
 
 /* How an argument error for a verb (or a reply the proxy makes on a
  * connection that goes on) must be delivered. */
@@ -150,8 +152,8 @@ typedef struct upstream_conn {
     vp_buf kept;
     size_t kept_head;
     vp_buf scratch; /* a request built for a raw connection, copied out at once */
-    up_scripts scripts;
-    unsigned scripts_epoch;           /* srv->scripts_epoch when the scripts were sent */
+    unsigned long long scripts_loaded; /* bits, as of scripts_epoch (a SCRIPT FLUSH since clears them) */
+    unsigned scripts_epoch;            /* srv->scripts_epoch when scripts_loaded was last right */
     unsigned long long sent;          /* entries pushed so far */
     int verbs_in_flight;              /* UP_VERB entries not yet answered */
     int retries_in_flight;            /* of those, retried after a NOSCRIPT */
@@ -201,8 +203,10 @@ typedef struct upstream_conn {
     unsigned has_aggregate_count : 1; /* known: Redis 8.8 or later */
     unsigned resp3 : 1;
     unsigned resp_unsure : 1;      /* a HELLO was queued in a transaction */
+    unsigned server_noauth : 1;    /* our HELLO got -NOAUTH: the client has not authenticated (own connection) */
     int hellos_in_flight;          /* the client's HELLOs not answered yet */
     unsigned long long reset_sent; /* `sent` after the last RESET (HELLOs before it no longer count) */
+    unsigned long long auth_sent;  /* `sent` after the client's last AUTH or HELLO (a probe before it may be stale) */
     char server_name[16];          /* "redis", "valkey"... */
     char server_version[24];
 
@@ -254,6 +258,9 @@ int upstream_polyfill_must_wait(upstream_conn *up, const struct verb_def *v);
 int upstream_polyfill_wanted(const upstream_conn *up);
 /* A HELLO of the client's was just forwarded (its entry is the last). */
 void upstream_note_hello(upstream_conn *up);
+/* An AUTH or HELLO of the client's was just forwarded (own connection): it
+ * may have authenticated, so a refused probe is asked again. */
+void upstream_note_auth(upstream_conn *up);
 /* A RESET was just forwarded: the connection speaks RESP2 from there on. */
 void upstream_note_reset(upstream_conn *up);
 /* Is nothing outstanding that a held command waits for: the verbs before it

@@ -25,9 +25,9 @@ void up_note_answered(upstream_conn *up, const up_entry *e);
  * decide whether clients may share (upstream_outlimit.c). */
 void up_check_output_limit(upstream_conn *up, const char *p, size_t n);
 
-/* The answer to our server probe, or to a client's HELLO (the oldest
- * entry), whole in p..p+n (upstream_server.c). */
-void up_check_server(upstream_conn *up, const char *p, size_t n);
+/* The answer to our server probe (its entry's `sent`), or to a client's
+ * HELLO (the oldest entry), whole in p..p+n (upstream_server.c). */
+void up_check_server(upstream_conn *up, unsigned long long sent, const char *p, size_t n);
 void up_check_hello(upstream_conn *up, const up_entry *e, const char *p, size_t n);
 /* The oldest entry, about to be popped, is a probe or HELLO: nothing
  * waits for it any more. */

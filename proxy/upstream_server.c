@@ -16,9 +16,11 @@
  * client first sends such a call, which waits for the answer (one round
  * trip, once). Nothing is asked inside MULTI or while replies are not
  * counted: there the call runs as the script, whose reply is the same. A
- * refused HELLO (-NOAUTH before the client authenticated, an ACL) counts as
- * "lacks COUNT", and is asked again with the next such call, without
- * waiting.
+ * HELLO refused with -NOAUTH says the client has not authenticated: its
+ * calls go to Redis as they are (for Redis's -NOAUTH) until it sends AUTH
+ * or HELLO, after which the next call asks again. Refused otherwise (an
+ * ACL), it counts as "lacks COUNT", and is asked again with the next such
+ * call, without waiting.
  *
  * The protocol matters for ZUNION/ZINTER ... WITHSCORES, whose pairs are
  * nested in RESP3: the script is told the client's protocol. It is known as
@@ -47,6 +49,11 @@ void upstream_ask_server(upstream_conn *up)
 
 int upstream_polyfill_wanted(const upstream_conn *up)
 {
+    /* A client that has not authenticated where Redis requires it: the
+     * call goes as it is, and Redis answers -NOAUTH as it would without
+     * the proxy (the script's longer EVALSHA could pass Redis's pre-auth
+     * limit of 10 arguments and get the connection closed). */
+    if (up->shared ? upstream_requires_auth(up) : up->server_noauth) return 0;
     switch (up->srv->conf.aggregate_count) {
     case CONF_POLYFILL_YES:
         return 1;
@@ -63,7 +70,9 @@ int upstream_polyfill_must_wait(upstream_conn *up, const verb_def *v)
     /* A probe now would be queued in the transaction, or its answer not
      * counted: the script runs, and answers the same. */
     if (up->in_multi || up->raw_tx) return 0;
-    int need_server = up->srv->conf.aggregate_count == CONF_POLYFILL_AUTO;
+    /* (With `yes` too: the answer also says whether the client must
+     * authenticate first.) */
+    int need_server = up->srv->conf.aggregate_count != CONF_POLYFILL_NO;
     int need_protocol = v->hidden_protocol;
     if ((need_server && up->server == UP_SERVER_UNKNOWN) || (need_protocol && up->resp_unsure)) {
         if (up->server != UP_SERVER_ASKED) upstream_ask_server(up);
@@ -71,10 +80,12 @@ int upstream_polyfill_must_wait(upstream_conn *up, const verb_def *v)
     }
     if (up->server == UP_SERVER_ASKED && (need_server || need_protocol)) return 1;
     if (need_protocol && up->hellos_in_flight > 0) return 1;
-    /* Refused before (not authenticated yet, say): this call runs as the
-     * script, and the calls after it may know better. Never waited for, so
-     * a server that keeps refusing holds nobody up. */
-    if (need_server && up->server == UP_SERVER_UNREADABLE) upstream_ask_server(up);
+    /* Refused before, not for want of AUTH (an ACL, an old server): this
+     * call runs as the script, and the calls after it may know better.
+     * Never waited for, so a server that keeps refusing holds nobody up.
+     * (After -NOAUTH only the client's AUTH or HELLO changes anything:
+     * upstream_note_auth.) */
+    if (need_server && up->server == UP_SERVER_UNREADABLE && !up->server_noauth) upstream_ask_server(up);
     return 0;
 }
 
@@ -134,11 +145,18 @@ static int server_learn(upstream_conn *up, const char *p, size_t n)
     memcpy(up->server_name, name, sizeof(name));
     memcpy(up->server_version, version, sizeof(version));
     up->server = UP_SERVER_KNOWN;
+    up->server_noauth = 0;
     return 0;
 }
 
-void up_check_server(upstream_conn *up, const char *p, size_t n)
+void up_check_server(upstream_conn *up, unsigned long long sent, const char *p, size_t n)
 {
+    if (n && p[0] == '-' && sent < up->auth_sent) {
+        /* Refused before the client's AUTH (or HELLO) that followed it ran:
+         * stale. Asked again before the next call. */
+        up->server = UP_SERVER_UNKNOWN;
+        return;
+    }
     if (n && (p[0] == '*' || p[0] == '%')) {
         /* No arguments: the protocol it answers in is the connection's. */
         up->resp3 = p[0] == '%';
@@ -148,6 +166,7 @@ void up_check_server(upstream_conn *up, const char *p, size_t n)
         /* Nothing learned, and nothing to wait for any more: the protocol
          * stays as last known. */
         up->server = UP_SERVER_UNREADABLE;
+        up->server_noauth = n >= 7 && memcmp(p, "-NOAUTH", 7) == 0;
         up->resp_unsure = 0;
         vp_log(VP_LOG_DEBUG, "upstream %s: HELLO refused: %.*s", up->srv->conf.upstream,
                (int)(n > 2 && n < 200 ? n - 2
@@ -163,6 +182,15 @@ void up_check_hello(upstream_conn *up, const up_entry *e, const char *p, size_t 
     /* A RESET sent after it has put the connection back on RESP2 since. */
     if (e->sent >= up->reset_sent) up->resp3 = p[0] == '%';
     server_learn(up, p, n);
+}
+
+void upstream_note_auth(upstream_conn *up)
+{
+    /* Refused before it: ask again before the next call (a probe on its
+     * way now is stale if refused: up_check_server). */
+    if (up->server == UP_SERVER_UNREADABLE) up->server = UP_SERVER_UNKNOWN;
+    up->server_noauth = 0;
+    up->auth_sent = up->sent;
 }
 
 void upstream_note_reset(upstream_conn *up)

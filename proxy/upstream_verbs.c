@@ -16,17 +16,47 @@
 
 /* ---- loading scripts, NOSCRIPT ---- */
 
-/* Every verb's SCRIPT LOAD, pipelined ahead of the request that needs them
- * (one static buffer: no copy). Redis runs them first, so the EVALSHA
- * behind them finds its script. */
+/* Every script's SCRIPT LOAD (one static buffer: no copy), after a
+ * NOSCRIPT: Redis runs them before the retried EVALSHAs behind them. */
 static void up_send_loads(upstream_conn *up)
 {
     const verb_table *t = &up->srv->verbs;
     outq_add(&up->out, t->load_cmds, t->load_len);
     for (int i = 0; i < t->nloads; i++)
         up_fifo_push(up, NULL, UP_SCRIPT_LOAD)->verb = (short)t->load_ids[i];
-    up->scripts = UP_SCRIPTS_SENT;
+    up->scripts_loaded = UP_SCRIPTS_ALL;
     up->scripts_epoch = up->srv->scripts_epoch;
+    up->srv->stats.script_loads += (unsigned long long)t->nloads;
+}
+
+/* The bit of a script in scripts_loaded. */
+static unsigned long long up_script_bit(int load_index)
+{
+    return load_index < 63 ? 1ULL << load_index : 1ULL << 63;
+}
+
+/* The script of verb `v` is loaded on this connection, since the last
+ * flush: else its SCRIPT LOAD goes just ahead of the EVALSHA that needs it
+ * (one static buffer: no copy), so Redis runs it first. A connection
+ * loads only the scripts it calls, each once: a new connection's first
+ * verb costs Redis one script to compile, not all of them. */
+static void up_ensure_script(upstream_conn *up, const verb_def *v)
+{
+    const verb_table *t = &up->srv->verbs;
+    if (up->scripts_epoch != up->srv->scripts_epoch) {
+        up->scripts_loaded = 0; /* flushed since */
+        up->scripts_epoch = up->srv->scripts_epoch;
+    }
+    int i = t->script_of[v->id];
+    unsigned long long bit = up_script_bit(i);
+    if (up->scripts_loaded & bit) return;
+    if (i >= 63) {
+        up_send_loads(up); /* past the 63rd: all at once */
+        return;
+    }
+    outq_add(&up->out, t->load_cmds + t->load_off[i], t->load_size[i]);
+    up_fifo_push(up, NULL, UP_SCRIPT_LOAD)->verb = (short)t->load_ids[i];
+    up->scripts_loaded |= bit;
     up->srv->stats.script_loads++;
 }
 
@@ -37,8 +67,8 @@ void up_check_script_load(upstream_conn *up, const up_entry *e, const char *p, s
     if (n == 47 && memcmp(p, "$40\r\n", 5) == 0 && memcmp(p + 5, v->sha, 40) == 0) return;
     if (n > 0 && p[0] == '-') {
         /* Not loaded (NOAUTH before the client authenticated, an ACL, OOM):
-         * the next verb loads again; its EVALSHA meets the same error. */
-        up->scripts = UP_SCRIPTS_UNLOADED;
+         * the next call of it loads again; its EVALSHA meets the same error. */
+        up->scripts_loaded &= ~up_script_bit(t->script_of[e->verb]);
         vp_log(VP_LOG_VERBOSE, "upstream %s: SCRIPT LOAD %s refused: %.*s", up->srv->conf.upstream, v->name,
                (int)(n > 2 ? n - 2 : n), p);
         return;
@@ -47,7 +77,7 @@ void up_check_script_load(upstream_conn *up, const up_entry *e, const char *p, s
     if (!is_sha) {
         /* Not an answer to SCRIPT LOAD at all: something is off on this
          * connection, not in the script. Load again before the next verb. */
-        up->scripts = UP_SCRIPTS_UNLOADED;
+        up->scripts_loaded = 0;
         vp_log(VP_LOG_WARNING, "upstream %s: unexpected answer to SCRIPT LOAD %s: %.*s",
                up->srv->conf.upstream, v->name, (int)(n > 64 ? 64 : n), p);
         return;
@@ -70,12 +100,6 @@ static unsigned up_bump_scripts_epoch(vp_server *srv)
 {
     if (++srv->scripts_epoch == 0) srv->scripts_epoch = 1;
     return srv->scripts_epoch;
-}
-
-/* Are this connection's scripts loaded, and since the last flush? */
-static int up_scripts_current(const upstream_conn *up)
-{
-    return up->scripts == UP_SCRIPTS_SENT && up->scripts_epoch == up->srv->scripts_epoch;
 }
 
 /* The counted entry of the request just forwarded (a RAW_START may follow it:
@@ -110,8 +134,7 @@ void up_script_flush_answered(upstream_conn *up, unsigned epoch)
      * so every connection loads once more. Not this one, if its loads went
      * behind the flush on this very connection and no flush came since. */
     vp_server *srv = up->srv;
-    int loaded_behind =
-        up->scripts == UP_SCRIPTS_SENT && up->scripts_epoch == epoch && srv->scripts_epoch == epoch;
+    int loaded_behind = up->scripts_loaded && up->scripts_epoch == epoch && srv->scripts_epoch == epoch;
     up_bump_scripts_epoch(srv);
     if (loaded_behind) up->scripts_epoch = srv->scripts_epoch;
 }
@@ -286,10 +309,7 @@ int upstream_forward_verb(upstream_conn *up, struct client_session *c, const ver
         up_account_plain(up, c, UP_REPLY)->keep = (unsigned)(up->kept.len - start);
         return 1;
     }
-    if (!up_scripts_current(up)) {
-        up_send_loads(up);
-        start = up->kept.len;
-    }
+    up_ensure_script(up, v); /* (static bytes: `start` stays) */
     up_call_head(&up->kept, v, call, argc, 0);
     buf_bulk(&up->kept, v->sha, 40);
     up_call_tail(&up->kept, up, v, call, argc, argv);

@@ -1,63 +1,91 @@
--- lib/zaggregate.lua: AGGREGATE COUNT of ZUNION/ZINTER computed in a
--- script, for a Redis that does not have it (it came with Redis 8.8): a
--- member's score is the sum of the weights of the sources that hold it
--- (1 each without WEIGHTS), whatever its score there. A source is a sorted
--- set or a plain set (the caller checked the types); a missing key is an
--- empty set. Needs lib/err.lua, lib/int.lua, lib/float.lua, lib/order.lua
--- and lib/zset.lua before it.
+-- lib/zaggregate.lua: ZUNION/ZINTER computed in a script exactly as Redis
+-- computes them (t_zset.c, zunionInterDiffGenericCommand), with
+-- AGGREGATE COUNT (Redis 8.8) too: for a Redis without COUNT, and for a
+-- call too long for one redis.call. A source is a sorted set or a plain
+-- set (the caller checked the types; a set member's score is 1); a missing
+-- key is empty. Needs lib/order.lua and lib/zset.lua before it.
 
--- The members of a source (its scores play no part in a count).
-local function zaggregate_members(key)
+-- A source's members and their scores, flat (m1, s1, m2, s2, ...), or
+-- only its members when `scored` is false (COUNT ignores the scores).
+local function zaggregate_read_source(key, scored)
   local kind = redis.call('TYPE', key).ok
   if kind == 'zset' then
+    if scored then
+      return redis.call('ZRANGE', key, 0, -1, 'WITHSCORES')
+    end
     return redis.call('ZRANGE', key, 0, -1)
   elseif kind == 'set' then
-    return redis.call('SMEMBERS', key)
+    local members = redis.call('SMEMBERS', key)
+    if not scored then
+      return members
+    end
+    local items = {}
+    for i = 1, #members do
+      items[2 * i - 1], items[2 * i] = members[i], 1
+    end
+    return items
   end
   return {}
 end
 
--- Sums in the order Redis adds them: sources from the smallest to the
--- largest (Redis sorts them by size first; equal sizes keep their order,
--- as glibc's merge sort does), each adding its weight to every member it
--- holds. inf + -inf is 0, as Redis makes every NaN sum. Returns
--- member -> score and the members (union: all of them; inter: those in
--- every source).
-local function zaggregate_count(inter, sources, weights)
+-- The union (or intersection) of the sources with aggregate 'sum', 'min',
+-- 'max' or 'count', in Redis's order: sources from the smallest to the
+-- largest (equal sizes keep their order, as glibc's merge sort keeps
+-- them), each member's value its score times its source's weight (COUNT:
+-- the weight alone, whatever the score), a NaN value made 0, then combined
+-- with what the member has so far: SUM and COUNT add (a NaN sum is 0), MIN
+-- and MAX compare as Redis does. Lua's numbers are the same doubles, so
+-- every score comes out bit for bit as Redis's. Returns member -> score
+-- and the members (union: in the order first met; inter: those in every
+-- source, in the smallest source's order).
+local function zaggregate_compute(inter, sources, weights, aggregate)
+  local scored = aggregate ~= 'count'
+  local step = scored and 2 or 1
   local order = {}
   for k = 1, #sources do
-    order[k] = { key = sources[k], weight = weights and weights[k] or 1, index = k,
-      members = zaggregate_members(sources[k]) }
+    local items = zaggregate_read_source(sources[k], scored)
+    order[k] = { weight = weights and weights[k] or 1, index = k, items = items, size = #items / step }
   end
   table.sort(order, function(a, b)
-    if #a.members ~= #b.members then
-      return #a.members < #b.members
+    if a.size ~= b.size then
+      return a.size < b.size
     end
     return a.index < b.index
   end)
+  local function value(source, i)
+    if not scored then
+      return source.weight
+    end
+    local v = source.weight * tonumber(source.items[i + 1])
+    return (v == v) and v or 0
+  end
+  local function combine(s, v)
+    if aggregate == 'min' then
+      return (v < s) and v or s
+    elseif aggregate == 'max' then
+      return (v > s) and v or s
+    end
+    s = s + v
+    return (s == s) and s or 0
+  end
   local scores, members = {}, {}
   if inter then
-    if #order == 0 or #order[1].members == 0 then
-      return scores, members
-    end
-    -- Seen in how many sources so far: a member stays while it is in every
-    -- one (a source listed twice holds it twice).
+    -- In how many sources so far: a member stays while it is in every one
+    -- (a source given twice holds it twice).
     local seen = {}
-    for _, m in ipairs(order[1].members) do
-      seen[m] = 1
-      scores[m] = order[1].weight
-    end
-    for k = 2, #order do
-      local w = order[k].weight
-      for _, m in ipairs(order[k].members) do
-        if seen[m] == k - 1 then
-          seen[m] = k
-          local s = scores[m] + w
-          scores[m] = (s == s) and s or 0
+    for k, source in ipairs(order) do
+      for i = 1, #source.items, step do
+        local m = source.items[i]
+        if k == 1 then
+          seen[m], scores[m] = 1, value(source, i)
+        elseif seen[m] == k - 1 then
+          seen[m], scores[m] = k, combine(scores[m], value(source, i))
         end
       end
     end
-    for _, m in ipairs(order[1].members) do
+    local first = order[1]
+    for i = 1, first and #first.items or 0, step do
+      local m = first.items[i]
       if seen[m] == #order then
         members[#members + 1] = m
       else
@@ -66,16 +94,15 @@ local function zaggregate_count(inter, sources, weights)
     end
     return scores, members
   end
-  for k = 1, #order do
-    local w = order[k].weight
-    for _, m in ipairs(order[k].members) do
+  for _, source in ipairs(order) do
+    for i = 1, #source.items, step do
+      local m = source.items[i]
       local s = scores[m]
       if s == nil then
-        scores[m] = w
+        scores[m] = value(source, i)
         members[#members + 1] = m
       else
-        s = s + w
-        scores[m] = (s == s) and s or 0
+        scores[m] = combine(s, value(source, i))
       end
     end
   end
@@ -99,86 +126,3 @@ local function zaggregate_store(dest, scores, members)
   return #members
 end
 
--- ZUNION, ZINTER, ZUNIONSTORE, ZINTERSTORE read as Redis 8.8 reads them,
--- errors in its order and with its texts (numkeys; the key types, before
--- any option; the options, the last of each kind winning). args[first] is
--- numkeys; the sources follow it and are also `sources` (KEYS). Returns a
--- table { weights (nil: none) and weight_args (as given), aggregate ('sum',
--- 'min', 'max', 'count'), withscores }, or nil and the error reply.
-local function zaggregate_read(command, args, first, sources, store)
-  local setnum = parse_int(args[first])
-  if setnum == nil then
-    return nil, err('ERR value is not an integer or out of range')
-  end
-  if setnum < 1 then
-    return nil, err("ERR at least 1 input key is needed for '" .. command .. "' command")
-  end
-  if setnum > #args - first then
-    return nil, err('ERR syntax error')
-  end
-  if setnum ~= #sources then
-    return nil, err("ERR wrong number of arguments for '" .. command .. "' command")
-  end
-  for k = 1, #sources do
-    local kind = redis.call('TYPE', sources[k]).ok
-    if kind ~= 'zset' and kind ~= 'set' and kind ~= 'none' then
-      return nil, err('WRONGTYPE Operation against a key holding the wrong kind of value')
-    end
-  end
-  local read = { aggregate = 'sum', withscores = false }
-  local j = first + setnum + 1
-  while j <= #args do
-    local remaining = #args - j + 1
-    local option = string.lower(args[j])
-    if remaining >= setnum + 1 and option == 'weights' then
-      read.weights, read.weight_args = {}, {}
-      for k = 1, setnum do
-        read.weight_args[k] = args[j + k]
-        read.weights[k] = parse_float(args[j + k])
-        if read.weights[k] == nil then
-          return nil, err('ERR weight value is not a float')
-        end
-      end
-      j = j + 1 + setnum
-    elseif remaining >= 2 and option == 'aggregate' then
-      local value = string.lower(args[j + 1])
-      if value ~= 'sum' and value ~= 'min' and value ~= 'max' and value ~= 'count' then
-        return nil, err('ERR syntax error')
-      end
-      read.aggregate = value
-      j = j + 2
-    elseif remaining >= 1 and not store and option == 'withscores' then
-      read.withscores = true
-      j = j + 1
-    else
-      return nil, err('ERR syntax error')
-    end
-  end
-  return read
-end
-
--- The same call as Redis's own command, for when the last AGGREGATE is not
--- COUNT (an earlier COUNT was overridden): the sources, the last WEIGHTS,
--- the last AGGREGATE, WITHSCORES. Returns the argument list.
-local function zaggregate_native(command, dest, sources, read)
-  local call = { command }
-  if dest then
-    call[#call + 1] = dest
-  end
-  call[#call + 1] = #sources
-  for k = 1, #sources do
-    call[#call + 1] = sources[k]
-  end
-  if read.weights then
-    call[#call + 1] = 'WEIGHTS'
-    for k = 1, #read.weight_args do
-      call[#call + 1] = read.weight_args[k]
-    end
-  end
-  call[#call + 1] = 'AGGREGATE'
-  call[#call + 1] = read.aggregate
-  if read.withscores then
-    call[#call + 1] = 'WITHSCORES'
-  end
-  return call
-end

@@ -43,7 +43,7 @@ static int has_count(const char *server, const char *version)
     upstream_conn up = {.srv = &srv, .server = UP_SERVER_ASKED};
     char r[512];
     size_t n = hello_reply(r, sizeof(r), 0, server, version);
-    up_check_server(&up, r, n);
+    up_check_server(&up, 0, r, n);
     cr_assert_eq(up.server, UP_SERVER_KNOWN, "%s %s: not read", server, version);
     cr_assert_str_eq(up.server_name, server);
     cr_assert_str_eq(up.server_version, version);
@@ -70,11 +70,11 @@ Test(upstream_server, the_probe_reply_says_the_protocol_a_refusal_says_nothing)
     upstream_conn up = {.srv = &srv, .server = UP_SERVER_ASKED, .resp_unsure = 1};
     char r[512];
     size_t n = hello_reply(r, sizeof(r), 1, "redis", "7.0.15");
-    up_check_server(&up, r, n);
+    up_check_server(&up, 0, r, n);
     cr_assert(up.resp3, "a map: the connection speaks RESP3");
     cr_assert_not(up.resp_unsure);
     n = hello_reply(r, sizeof(r), 0, "redis", "7.0.15");
-    up_check_server(&up, r, n);
+    up_check_server(&up, 0, r, n);
     cr_assert_not(up.resp3);
 
     up.resp3 = 1;
@@ -82,7 +82,7 @@ Test(upstream_server, the_probe_reply_says_the_protocol_a_refusal_says_nothing)
     const char *noauth = "-NOAUTH HELLO must be called with the client already authenticated, otherwise the "
                          "HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and "
                          "select the RESP protocol version at the same time\r\n";
-    up_check_server(&up, noauth, strlen(noauth));
+    up_check_server(&up, 0, noauth, strlen(noauth));
     cr_assert_eq(up.server, UP_SERVER_UNREADABLE);
     cr_assert(upstream_polyfill_wanted(&up), "refused: the script, which answers the same");
     cr_assert(up.resp3, "the protocol stays as last known");

@@ -559,7 +559,7 @@ Test(script_load_answers, a_foreign_sha_disables_the_verb_an_error_reloads_later
     static vp_server srv;
     char err[256];
     cr_assert_eq(verbs_build(&srv.verbs, NULL, 0, 0, err, sizeof(err)), 0, "%s", err);
-    upstream_conn up = {.srv = &srv, .scripts = UP_SCRIPTS_SENT};
+    upstream_conn up = {.srv = &srv, .scripts_loaded = UP_SCRIPTS_ALL};
     const verb_def *z = verbs_find(&srv.verbs, "ztick", 5);
     up_entry e = {.kind = UP_SCRIPT_LOAD, .verb = (short)z->id};
     char reply[64];
@@ -567,12 +567,14 @@ Test(script_load_answers, a_foreign_sha_disables_the_verb_an_error_reloads_later
     snprintf(reply, sizeof(reply), "$40\r\n%s\r\n", z->sha);
     up_check_script_load(&up, &e, reply, strlen(reply));
     cr_assert_not(srv.verbs.broken[z->id], "the pinned SHA is accepted");
-    cr_assert_eq(up.scripts, UP_SCRIPTS_SENT);
+    cr_assert_eq(up.scripts_loaded, UP_SCRIPTS_ALL);
 
     const char *noauth = "-NOAUTH Authentication required.\r\n";
     up_check_script_load(&up, &e, noauth, strlen(noauth));
     cr_assert_not(srv.verbs.broken[z->id]);
-    cr_assert_eq(up.scripts, UP_SCRIPTS_UNLOADED, "a refused load is repeated before the next verb");
+    cr_assert_eq(up.scripts_loaded & (1ULL << srv.verbs.script_of[z->id]), 0,
+                 "a refused load is repeated before the verb's next call");
+    cr_assert_neq(up.scripts_loaded, 0, "the other scripts stay loaded");
 
     const char *other = "$40\r\n0000000000000000000000000000000000000000\r\n";
     up_check_script_load(&up, &e, other, strlen(other));
