@@ -61,8 +61,10 @@ int upstream_polyfill_wanted(const upstream_conn *up)
 int upstream_polyfill_must_wait(upstream_conn *up, const verb_def *v)
 {
     /* A probe now would be queued in the transaction, or its answer not
-     * counted: the script runs, and answers the same. */
-    if (up->in_multi || up->raw_tx) return 0;
+     * counted: the script runs, and answers the same. A HELLO of the
+     * client's sent before MULTI (or CLIENT REPLY SKIP, SUBSCRIBE...) is
+     * answered all the same, and says the protocol: wait for it. */
+    if (up->in_multi || up->raw_tx) return v->hidden_protocol && up->hellos_in_flight > 0;
     int need_server = up->srv->conf.aggregate_count == CONF_POLYFILL_AUTO;
     int need_protocol = v->hidden_protocol;
     if ((need_server && up->server == UP_SERVER_UNKNOWN) || (need_protocol && up->resp_unsure)) {

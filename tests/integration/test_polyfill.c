@@ -1334,6 +1334,31 @@ Test(polyfill, in_multi_exec_each_element_is_redis_8_8s_answer)
     }
 }
 
+Test(polyfill, a_hello_3_not_yet_answered_before_multi_skip_or_subscribe_still_says_resp3)
+{
+    fill_fixture();
+    /* HELLO 3, MULTI, the calls, EXEC in one write */
+    VT_SKIP_IF_DIRECT();
+    sides s = {
+        .proxy = vt_must_sock(env.proxy->port), .redis = raw_open(env.redis->port, 3, NULL), .resp = 3};
+    vt_buf pre = {0};
+    vt_buf_cmd(&pre, "HELLO", "3", NULL);
+    expect_transaction(&s, &pre, 1, tx_calls, NTX);
+    sides_close(&s);
+
+    /* HELLO 3, CLIENT REPLY SKIP, PING (unanswered), the call */
+    vt_buf_cmd(&pre, "CLIENT", "REPLY", "SKIP", NULL);
+    vt_buf_cmd(&pre, "PING", NULL);
+    expect_after("HELLO 3, CLIENT REPLY SKIP, PING", &pre, 1, NULL, &resp_probe, 3);
+
+    /* HELLO 3, SUBSCRIBE (RESP3 allows commands while subscribed) */
+    vt_buf_reset(&pre);
+    vt_buf_cmd(&pre, "HELLO", "3", NULL);
+    vt_buf_cmd(&pre, "SUBSCRIBE", "pf:channel", NULL);
+    expect_after("HELLO 3, SUBSCRIBE", &pre, 2, NULL, &resp_probe, 3);
+    vt_buf_free(&pre);
+}
+
 /* ---- 6. bystanders ---- */
 
 #define BYSTANDER_ROUNDS 40
