@@ -16,9 +16,9 @@
  * client first sends such a call, which waits for the answer (one round
  * trip, once). Nothing is asked inside MULTI or while replies are not
  * counted: there the call runs as the script, whose reply is the same. A
- * refused HELLO (-NOAUTH before the client authenticated, an ACL) counts as
- * "lacks COUNT", and is asked again with the next such call, without
- * waiting.
+ * refused HELLO (-NOAUTH before the client authenticated, an ACL, HELLO
+ * renamed away) counts as "lacks COUNT", and is asked again with the next
+ * such call, without waiting; the protocol stays what it was.
  *
  * The protocol matters for ZUNION/ZINTER ... WITHSCORES, whose pairs are
  * nested in RESP3: the script is told the client's protocol. It is known as
@@ -71,8 +71,10 @@ int upstream_polyfill_must_wait(upstream_conn *up, const verb_def *v)
         if (up->server != UP_SERVER_ASKED) upstream_ask_server(up);
         return 1;
     }
-    if (need_server && up->server == UP_SERVER_UNREADABLE) upstream_ask_server(up); /* for the next call */
     if (up->server == UP_SERVER_ASKED && (need_server || need_protocol)) return 1;
+    /* Refused: asked again for the next call; this one runs the script
+     * (waiting would ask again, and again, if it is refused for good). */
+    if (need_server && up->server == UP_SERVER_UNREADABLE) upstream_ask_server(up);
     return need_protocol && up->hellos_in_flight > 0;
 }
 
@@ -144,6 +146,10 @@ void up_check_server(upstream_conn *up, const char *p, size_t n)
         if (server_learn(up, p, n) < 0) up->server = UP_SERVER_UNREADABLE;
     } else {
         up->server = UP_SERVER_UNREADABLE;
+        /* The protocol stays what it was: a HELLO the client queued in a
+         * transaction was refused as well. (Unsure, the call would ask
+         * again, and wait, for ever.) */
+        up->resp_unsure = 0;
         vp_log(VP_LOG_DEBUG, "upstream %s: HELLO refused: %.*s", up->srv->conf.upstream,
                (int)(n > 2 && n < 200 ? n - 2
                      : n > 200        ? 200
