@@ -94,8 +94,10 @@ typedef enum up_server {
     UP_SERVER_UNKNOWN,   /* never asked */
     UP_SERVER_ASKED,     /* our HELLO is on its way */
     UP_SERVER_KNOWN,     /* name and version read */
-    UP_SERVER_UNREADABLE /* HELLO refused (before AUTH, an ACL, a server before 6.2): taken as lacking
-                            what it may lack */
+    UP_SERVER_NOAUTH,    /* HELLO refused with -NOAUTH: the connection wants AUTH, as of our HELLO
+                            (server_asked_at) */
+    UP_SERVER_UNREADABLE /* HELLO refused otherwise (an ACL, renamed, a server before 6.2): taken as
+                            lacking what it may lack */
 } up_server;
 
 /* Does Redis require AUTH of this connection (its authRequired)? Learned on
@@ -200,10 +202,11 @@ typedef struct upstream_conn {
     up_server server;
     unsigned has_aggregate_count : 1; /* known: Redis 8.8 or later */
     unsigned resp3 : 1;
-    unsigned resp_unsure : 1;      /* a HELLO was queued in a transaction */
-    int hellos_in_flight;          /* the client's HELLOs not answered yet */
-    unsigned long long reset_sent; /* `sent` after the last RESET (HELLOs before it no longer count) */
-    char server_name[16];          /* "redis", "valkey"... */
+    unsigned resp_unsure : 1;           /* a HELLO was queued in a transaction */
+    int hellos_in_flight;               /* the client's HELLOs not answered yet */
+    unsigned long long reset_sent;      /* `sent` after the last RESET (HELLOs before it no longer count) */
+    unsigned long long server_asked_at; /* `sent` of our last HELLO */
+    char server_name[16];               /* "redis", "valkey"... */
     char server_version[24];
 
     char barrier_cmd[96];   /* PING <token> */

@@ -16,9 +16,15 @@
  * client first sends such a call, which waits for the answer (one round
  * trip, once). Nothing is asked inside MULTI or while replies are not
  * counted: there the call runs as the script, whose reply is the same. A
- * refused HELLO (-NOAUTH before the client authenticated, an ACL, HELLO
- * renamed away) counts as "lacks COUNT", and is asked again with the next
- * such call, without waiting; the protocol stays what it was.
+ * HELLO refused with -NOAUTH says the connection wants AUTH first: there
+ * the call goes to Redis as it is, for its -NOAUTH, as any command (the
+ * script's request is longer than the call, and would meet Redis's pre-auth
+ * limits: a protocol error, and the connection closed); once anything else
+ * was sent (an AUTH?) the next such call asks again, and waits. On a shared
+ * connection, which never authenticates, upstream_requires_auth says the
+ * same. A HELLO refused otherwise (an ACL, HELLO renamed away) counts as
+ * "lacks COUNT", and is asked again with the next such call, without
+ * waiting. A refused HELLO leaves the protocol what it was.
  *
  * The protocol matters for ZUNION/ZINTER ... WITHSCORES, whose pairs are
  * nested in RESP3: the script is told the client's protocol. It is known as
@@ -41,40 +47,53 @@ static const char server_probe[] = "*1\r\n$5\r\nHELLO\r\n";
 void upstream_ask_server(upstream_conn *up)
 {
     outq_add(&up->out, server_probe, sizeof(server_probe) - 1);
+    up->server_asked_at = up->sent;
     up_fifo_push(up, NULL, UP_SERVER_PROBE);
     up->server = UP_SERVER_ASKED;
+}
+
+/* Our HELLO's -NOAUTH is still the connection's state: nothing was sent
+ * after it (an AUTH may have been). */
+static int noauth_current(const upstream_conn *up)
+{
+    return up->server == UP_SERVER_NOAUTH && up->sent == up->server_asked_at + 1;
 }
 
 int upstream_polyfill_wanted(const upstream_conn *up)
 {
     switch (up->srv->conf.aggregate_count) {
-    case CONF_POLYFILL_YES:
-        return 1;
     case CONF_POLYFILL_NO:
         return 0;
+    case CONF_POLYFILL_YES:
     case CONF_POLYFILL_AUTO:
         break;
     }
+    /* Where Redis wants AUTH first, Redis's own -NOAUTH. */
+    if (up->shared ? upstream_requires_auth(up) : noauth_current(up)) return 0;
+    if (up->srv->conf.aggregate_count == CONF_POLYFILL_YES) return 1;
     return !(up->server == UP_SERVER_KNOWN && up->has_aggregate_count);
 }
 
 int upstream_polyfill_must_wait(upstream_conn *up, const verb_def *v)
 {
+    if (up->srv->conf.aggregate_count == CONF_POLYFILL_NO) return 0; /* goes as it is */
     /* A probe now would be queued in the transaction, or its answer not
      * counted: the script runs, and answers the same. A HELLO of the
      * client's sent before MULTI (or CLIENT REPLY SKIP, SUBSCRIBE...) is
      * answered all the same, and says the protocol: wait for it. */
     if (up->in_multi || up->raw_tx) return v->hidden_protocol && up->hellos_in_flight > 0;
-    int need_server = up->srv->conf.aggregate_count == CONF_POLYFILL_AUTO;
+    /* Whether the connection wants AUTH counts whatever the setting. */
     int need_protocol = v->hidden_protocol;
-    if ((need_server && up->server == UP_SERVER_UNKNOWN) || (need_protocol && up->resp_unsure)) {
+    if (up->server == UP_SERVER_UNKNOWN || (up->server == UP_SERVER_NOAUTH && !noauth_current(up)) ||
+        (need_protocol && up->resp_unsure)) {
         if (up->server != UP_SERVER_ASKED) upstream_ask_server(up);
         return 1;
     }
-    if (up->server == UP_SERVER_ASKED && (need_server || need_protocol)) return 1;
+    if (up->server == UP_SERVER_ASKED) return 1;
     /* Refused: asked again for the next call; this one runs the script
      * (waiting would ask again, and again, if it is refused for good). */
-    if (need_server && up->server == UP_SERVER_UNREADABLE) upstream_ask_server(up);
+    if (up->server == UP_SERVER_UNREADABLE && up->srv->conf.aggregate_count == CONF_POLYFILL_AUTO)
+        upstream_ask_server(up);
     return need_protocol && up->hellos_in_flight > 0;
 }
 
@@ -145,7 +164,9 @@ void up_check_server(upstream_conn *up, const char *p, size_t n)
         up->resp_unsure = 0;
         if (server_learn(up, p, n) < 0) up->server = UP_SERVER_UNREADABLE;
     } else {
-        up->server = UP_SERVER_UNREADABLE;
+        static const char noauth[] = "-NOAUTH ";
+        int wants_auth = n >= sizeof(noauth) - 1 && memcmp(p, noauth, sizeof(noauth) - 1) == 0;
+        up->server = wants_auth ? UP_SERVER_NOAUTH : UP_SERVER_UNREADABLE;
         /* The protocol stays what it was: a HELLO the client queued in a
          * transaction was refused as well. (Unsure, the call would ask
          * again, and wait, for ever.) */

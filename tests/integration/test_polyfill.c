@@ -1401,6 +1401,114 @@ Test(polyfill_nohello, where_the_server_refuses_hello_the_script_answers)
     }
 }
 
+/* ---- 5. a password-protected Redis ---- */
+
+#define PASSWORD "s3cret-pass"
+#define NOAUTH "-NOAUTH Authentication required.\r\n"
+
+static void setup_auth(void)
+{
+    start(PASSWORD, NULL);
+}
+
+TestSuite(polyfill_auth, .init = setup_auth, .fini = teardown, .timeout = VT_TEST_TIMEOUT_S);
+
+/* The COUNT call z on fd before AUTH: -NOAUTH, as any command. */
+static void expect_noauth(int fd, const zcall *z)
+{
+    args a;
+    zcall_args(z, false, &a);
+    vt_buf got = {0};
+    ask(fd, &a, &got);
+    vt_assert_bytes(&got, NOAUTH);
+    vt_buf_free(&got);
+}
+
+static void auth_on(int fd)
+{
+    vt_buf got = {0};
+    ask_words(fd, &got, "AUTH", PASSWORD, NULL, NULL);
+    vt_assert_bytes(&got, "+OK\r\n");
+    vt_buf_free(&got);
+}
+
+Test(polyfill_auth, before_auth_the_call_gets_noauth_and_after_auth_it_works)
+{
+    VT_SKIP_IF_DIRECT();
+    fill_fixture();
+    sides s = {
+        .proxy = vt_must_sock(env.proxy->port), .redis = raw_open(env.redis->port, 2, PASSWORD), .resp = 2};
+    long long lost = vt_proxy_stat(env.proxy->port, "upstream_lost");
+    expect_noauth(s.proxy, &resp_probe);
+    expect_noauth(s.proxy, &store_probe);
+    expect_noauth(s.proxy, &resp_probe);
+    /* no upstream connection was closed under it (or anyone) */
+    cr_assert_eq(vt_proxy_stat(env.proxy->port, "upstream_lost"), lost, "an upstream connection was lost");
+    auth_on(s.proxy);
+    expect_count(&s, &resp_probe);
+    expect_count(&s, &store_probe);
+    close(s.proxy);
+
+    /* pipelined: the call, AUTH, the call */
+    vt_buf pre = {0};
+    args a;
+    zcall_args(&resp_probe, false, &a);
+    vt_buf_cmd_argv(&pre, a.argc, a.argv, a.lens);
+    vt_buf_cmd(&pre, "AUTH", PASSWORD, NULL);
+    expect_after("the call, AUTH", &pre, 2, NOAUTH "+OK\r\n", &resp_probe, 2);
+    /* the call, HELLO 3 AUTH, the call: RESP3 from there on */
+    vt_buf_reset(&pre);
+    vt_buf_cmd_argv(&pre, a.argc, a.argv, a.lens);
+    vt_buf_cmd(&pre, "HELLO", "3", "AUTH", "default", PASSWORD, NULL);
+    expect_after("the call, HELLO 3 AUTH", &pre, 2, NOAUTH "%7\r\n", &resp_probe, 3);
+    vt_buf_free(&pre);
+    close(s.redis);
+}
+
+static void own_connection_before_auth(void)
+{
+    VT_SKIP_IF_DIRECT();
+    fill_fixture();
+    sides s = {
+        .proxy = vt_must_sock(env.proxy->port), .redis = raw_open(env.redis->port, 2, PASSWORD), .resp = 2};
+    /* SELECT 1 takes it to a connection of its own (whatever Redis says) */
+    vt_buf got = {0};
+    ask_words(s.proxy, &got, "SELECT", "1", NULL, NULL);
+    vt_assert_bytes(&got, NOAUTH);
+    expect_noauth(s.proxy, &resp_probe);
+    expect_noauth(s.proxy, &store_probe);
+    /* a HELLO queued in a transaction leaves the protocol unsure */
+    ask_words(s.proxy, &got, "MULTI", NULL, NULL, NULL);
+    ask_words(s.proxy, &got, "HELLO", "3", NULL, NULL);
+    ask_words(s.proxy, &got, "EXEC", NULL, NULL, NULL);
+    expect_noauth(s.proxy, &resp_probe);
+    cr_assert_eq(vt_proxy_stat(env.proxy->port, "upstream_lost"), 0, "an upstream connection was lost");
+    auth_on(s.proxy);
+    ask_words(s.proxy, &got, "SELECT", "0", NULL, NULL);
+    vt_assert_bytes(&got, "+OK\r\n");
+    expect_count(&s, &resp_probe);
+    expect_count(&s, &store_probe);
+    vt_buf_free(&got);
+    sides_close(&s);
+}
+
+Test(polyfill_auth, a_client_on_its_own_connection_before_auth_is_answered_too)
+{
+    own_connection_before_auth();
+}
+
+static void setup_auth_yes(void)
+{
+    start(PASSWORD, "yes");
+}
+
+TestSuite(polyfill_auth_yes, .init = setup_auth_yes, .fini = teardown, .timeout = VT_TEST_TIMEOUT_S);
+
+Test(polyfill_auth_yes, a_client_on_its_own_connection_before_auth_is_answered_too)
+{
+    own_connection_before_auth();
+}
+
 /* ---- 6. bystanders ---- */
 
 #define BYSTANDER_ROUNDS 40
