@@ -77,6 +77,17 @@ static int arg_is(const resp_arg *a, const char *lower)
     return 1;
 }
 
+/* An option word as Redis reads one in a command of its own (strcasecmp
+ * on the argument as a C string): what follows a NUL byte is not read. */
+static int option_is(const resp_arg *a, const char *lower)
+{
+    size_t n = strlen(lower);
+    if (a->len < n || (a->len > n && a->ptr[n] != '\0')) return 0;
+    for (size_t i = 0; i < n; i++)
+        if (tolower((unsigned char)a->ptr[i]) != lower[i]) return 0;
+    return 1;
+}
+
 static int fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static int fail(char *err, size_t errlen, const char *fmt, ...)
 {
@@ -742,20 +753,20 @@ const verb_def *verbs_find_polyfill(const verb_table *t, int argc, const resp_ar
     int count = 0;
     for (int j = numkeys_at + 1 + (int)setnum; j < argc;) {
         int remaining = argc - j;
-        if (remaining >= setnum + 1 && arg_is(&argv[j], "weights")) {
+        if (remaining >= setnum + 1 && option_is(&argv[j], "weights")) {
             for (int k = 1; k <= setnum; k++) {
                 double w;
                 if (!parse_double(&argv[j + k], &w)) goto done;
             }
             j += 1 + (int)setnum;
-        } else if (remaining >= 2 && arg_is(&argv[j], "aggregate")) {
+        } else if (remaining >= 2 && option_is(&argv[j], "aggregate")) {
             const resp_arg *a = &argv[j + 1];
-            if (arg_is(a, "count"))
+            if (option_is(a, "count"))
                 count = 1;
-            else if (!arg_is(a, "sum") && !arg_is(a, "min") && !arg_is(a, "max"))
+            else if (!option_is(a, "sum") && !option_is(a, "min") && !option_is(a, "max"))
                 goto done;
             j += 2;
-        } else if (remaining >= 1 && !store && arg_is(&argv[j], "withscores")) {
+        } else if (remaining >= 1 && !store && option_is(&argv[j], "withscores")) {
             j++;
         } else {
             goto done;

@@ -228,10 +228,13 @@ static const char *args_show(const args *a, char *out, size_t cap)
     return out;
 }
 
+/* An option word as Redis reads one (strcasecmp on the argument: what
+ * follows a NUL byte is not read). */
 static bool word_is(const char *p, size_t n, const char *lower)
 {
-    if (n != strlen(lower)) return false;
-    for (size_t i = 0; i < n; i++)
+    size_t l = strlen(lower);
+    if (n < l || (n > l && p[l] != '\0')) return false;
+    for (size_t i = 0; i < l; i++)
         if ((p[i] | 0x20) != lower[i]) return false;
     return true;
 }
@@ -350,7 +353,8 @@ static void make_copy(const char *key)
 }
 
 /* One COUNT call: cmd as sent (any case), the STORE variants' dest,
- * the sources, and the options as words separated by spaces. */
+ * the sources, and the options as words separated by spaces ("^@" in a
+ * word stands for a NUL byte). */
 #define MAX_SOURCES 24
 
 typedef struct zcall {
@@ -380,11 +384,18 @@ static void zcall_args(const zcall *z, bool to_oracle, args *a)
             p++;
         size_t n = strcspn(p, " ");
         if (n == 0) break;
-        if (to_oracle && after_aggregate && word_is(p, n, "count"))
+        char word[256];
+        size_t len = 0;
+        for (size_t i = 0; i < n && len < sizeof(word); i++, len++) {
+            bool nul = p[i] == '^' && i + 1 < n && p[i + 1] == '@';
+            word[len] = nul ? '\0' : p[i];
+            i += nul;
+        }
+        if (to_oracle && after_aggregate && word_is(word, len, "count"))
             args_add(a, "SUM");
         else
-            args_addb(a, p, n);
-        after_aggregate = word_is(p, n, "aggregate");
+            args_addb(a, word, len);
+        after_aggregate = word_is(word, len, "aggregate");
         p += n;
     }
 }
@@ -961,6 +972,24 @@ Test(polyfill, option_errors_after_count_are_redis_8_8s)
     sides_close(&s[1]);
 }
 
+Test(polyfill, option_words_are_read_up_to_a_nul_byte_as_redis_reads_them)
+{
+    sides s[2] = {sides_open(2), sides_open(3)};
+    fill_fixture();
+    static const zcall calls[] = {
+        {"ZUNION", NULL, 2, {"za", "zb"}, "AGGREGATE COUNT^@x WITHSCORES"},
+        {"ZUNION", NULL, 2, {"za", "zb"}, "AGGREGATE^@ count WITHSCORES^@zz"},
+        {"ZINTER", NULL, 2, {"za", "zc"}, "WEIGHTS^@ 0.1 0.2 AGGREGATE COUNT WITHSCORES"},
+        {"ZINTER", NULL, 2, {"za", "zc"}, "AGGREGATE COUNT weights^@x 0.1 0.2 WITHSCORES"},
+        {"ZUNIONSTORE", "nul:dst", 2, {"za", "zb"}, "AGGREGATE count^@"},
+    };
+    for (int p = 0; p < 2; p++)
+        for (size_t i = 0; i < sizeof(calls) / sizeof(calls[0]); i++)
+            expect_count(&s[p], &calls[i]);
+    sides_close(&s[0]);
+    sides_close(&s[1]);
+}
+
 Test(polyfill, a_later_aggregate_wins_and_redis_runs_its_own_command)
 {
     sides s[2] = {sides_open(2), sides_open(3)};
@@ -1132,7 +1161,7 @@ static void expect_after_on(int fd, const char *what, const vt_buf *pre, size_t 
     vt_buf want = {0}, got = {0}, req = {0};
     ask(oracle, &oracle_call, &want);
 
-    vt_buf_append(&req, pre->data, pre->len);
+    if (pre->len) vt_buf_append(&req, pre->data, pre->len);
     vt_buf_cmd_argv(&req, proxy_call.argc, proxy_call.argv, proxy_call.lens);
     cr_assert(vt_sock_send_buf(fd, &req));
     read_replies(fd, &got, pre_replies + 1, what);
@@ -1282,7 +1311,7 @@ static void expect_transaction(const sides *s, const vt_buf *pre, size_t pre_rep
 {
     vt_buf want = {0}, got = {0}, oreq = {0}, preq = {0};
     vt_buf_cmd(&oreq, "MULTI", NULL);
-    vt_buf_append(&preq, pre->data, pre->len);
+    if (pre->len) vt_buf_append(&preq, pre->data, pre->len);
     vt_buf_cmd(&preq, "MULTI", NULL);
     for (int i = 0; i < n; i++) {
         args a;
