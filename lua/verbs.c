@@ -737,14 +737,25 @@ const verb_def *verbs_find(const verb_table *t, const char *name, size_t len)
     return NULL;
 }
 
+/* The polyfill entry for this command name, or NULL. The hot path: every
+ * command passes here. */
+static const verb_def *polyfill_named(const verb_table *t, const resp_arg *name)
+{
+    size_t n = name->len;
+    if ((n != 6 && n != 11) || (name->ptr[0] | 0x20) != 'z') return NULL;
+    for (int i = t->nnamed; i < t->count; i++)
+        if (strlen(t->verbs[i]->name) == n && arg_is(name, t->verbs[i]->name)) return t->verbs[i];
+    return NULL;
+}
+
+int verbs_may_polyfill(const verb_table *t, const resp_arg *name)
+{
+    return polyfill_named(t, name) != NULL;
+}
+
 const verb_def *verbs_find_polyfill(const verb_table *t, int argc, const resp_arg *argv, verb_call *call)
 {
-    /* The hot path: every command passes here. */
-    size_t n = argv[0].len;
-    if ((n != 6 && n != 11) || (argv[0].ptr[0] | 0x20) != 'z' || t->count == t->nnamed) return NULL;
-    const verb_def *v = NULL;
-    for (int i = t->nnamed; i < t->count && !v; i++)
-        if (strlen(t->verbs[i]->name) == n && arg_is(&argv[0], t->verbs[i]->name)) v = t->verbs[i];
+    const verb_def *v = polyfill_named(t, &argv[0]);
     if (!v || argc < -v->arity) return NULL;
     /* zunionInterDiffGenericCommand's reading of the arguments. */
     int store = v->numkeys == 1, numkeys_at = store ? 2 : 1;

@@ -75,9 +75,10 @@ TestSuite(polyfill_yes, .init = setup_yes, .fini = teardown, .timeout = VT_TEST_
 #define COPY_PREFIX "one:" /* the oracle's score-1 copy of a key */
 #define SUM_PREFIX "sum:"  /* where the oracle's SUM call stores */
 #define MAX_ARGS 256
-#define ARG_POOL 16384
-#define ZADD_CHUNK 1000 /* members per ZADD when filling a key */
-#define SHOWN 160       /* bytes of a reply shown around a difference */
+#define ARG_POOL (256 * 1024) /* a key name of 100,000 bytes fits, twice */
+#define ZADD_CHUNK 1000       /* members per ZADD when filling a key */
+#define SHOWN 160             /* bytes of a reply shown around a difference */
+#define SHOWN_ARG 64          /* bytes of an argument shown */
 
 /* ---- talking to Redis and the proxy ---- */
 
@@ -214,14 +215,29 @@ static void args_addf(args *a, const char *fmt, ...)
     args_add(a, buf);
 }
 
+/* prefix and s as one argument (a key and its copy's name). */
+static void args_add_prefixed(args *a, const char *prefix, const char *s)
+{
+    size_t pl = strlen(prefix), sl = strlen(s);
+    cr_assert(a->argc < MAX_ARGS && a->used + pl + sl + 1 <= sizeof(a->pool), "argument list too long");
+    char *at = a->pool + a->used;
+    memcpy(at, prefix, pl);
+    memcpy(at + pl, s, sl + 1);
+    a->used += pl + sl + 1;
+    a->argv[a->argc] = at;
+    a->lens[a->argc++] = pl + sl;
+}
+
 /* The call on one line, escaped, for failure messages. */
 static const char *args_show(const args *a, char *out, size_t cap)
 {
     size_t used = 0;
     out[0] = '\0';
     for (int i = 0; i < a->argc && used + 8 < cap; i++) {
-        const char *e = vt_escape(a->argv[i], a->lens[i]);
-        int n = snprintf(out + used, cap - used, i ? " \"%s\"" : "%s", e);
+        size_t shown = a->lens[i] < SHOWN_ARG ? a->lens[i] : SHOWN_ARG;
+        const char *e = vt_escape(a->argv[i], shown);
+        int n =
+            snprintf(out + used, cap - used, i ? " \"%s\"%s" : "%s%s", e, shown < a->lens[i] ? "..." : "");
         if (n < 0) break;
         used += (size_t)n < cap - used ? (size_t)n : cap - used - 1;
     }
@@ -325,8 +341,9 @@ static void sadd(const char *key, int n, const char *const *members, const size_
  * members score 1 already); nothing for a missing key. */
 static void make_copy(const char *key)
 {
-    char copy[256];
-    snprintf(copy, sizeof(copy), COPY_PREFIX "%s", key);
+    char *copy = malloc(strlen(COPY_PREFIX) + strlen(key) + 1);
+    strcpy(copy, COPY_PREFIX);
+    strcat(copy, key);
     run("DEL %s", copy);
     redisReply *t = vt_cmd(redis_admin(), "TYPE %s", key);
     cr_assert(t && t->type == REDIS_REPLY_STATUS, "TYPE %s: %s", key, VT_DESCRIBE(t));
@@ -350,6 +367,7 @@ static void make_copy(const char *key)
         run("COPY %s %s", key, copy);
     }
     freeReplyObject(t);
+    free(copy);
 }
 
 /* One COUNT call: cmd as sent (any case), the STORE variants' dest,
@@ -373,10 +391,10 @@ static void zcall_args(const zcall *z, bool to_oracle, args *a)
     const char *prefix = to_oracle ? COPY_PREFIX : "";
     memset(a, 0, sizeof(*a));
     args_add(a, z->cmd);
-    if (z->dest) args_addf(a, "%s%s", prefix, z->dest);
+    if (z->dest) args_add_prefixed(a, prefix, z->dest);
     args_addf(a, "%d", z->nkeys);
     for (int i = 0; i < z->nkeys; i++)
-        args_addf(a, "%s%s", prefix, z->keys[i]);
+        args_add_prefixed(a, prefix, z->keys[i]);
     const char *p = z->opts ? z->opts : "";
     bool after_aggregate = false;
     while (*p) {
@@ -802,6 +820,38 @@ Test(polyfill, five_sources_of_twenty_thousand_members)
                                "AGGREGATE COUNT WEIGHTS 1 2 3 4 5"});
     sides_close(&s2);
     sides_close(&s3);
+}
+
+/* A request longer than the proxy reads at once (64 KiB) is forwarded
+ * while it arrives, on an own connection, unless the proxy must rewrite
+ * it: a COUNT call must be read whole first. */
+#define LONG_KEY_BYTES 100000
+
+Test(polyfill, a_call_longer_than_64_kib_is_read_whole_first)
+{
+    sides s[2] = {sides_open(2), sides_open(3)}; /* HELLO 3: an own connection */
+    fill_fixture();
+    vt_buf got = {0};
+    /* SELECT 1 takes the RESP2 one to a connection of its own too */
+    ask_words(s[0].proxy, &got, "SELECT", "1", NULL, NULL);
+    ask_words(s[0].proxy, &got, "SELECT", "0", NULL, NULL);
+    vt_assert_bytes(&got, "+OK\r\n");
+    vt_buf_free(&got);
+    char *key = malloc(LONG_KEY_BYTES + 1), *dest = malloc(LONG_KEY_BYTES + 1);
+    memset(key, 'k', LONG_KEY_BYTES);
+    memset(dest, 'd', LONG_KEY_BYTES);
+    key[LONG_KEY_BYTES] = dest[LONG_KEY_BYTES] = '\0';
+    sadd(key, 3, WORDS("a", "q", "f"), NULL);
+    for (int p = 0; p < 2; p++) {
+        expect_count(
+            &s[p],
+            &(zcall){"ZUNION", NULL, 3, {"za", key, "zb"}, "WEIGHTS 0.1 0.2 0.3 AGGREGATE COUNT WITHSCORES"});
+        expect_count(&s[p], &(zcall){"ZINTERSTORE", dest, 2, {key, "sa"}, "AGGREGATE COUNT"});
+    }
+    free(key);
+    free(dest);
+    sides_close(&s[0]);
+    sides_close(&s[1]);
 }
 
 /* ---- a randomized case ---- */
@@ -1349,6 +1399,8 @@ static const zcall tx_calls[] = {
     {"ZINTER", NULL, 2, {"zbin", "sbin"}, "WEIGHTS 0.1 0.2 AGGREGATE COUNT WITHSCORES"},
     {"ZUNIONSTORE", "tx:dst", 2, {"za", "zb"}, "WEIGHTS inf -inf AGGREGATE COUNT"},
     {"ZINTER", NULL, 2, {"za", "missing"}, "AGGREGATE COUNT"},
+    {"ZUNION", NULL, 2, {"za", "zb"}, "AGGREGATE COUNT BOGUS"}, /* errors fail alone in EXEC */
+    {"ZINTER", NULL, 2, {"za", "str"}, "AGGREGATE COUNT WITHSCORES"},
 };
 #define NTX ((int)(sizeof(tx_calls) / sizeof(tx_calls[0])))
 
