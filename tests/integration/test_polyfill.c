@@ -640,20 +640,46 @@ static void options(char *out, size_t cap, int n, int w, bool withscores, int va
 
 /* ---- 1. replies: the proxy's COUNT against the oracle ---- */
 
-static void union_and_inter_in(int resp, long long *calls)
+/* The destination of a STORE variant, by turns: missing, a sorted set, a
+ * string with a time to live (replaced whatever it was, or deleted when
+ * the result is empty). */
+static const char *fresh_destination(int turn)
+{
+    switch (turn % 3) {
+    case 0:
+        run("DEL dst:new");
+        return "dst:new";
+    case 1:
+        run("ZADD dst:zset 1 old 2 a");
+        return "dst:zset";
+    default:
+        run("SET dst:string old PX 100000");
+        return "dst:string";
+    }
+}
+
+/* Every source list with every kind of WEIGHTS (the STORE variants: a few
+ * of them) and without, with WITHSCORES and without (not STORE), command
+ * names and options in varying order and case, in RESP `resp`. */
+static void count_calls_in(int resp, bool store, long long *calls)
 {
     sides s = sides_open(resp);
     static const char *const cmds[] = {"ZUNION", "ZINTER", "zunion", "Zinter"};
+    static const char *const store_cmds[] = {"ZUNIONSTORE", "ZINTERSTORE", "zunionstore", "ZinterStore"};
+    static const int store_weights[] = {-1, 2, 5, 6};
+    int nweights = store ? (int)(sizeof(store_weights) / sizeof(store_weights[0])) : (int)NWEIGHTS + 1;
     char opts[512];
     int variant = 0;
     for (size_t l = 0; l < NLISTS; l++) {
         zcall z = {.nkeys = list_len(source_lists[l], 6), .opts = opts};
         memcpy(z.keys, source_lists[l], sizeof(source_lists[l]));
-        for (int w = -1; w < (int)NWEIGHTS; w++) {
-            for (int withscores = 0; withscores < 2; withscores++) {
+        for (int w = 0; w < nweights; w++) {
+            for (int withscores = 0; withscores < (store ? 1 : 2); withscores++) {
                 for (int c = 0; c < 2; c++) {
-                    z.cmd = cmds[c + 2 * (variant % 2)];
-                    options(opts, sizeof(opts), z.nkeys, w, withscores, variant++);
+                    z.cmd = (store ? store_cmds : cmds)[c + 2 * (variant % 2)];
+                    if (store) z.dest = fresh_destination(variant);
+                    options(opts, sizeof(opts), z.nkeys, store ? store_weights[w] : w - 1, withscores,
+                            variant++);
                     expect_count(&s, &z);
                     (*calls)++;
                 }
@@ -663,67 +689,28 @@ static void union_and_inter_in(int resp, long long *calls)
     sides_close(&s);
 }
 
-Test(polyfill, zunion_and_zinter_count_answer_as_redis_8_8_in_resp2_and_resp3)
+/* count_calls_in RESP2 and RESP3; VERBPROXY STATS polyfill_calls counts
+ * every call. */
+static void count_calls(bool store)
 {
     VT_SKIP_IF_DIRECT();
     fill_fixture();
     long long before = polyfill_calls(), calls = 0;
-    union_and_inter_in(2, &calls);
-    union_and_inter_in(3, &calls);
+    count_calls_in(2, store, &calls);
+    count_calls_in(3, store, &calls);
     cr_assert_eq(polyfill_calls(), before + calls,
                  "VERBPROXY STATS polyfill_calls: %lld before, %lld calls, %lld after", before, calls,
                  polyfill_calls());
 }
 
-static void stores_in(int resp, long long *calls)
+Test(polyfill, zunion_and_zinter_count_answer_as_redis_8_8_in_resp2_and_resp3)
 {
-    sides s = sides_open(resp);
-    static const char *const cmds[] = {"ZUNIONSTORE", "ZINTERSTORE", "zunionstore", "ZinterStore"};
-    static const int weights[] = {-1, 2, 5, 6};
-    char opts[512];
-    int variant = 0;
-    for (size_t l = 0; l < NLISTS; l++) {
-        zcall z = {.nkeys = list_len(source_lists[l], 6), .opts = opts};
-        memcpy(z.keys, source_lists[l], sizeof(source_lists[l]));
-        for (size_t w = 0; w < sizeof(weights) / sizeof(weights[0]); w++) {
-            for (int c = 0; c < 2; c++) {
-                z.cmd = cmds[c + 2 * (variant % 2)];
-                /* the destination: missing, a sorted set, a string with a
-                 * time to live: replaced whatever it was, or deleted when
-                 * the result is empty */
-                switch (variant % 3) {
-                case 0:
-                    z.dest = "dst:new";
-                    run("DEL dst:new");
-                    break;
-                case 1:
-                    z.dest = "dst:zset";
-                    run("ZADD dst:zset 1 old 2 a");
-                    break;
-                default:
-                    z.dest = "dst:string";
-                    run("SET dst:string old PX 100000");
-                    break;
-                }
-                options(opts, sizeof(opts), z.nkeys, weights[w], false, variant++);
-                expect_count(&s, &z);
-                (*calls)++;
-            }
-        }
-    }
-    sides_close(&s);
+    count_calls(false);
 }
 
 Test(polyfill, zunionstore_and_zinterstore_count_store_what_redis_8_8_stores)
 {
-    VT_SKIP_IF_DIRECT();
-    fill_fixture();
-    long long before = polyfill_calls(), calls = 0;
-    stores_in(2, &calls);
-    stores_in(3, &calls);
-    cr_assert_eq(polyfill_calls(), before + calls,
-                 "VERBPROXY STATS polyfill_calls: %lld before, %lld calls, %lld after", before, calls,
-                 polyfill_calls());
+    count_calls(true);
 }
 
 Test(polyfill, a_destination_that_is_also_a_source_is_read_before_it_is_replaced)
@@ -1241,56 +1228,48 @@ static void expect_after(const char *what, const vt_buf *pre, size_t pre_replies
     close(fd);
 }
 
-Test(polyfill, hello_3_pipelined_with_the_call_gets_nested_pairs)
+/* Commands pipelined with the call (up to three, of up to two words
+ * each), and the protocol its reply must then be in. */
+typedef struct protocol_step {
+    const char *cmd[3][2];
+    int resp;
+} protocol_step;
+
+/* Each step in one write with resp_probe: on fd, or (fd < 0) each on a
+ * new connection. */
+static void expect_steps(int fd, const protocol_step *steps, size_t n)
 {
-    fill_fixture();
     vt_buf pre = {0};
-    vt_buf_cmd(&pre, "HELLO", "3", NULL);
-    expect_after("HELLO 3", &pre, 1, NULL, &resp_probe, 3);
-    expect_after("HELLO 3", &pre, 1, NULL,
-                 &(zcall){"ZINTER", NULL, 2, {"zbin", "sbin"}, "AGGREGATE COUNT WITHSCORES"}, 3);
-    /* HELLO without a version keeps RESP3 */
-    vt_buf_cmd(&pre, "HELLO", NULL);
-    expect_after("HELLO 3, HELLO", &pre, 2, NULL, &resp_probe, 3);
-    /* a refused HELLO changes nothing */
-    vt_buf_reset(&pre);
-    vt_buf_cmd(&pre, "HELLO", "3", NULL);
-    vt_buf_cmd(&pre, "HELLO", "4", NULL);
-    expect_after("HELLO 3, HELLO 4", &pre, 2, NULL, &resp_probe, 3);
+    for (size_t i = 0; i < n; i++) {
+        char what[128] = "";
+        size_t k = 0;
+        vt_buf_reset(&pre);
+        for (; k < 3 && steps[i].cmd[k][0]; k++) {
+            const char *const *c = steps[i].cmd[k];
+            vt_buf_cmd(&pre, c[0], c[1], NULL);
+            snprintf(what + strlen(what), sizeof(what) - strlen(what), "%s%s%s%s", k ? ", " : "", c[0],
+                     c[1] ? " " : "", c[1] ? c[1] : "");
+        }
+        if (fd >= 0)
+            expect_after_on(fd, what, &pre, k, NULL, &resp_probe, steps[i].resp);
+        else
+            expect_after(what, &pre, k, NULL, &resp_probe, steps[i].resp);
+    }
     vt_buf_free(&pre);
 }
 
-Test(polyfill, hello_3_then_reset_or_hello_2_gets_flat_pairs)
+Test(polyfill, a_hello_or_reset_pipelined_with_the_first_call_says_its_protocol)
 {
     fill_fixture();
-    vt_buf pre = {0};
-    vt_buf_cmd(&pre, "HELLO", "3", NULL);
-    vt_buf_cmd(&pre, "RESET", NULL);
-    expect_after("HELLO 3, RESET", &pre, 2, NULL, &resp_probe, 2);
-    vt_buf_reset(&pre);
-    vt_buf_cmd(&pre, "HELLO", "3", NULL);
-    vt_buf_cmd(&pre, "HELLO", "2", NULL);
-    expect_after("HELLO 3, HELLO 2", &pre, 2, NULL, &resp_probe, 2);
-    vt_buf_reset(&pre);
-    vt_buf_cmd(&pre, "HELLO", "3", NULL);
-    vt_buf_cmd(&pre, "RESET", NULL);
-    vt_buf_cmd(&pre, "HELLO", "3", NULL);
-    expect_after("HELLO 3, RESET, HELLO 3", &pre, 3, NULL, &resp_probe, 3);
-    vt_buf_free(&pre);
-
-    /* the same, one round trip at a time */
-    sides s = sides_open(2);
-    vt_buf got = {0};
-    ask_words(s.proxy, &got, "HELLO", "3", NULL, NULL);
-    ask_words(s.proxy, &got, "HELLO", "2", NULL, NULL);
-    cr_assert(got.data[0] == '*', "HELLO 2: \"%s\"", vt_buf_escaped(&got));
-    expect_count(&s, &resp_probe);
-    ask_words(s.proxy, &got, "HELLO", "3", NULL, NULL);
-    ask_words(s.proxy, &got, "RESET", NULL, NULL, NULL);
-    vt_assert_bytes(&got, "+RESET\r\n");
-    expect_count(&s, &resp_probe);
-    vt_buf_free(&got);
-    sides_close(&s);
+    static const protocol_step steps[] = {
+        {{{"HELLO", "3"}}, 3},
+        {{{"HELLO", "3"}, {"HELLO", NULL}}, 3}, /* HELLO without a version keeps RESP3 */
+        {{{"HELLO", "3"}, {"HELLO", "4"}}, 3},  /* a refused HELLO changes nothing */
+        {{{"HELLO", "3"}, {"RESET", NULL}}, 2},
+        {{{"HELLO", "3"}, {"HELLO", "2"}}, 2},
+        {{{"HELLO", "3"}, {"RESET", NULL}, {"HELLO", "3"}}, 3},
+    };
+    expect_steps(-1, steps, sizeof(steps) / sizeof(steps[0]));
 }
 
 Test(polyfill, the_protocol_is_followed_over_a_connections_life)
@@ -1298,14 +1277,11 @@ Test(polyfill, the_protocol_is_followed_over_a_connections_life)
     VT_SKIP_IF_DIRECT();
     fill_fixture();
     int fd = vt_must_sock(env.proxy->port);
-    vt_buf none = {0}, pre = {0};
+    vt_buf none = {0};
     expect_after_on(fd, "a new connection", &none, 0, NULL, &resp_probe, 2);
     /* from here on the proxy knows the server: each HELLO and RESET,
      * pipelined with the call, says the protocol */
-    static const struct {
-        const char *cmd[2][2]; /* one or two commands of at most two words */
-        int resp;
-    } steps[] = {
+    static const protocol_step steps[] = {
         {{{"HELLO", "3"}}, 3},
         {{{"HELLO", "2"}}, 2},
         {{{"HELLO", "3"}}, 3},
@@ -1318,20 +1294,22 @@ Test(polyfill, the_protocol_is_followed_over_a_connections_life)
         {{{"RESET", NULL}, {"HELLO", "3"}}, 3},
         {{{"RESET", NULL}}, 2},
     };
-    for (size_t i = 0; i < sizeof(steps) / sizeof(steps[0]); i++) {
-        char what[96] = "";
-        size_t n = 0;
-        vt_buf_reset(&pre);
-        for (; n < 2 && steps[i].cmd[n][0]; n++) {
-            const char *const *c = steps[i].cmd[n];
-            vt_buf_cmd(&pre, c[0], c[1], NULL);
-            snprintf(what + strlen(what), sizeof(what) - strlen(what), "%s%s %s", n ? ", " : "", c[0],
-                     c[1] ? c[1] : "");
-        }
-        expect_after_on(fd, what, &pre, n, NULL, &resp_probe, steps[i].resp);
-    }
-    vt_buf_free(&pre);
+    expect_steps(fd, steps, sizeof(steps) / sizeof(steps[0]));
     close(fd);
+
+    /* one round trip at a time */
+    sides s = sides_open(2);
+    vt_buf got = {0};
+    ask_words(s.proxy, &got, "HELLO", "3", NULL, NULL);
+    ask_words(s.proxy, &got, "HELLO", "2", NULL, NULL);
+    cr_assert(got.data[0] == '*', "HELLO 2: \"%s\"", vt_buf_escaped(&got));
+    expect_count(&s, &resp_probe);
+    ask_words(s.proxy, &got, "HELLO", "3", NULL, NULL);
+    ask_words(s.proxy, &got, "RESET", NULL, NULL, NULL);
+    vt_assert_bytes(&got, "+RESET\r\n");
+    expect_count(&s, &resp_probe);
+    vt_buf_free(&got);
+    sides_close(&s);
 }
 
 Test(polyfill, a_hello_3_queued_in_a_transaction_switches_the_protocol_at_exec)
@@ -1354,33 +1332,47 @@ Test(polyfill, a_hello_3_queued_in_a_transaction_switches_the_protocol_at_exec)
     sides_close(&s);
 }
 
-/* MULTI, the COUNT calls, EXEC in one write: EXEC's reply (and every
- * +QUEUED) equals the oracle's transaction of SUM calls. */
-static void expect_transaction(const sides *s, const vt_buf *pre, size_t pre_replies, const zcall *calls,
-                               int n)
+/* The COUNT calls appended to the request for the proxy, and as the
+ * oracle's SUM calls (their copies made) to the request for Redis. */
+static void append_calls(vt_buf *proxy_req, vt_buf *oracle_req, const zcall *calls, int n)
 {
-    vt_buf want = {0}, got = {0}, oreq = {0}, preq = {0};
-    vt_buf_cmd(&oreq, "MULTI", NULL);
-    if (pre->len) vt_buf_append(&preq, pre->data, pre->len);
-    vt_buf_cmd(&preq, "MULTI", NULL);
     for (int i = 0; i < n; i++) {
         args a;
         make_copies(&calls[i]);
         zcall_args(&calls[i], true, &a);
-        vt_buf_cmd_argv(&oreq, a.argc, a.argv, a.lens);
+        vt_buf_cmd_argv(oracle_req, a.argc, a.argv, a.lens);
         zcall_args(&calls[i], false, &a);
-        vt_buf_cmd_argv(&preq, a.argc, a.argv, a.lens);
+        vt_buf_cmd_argv(proxy_req, a.argc, a.argv, a.lens);
     }
-    vt_buf_cmd(&oreq, "EXEC", NULL);
-    vt_buf_cmd(&preq, "EXEC", NULL);
+}
+
+/* The COUNT calls in one write each way, in MULTI/EXEC if `transaction`,
+ * after `pre` (pre_replies replies, not compared) on the proxy's side:
+ * the replies (+QUEUED and EXEC's too) are the oracle's, and then the
+ * destinations. */
+static void expect_batch(const sides *s, const vt_buf *pre, size_t pre_replies, const zcall *calls, int n,
+                         bool transaction)
+{
+    vt_buf want = {0}, got = {0}, oreq = {0}, preq = {0};
+    if (pre->len) vt_buf_append(&preq, pre->data, pre->len);
+    if (transaction) {
+        vt_buf_cmd(&oreq, "MULTI", NULL);
+        vt_buf_cmd(&preq, "MULTI", NULL);
+    }
+    append_calls(&preq, &oreq, calls, n);
+    if (transaction) {
+        vt_buf_cmd(&oreq, "EXEC", NULL);
+        vt_buf_cmd(&preq, "EXEC", NULL);
+    }
+    size_t replies = (size_t)n + (transaction ? 2 : 0);
     cr_assert(vt_sock_send_buf(s->redis, &oreq));
-    read_replies(s->redis, &want, (size_t)n + 2, "the oracle's transaction");
+    read_replies(s->redis, &want, replies, "the oracle's calls");
     cr_assert(vt_sock_send_buf(s->proxy, &preq));
-    read_replies(s->proxy, &got, pre_replies + (size_t)n + 2, "the transaction");
+    read_replies(s->proxy, &got, pre_replies + replies, "the calls");
     skip_replies(&got, pre_replies);
     char what[256];
-    snprintf(what, sizeof(what), "MULTI, %d COUNT calls, EXEC (RESP%d, %zu commands before)", n, s->resp,
-             pre_replies);
+    snprintf(what, sizeof(what), "%s%d COUNT calls%s in one write (RESP%d, %zu commands before)",
+             transaction ? "MULTI, " : "", n, transaction ? ", EXEC" : "", s->resp, pre_replies);
     same_bytes(what, &want, &got);
     for (int i = 0; i < n; i++)
         if (calls[i].dest) {
@@ -1410,7 +1402,7 @@ Test(polyfill, in_multi_exec_each_element_is_redis_8_8s_answer)
     vt_buf none = {0};
     for (int resp = 2; resp <= 3; resp++) {
         sides s = sides_open(resp);
-        expect_transaction(&s, &none, 0, tx_calls, NTX);
+        expect_batch(&s, &none, 0, tx_calls, NTX, true);
         sides_close(&s);
     }
 }
@@ -1424,7 +1416,7 @@ Test(polyfill, a_hello_3_not_yet_answered_before_multi_skip_or_subscribe_still_s
         .proxy = vt_must_sock(env.proxy->port), .redis = raw_open(env.redis->port, 3, NULL), .resp = 3};
     vt_buf pre = {0};
     vt_buf_cmd(&pre, "HELLO", "3", NULL);
-    expect_transaction(&s, &pre, 1, tx_calls, NTX);
+    expect_batch(&s, &pre, 1, tx_calls, NTX, true);
     sides_close(&s);
 
     /* HELLO 3, CLIENT REPLY SKIP, PING (unanswered), the call */
@@ -1438,6 +1430,22 @@ Test(polyfill, a_hello_3_not_yet_answered_before_multi_skip_or_subscribe_still_s
     vt_buf_cmd(&pre, "SUBSCRIBE", "pf:channel", NULL);
     expect_after("HELLO 3, SUBSCRIBE", &pre, 2, NULL, &resp_probe, 3);
     vt_buf_free(&pre);
+}
+
+Test(polyfill, after_a_script_flush_behind_the_proxys_back_the_calls_still_answer)
+{
+    fill_fixture();
+    vt_buf none = {0};
+    for (int resp = 2; resp <= 3; resp++) {
+        sides s = sides_open(resp);
+        expect_batch(&s, &none, 0, tx_calls, NTX, false); /* the scripts are loaded */
+        long long recovered = vt_proxy_stat(env.proxy->port, "noscript_recoveries");
+        run("SCRIPT FLUSH");
+        expect_batch(&s, &none, 0, tx_calls, NTX, false);
+        cr_assert_gt(vt_proxy_stat(env.proxy->port, "noscript_recoveries"), recovered,
+                     "the calls met no NOSCRIPT: the story did not happen");
+        sides_close(&s);
+    }
 }
 
 /* ---- a Redis that refuses HELLO ---- */
@@ -1605,21 +1613,15 @@ static void pipeline_of_calls(int resp, vt_buf *req, vt_buf *want)
         {"ZUNIONSTORE", "by:dst", 2, {"za", "zb"}, "AGGREGATE COUNT"},
         {"ZINTER", NULL, 2, {"za", "missing"}, "AGGREGATE COUNT"},
     };
+    int ncalls = (int)(sizeof(calls) / sizeof(calls[0]));
     int redis = raw_open(env.redis->port, resp, NULL);
     vt_buf oreq = {0};
     int n = 0;
     for (int rep = 0; rep < 8; rep++) {
-        for (size_t i = 0; i < sizeof(calls) / sizeof(calls[0]); i++, n++) {
-            args a;
-            if (rep == 0) make_copies(&calls[i]);
-            zcall_args(&calls[i], true, &a);
-            vt_buf_cmd_argv(&oreq, a.argc, a.argv, a.lens);
-            zcall_args(&calls[i], false, &a);
-            vt_buf_cmd_argv(req, a.argc, a.argv, a.lens);
-        }
+        append_calls(req, &oreq, calls, ncalls);
         vt_buf_cmd(&oreq, "PING", NULL);
         vt_buf_cmd(req, "PING", NULL);
-        n++;
+        n += ncalls + 1;
     }
     cr_assert(vt_sock_send_buf(redis, &oreq));
     read_replies(redis, want, (size_t)n, "the oracle's pipeline");
