@@ -23,6 +23,12 @@
  * COUNT at all) must reach Redis untouched: the same bytes as Redis's
  * answer to the very same call, and VERBPROXY STATS polyfill_calls still.
  *
+ * The proxy learns the server and the client's protocol on the way (a
+ * HELLO of its own, the client's HELLOs and RESETs), so the stories also
+ * pipeline HELLO, RESET, MULTI, CLIENT REPLY SKIP and SUBSCRIBE with the
+ * calls, and run them before AUTH on a password-protected Redis and on a
+ * Redis that refuses HELLO: a held call must always be answered.
+ *
  * VP_TEST_DIRECT=1: Redis 7.0 alone has no COUNT: every story skips. */
 #include <stdarg.h>
 #include <time.h>
