@@ -77,6 +77,17 @@ static int arg_is(const resp_arg *a, const char *lower)
     return 1;
 }
 
+/* An option word as Redis reads one in a command of its own (strcasecmp
+ * on the argument as a C string): what follows a NUL byte is not read. */
+static int option_is(const resp_arg *a, const char *lower)
+{
+    size_t n = strlen(lower);
+    if (a->len < n || (a->len > n && a->ptr[n] != '\0')) return 0;
+    for (size_t i = 0; i < n; i++)
+        if (tolower((unsigned char)a->ptr[i]) != lower[i]) return 0;
+    return 1;
+}
+
 static int fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static int fail(char *err, size_t errlen, const char *fmt, ...)
 {
@@ -738,14 +749,25 @@ const verb_def *verbs_find(const verb_table *t, const char *name, size_t len)
     return NULL;
 }
 
+/* The polyfill entry for this command name, or NULL. The hot path: every
+ * command passes here. */
+static const verb_def *polyfill_named(const verb_table *t, const resp_arg *name)
+{
+    size_t n = name->len;
+    if ((n != 6 && n != 11) || (name->ptr[0] | 0x20) != 'z') return NULL;
+    for (int i = t->nnamed; i < t->count; i++)
+        if (strlen(t->verbs[i]->name) == n && arg_is(name, t->verbs[i]->name)) return t->verbs[i];
+    return NULL;
+}
+
+int verbs_may_polyfill(const verb_table *t, const resp_arg *name)
+{
+    return polyfill_named(t, name) != NULL;
+}
+
 const verb_def *verbs_find_polyfill(const verb_table *t, int argc, const resp_arg *argv, verb_call *call)
 {
-    /* The hot path: every command passes here. */
-    size_t n = argv[0].len;
-    if ((n != 6 && n != 11) || (argv[0].ptr[0] | 0x20) != 'z' || t->count == t->nnamed) return NULL;
-    const verb_def *v = NULL;
-    for (int i = t->nnamed; i < t->count && !v; i++)
-        if (strlen(t->verbs[i]->name) == n && arg_is(&argv[0], t->verbs[i]->name)) v = t->verbs[i];
+    const verb_def *v = polyfill_named(t, &argv[0]);
     if (!v || argc < -v->arity) return NULL;
     /* zunionInterDiffGenericCommand's reading of the arguments. */
     int store = v->numkeys == 1, numkeys_at = store ? 2 : 1;
@@ -754,20 +776,20 @@ const verb_def *verbs_find_polyfill(const verb_table *t, int argc, const resp_ar
     int count = 0;
     for (int j = numkeys_at + 1 + (int)setnum; j < argc;) {
         int remaining = argc - j;
-        if (remaining >= setnum + 1 && arg_is(&argv[j], "weights")) {
+        if (remaining >= setnum + 1 && option_is(&argv[j], "weights")) {
             for (int k = 1; k <= setnum; k++) {
                 double w;
                 if (!parse_double(&argv[j + k], &w)) goto done;
             }
             j += 1 + (int)setnum;
-        } else if (remaining >= 2 && arg_is(&argv[j], "aggregate")) {
+        } else if (remaining >= 2 && option_is(&argv[j], "aggregate")) {
             const resp_arg *a = &argv[j + 1];
-            if (arg_is(a, "count"))
+            if (option_is(a, "count"))
                 count = 1;
-            else if (!arg_is(a, "sum") && !arg_is(a, "min") && !arg_is(a, "max"))
+            else if (!option_is(a, "sum") && !option_is(a, "min") && !option_is(a, "max"))
                 goto done;
             j += 2;
-        } else if (remaining >= 1 && !store && arg_is(&argv[j], "withscores")) {
+        } else if (remaining >= 1 && !store && option_is(&argv[j], "withscores")) {
             j++;
         } else {
             goto done;

@@ -120,6 +120,9 @@ const verb_def *verbs_find(const verb_table *t, const char *name, size_t len);
  * other command, and when numkeys itself is wrong (Redis's own error then,
  * the same on every version): those are never touched. */
 const verb_def *verbs_find_polyfill(const verb_table *t, int argc, const resp_arg *argv, verb_call *call);
+/* May a command of this name be one of those (then it is read whole
+ * before it is sent: its options decide)? */
+int verbs_may_polyfill(const verb_table *t, const resp_arg *name);
 
 /* Check a call: arity, then the verb's own checks. 0 with *call filled, or
  * VERB_ERR_ARITY / VERB_ERR_VALUE with the error text (no leading '-') in

@@ -738,8 +738,11 @@ static void client_stream_partial(client_session *c, const char *p, size_t avail
         if (argc < 1 || cmd_name_may_be_special(&argv[0]) || !upstream_is_counting(c->up)) return;
         /* A NOSCRIPT retry must not land inside a half-sent request. */
         if (c->up->verbs_in_flight) return;
-        /* A verb is rewritten, so it must be whole first. */
-        if (verbs_find(&c->srv->verbs, argv[0].ptr, argv[0].len) || admin_is_own_command(&argv[0])) return;
+        /* A verb is rewritten, and ZUNION & co. may be (their options
+         * decide), so it must be whole first. */
+        if (verbs_find(&c->srv->verbs, argv[0].ptr, argv[0].len) ||
+            verbs_may_polyfill(&c->srv->verbs, &argv[0]) || admin_is_own_command(&argv[0]))
+            return;
         n = resp_request_release(&c->parser, avail);
         if (n == 0) return;
         c->streaming = 1;

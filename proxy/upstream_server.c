@@ -67,25 +67,29 @@ int upstream_polyfill_wanted(const upstream_conn *up)
 
 int upstream_polyfill_must_wait(upstream_conn *up, const verb_def *v)
 {
+    if (up->srv->conf.aggregate_count == CONF_POLYFILL_NO) return 0; /* goes as it is */
     /* A probe now would be queued in the transaction, or its answer not
-     * counted: the script runs, and answers the same. */
-    if (up->in_multi || up->raw_tx) return 0;
-    /* (With `yes` too: the answer also says whether the client must
-     * authenticate first.) */
-    int need_server = up->srv->conf.aggregate_count != CONF_POLYFILL_NO;
+     * counted: the script runs, and answers the same. A HELLO of the
+     * client's sent before MULTI (or CLIENT REPLY SKIP, SUBSCRIBE...) is
+     * answered all the same, and says the protocol: wait for it. */
+    if (up->in_multi || up->raw_tx) return v->hidden_protocol && up->hellos_in_flight > 0;
+    /* The server is asked with `yes` too: the answer also says whether the
+     * client must authenticate first. */
     int need_protocol = v->hidden_protocol;
-    if ((need_server && up->server == UP_SERVER_UNKNOWN) || (need_protocol && up->resp_unsure)) {
+    if (up->server == UP_SERVER_UNKNOWN || (need_protocol && up->resp_unsure)) {
         if (up->server != UP_SERVER_ASKED) upstream_ask_server(up);
         return 1;
     }
-    if (up->server == UP_SERVER_ASKED && (need_server || need_protocol)) return 1;
+    if (up->server == UP_SERVER_ASKED) return 1;
     if (need_protocol && up->hellos_in_flight > 0) return 1;
-    /* Refused before, not for want of AUTH (an ACL, an old server): this
-     * call runs as the script, and the calls after it may know better.
-     * Never waited for, so a server that keeps refusing holds nobody up.
-     * (After -NOAUTH only the client's AUTH or HELLO changes anything:
-     * upstream_note_auth.) */
-    if (need_server && up->server == UP_SERVER_UNREADABLE && !up->server_noauth) upstream_ask_server(up);
+    /* Refused before, not for want of AUTH (an ACL, HELLO renamed away, an
+     * old server): this call runs as the script, and the calls after it
+     * may know better. Never waited for, so a server that keeps refusing
+     * holds nobody up. (After -NOAUTH only the client's AUTH or HELLO
+     * changes anything: upstream_note_auth.) */
+    if (up->server == UP_SERVER_UNREADABLE && !up->server_noauth &&
+        up->srv->conf.aggregate_count == CONF_POLYFILL_AUTO)
+        upstream_ask_server(up);
     return 0;
 }
 

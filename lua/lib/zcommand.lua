@@ -33,7 +33,8 @@ local function zcommand_read(command, args, first, sources, store)
   local j = first + setnum + 1
   while j <= #args do
     local remaining = #args - j + 1
-    local option = string.lower(args[j])
+    -- (read up to a NUL byte, as Redis's strcasecmp reads it)
+    local option = string.lower(string.match(args[j], '^%Z*'))
     if remaining >= setnum + 1 and option == 'weights' then
       read.weights, read.weight_args = {}, {}
       for k = 1, setnum do
@@ -45,7 +46,7 @@ local function zcommand_read(command, args, first, sources, store)
       end
       j = j + 1 + setnum
     elseif remaining >= 2 and option == 'aggregate' then
-      local value = string.lower(args[j + 1])
+      local value = string.lower(string.match(args[j + 1], '^%Z*'))
       if value ~= 'sum' and value ~= 'min' and value ~= 'max' and value ~= 'count' then
         return nil, err('ERR syntax error')
       end
