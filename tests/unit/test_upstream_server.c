@@ -84,9 +84,30 @@ Test(upstream_server, the_probe_reply_says_the_protocol_a_refusal_says_nothing)
                          "select the RESP protocol version at the same time\r\n";
     up_check_server(&up, 0, noauth, strlen(noauth));
     cr_assert_eq(up.server, UP_SERVER_UNREADABLE);
-    cr_assert(upstream_polyfill_wanted(&up), "refused: the script, which answers the same");
+    cr_assert_not(upstream_polyfill_wanted(&up),
+                  "not authenticated: the call goes as it is, for Redis's -NOAUTH");
     cr_assert(up.resp3, "the protocol stays as last known");
     cr_assert_not(up.resp_unsure, "nothing more to wait for");
+
+    /* the client's AUTH: asked again before the next call; a refusal of a
+     * probe sent before the AUTH is stale */
+    up.sent = 10;
+    upstream_note_auth(&up);
+    cr_assert_eq(up.server, UP_SERVER_UNKNOWN);
+    cr_assert(upstream_polyfill_wanted(&up));
+    up.server = UP_SERVER_ASKED;
+    up_check_server(&up, 9, noauth, strlen(noauth));
+    cr_assert_eq(up.server, UP_SERVER_UNKNOWN, "a probe sent before the AUTH: its -NOAUTH says nothing now");
+    up_check_server(&up, 11, noauth, strlen(noauth));
+    cr_assert_eq(up.server, UP_SERVER_UNREADABLE, "one sent after it: the AUTH was refused");
+    cr_assert_not(upstream_polyfill_wanted(&up));
+
+    /* refused otherwise (HELLO renamed away, a server before 6.2): the
+     * script, which answers the same */
+    const char *unknown = "-ERR unknown command 'HELLO', with args beginning with: \r\n";
+    up_check_server(&up, 12, unknown, strlen(unknown));
+    cr_assert_eq(up.server, UP_SERVER_UNREADABLE);
+    cr_assert(upstream_polyfill_wanted(&up));
 }
 
 Test(upstream_server, the_directive_overrides_the_version)
