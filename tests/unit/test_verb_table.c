@@ -66,6 +66,22 @@ Test(verbs, pinned_sha_and_body_match_the_assembled_files_in_lua)
     cr_expect_eq(verb_scripts_count, n + 2);
 }
 
+/* Redis closes a connection that has not authenticated when it sends an
+ * argument longer than this (processMultibulkBuffer: "Protocol error:
+ * unauthenticated bulk length"). A verb's SCRIPT LOAD goes ahead of its
+ * first call even before the client authenticated (Redis refuses it with
+ * -NOAUTH, and it is sent again later), so no script may be longer. */
+#define REDIS_PREAUTH_BULK_MAX 16384
+
+Test(verbs, every_script_fits_redis_pre_auth_bulk_limit)
+{
+    for (int i = 0; i < verb_scripts_count; i++)
+        cr_expect_leq(verb_scripts[i].len, REDIS_PREAUTH_BULK_MAX,
+                      "lua/%s.lua assembles to %zu bytes: over Redis's pre-auth limit of %d, its SCRIPT LOAD "
+                      "before AUTH would get the connection closed",
+                      verb_scripts[i].name, verb_scripts[i].len, REDIS_PREAUTH_BULK_MAX);
+}
+
 /* An include line is replaced by the helper's text, verbatim, where it
  * stands; a script without one is embedded as it is. */
 Test(verbs, an_include_line_is_replaced_by_the_helper_text)
