@@ -1,8 +1,8 @@
 # shellcheck shell=bash
-# bench/lib.sh - helpers shared by bench/run.sh and bench/verbs.sh. Sourced,
-# not run. Every function is safe under `set -e` (none fails unless it means
-# to), so it serves both run.sh (`set -uo pipefail`) and verbs.sh
-# (`set -euo pipefail`).
+# bench/lib.sh - helpers shared by bench/run.sh, bench/verbs.sh,
+# bench/leaderboard.sh and the others. Sourced, not run. Every function is
+# safe under `set -e` (none fails unless it means to), so it serves both
+# run.sh (`set -uo pipefail`) and verbs.sh (`set -euo pipefail`).
 #
 # The sourcing script sets, before sourcing:
 #   SCRIPT_DIR, ROOT, OUT_DIR   bench/, the repo root, bench/out/
@@ -191,6 +191,57 @@ start_verbproxy() {
         kill -KILL "$VPID" 2>/dev/null || true
         SKIP_VP=1
     fi
+}
+
+# ---------------------------------------------------------------- redis-server
+# (after start_redis: RPORT set)
+# rcli args... -> redis-cli to the bench's redis-server
+rcli() { redis-cli -h 127.0.0.1 -p "$RPORT" "$@"; }
+
+# script_load file -> its SHA-1, after SCRIPT LOAD on the server of the
+# text Redis runs (the file with its helpers put in, assemble_script: that is
+# what verbproxy pins), which must answer that text's own SHA-1.
+script_load() {
+    local sha want text
+    [ -f "$1" ] || die "no script $1"
+    text="$TMP/assembled.$(basename "$1")"
+    assemble_script "$1" >"$text"
+    want=$(sha1sum "$text" | cut -d' ' -f1)
+    sha=$(rcli -x SCRIPT LOAD <"$text")
+    [ "$sha" = "$want" ] || die "SCRIPT LOAD $1 answered '$sha', not its SHA-1 $want"
+    echo "$sha"
+}
+
+# cmdstat NAME -> "calls usec failed_calls" of INFO commandstats (0 0 0 if absent)
+cmdstat() {
+    rcli INFO commandstats | tr -d '\r' | awk -F'[:,=]' -v n="cmdstat_$1" '
+        $1 == n { for (i = 2; i < NF; i += 2) v[$i] = $(i + 1) }
+        END { printf "%d %d %d\n", v["calls"], v["usec"], v["failed_calls"] }'
+}
+
+# main_cpu -> redis-server's main-thread CPU time (user + sys), in seconds
+main_cpu() {
+    rcli INFO cpu | tr -d '\r' | awk -F: '$1 ~ /^used_cpu_(user|sys)_main_thread$/ {t += $2} END {printf "%.6f\n", t}'
+}
+
+# ---------------------------------------------------------------- raw CSVs
+# sel file key=value... -> column `f` (name) of the rows matching every key=value
+sel() {
+    local file=$1 f=$2
+    shift 2
+    awk -F, -v f="$f" -v conds="$*" '
+        NR == 1 { for (i = 1; i <= NF; i++) col[$i] = i; nc = split(conds, c, " "); next }
+        { ok = 1; for (k = 1; k <= nc; k++) { split(c[k], kv, "="); if ($(col[kv[1]]) != kv[2]) ok = 0 }
+          if (ok) print $(col[f]) }' "$file"
+}
+# paired_csv file field keycol A B conds... -> median over rounds of (row keycol=A)/(row keycol=B)
+paired_csv() {
+    local file=$1 f=$2 kc=$3 a=$4 b=$5
+    shift 5
+    paste -d' ' <(sel "$file" round "$@" "$kc=$a"; ) <(sel "$file" "$f" "$@" "$kc=$a") >"$TMP/pa"
+    paste -d' ' <(sel "$file" round "$@" "$kc=$b"; ) <(sel "$file" "$f" "$@" "$kc=$b") >"$TMP/pb"
+    awk 'NR == FNR { A[$1] = $2; next } ($1 in A) && $2 + 0 > 0 && A[$1] ~ /^[0-9.]+$/ { printf "%.4f\n", A[$1] / $2 }' \
+        "$TMP/pa" "$TMP/pb" | median
 }
 
 # ---------------------------------------------------------------- figures

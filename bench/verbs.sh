@@ -95,29 +95,6 @@ TMP=$(mktemp -d /tmp/verbproxy-bench.XXXXXX)
 start_redis
 [ "$SKIP_VP" = 1 ] || start_verbproxy
 
-rcli() { redis-cli -h 127.0.0.1 -p "$RPORT" "$@"; }
-
-# script_load file -> its SHA-1, after SCRIPT LOAD on the server of the
-# text Redis runs (the file with its helpers put in, assemble_script: that is
-# what verbproxy pins), which must answer that text's own SHA-1.
-script_load() {
-    local sha want text
-    [ -f "$1" ] || die "no script $1"
-    text="$TMP/assembled.$(basename "$1")"
-    assemble_script "$1" >"$text"
-    want=$(sha1sum "$text" | cut -d' ' -f1)
-    sha=$(rcli -x SCRIPT LOAD <"$text")
-    [ "$sha" = "$want" ] || die "SCRIPT LOAD $1 answered '$sha', not its SHA-1 $want"
-    echo "$sha"
-}
-
-# cmdstat NAME -> "calls usec failed_calls" of INFO commandstats (0 0 0 if absent)
-cmdstat() {
-    rcli INFO commandstats | tr -d '\r' | awk -F'[:,=]' -v n="cmdstat_$1" '
-        $1 == n { for (i = 2; i < NF; i += 2) v[$i] = $(i + 1) }
-        END { printf "%d %d %d\n", v["calls"], v["usec"], v["failed_calls"] }'
-}
-
 # ================================================================ part 1: throughput
 # verb_case NAME: sets V_WORDS (the verb's command, words), V_FILE (its
 # script), V_NKEYS, V_R (redis-benchmark -r), V_PREP (run before each run, or "").
@@ -317,11 +294,6 @@ zt_args() {
     esac
 }
 
-# main_cpu -> redis-server's main-thread CPU time (user + sys), in seconds
-main_cpu() {
-    rcli INFO cpu | tr -d '\r' | awk -F: '$1 ~ /^used_cpu_(user|sys)_main_thread$/ {t += $2} END {printf "%.6f\n", t}'
-}
-
 # zt_sample impl n case -> sets ZT_UPC (server usec per call: cmdstat_evalsha
 # usec / calls), ZT_CPC (redis-server main-thread CPU us per call) and
 # ZT_CALLS. The calls run on fresh copies of src:<n> (w:1 .. w:reps), all made
@@ -387,24 +359,6 @@ if [ "$SKIP_ZT" != 1 ]; then
 fi
 
 # ================================================================ aggregate
-# sel file key=value... -> column `f` (name) of the rows matching every key=value
-sel() {
-    local file=$1 f=$2
-    shift 2
-    awk -F, -v f="$f" -v conds="$*" '
-        NR == 1 { for (i = 1; i <= NF; i++) col[$i] = i; nc = split(conds, c, " "); next }
-        { ok = 1; for (k = 1; k <= nc; k++) { split(c[k], kv, "="); if ($(col[kv[1]]) != kv[2]) ok = 0 }
-          if (ok) print $(col[f]) }' "$file"
-}
-# paired file field keycol A B conds... -> median over rounds of (row keycol=A)/(row keycol=B)
-paired() {
-    local file=$1 f=$2 kc=$3 a=$4 b=$5
-    shift 5
-    paste -d' ' <(sel "$file" round "$@" "$kc=$a"; ) <(sel "$file" "$f" "$@" "$kc=$a") >"$TMP/pa"
-    paste -d' ' <(sel "$file" round "$@" "$kc=$b"; ) <(sel "$file" "$f" "$@" "$kc=$b") >"$TMP/pb"
-    awk 'NR == FNR { A[$1] = $2; next } ($1 in A) && $2 + 0 > 0 && A[$1] ~ /^[0-9.]+$/ { printf "%.4f\n", A[$1] / $2 }' \
-        "$TMP/pa" "$TMP/pb" | median
-}
 
 TP_TABLE=""; ZT_TABLE=""; TARGETS=""
 if [ "$SKIP_TP" != 1 ]; then
@@ -450,7 +404,7 @@ TARGETS=$(
             a=$(sel "$TP_RAW" rps verb="$verb" pipeline="$P" path=vp | median)
             b=$(sel "$TP_RAW" rps verb="$verb" pipeline="$P" path=direct | median)
             x=$(ratio "$a" "$b")
-            y=""; [ "$SKIP_VP" = 1 ] || y=$(paired "$TP_RAW" rps path vp direct verb="$verb" pipeline="$P")
+            y=""; [ "$SKIP_VP" = 1 ] || y=$(paired_csv "$TP_RAW" rps path vp direct verb="$verb" pipeline="$P")
             printf '| -P %s %s: verbproxy rps / direct EVALSHA rps | %s | %s | >= %s | %s |\n' "$P" "${verb^^}" \
                 "$(fmt "$x" '%.3f')" "$(fmt "$y" '%.3f')" "$TARGET_VERB" "$(verdict "$x" '>=' "$TARGET_VERB") / $(verdict "$y" '>=' "$TARGET_VERB")"
         done; done
@@ -460,15 +414,15 @@ TARGETS=$(
             c=$(sel "$TP_RAW" rps verb="$verb" pipeline="$P" path=bare | median)
             b=$(sel "$TP_RAW" rps verb="$verb" pipeline="$P" path=direct | median)
             printf '| -P %s %s: bare forwarder rps / direct EVALSHA rps (the floor of any 1:1 proxy) | %s | %s | - | - |\n' "$P" "${verb^^}" \
-                "$(fmt "$(ratio "$c" "$b")" '%.3f')" "$(fmt "$(paired "$TP_RAW" rps path bare direct verb="$verb" pipeline="$P")" '%.3f')"
+                "$(fmt "$(ratio "$c" "$b")" '%.3f')" "$(fmt "$(paired_csv "$TP_RAW" rps path bare direct verb="$verb" pipeline="$P")" '%.3f')"
             [ "$SKIP_VP" = 1 ] && continue
             a=$(sel "$TP_RAW" rps verb="$verb" pipeline="$P" path=vp | median)
             printf '| -P %s %s: verbproxy rps / bare forwarder rps | %s | %s | - | - |\n' "$P" "${verb^^}" \
-                "$(fmt "$(ratio "$a" "$c")" '%.3f')" "$(fmt "$(paired "$TP_RAW" rps path vp bare verb="$verb" pipeline="$P")" '%.3f')"
+                "$(fmt "$(ratio "$a" "$c")" '%.3f')" "$(fmt "$(paired_csv "$TP_RAW" rps path vp bare verb="$verb" pipeline="$P")" '%.3f')"
             a=$(sel "$TP_RAW" proxy_us_per_req verb="$verb" pipeline="$P" path=vp | median)
             c=$(sel "$TP_RAW" proxy_us_per_req verb="$verb" pipeline="$P" path=bare | median)
             printf '| -P %s %s: verbproxy CPU/req / bare forwarder CPU/req | %s | %s | - | - |\n' "$P" "${verb^^}" \
-                "$(fmt "$(ratio "$a" "$c")" '%.3f')" "$(fmt "$(paired "$TP_RAW" proxy_us_per_req path vp bare verb="$verb" pipeline="$P")" '%.3f')"
+                "$(fmt "$(ratio "$a" "$c")" '%.3f')" "$(fmt "$(paired_csv "$TP_RAW" proxy_us_per_req path vp bare verb="$verb" pipeline="$P")" '%.3f')"
         done; done
     fi
     if [ "$SKIP_ZT" != 1 ]; then
@@ -476,7 +430,7 @@ TARGETS=$(
             a=$(sel "$ZT_RAW" us_per_member members="$n" case="$c" impl=ztick | median)
             b=$(sel "$ZT_RAW" us_per_member members="$n" case="$c" impl=seed | median)
             x=$(ratio "$a" "$b")
-            y=$(paired "$ZT_RAW" us_per_member impl ztick seed members="$n" case="$c")
+            y=$(paired_csv "$ZT_RAW" us_per_member impl ztick seed members="$n" case="$c")
             printf '| ZTICK %s members, %s leave: ztick.lua server time / seed script'"'"'s | %s | %s | <= %s | %s |\n' \
                 "$n" "${c/pct/%}" "$(fmt "$x" '%.3f')" "$(fmt "$y" '%.3f')" "$TARGET_ZTICK" "$(verdict "$x" '<=' "$TARGET_ZTICK") / $(verdict "$y" '<=' "$TARGET_ZTICK")"
         done; done
@@ -486,7 +440,7 @@ TARGETS=$(
             a=$(sel "$ZT_RAW" cpu_us_per_member members="$n" case="$c" impl=ztick | median)
             b=$(sel "$ZT_RAW" cpu_us_per_member members="$n" case="$c" impl=seed | median)
             x=$(ratio "$a" "$b")
-            y=$(paired "$ZT_RAW" cpu_us_per_member impl ztick seed members="$n" case="$c")
+            y=$(paired_csv "$ZT_RAW" cpu_us_per_member impl ztick seed members="$n" case="$c")
             printf '| ZTICK %s members, %s leave: same, main-thread CPU time | %s | %s | (<= %s) | %s |\n' \
                 "$n" "${c/pct/%}" "$(fmt "$x" '%.3f')" "$(fmt "$y" '%.3f')" "$TARGET_ZTICK" "$(verdict "$x" '<=' "$TARGET_ZTICK") / $(verdict "$y" '<=' "$TARGET_ZTICK")"
         done; done
