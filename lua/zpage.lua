@@ -26,8 +26,8 @@
 -- fetched without scores and the last member's score alone by ZSCORE, as
 -- Redis prints each of a page's scores at some cost). When it was removed
 -- or rescored, the members tied at the cursor's score are searched by rank,
--- halving each time: O(log N * log T) for T tied members, at most 32
--- lookups of O(log N) each.
+-- halving each time: O(log N * log T) for T tied members, about log2 T
+-- lookups of O(log N) each (19 when a million members share one score).
 
 --#include lib/err.lua
 --#include lib/int.lua
