@@ -16,23 +16,13 @@
 local PAIRS_PER_CALL = 3000
 
 --#include lib/err.lua
+--#include lib/int.lua
 
--- Redis's string2ll: optional '-', no '+', no leading zeros ('0' itself is
--- fine), no spaces, within int64. Returns the string itself when valid (the
--- value as a double would be inexact beyond 2^53), or nil.
+-- Redis's string2ll (lib/int.lua). Returns the string itself when valid
+-- (the value as a double would be inexact beyond 2^53), or nil.
 local function int64_string(s)
-  if s == '0' then
-    return s
-  end
-  local sign, digits = string.match(s, '^(%-?)([1-9]%d*)$')
-  if digits == nil or #digits > 19 then
+  if parse_int(s) == nil then
     return nil
-  end
-  if #digits == 19 then
-    local limit = (sign == '-') and '9223372036854775808' or '9223372036854775807'
-    if digits > limit then
-      return nil
-    end
   end
   return s
 end
