@@ -19,8 +19,9 @@
  * HELLO refused with -NOAUTH says the client has not authenticated: its
  * calls go to Redis as they are (for Redis's -NOAUTH) until it sends AUTH
  * or HELLO, after which the next call asks again. Refused otherwise (an
- * ACL), it counts as "lacks COUNT", and is asked again with the next such
- * call, without waiting.
+ * ACL, HELLO renamed away, a server before 6.2), it counts as "lacks
+ * COUNT" (the script answers the same), and is asked again only after the
+ * client's AUTH or HELLO.
  *
  * The protocol matters for ZUNION/ZINTER ... WITHSCORES, whose pairs are
  * nested in RESP3: the script is told the client's protocol. It is known as
@@ -81,16 +82,10 @@ int upstream_polyfill_must_wait(upstream_conn *up, const verb_def *v)
         return 1;
     }
     if (up->server == UP_SERVER_ASKED) return 1;
-    if (need_protocol && up->hellos_in_flight > 0) return 1;
-    /* Refused before, not for want of AUTH (an ACL, HELLO renamed away, an
-     * old server): this call runs as the script, and the calls after it
-     * may know better. Never waited for, so a server that keeps refusing
-     * holds nobody up. (After -NOAUTH only the client's AUTH or HELLO
-     * changes anything: upstream_note_auth.) */
-    if (up->server == UP_SERVER_UNREADABLE && !up->server_noauth &&
-        up->srv->conf.aggregate_count == CONF_POLYFILL_AUTO)
-        upstream_ask_server(up);
-    return 0;
+    /* (Refused: the call runs as the script, and nobody asks again on this
+     * connection, whose server stays what it is, until the client's AUTH
+     * or HELLO, which may change what it is allowed: upstream_note_auth.) */
+    return need_protocol && up->hellos_in_flight > 0;
 }
 
 int upstream_is_settled(const upstream_conn *up)
