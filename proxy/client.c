@@ -5,7 +5,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <openssl/crypto.h>
+
 #include "proxy/admin.h"
+#include "proxy/auth.h"
 #include "proxy/limits.h"
 #include "proxy/log.h"
 #include "proxy/pool.h"
@@ -169,6 +172,7 @@ static void client_maybe_finish(client_session *c)
 static void client_flush(client_session *c)
 {
     if (c->closing) return;
+    if (outq_size(&c->out)) c->last_io = uv_now(c->srv->loop); /* (Redis counts a write as interaction) */
     int rc = outq_flush(&c->out);
     if (rc < 0) {
         vp_log(VP_LOG_VERBOSE, "client %llu %s: write failed: %s", c->id, c->addr, uv_strerror(rc));
@@ -696,7 +700,29 @@ static void client_dispatch(client_session *c, const resp_arg *argv, int argc, c
     admin_patch_kind patch = kind == CMD_PLAIN
                                  ? admin_command_patch(&c->srv->verbs, argc, argv, &verb_ids, &nids)
                                  : ADMIN_PATCH_NONE;
-    int answered = upstream_forward(c->up, c, p, n, kind);
+    int answered;
+    if (c->srv->conf.auth.configured && argc > 2 && cmd_arg_is(&argv[0], "hello")) {
+        /* The proxy's own users judged its AUTH option (client_auth_gate):
+         * Redis gets the rest, and answers it. Never longer than the
+         * request it comes from. */
+        size_t cap = n + 16;
+        char *hello = vp_malloc(cap);
+        size_t hn = auth_hello_strip(argc, argv, hello, cap);
+        answered = upstream_forward_copy(c->up, c, hello, hn, kind);
+        OPENSSL_cleanse(hello, cap);
+        free(hello);
+    } else {
+        answered = upstream_forward(c->up, c, p, n, kind);
+    }
+    if (kind == CMD_RESET) {
+        /* As Redis's clientSetDefaultAuth: the default user again. */
+        c->authed = (unsigned)auth_default_nopass(&c->srv->conf.auth);
+        c->pubsub = c->monitor = 0;
+    } else if (kind == CMD_SUBSCRIBE && !cmd_name_unsubscribes(&argv[0])) {
+        c->pubsub = 1;
+    } else if (kind == CMD_MONITOR) {
+        c->monitor = 1;
+    }
     if (answered && !c->up->shared && cmd_arg_is(&argv[0], "hello")) upstream_note_hello(c->up);
     if (!c->up->shared && (cmd_arg_is(&argv[0], "auth") || cmd_arg_is(&argv[0], "hello")))
         upstream_note_auth(c->up);
@@ -776,6 +802,40 @@ static void client_stream_error(client_session *c, const char *msg)
     c->close_when_done = 1;
 }
 
+/* What Redis says to AUTH or HELLO where the proxy will not judge it: queued
+ * in a transaction (Redis would run it at EXEC) or while replies are not
+ * counted. */
+#define CLIENT_AUTH_NOT_HERE                                                                                 \
+    "ERR AUTH and HELLO AUTH are answered by verbproxy itself, which cannot do so inside MULTI or while "  \
+    "replies are not counted (subscribe mode, MONITOR, CLIENT REPLY OFF|SKIP)"
+
+/* The proxy has users of its own (auth.h): AUTH and HELLO ... AUTH are
+ * answered here and never forwarded, and before authentication only AUTH,
+ * HELLO, QUIT and RESET go on (the parser holds the client to Redis's
+ * pre-auth limits meanwhile). Returns 1 when the command was answered. */
+static int client_auth_gate(client_session *c, int argc, const resp_arg *argv)
+{
+    char reply[AUTH_REPLY_MAX];
+    size_t n = 0;
+    int authed = c->authed;
+    auth_verdict v = auth_judge(&c->srv->conf.auth, argc, argv, &authed, reply, &n);
+    if (v != AUTH_ANSWER) {
+        c->authed = (unsigned)authed; /* a HELLO that authenticated goes on (client_dispatch strips AUTH) */
+        return 0;
+    }
+    if (n > 10 && memcmp(reply, "-WRONGPASS", 10) == 0) c->srv->stats.auth_failures++;
+    up_local_mode mode = c->up ? upstream_local_mode(c->up) : UP_LOCAL_IN_ORDER;
+    if (mode == UP_LOCAL_IN_ORDER || !c->authed) {
+        c->authed = (unsigned)authed;
+        client_queue_local(c, reply, n);
+        return 1;
+    }
+    char line[sizeof(CLIENT_AUTH_NOT_HERE) + 8];
+    int ln = snprintf(line, sizeof(line), "-%s\r\n", CLIENT_AUTH_NOT_HERE);
+    client_answer(c, line, (size_t)ln, CLIENT_AUTH_NOT_HERE, 1);
+    return 1;
+}
+
 /* Parse and dispatch what is buffered. Returns 1 when it stopped early
  * because more than `limit` bytes wait to go upstream. */
 static int client_parse_batch(client_session *c, size_t limit)
@@ -798,7 +858,7 @@ static int client_parse_batch(client_session *c, size_t limit)
         /* On a shared connection that Redis has not authenticated, Redis's
          * pre-auth limits are the client's alone: one oversized request
          * must not get the shared connection closed. */
-        c->parser.unauthenticated = c->up && c->up->shared && upstream_requires_auth(c->up);
+        c->parser.unauthenticated = (c->up && c->up->shared && upstream_requires_auth(c->up)) || !c->authed;
         resp_req_status st = resp_request_parse(&c->parser, p, avail, &used);
         if (st == RESP_REQ_INCOMPLETE) {
             if (c->up) client_stream_partial(c, p, avail);
@@ -819,6 +879,9 @@ static int client_parse_batch(client_session *c, size_t limit)
         if (st == RESP_REQ_COMMAND && c->streaming) {
             upstream_forward_bytes(c->up, p, used); /* the rest of a streamed request */
             c->streaming = 0;
+        } else if (st == RESP_REQ_COMMAND && c->srv->conf.auth.configured &&
+                   client_auth_gate(c, c->parser.argc, c->parser.argv)) {
+            /* answered by the proxy's own users */
         } else if (st == RESP_REQ_COMMAND) {
             if (c->up && c->up->shared && !client_may_share(c, c->parser.argc, c->parser.argv)) {
                 /* Left in the buffer, parsed again once it may go. Reading
@@ -942,6 +1005,7 @@ static void client_on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
         return;
     }
     c->in.len += (size_t)nread;
+    c->last_io = uv_now(c->srv->loop);
     c->read_seq = client_next_seq(c); /* see client_http_request */
     /* (Not while a connect is pending: reading stops at buffer-limit then,
      * and what is held is complete requests, not one oversized one.) */
@@ -958,10 +1022,31 @@ static void client_on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
     client_process_input(c);
 }
 
+/* Redis's `timeout` (clientsCronHandleTimeout): a client idle that long is
+ * closed without a reply, unless it waits for a reply (a blocking command,
+ * or anything still owed), subscribed, is a MONITOR or a replica (SYNC).
+ * One walk a second from the cron, so an idle client costs no timer. */
+static void client_close_idle(vp_server *srv, uint64_t now)
+{
+    uint64_t limit = (uint64_t)srv->conf.timeout * 1000;
+    client_session *next;
+    for (client_session *c = srv->clients; c; c = next) {
+        next = c->next;
+        if (c->slot_len || c->pubsub || c->monitor || c->opaque || c->eof_at || c->settling || c->closing ||
+            c->in_pos < c->in.len || now - c->last_io <= limit)
+            continue;
+        vp_log(VP_LOG_VERBOSE, "client %llu %s: closing: idle for over %lld seconds (timeout)", c->id, c->addr,
+               srv->conf.timeout);
+        srv->stats.clients_timed_out++;
+        client_close(c);
+    }
+}
+
 void client_cron(vp_server *srv)
 {
-    if (srv->clients_draining == 0) return;
     uint64_t now = uv_now(srv->loop);
+    if (srv->conf.timeout) client_close_idle(srv, now);
+    if (srv->clients_draining == 0) return;
     client_session *next;
     for (client_session *c = srv->clients; c; c = next) {
         next = c->next;
@@ -987,9 +1072,12 @@ void client_upstream_failed(client_session *c, const char *reason)
     c->up = NULL;
     c->shared_wait = c->output_held = c->owed_wait = 0; /* nothing of that connection's holds it now */
     snprintf(c->up_error, sizeof(c->up_error), "%s", reason);
-    /* One line per second at most: in an outage every client hits this. */
+    /* One line per second at most: in an outage every client hits this.
+     * (None for a refused AUTH: up_auth_answered logs each change once.) */
     uint64_t now = uv_now(c->srv->loop);
-    if (c->srv->unavailable_logged_at == 0 || now - c->srv->unavailable_logged_at >= 1000) {
+    int auth_refused = c->srv->upstream_auth_failure[0] && strcmp(reason, c->srv->upstream_auth_failure) == 0;
+    if (!auth_refused &&
+        (c->srv->unavailable_logged_at == 0 || now - c->srv->unavailable_logged_at >= 1000)) {
         c->srv->unavailable_logged_at = now;
         vp_log(VP_LOG_WARNING, "upstream %s unavailable: %s", c->srv->conf.upstream, reason);
     }
@@ -1298,6 +1386,37 @@ static void client_describe(client_session *c, int is_unix)
     snprintf(c->addr, sizeof(c->addr), "%s:%d", ip, port);
 }
 
+/* Redis 7.0's protected mode (acceptCommonHandler), whatever `bind` is:
+ * while the default user has no password, a TCP client from anywhere but
+ * 127.0.0.1 or ::1 gets this text and the close. */
+#define CLIENT_DENIED                                                                                        \
+    "-DENIED Redis is running in protected mode because protected mode is enabled and no password is set "  \
+    "for the default user. In this mode connections are only accepted from the loopback interface. If you " \
+    "want to connect from external computers to Redis you may adopt one of the following solutions: 1) "    \
+    "Just disable protected mode sending the command 'CONFIG SET protected-mode no' from the loopback "     \
+    "interface by connecting to Redis from the same host the server is running, however MAKE SURE Redis "  \
+    "is not publicly accessible from internet if you do so. Use CONFIG REWRITE to make this change "        \
+    "permanent. 2) Alternatively you can just disable the protected mode by editing the Redis "             \
+    "configuration file, and setting the protected mode option to 'no', and then restarting the server. "  \
+    "3) If you started the server manually just for testing, restart it with the '--protected-mode no' "   \
+    "option. 4) Setup a an authentication password for the default user. NOTE: You only need to do one of " \
+    "the above things in order for the server to start accepting connections from the outside.\r\n"
+
+static int client_protected_refusal(client_session *c)
+{
+    if (!c->srv->conf.protected_mode || !auth_default_nopass(&c->srv->conf.auth)) return 0;
+    const char *colon = strrchr(c->addr, ':');
+    size_t iplen = colon ? (size_t)(colon - c->addr) : strlen(c->addr);
+    if ((iplen == 9 && memcmp(c->addr, "127.0.0.1", 9) == 0) || (iplen == 3 && memcmp(c->addr, "::1", 3) == 0))
+        return 0;
+    vp_log(VP_LOG_VERBOSE, "client %llu %s: refused: protected mode", c->id, c->addr);
+    /* A best effort, as Redis's: never wait for a client we refuse. */
+    uv_buf_t b = uv_buf_init((char *)CLIENT_DENIED, sizeof(CLIENT_DENIED) - 1);
+    (void)uv_try_write(&c->h.stream, &b, 1);
+    client_close(c);
+    return 1;
+}
+
 void client_accept(vp_server *srv, uv_stream_t *listener, int is_unix)
 {
     client_session *c = vp_malloc(sizeof(*c));
@@ -1327,9 +1446,15 @@ void client_accept(vp_server *srv, uv_stream_t *listener, int is_unix)
         client_close(c);
         return;
     }
-    if (!is_unix) uv_tcp_nodelay(&c->h.tcp, 1);
+    if (!is_unix) {
+        uv_tcp_nodelay(&c->h.tcp, 1);
+        limits_tcp_keepalive(&c->h.tcp, srv->conf.tcp_keepalive);
+    }
     client_describe(c, is_unix);
     vp_log(VP_LOG_DEBUG, "client %llu %s: connected", c->id, c->addr);
+    c->last_io = uv_now(srv->loop);
+    c->authed = (unsigned)auth_default_nopass(&srv->conf.auth);
+    if (!is_unix && client_protected_refusal(c)) return;
     /* Connect upstream at once so the first request does not pay for it. */
     c->up = client_connect(c);
     if (c->close_when_done) {

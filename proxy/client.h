@@ -101,12 +101,19 @@ typedef struct client_session {
     unsigned slow_reader : 1; /* its output was held once: its next command moves it */
     unsigned used_shared : 1; /* it sent commands on a shared connection */
     unsigned big_replies : 1; /* it got a reply over CLIENT_BIG_REPLY there: its next command moves it */
+    /* The proxy's own users (auth.h): has it authenticated (or needs not)? */
+    unsigned authed : 1;
+    /* Exempt from `timeout`, as in Redis's clientsCronHandleTimeout: it
+     * subscribed (until RESET), or is a MONITOR. */
+    unsigned pubsub : 1;
+    unsigned monitor : 1;
     /* On a shared connection: how many replies it may be owed at once
      * (client_share_window), and the bytes of the reply coming in. */
     unsigned short share_window;
     unsigned front_started : 1; /* part of the front slot's reply went out already */
     size_t reply_bytes;
-    uint64_t eof_at; /* loop time the client sent EOF with replies owed, 0 = not */
+    uint64_t eof_at;  /* loop time the client sent EOF with replies owed, 0 = not */
+    uint64_t last_io; /* loop time it was last read from or written to (`timeout`) */
 
     struct client_session *prev, *next;
     struct client_session *touched_next;
@@ -115,7 +122,8 @@ typedef struct client_session {
 /* A new connection on a listener. */
 void client_accept(vp_server *srv, uv_stream_t *listener, int is_unix);
 void client_close(client_session *c);
-/* Once a second: let go of clients that left with replies still owed. */
+/* Once a second: let go of clients that left with replies still owed, and
+ * close those idle past `timeout`. */
 void client_cron(vp_server *srv);
 
 /* Called by the upstream connection. */

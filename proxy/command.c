@@ -175,3 +175,8 @@ int cmd_is_quit(int argc, const resp_arg *argv)
 {
     return argc >= 1 && cmd_arg_is(&argv[0], "quit");
 }
+
+int cmd_name_unsubscribes(const resp_arg *name)
+{
+    return cmd_arg_is(name, "unsubscribe") || cmd_arg_is(name, "punsubscribe") || cmd_arg_is(name, "sunsubscribe");
+}

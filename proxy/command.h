@@ -77,6 +77,10 @@ int cmd_is_select_zero(int argc, const resp_arg *argv);
  * processCommand) and closes the connection without a reply. */
 int cmd_is_http_request(int argc, const resp_arg *argv);
 
+/* UNSUBSCRIBE, PUNSUBSCRIBE, SUNSUBSCRIBE (a CMD_SUBSCRIBE that does not
+ * subscribe). */
+int cmd_name_unsubscribes(const resp_arg *name);
+
 /* QUIT (answered by the proxy on a shared connection: Redis would close it). */
 int cmd_is_quit(int argc, const resp_arg *argv);
 

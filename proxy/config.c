@@ -8,7 +8,10 @@
 #include <string.h>
 #include <strings.h>
 
+#include <openssl/crypto.h>
+
 #include "lua/verbs.h"
+#include "proxy/buffer.h"
 
 void conf_defaults(vp_config *c)
 {
@@ -28,6 +31,8 @@ void conf_defaults(vp_config *c)
     c->client_query_buffer_limit = 1024LL * 1024 * 1024;
     c->loglevel = VP_LOG_NOTICE;
     c->ztick_max_members = 100000;
+    c->tcp_keepalive = 300; /* Redis's */
+    c->protected_mode = 1;
 }
 
 void conf_free(vp_config *c)
@@ -37,6 +42,14 @@ void conf_free(vp_config *c)
     free(c->custom_verbs);
     c->custom_verbs = NULL;
     c->ncustom_verbs = 0;
+    auth_free(&c->auth);
+    OPENSSL_cleanse(c->upstream_pass, sizeof(c->upstream_pass));
+    if (c->upstream_auth) {
+        OPENSSL_cleanse(c->upstream_auth, c->upstream_auth_len);
+        free(c->upstream_auth);
+    }
+    c->upstream_auth = NULL;
+    c->upstream_auth_len = 0;
 }
 
 /* `verb NAME path numkeys N [arity A] [readonly]`: may be given many times. */
@@ -153,7 +166,11 @@ typedef enum {
     T_LOGLEVEL,
     T_UPSTREAM,
     T_VERB,
-    T_POLYFILL
+    T_POLYFILL,
+    T_SECRET,
+    T_BOOL,
+    T_REQUIREPASS,
+    T_USER
 } conf_type;
 
 typedef struct conf_directive {
@@ -183,7 +200,20 @@ static const conf_directive conf_directives[] = {
     {"ztick-max-members", T_INT, OFF(ztick_max_members), 0, LLONG_MAX},
     {"verb", T_VERB, 0, 0, 0},
     {"aggregate-count-polyfill", T_POLYFILL, OFF(aggregate_count), 0, 0},
+    {"timeout", T_INT, OFF(timeout), 0, INT_MAX},
+    {"tcp-keepalive", T_INT, OFF(tcp_keepalive), 0, INT_MAX},
+    {"protected-mode", T_BOOL, OFF(protected_mode), 0, 0},
+    {"upstream-user", T_STRING, OFF(upstream_user), 0, 0},
+    {"upstream-pass", T_SECRET, OFF(upstream_pass), 0, 0},
+    {"upstream-pass-file", T_STRING, OFF(upstream_pass_file), 0, 0},
+    {"requirepass", T_REQUIREPASS, 0, 0, 0},
+    {"user", T_USER, 0, 0, 0},
 };
+
+int conf_is_secret(const char *name)
+{
+    return !strcasecmp(name, "upstream-pass") || !strcasecmp(name, "requirepass") || !strcasecmp(name, "user");
+}
 
 int conf_set(vp_config *c, const char *name, const char *value, char *err, size_t errlen)
 {
@@ -249,6 +279,27 @@ int conf_set(vp_config *c, const char *name, const char *value, char *err, size_
         return conf_parse_upstream(c, value, err, errlen);
     case T_VERB:
         return conf_add_verb(c, value, err, errlen);
+    case T_SECRET:
+        if (strlen(value) >= CONF_SECRET_MAX) {
+            snprintf(err, errlen, "'%s' value too long (at most %d bytes)", name, CONF_SECRET_MAX - 1);
+            return -1;
+        }
+        snprintf(field, CONF_SECRET_MAX, "%s", value);
+        return 0;
+    case T_BOOL:
+        if (!strcasecmp(value, "yes"))
+            *(int *)field = 1;
+        else if (!strcasecmp(value, "no"))
+            *(int *)field = 0;
+        else {
+            snprintf(err, errlen, "'%s' must be yes or no, got '%s'", name, value);
+            return -1;
+        }
+        return 0;
+    case T_REQUIREPASS:
+        return auth_requirepass(&c->auth, value);
+    case T_USER:
+        return auth_user_line(&c->auth, value, err, errlen);
     case T_POLYFILL:
         if (!strcasecmp(value, "auto"))
             *(conf_polyfill *)field = CONF_POLYFILL_AUTO;
@@ -292,6 +343,84 @@ static int conf_split(char *line, char **words, int max)
     }
 }
 
+/* `verb` and `user` take the rest of the line: their name if the line
+ * starts with one, else NULL. */
+static const char *conf_rest_of_line_directive(const char *line)
+{
+    static const char *const names[] = {"verb", "user"};
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+        size_t n = strlen(names[i]);
+        if (strncasecmp(line, names[i], n) == 0 && (line[n] == ' ' || line[n] == '\t')) return names[i];
+    }
+    return NULL;
+}
+
+/* The first line of a file, without its line end. */
+static int conf_read_first_line(const char *path, char *out, size_t cap, char *err, size_t errlen)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        snprintf(err, errlen, "upstream-pass-file %s: cannot open: %s", path, strerror(errno));
+        return -1;
+    }
+    int ok = fgets(out, (int)cap, f) != NULL;
+    fclose(f);
+    size_t n = ok ? strlen(out) : 0;
+    if (n == cap - 1 && out[n - 1] != '\n') {
+        OPENSSL_cleanse(out, cap);
+        snprintf(err, errlen, "upstream-pass-file %s: the password is longer than %zu bytes", path, cap - 2);
+        return -1;
+    }
+    while (n && (out[n - 1] == '\n' || out[n - 1] == '\r'))
+        out[--n] = '\0';
+    if (n == 0) {
+        snprintf(err, errlen, "upstream-pass-file %s: the first line is empty", path);
+        return -1;
+    }
+    return 0;
+}
+
+/* AUTH [user] pass as a RESP request. */
+static void conf_build_upstream_auth(vp_config *c)
+{
+    size_t ul = strlen(c->upstream_user), pl = strlen(c->upstream_pass);
+    size_t cap = ul + pl + 64;
+    c->upstream_auth = vp_malloc(cap);
+    int n = ul ? snprintf(c->upstream_auth, cap, "*3\r\n$4\r\nAUTH\r\n$%zu\r\n%s\r\n$%zu\r\n%s\r\n", ul,
+                          c->upstream_user, pl, c->upstream_pass)
+               : snprintf(c->upstream_auth, cap, "*2\r\n$4\r\nAUTH\r\n$%zu\r\n%s\r\n", pl, c->upstream_pass);
+    c->upstream_auth_len = (size_t)n;
+}
+
+int conf_finish(vp_config *c, const char *env_pass, char *err, size_t errlen)
+{
+    /* The file, then the environment, then the directive: the safer
+     * source wins (a file or the environment stay out of `ps`). */
+    if (c->upstream_pass_file[0]) {
+        if (conf_read_first_line(c->upstream_pass_file, c->upstream_pass, sizeof(c->upstream_pass), err,
+                                 errlen) < 0)
+            return -1;
+        c->upstream_pass_source = "upstream-pass-file";
+    } else if (env_pass && *env_pass) {
+        if (strlen(env_pass) >= sizeof(c->upstream_pass)) {
+            snprintf(err, errlen, "%s is longer than %d bytes", CONF_UPSTREAM_PASS_ENV, CONF_SECRET_MAX - 1);
+            return -1;
+        }
+        snprintf(c->upstream_pass, sizeof(c->upstream_pass), "%s", env_pass);
+        c->upstream_pass_source = CONF_UPSTREAM_PASS_ENV;
+    } else if (c->upstream_pass[0]) {
+        c->upstream_pass_source = "upstream-pass";
+    }
+    if (c->upstream_user[0] && !c->upstream_pass[0]) {
+        snprintf(err, errlen,
+                 "upstream-user '%s' is given without a password: set upstream-pass-file, %s or upstream-pass",
+                 c->upstream_user, CONF_UPSTREAM_PASS_ENV);
+        return -1;
+    }
+    if (c->upstream_pass[0]) conf_build_upstream_auth(c);
+    return 0;
+}
+
 int conf_load_file(vp_config *c, const char *path, char *err, size_t errlen)
 {
     FILE *f = fopen(path, "r");
@@ -325,13 +454,14 @@ int conf_load_file(vp_config *c, const char *path, char *err, size_t errlen)
             hash++;
         if (*hash == '#' || *hash == '\0') continue;
         char why[512];
-        if (strncasecmp(hash, "verb", 4) == 0 && (hash[4] == ' ' || hash[4] == '\t')) {
-            /* The one directive with several words: the rest of the line. */
-            char *value = hash + 5;
+        const char *rest_of_line = conf_rest_of_line_directive(hash);
+        if (rest_of_line) {
+            /* The directives with several words: the rest of the line. */
+            char *value = hash + strlen(rest_of_line) + 1;
             size_t vl = strlen(value);
             while (vl && isspace((unsigned char)value[vl - 1]))
                 value[--vl] = '\0';
-            if (conf_set(c, "verb", value, why, sizeof(why)) < 0) {
+            if (conf_set(c, rest_of_line, value, why, sizeof(why)) < 0) {
                 snprintf(err, errlen, "%s:%d: %s", path, lineno, why);
                 rc = -1;
                 break;

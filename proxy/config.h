@@ -7,9 +7,13 @@
 
 #include <stddef.h>
 
+#include "proxy/auth.h"
 #include "proxy/log.h"
 
 #define CONF_ADDR_MAX 256
+#define CONF_SECRET_MAX 1024
+/* The environment variable an upstream password may come from. */
+#define CONF_UPSTREAM_PASS_ENV "VERBPROXY_UPSTREAM_PASS"
 
 /* aggregate-count-polyfill: when ZUNION, ZINTER and their STORE variants
  * with AGGREGATE COUNT run as the proxy's script instead of Redis's own
@@ -33,6 +37,22 @@ typedef struct vp_config {
     long long connect_timeout_ms;
     long long shared_upstreams; /* connections shared by stateless clients; 0 = one per client */
     long long maxclients;       /* client connections taken at once (limits.h may lower it) */
+    long long timeout;          /* seconds a client may stay idle; 0 = forever (client_cron) */
+    long long tcp_keepalive;    /* SO_KEEPALIVE idle seconds on every TCP socket, both sides; 0 = off */
+    int protected_mode;         /* refuse non-loopback clients while the default user has no password */
+
+    /* Upstream credentials. The password comes from upstream-pass-file (its
+     * first line), else $VERBPROXY_UPSTREAM_PASS, else upstream-pass;
+     * conf_finish turns them into `upstream_auth`, the AUTH request sent
+     * first on every upstream connection (owned; NULL: none). */
+    char upstream_user[CONF_ADDR_MAX];
+    char upstream_pass[CONF_SECRET_MAX];
+    char upstream_pass_file[CONF_ADDR_MAX];
+    char *upstream_auth;
+    size_t upstream_auth_len;
+    const char *upstream_pass_source; /* which of the three gave it (for the log) */
+    /* The proxy's own users (requirepass, user lines). */
+    auth_table auth;
 
     long long proto_max_bulk_len;
     long long proto_max_multibulk_len;
@@ -51,7 +71,14 @@ typedef struct vp_config {
 } vp_config;
 
 void conf_defaults(vp_config *c);
-/* Free what the settings own (the custom verbs). */
+/* After the file and the flags: resolve the upstream password (env_pass:
+ * the environment's, or NULL) and check what only the whole settings can
+ * say. Returns 0, or -1 with a reason in err. */
+int conf_finish(vp_config *c, const char *env_pass, char *err, size_t errlen);
+/* Is this directive's value a secret (to be kept out of argv and logs)? */
+int conf_is_secret(const char *name);
+/* Free what the settings own (the custom verbs, the users, the AUTH
+ * request: secrets are wiped first). */
 void conf_free(vp_config *c);
 /* Apply one directive. Returns 0, or -1 with a reason in err. */
 int conf_set(vp_config *c, const char *name, const char *value, char *err, size_t errlen);

@@ -35,6 +35,10 @@ static void usage(FILE *out)
                  "  --maxclients N         client connections at once (default 10000; lowered\n"
                  "                         to what the open-file limit allows)\n"
                  "  --loglevel LEVEL       debug, verbose, notice or warning\n"
+                 "  --upstream-user NAME   authenticate upstream connections as NAME\n"
+                 "  --upstream-pass-file PATH  their password: the file's first line (or\n"
+                 "                         $VERBPROXY_UPSTREAM_PASS; --upstream-pass shows in ps)\n"
+                 "  --requirepass PASS     the proxy's own password for its clients\n"
                  "  --script NAME          print the script of built-in verb NAME as Redis runs\n"
                  "                         it (helpers put in), to SCRIPT LOAD it yourself\n"
                  "  --help                 this text\n"
@@ -130,11 +134,28 @@ int main(int argc, char **argv)
             fprintf(stderr, "verbproxy: unexpected argument '%s' (try --help)\n", argv[i]);
             return conf_free(&srv.conf), 1;
         }
-        if (conf_set(&srv.conf, argv[i] + 2, argv[i + 1], err, sizeof(err)) < 0) {
+        int rc = conf_set(&srv.conf, argv[i] + 2, argv[i + 1], err, sizeof(err));
+        /* A secret given as a flag is wiped from argv (what `ps` and
+         * /proc/<pid>/cmdline show) once read; it was visible until now,
+         * which is why upstream-pass-file and the environment are the safe
+         * ways (README). */
+        if (conf_is_secret(argv[i] + 2)) memset(argv[i + 1], '*', strlen(argv[i + 1]));
+        if (rc < 0) {
             fprintf(stderr, "verbproxy: bad flag %s: %s\n", argv[i], err);
             return conf_free(&srv.conf), 1;
         }
         i++;
+    }
+    /* The environment's password, wiped from /proc/<pid>/environ too. */
+    char *env_pass = getenv(CONF_UPSTREAM_PASS_ENV);
+    int rc = conf_finish(&srv.conf, env_pass, err, sizeof(err));
+    if (env_pass) {
+        memset(env_pass, 0, strlen(env_pass));
+        unsetenv(CONF_UPSTREAM_PASS_ENV);
+    }
+    if (rc < 0) {
+        fprintf(stderr, "verbproxy: bad config: %s\n", err);
+        return conf_free(&srv.conf), 1;
     }
 
     if (verbs_build(&srv.verbs, srv.conf.custom_verbs, srv.conf.ncustom_verbs, srv.conf.ztick_max_members,
@@ -167,6 +188,10 @@ int main(int argc, char **argv)
         return conf_free(&srv.conf), 1;
     }
     vp_log(VP_LOG_NOTICE, "verbproxy %s ready, upstream %s", VP_VERSION, srv.conf.upstream);
+    if (srv.conf.upstream_auth)
+        vp_log(VP_LOG_NOTICE, "upstream credentials: %s%s, password from %s",
+               srv.conf.upstream_user[0] ? "user " : "the default user",
+               srv.conf.upstream_user[0] ? srv.conf.upstream_user : "", srv.conf.upstream_pass_source);
 
     uv_prepare_init(srv.loop, &srv.flush_prepare);
     srv.flush_prepare.data = &srv;

@@ -25,6 +25,9 @@ typedef struct vp_server {
     unsigned long long next_client_id;
     unsigned long clients_draining; /* clients that sent EOF with replies owed */
     uint64_t unavailable_logged_at; /* loop time of the last "upstream unavailable" line */
+    /* Redis's answer to our AUTH while it refuses the upstream credentials
+     * ("" while it takes them): logged when it changes, not per connection. */
+    char upstream_auth_failure[160];
     /* Bumped by every SCRIPT FLUSH the proxy forwards, when it is sent and
      * when it is answered: an upstream connection whose scripts were loaded
      * at an older value loads them again before its next verb

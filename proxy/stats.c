@@ -24,6 +24,9 @@
     X(script_loads)                                                                                          \
     X(noscript_recoveries)                                                                                   \
     X(noscript_reordered)                                                                                    \
+    X(upstream_auth_failures)                                                                                \
+    X(auth_failures)                                                                                         \
+    X(clients_timed_out)                                                                                     \
     X(sharing_off)
 
 size_t stats_format(const vp_stats *s, char *buf, size_t cap, const char *sep, const char *end)

@@ -23,6 +23,9 @@ typedef struct vp_stats {
     unsigned long long script_loads;         /* SCRIPT LOADs sent (one per script a connection first calls) */
     unsigned long long noscript_recoveries;  /* verbs answered NOSCRIPT, reloaded and retried */
     unsigned long long noscript_reordered;   /* ... where later commands had already run */
+    unsigned long long upstream_auth_failures; /* our AUTH with the upstream credentials refused */
+    unsigned long long auth_failures;          /* clients' AUTH / HELLO AUTH refused by the proxy's own users */
+    unsigned long long clients_timed_out;      /* clients closed after `timeout` seconds idle */
     unsigned long long sharing_off;          /* 1 while Redis's output limit keeps clients from sharing */
 } vp_stats;
 

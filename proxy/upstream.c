@@ -8,6 +8,7 @@
 
 #include "lua/verbs.h"
 #include "proxy/client.h"
+#include "proxy/limits.h"
 #include "proxy/log.h"
 #include "proxy/pool.h"
 #include "proxy/upstream_internal.h"
@@ -38,7 +39,8 @@ typedef enum up_route {
     ROUTE_SCRIPT_LOAD,  /* our SCRIPT LOAD's answer: checked, dropped */
     ROUTE_OUTPUT_PROBE, /* our output-limit probe's answer: read, dropped */
     ROUTE_NOSCRIPT,     /* a verb's NOSCRIPT: reload and send it again */
-    ROUTE_SERVER        /* our HELLO's answer: read, dropped */
+    ROUTE_SERVER,       /* our HELLO's answer: read, dropped */
+    ROUTE_AUTH          /* our AUTH's answer: the connection is ready, or failed */
 } up_route;
 
 static void up_close_cb(uv_handle_t *h);
@@ -207,7 +209,7 @@ static void up_lost(upstream_conn *up, const char *reason)
 static void up_on_timeout(uv_timer_t *t)
 {
     upstream_conn *up = t->data;
-    if (up->state != UPSTREAM_CONNECTING) return;
+    if (up->state != UPSTREAM_CONNECTING && !up->authing) return; /* (connect-timeout covers our AUTH too) */
     if (up->error[0])
         up_fail(up, up->error); /* a failure parked by upstream_open */
     else
@@ -223,6 +225,7 @@ static int up_start_connect(upstream_conn *up, const struct sockaddr *sa)
     up->stream_inited = 1;
     up->handles_open++;
     uv_tcp_nodelay(&up->h.tcp, 1);
+    limits_tcp_keepalive(&up->h.tcp, srv->conf.tcp_keepalive);
     return uv_tcp_connect(&up->connect_req, &up->h.tcp, sa, up_on_connect);
 }
 
@@ -246,6 +249,20 @@ static void up_on_resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *r
     if (rc < 0) up_fail(up, uv_strerror(rc));
 }
 
+/* With upstream credentials, AUTH is the connection's first request:
+ * queued before anything else can be (the bytes are the settings', they
+ * live as long as the process), sent when the transport is ready
+ * (up_transport_ready), and the connection takes clients' requests once it
+ * is answered +OK (up_auth_answered). */
+static void up_queue_auth(upstream_conn *up)
+{
+    const vp_config *conf = &up->srv->conf;
+    if (!conf->upstream_auth) return;
+    outq_add(&up->out, conf->upstream_auth, conf->upstream_auth_len);
+    up_fifo_push(up, NULL, UP_AUTH);
+    up->authing = 1;
+}
+
 upstream_conn *upstream_open(vp_server *srv, struct client_session *client)
 {
     upstream_conn *up = vp_malloc(sizeof(*up));
@@ -262,6 +279,7 @@ upstream_conn *upstream_open(vp_server *srv, struct client_session *client)
     srv->stats.upstream_connects++;
     if (client) srv->own_upstreams++; /* (a shared one is opened without a client) */
     up_make_barrier(up);
+    up_queue_auth(up);
 
     const vp_config *conf = &srv->conf;
     int rc = 0;
@@ -299,12 +317,13 @@ upstream_conn *upstream_open(vp_server *srv, struct client_session *client)
 
 int upstream_is_ready(const upstream_conn *up)
 {
-    return up->state == UPSTREAM_READY && !up->setting_up && (!up->shared || up->auth != UP_AUTH_UNKNOWN);
+    return up->state == UPSTREAM_READY && !up->authing && !up->setting_up &&
+           (!up->shared || up->auth != UP_AUTH_UNKNOWN);
 }
 
 int upstream_was_set_up(const upstream_conn *up)
 {
-    return !up->setting_up && (!up->shared || up->auth != UP_AUTH_UNKNOWN);
+    return !up->authing && !up->setting_up && (!up->shared || up->auth != UP_AUTH_UNKNOWN);
 }
 
 int upstream_requires_auth(const upstream_conn *up)
@@ -489,6 +508,7 @@ static up_route up_decide(upstream_conn *up, const char *p, size_t n, int whole)
     }
     if (!up->raw_rx) {
         if (e && e->kind == UP_REPLY) return ROUTE_REPLY;
+        if (e && e->kind == UP_AUTH) return ROUTE_AUTH;
         if (e && e->kind == UP_SCRIPT_LOAD) return ROUTE_SCRIPT_LOAD;
         if (e && e->kind == UP_OUTPUT_PROBE) return whole ? ROUTE_OUTPUT_PROBE : ROUTE_REPLY; /* (dropped) */
         if (e && e->kind == UP_SERVER_PROBE) return whole ? ROUTE_SERVER : ROUTE_REPLY;       /* (dropped) */
@@ -514,6 +534,42 @@ static up_route up_decide(upstream_conn *up, const char *p, size_t n, int whole)
         if (e->kind == UP_RESET && bytes_are(p, n, RESET_REPLY)) return ROUTE_RESET;
     }
     return ROUTE_PUSH;
+}
+
+/* Our AUTH was answered (p..p+n, whole if `done`). +OK: the connection is
+ * ready for its clients once this read is handed on (announce_ready).
+ * Anything else fails it as a connect that did not succeed: each request
+ * waiting for it gets "upstream unavailable: <address>: <Redis's text>",
+ * and the log says so once per change of the answer, not once per
+ * connection. What Redis writes to a connection it refuses (maxclients,
+ * protected mode) is left to up_note_refusal: Redis closes next, and the
+ * clients get its own error. */
+static void up_auth_answered(upstream_conn *up, const char *p, size_t n, int done)
+{
+    vp_server *srv = up->srv;
+    if (done && up_is_refusal(p, n)) return;
+    if (done && n == 5 && memcmp(p, "+OK\r\n", 5) == 0) {
+        up->authing = 0;
+        uv_timer_stop(&up->timer);
+        up->announce_ready = 1;
+        if (srv->upstream_auth_failure[0]) {
+            vp_log(VP_LOG_WARNING, "upstream %s: AUTH accepted again", srv->conf.upstream);
+            srv->upstream_auth_failure[0] = '\0';
+        }
+        return;
+    }
+    char why[sizeof(srv->upstream_auth_failure)];
+    if (done && n >= 3 && p[0] == '-')
+        snprintf(why, sizeof(why), "%.*s", (int)(n - 3), p + 1);
+    else
+        snprintf(why, sizeof(why), "unexpected reply to AUTH");
+    srv->stats.upstream_auth_failures++;
+    if (strcmp(why, srv->upstream_auth_failure) != 0) {
+        snprintf(srv->upstream_auth_failure, sizeof(srv->upstream_auth_failure), "%s", why);
+        vp_log(VP_LOG_WARNING, "upstream %s: AUTH refused: %s (requests waiting for a connection get it)",
+               srv->conf.upstream, why);
+    }
+    up_fail(up, why);
 }
 
 /* Hand n bytes of the current reply on; `done` marks its last piece. The
@@ -563,6 +619,10 @@ static void up_deliver(upstream_conn *up, const char *p, size_t n, int done)
         up_check_server(up, sent, p, n);
         return;
     }
+    case ROUTE_AUTH:
+        up_fifo_pop(up);
+        up_auth_answered(up, p, n, done);
+        return;
     case ROUTE_NOSCRIPT:
         if (!up_retry_verb(up)) {
             up->route = ROUTE_REPLY; /* could not retry: the client gets the NOSCRIPT */
@@ -636,7 +696,7 @@ static void up_note_refusal(upstream_conn *up, const char *p, size_t n)
      * protected mode), not an error of a command it ran (CLIENT NO-EVICT on
      * a Redis before 7.0). */
     if (!up_is_refusal(p, n)) return;
-    if (up->route != ROUTE_REPLY && up->route != ROUTE_SCRIPT_LOAD) return;
+    if (up->route != ROUTE_REPLY && up->route != ROUTE_SCRIPT_LOAD && up->route != ROUTE_AUTH) return;
     memcpy(up->refusal, p, n);
     up->refusal_len = (unsigned char)n;
 }
@@ -747,10 +807,14 @@ static void up_on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
         client_flush_touched(up->srv);
     if (up->state == UPSTREAM_CLOSED) return;
     if (up->announce_ready) {
-        /* Its setup is answered (whether Redis requires AUTH, its output
-         * limit): its clients' requests may go now (upstream_is_ready). */
+        /* Its setup is answered (our AUTH, whether Redis requires AUTH, its
+         * output limit): its clients' requests may go now
+         * (upstream_is_ready). */
         up->announce_ready = 0;
-        if (upstream_is_ready(up)) client_shared_ready(up->srv, up);
+        if (upstream_is_ready(up) && up->client)
+            client_upstream_ready(up->client);
+        else if (upstream_is_ready(up) && up->shared && !up->side)
+            client_shared_ready(up->srv, up);
         if (up->state != UPSTREAM_READY) return;
     }
     if (up->shared) {
@@ -771,23 +835,40 @@ static void up_on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
     vp_buf_shrink(&up->kept, UP_KEEP_BYTES); /* after a large verb (only when empty) */
 }
 
-static void up_on_connect(uv_connect_t *req, int status)
+/* The connection's stream carries plaintext from here on (today: once TCP
+ * or the unix socket is connected; with TLS, after the handshake). What
+ * is queued goes, our AUTH first when there are credentials; then its
+ * clients are told once AUTH is answered (up_auth_answered), or at once
+ * without credentials. */
+static void up_transport_ready(upstream_conn *up)
 {
-    upstream_conn *up = req->data;
-    if (status == UV_ECANCELED || up->state != UPSTREAM_CONNECTING) return;
-    uv_timer_stop(&up->timer);
-    if (status < 0) {
-        up_fail(up, uv_strerror(status));
-        return;
-    }
+    if (!up->authing) uv_timer_stop(&up->timer); /* else it bounds our AUTH too */
     up->state = UPSTREAM_READY;
     up->reading = 1;
     uv_read_start(&up->h.stream, up_alloc, up_on_read);
     vp_log(VP_LOG_DEBUG, "upstream %s: connected", up->srv->conf.upstream);
+    if (up->authing) {
+        /* A shared one writes at the end of the loop iteration. */
+        int rc = up->shared ? 0 : upstream_flush(up);
+        if (rc < 0) up_fail(up, uv_strerror(rc));
+        return;
+    }
     if (up->client)
         client_upstream_ready(up->client);
     else if (up->shared && !up->setting_up)
         client_shared_ready(up->srv, up);
+}
+
+static void up_on_connect(uv_connect_t *req, int status)
+{
+    upstream_conn *up = req->data;
+    if (status == UV_ECANCELED || up->state != UPSTREAM_CONNECTING) return;
+    if (status < 0) {
+        uv_timer_stop(&up->timer);
+        up_fail(up, uv_strerror(status));
+        return;
+    }
+    up_transport_ready(up);
 }
 
 /* ---- sending requests ---- */
@@ -826,6 +907,24 @@ void upstream_forward_empty(upstream_conn *up, const char *p, size_t n)
     up->skip_next = 0;
 }
 
+/* RESET makes Redis authenticate the connection as the default user again
+ * (clientSetDefaultAuth): with upstream credentials our AUTH follows it at
+ * once, before anything the client sends next, its answer dropped. When
+ * the RESET's own reply was skipped (a CLIENT REPLY SKIP before it) the
+ * stream is not counted, so the AUTH goes under a SKIP of its own and
+ * answers nothing. */
+static void up_reauth(upstream_conn *up, int counted)
+{
+    const vp_config *conf = &up->srv->conf;
+    if (!conf->upstream_auth) return;
+    if (!counted) {
+        static const char skip[] = "*3\r\n$6\r\nCLIENT\r\n$5\r\nREPLY\r\n$4\r\nSKIP\r\n";
+        outq_add(&up->out, skip, sizeof(skip) - 1);
+    }
+    outq_add(&up->out, conf->upstream_auth, conf->upstream_auth_len);
+    if (counted) up_fifo_push(up, NULL, UP_REPLY); /* no client: dropped */
+}
+
 /* The command changes how Redis answers at EXEC time, or is one the proxy
  * cannot count: note it for EXEC. */
 static int up_is_special(cmd_kind kind)
@@ -833,7 +932,21 @@ static int up_is_special(cmd_kind kind)
     return kind != CMD_PLAIN && kind != CMD_MULTI && kind != CMD_EXEC && kind != CMD_DISCARD;
 }
 
+static int up_forward(upstream_conn *up, struct client_session *c, const char *p, size_t n, cmd_kind kind,
+                      int copy);
+
 int upstream_forward(upstream_conn *up, struct client_session *c, const char *p, size_t n, cmd_kind kind)
+{
+    return up_forward(up, c, p, n, kind, 0);
+}
+
+int upstream_forward_copy(upstream_conn *up, struct client_session *c, const char *p, size_t n, cmd_kind kind)
+{
+    return up_forward(up, c, p, n, kind, 1);
+}
+
+static int up_forward(upstream_conn *up, struct client_session *c, const char *p, size_t n, cmd_kind kind,
+                      int copy)
 {
     up->srv->stats.commands_forwarded++;
     if (up->shared) {
@@ -845,7 +958,10 @@ int upstream_forward(upstream_conn *up, struct client_session *c, const char *p,
         up_fifo_push(up, c, UP_REPLY);
         return 1;
     }
-    outq_add(&up->out, p, n);
+    if (copy)
+        outq_add_copy(&up->out, p, n);
+    else
+        outq_add(&up->out, p, n);
 
     /* RESET runs even inside MULTI and clears every mode. Its +RESET is not
      * sent when a CLIENT REPLY SKIP is in force; then the proxy cannot tell
@@ -855,13 +971,17 @@ int upstream_forward(upstream_conn *up, struct client_session *c, const char *p,
         upstream_note_reset(up);
         up->in_multi = up->multi_special = 0;
         up->reply_off = up->skip_next = 0;
-        if (!answered) return 0;
+        if (!answered) {
+            up_reauth(up, 0);
+            return 0;
+        }
         if (up->raw_tx) {
             up_fifo_push(up, c, UP_RESET);
             up->raw_tx = 0;
         } else {
             up_fifo_push(up, c, UP_REPLY);
         }
+        up_reauth(up, 1);
         return 1;
     }
 

@@ -60,7 +60,8 @@ typedef enum up_entry_kind {
     UP_OPAQUE_START,  /* from here on the stream is not RESP (SYNC/PSYNC) */
     UP_OUTPUT_PROBE,  /* our CONFIG GET client-output-buffer-limit: read, never shown */
     UP_SERVER_PROBE,  /* our HELLO (no arguments): read, never shown (upstream_server.c) */
-    UP_HELLO          /* the client's HELLO: its reply is the client's, and says the protocol */
+    UP_HELLO,         /* the client's HELLO: its reply is the client's, and says the protocol */
+    UP_AUTH           /* our AUTH with the upstream credentials, first on the connection (up_auth_answered) */
 } up_entry_kind;
 
 typedef struct up_entry {
@@ -122,8 +123,9 @@ typedef struct upstream_conn {
     unsigned waiters;   /* clients not read until its backlog drains (client shared_wait) */
     int flush_error;    /* a shared connection's early write failed: reported by the next flush */
     int setting_up;     /* a shared connection waits for its output-limit probe before clients use it */
-    int announce_ready; /* its setup (auth state, output limit) was just answered: tell its clients after the
-                           read */
+    int announce_ready; /* its setup (our AUTH, auth state, output limit) was just answered: tell its
+                           clients after the read */
+    int authing;        /* our AUTH (upstream credentials) is not answered yet: not ready for clients */
     /* A shared connection's writes not fully answered yet: the `sent` value
      * each one ended at, oldest first (see up_shared_write). */
     unsigned long long batch_end[UP_SHARED_BATCHES];
@@ -291,6 +293,8 @@ void upstream_side_detach(vp_server *srv, struct client_session *c);
  * if a reply will come back for it, so the client queues a waiting slot
  * (whose sequence number the entry records: client_next_seq()). */
 int upstream_forward(upstream_conn *up, struct client_session *c, const char *p, size_t n, cmd_kind kind);
+/* The same for bytes that go away before the flush: copied. */
+int upstream_forward_copy(upstream_conn *up, struct client_session *c, const char *p, size_t n, cmd_kind kind);
 /* Send a checked verb call as EVALSHA (or EVAL inside MULTI / uncounted).
  * Returns 1 if a reply will come back for it. */
 struct verb_def;
