@@ -909,20 +909,13 @@ void upstream_forward_empty(upstream_conn *up, const char *p, size_t n)
 
 /* RESET makes Redis authenticate the connection as the default user again
  * (clientSetDefaultAuth): with upstream credentials our AUTH follows it at
- * once, before anything the client sends next, its answer dropped. When
- * the RESET's own reply was skipped (a CLIENT REPLY SKIP before it) the
- * stream is not counted, so the AUTH goes under a SKIP of its own and
- * answers nothing. */
-static void up_reauth(upstream_conn *up, int counted)
+ * once, before anything the client sends next, its answer dropped. */
+static void up_reauth(upstream_conn *up)
 {
     const vp_config *conf = &up->srv->conf;
     if (!conf->upstream_auth) return;
-    if (!counted) {
-        static const char skip[] = "*3\r\n$6\r\nCLIENT\r\n$5\r\nREPLY\r\n$4\r\nSKIP\r\n";
-        outq_add(&up->out, skip, sizeof(skip) - 1);
-    }
     outq_add(&up->out, conf->upstream_auth, conf->upstream_auth_len);
-    if (counted) up_fifo_push(up, NULL, UP_REPLY); /* no client: dropped */
+    up_fifo_push(up, NULL, UP_REPLY); /* no client: dropped */
 }
 
 /* The command changes how Redis answers at EXEC time, or is one the proxy
@@ -958,6 +951,17 @@ static int up_forward(upstream_conn *up, struct client_session *c, const char *p
         up_fifo_push(up, c, UP_REPLY);
         return 1;
     }
+    int skip_eaten = 0;
+    if (kind == CMD_RESET && up->skip_next && up->srv->conf.upstream_auth) {
+        /* A CLIENT REPLY SKIP would take the RESET's reply, and our AUTH
+         * after it could not be told apart in the uncounted stream: a PING
+         * takes the SKIP instead, and the RESET's reply, which the client
+         * does not expect, is dropped (its +RESET counts again). */
+        static const char ping[] = "*1\r\n$4\r\nPING\r\n";
+        outq_add(&up->out, ping, sizeof(ping) - 1);
+        up->skip_next = 0;
+        skip_eaten = 1;
+    }
     if (copy)
         outq_add_copy(&up->out, p, n);
     else
@@ -971,18 +975,16 @@ static int up_forward(upstream_conn *up, struct client_session *c, const char *p
         upstream_note_reset(up);
         up->in_multi = up->multi_special = 0;
         up->reply_off = up->skip_next = 0;
-        if (!answered) {
-            up_reauth(up, 0);
-            return 0;
-        }
+        if (!answered) return 0;
+        struct client_session *owner = skip_eaten ? NULL : c; /* NULL: dropped */
         if (up->raw_tx) {
-            up_fifo_push(up, c, UP_RESET);
+            up_fifo_push(up, owner, UP_RESET);
             up->raw_tx = 0;
         } else {
-            up_fifo_push(up, c, UP_REPLY);
+            up_fifo_push(up, owner, UP_REPLY);
         }
-        up_reauth(up, 1);
-        return 1;
+        up_reauth(up);
+        return !skip_eaten;
     }
 
     int replies = 1;   /* does this command answer? */

@@ -147,6 +147,23 @@ static void *by_run(void *arg)
 
 vt_bystanders *vt_bystanders_start(int port, int n)
 {
+    return vt_bystanders_start_auth(port, n, NULL);
+}
+
+/* AUTH on a new bystander's connection, before its thread starts. */
+static bool by_auth(int fd, const char *password)
+{
+    vt_buf req = {0}, got = {0};
+    vt_buf_cmd(&req, "AUTH", password, NULL);
+    bool ok = vt_sock_send_buf(fd, &req) && vt_sock_read_len(fd, &got, 5, VT_BYSTANDER_BATCH_DEADLINE_MS) &&
+              got.len == 5 && memcmp(got.data, "+OK\r\n", 5) == 0;
+    vt_buf_free(&req);
+    vt_buf_free(&got);
+    return ok;
+}
+
+vt_bystanders *vt_bystanders_start_auth(int port, int n, const char *password)
+{
     static atomic_int next_id;
     if (n < 1 || n > VT_BYSTANDERS_MAX) {
         fprintf(stderr, "vt_bystanders_start: %d bystanders (1..%d)\n", n, VT_BYSTANDERS_MAX);
@@ -162,6 +179,10 @@ vt_bystanders *vt_bystanders_start(int port, int n)
         b->group = g;
         b->index = i;
         b->fd = vt_sock_tcp(port);
+        if (b->fd >= 0 && password && !by_auth(b->fd, password)) {
+            close(b->fd);
+            b->fd = -1;
+        }
         if (b->fd < 0) {
             fprintf(stderr, "vt_bystanders_start: bystander %d cannot connect to port %d\n", i, port);
             vt_bystanders_stop(g, NULL, NULL, 0);

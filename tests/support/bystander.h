@@ -37,6 +37,9 @@ typedef struct vt_bystanders vt_bystanders;
 /* Start n (1..VT_BYSTANDERS_MAX) bystanders against 127.0.0.1:port. NULL
  * (why on stderr) if one cannot connect. */
 vt_bystanders *vt_bystanders_start(int port, int n);
+/* The same in front of a proxy with a password of its own: each bystander
+ * sends AUTH <password> (answered +OK) before its first batch. */
+vt_bystanders *vt_bystanders_start_auth(int port, int n, const char *password);
 /* Wait until every bystander has had `more` further replies checked,
  * counted from this call. False on timeout or once any bystander failed. */
 bool vt_bystanders_wait(vt_bystanders *b, long long more, int timeout_ms);

@@ -187,9 +187,21 @@ static inline void vt_exchange(int fd, vt_buf *req, const char *want)
 
 /* A counter of the proxy's `VERBPROXY STATS` (a bulk string of name:value
  * lines), asked on a new connection. */
+static inline long long vt_proxy_stat_auth(int port, const char *password, const char *name);
 static inline long long vt_proxy_stat(int port, const char *name)
 {
+    return vt_proxy_stat_auth(port, NULL, name);
+}
+
+/* The same from a proxy with a password of its own. */
+static inline long long vt_proxy_stat_auth(int port, const char *password, const char *name)
+{
     redisContext *c = vt_must_connect(port);
+    if (password) {
+        redisReply *a = vt_cmd(c, "AUTH %s", password);
+        vt_assert_status(a, "OK");
+        freeReplyObject(a);
+    }
     redisReply *r = vt_cmd(c, "VERBPROXY STATS");
     cr_assert(r && r->type == REDIS_REPLY_STRING, "VERBPROXY STATS: expected a bulk string, got %s",
               VT_DESCRIBE(r));

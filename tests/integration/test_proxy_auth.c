@@ -1,0 +1,227 @@
+/* test_proxy_auth.c - the proxy's own password and users.
+ *
+ * The proxy runs with `requirepass` and `user` lines in front of a Redis
+ * without a password; a second redis-server, the reference, runs with the
+ * same password and users. Every situation (AUTH right, wrong, malformed;
+ * HELLO in each of its forms; commands before AUTH; RESET; QUIT; Redis's
+ * pre-auth limits; inline and multibulk) is sent on a new connection to
+ * both, and the proxy must answer byte for byte what the reference
+ * answers (a HELLO reply's client id aside: another server's). AUTH never
+ * reaches the upstream. Hostile clients (pre-auth limits) run beside
+ * bystanders that authenticated. */
+#include "tests/support/checks.h"
+
+#define PROXY_PASS "pr0xy-pass"
+#define DAVE_HASH "bc83b16ebf1230a0d7fb9258f402eae6458b671dc84b8616b895e0a1caaf93dc" /* sha256("davepw") */
+
+static vt_redis *upstream, *reference;
+static vt_proxy *proxy;
+
+static void start_all(const char *const *redis_args, const char *const *proxy_args)
+{
+    upstream = vt_redis_start(NULL);
+    cr_assert(upstream != NULL, "redis-server did not start (see stderr)");
+    vt_redis_opts ro = {.extra_args = redis_args};
+    reference = vt_redis_start(&ro);
+    cr_assert(reference != NULL, "the reference redis-server did not start (see stderr)");
+    vt_proxy_opts po = {.extra_args = proxy_args};
+    proxy = vt_proxy_start(upstream, &po);
+    cr_assert(proxy != NULL, "verbproxy did not start (see stderr)");
+}
+
+static void setup_users(void)
+{
+    static const char *const redis_args[] = {
+        "--requirepass", PROXY_PASS, "--user", "alice", "on", ">apw", "~*", "&*", "+@all",
+        "--user", "bob", "off", ">bobpw", "--user", "carol", "on", "nopass", "~*", "&*", "+@all",
+        "--user", "dave", "on", "#" DAVE_HASH, "~*", "&*", "+@all", NULL};
+    static const char *const proxy_args[] = {"--requirepass",
+                                             PROXY_PASS,
+                                             "--user",
+                                             "alice on >apw ~* &* +@all",
+                                             "--user",
+                                             "bob off >bobpw",
+                                             "--user",
+                                             "carol on nopass",
+                                             "--user",
+                                             "dave on #" DAVE_HASH,
+                                             NULL};
+    start_all(redis_args, proxy_args);
+}
+
+static void setup_users_only(void)
+{
+    static const char *const redis_args[] = {"--user", "alice", "on", ">apw", "~*", "&*", "+@all", NULL};
+    static const char *const proxy_args[] = {"--user", "alice on >apw", NULL};
+    start_all(redis_args, proxy_args);
+}
+
+static void teardown(void)
+{
+    vt_env e = {.redis = upstream, .proxy = proxy};
+    vt_env_stop(&e);
+    vt_redis_free(reference);
+    upstream = reference = NULL;
+    proxy = NULL;
+}
+
+TestSuite(proxy_auth, .init = setup_users, .fini = teardown, .timeout = VT_TEST_TIMEOUT_S);
+TestSuite(proxy_auth_users_only, .init = setup_users_only, .fini = teardown, .timeout = VT_TEST_TIMEOUT_S);
+
+/* A HELLO reply names the client's id on its server: made the same. */
+static void mask_client_id(vt_buf *b)
+{
+    static const char key[] = "$2\r\nid\r\n:";
+    char *p = b->len ? memmem(b->data, b->len, key, sizeof(key) - 1) : NULL;
+    if (!p) return;
+    p += sizeof(key) - 1;
+    char *end = p;
+    while (end < b->data + b->len && *end >= '0' && *end <= '9')
+        end++;
+    if (end == p) return;
+    *p = '0'; /* one digit left */
+    memmove(p + 1, end, (size_t)(b->data + b->len - end));
+    b->len -= (size_t)(end - p - 1);
+}
+
+/* Send `req` on a new connection to port; read `replies` replies, or up to
+ * EOF when `closes`. */
+static void ask(int port, const char *req, size_t len, size_t replies, bool closes, vt_buf *got)
+{
+    int fd = vt_must_sock(port);
+    cr_assert(vt_sock_send(fd, req, len), "send failed");
+    if (closes)
+        cr_assert(vt_sock_read_eof(fd, got, VT_READ_DEADLINE_MS), "port %d kept the connection open: \"%s\"",
+                  port, vt_buf_escaped(got));
+    else
+        cr_assert(vt_sock_read_replies(fd, got, replies, VT_READ_DEADLINE_MS), "port %d: %zu replies wanted, got \"%s\"",
+                  port, replies, vt_buf_escaped(got));
+    close(fd);
+    mask_client_id(got);
+}
+
+/* The proxy answers what the reference answers, byte for byte. */
+static void same_as_redis(const char *req, size_t len, size_t replies, bool closes)
+{
+    vt_buf want = {0}, got = {0};
+    ask(reference->port, req, len, replies, closes, &want);
+    ask(proxy->port, req, len, replies, closes, &got);
+    cr_assert(want.len == got.len && memcmp(want.data, got.data, want.len) == 0,
+              "for \"%s\"\n  redis: \"%s\"\n  proxy: \"%s\"", vt_escape(req, len), vt_buf_escaped(&want),
+              vt_buf_escaped(&got));
+    vt_buf_free(&want);
+    vt_buf_free(&got);
+}
+
+#define SAME(req, replies) same_as_redis((req), strlen(req), (replies), false)
+
+Test(proxy_auth, every_auth_answer_is_redis_own)
+{
+    VT_SKIP_IF_DIRECT();
+    SAME("GET pa:k\r\n", 1);
+    SAME("MULTI\r\n", 1);
+    SAME("SELECT 0\r\nPING\r\n", 2);
+    SAME("AUTH not-it\r\n", 1);
+    SAME("*2\r\n$4\r\nAUTH\r\n$6\r\nnot-it\r\n", 1);
+    SAME("AUTH\r\n", 1);
+    SAME("AUTH a b c\r\n", 1);
+    SAME("AUTH alice wrong\r\nGET pa:k\r\n", 2);
+    SAME("AUTH alice apw\r\nGET pa:k\r\n", 2);
+    SAME("auth " PROXY_PASS "\r\nAUTH wrong\r\nGET pa:k\r\n", 3); /* a failed AUTH keeps the last one */
+    SAME("AUTH default " PROXY_PASS "\r\nRESET\r\nGET pa:k\r\n", 3); /* RESET logs out */
+    SAME("AUTH bob bobpw\r\n", 1);                                  /* off */
+    SAME("AUTH carol anything\r\n", 1);                             /* nopass */
+    SAME("AUTH dave davepw\r\nAUTH dave davepW\r\n", 2);            /* #hash */
+    SAME("AUTH nobody x\r\n", 1);
+    SAME("HELLO\r\n", 1);
+    SAME("HELLO 3\r\n", 1);
+    SAME("HELLO 3 AUTH alice wrong\r\n", 1);
+    SAME("HELLO 4 AUTH alice apw\r\n", 1);
+    SAME("HELLO x\r\n", 1);
+    SAME("HELLO 3 FOO\r\n", 1);
+    SAME("HELLO 2 AUTH alice\r\n", 1);
+    SAME("HELLO 2 SETNAME a\x01z AUTH alice apw\r\n", 1);
+    SAME("HELLO 2 AUTH alice apw AUTH bob bobpw\r\n", 1);
+    SAME("HELLO 2 AUTH alice apw SETNAME pa-name\r\nCLIENT GETNAME\r\nGET pa:k\r\n", 3);
+    SAME("HELLO 3 AUTH dave davepw\r\nGET pa:k\r\n", 2);
+    SAME("AUTH " PROXY_PASS "\r\nHELLO 2\r\n", 2);
+    same_as_redis("QUIT\r\n", 6, 0, true);
+    /* Pre-auth limits: 11 arguments, a 16385-byte bulk; and gone after AUTH. */
+    SAME("AUTH " PROXY_PASS "\r\nDEL pa:l\r\nRPUSH pa:l 1 2 3 4 5 6 7 8 9 10\r\n", 3);
+    const char *more = "PING\r\n*11\r\n$5\r\nRPUSH\r\n$4\r\npa:m\r\n";
+    same_as_redis(more, strlen(more), 0, true);
+    vt_buf big = {0};
+    vt_buf_append_str(&big, "PING\r\n*2\r\n$4\r\nECHO\r\n$16385\r\n");
+    same_as_redis(big.data, big.len, 0, true);
+    vt_buf_free(&big);
+    /* None of it reached the upstream as AUTH. */
+    redisContext *up = vt_must_connect(upstream->port);
+    redisReply *r = vt_cmd(up, "INFO commandstats");
+    cr_assert(r && r->type == REDIS_REPLY_STRING && !strstr(r->str, "cmdstat_auth:"),
+              "AUTH reached the upstream:\n%s", r ? r->str : "");
+    freeReplyObject(r);
+    redisFree(up);
+    cr_assert_geq(vt_proxy_stat_auth(proxy->port, PROXY_PASS, "auth_failures"), 5);
+}
+
+Test(proxy_auth_users_only, without_requirepass_the_default_user_needs_none)
+{
+    VT_SKIP_IF_DIRECT();
+    SAME("AUTH anything\r\n", 1);
+    SAME("GET pa:k\r\nHELLO 2\r\n", 2);
+    SAME("AUTH alice wrong\r\nAUTH alice apw\r\nGET pa:k\r\n", 3);
+    SAME("HELLO 3 AUTH alice apw\r\nPING\r\n", 2);
+    SAME("RESET\r\nGET pa:k\r\n", 2);
+    /* No limit: nobody is unauthenticated. */
+    SAME("DEL pa:l\r\nRPUSH pa:l 1 2 3 4 5 6 7 8 9 10\r\n", 2);
+}
+
+/* The expectation of the stories below, checked against the reference. */
+static void expect_error_then_close(const char *req, size_t len, const char *want)
+{
+    int fd = vt_must_sock(proxy->port);
+    vt_buf got = {0};
+    cr_assert(vt_sock_send(fd, req, len), "send failed");
+    cr_assert(vt_sock_read_eof(fd, &got, VT_READ_DEADLINE_MS), "the connection stayed open; got \"%s\"",
+              vt_buf_escaped(&got));
+    vt_assert_bytes(&got, want);
+    vt_buf_free(&got);
+    close(fd);
+}
+
+/* Clients that never authenticate share the upstream connection with those
+ * that did: their oversized requests close only themselves. */
+Test(proxy_auth, pre_auth_limits_cost_only_the_sender)
+{
+    VT_SKIP_IF_DIRECT();
+    vt_bystanders *b = vt_bystanders_start_auth(proxy->port, 4, PROXY_PASS);
+    cr_assert(b && vt_bystanders_wait(b, 40, VT_READ_DEADLINE_MS), "the bystanders did not get going");
+    vt_buf req = {0};
+    vt_buf_cmd(&req, "PING", NULL);
+    vt_buf_cmd(&req, "RPUSH", "pa:l", "1", "2", "3", "4", "5", "6", "7", "8", "9", NULL);
+    expect_error_then_close(req.data, req.len,
+                            "-NOAUTH Authentication required.\r\n"
+                            "-ERR Protocol error: unauthenticated multibulk length\r\n");
+    vt_buf_reset(&req);
+    char *value = malloc(16385);
+    memset(value, 'v', 16385);
+    const char *argv[] = {"AUTH", value};
+    const size_t lens[] = {4, 16385};
+    vt_buf_cmd_argv(&req, 2, argv, lens);
+    expect_error_then_close(req.data, req.len, "-ERR Protocol error: unauthenticated bulk length\r\n");
+    free(value);
+    vt_buf_free(&req);
+    cr_assert(vt_bystanders_wait(b, 40, VT_READ_DEADLINE_MS), "the bystanders stopped being served");
+    vt_assert_bystanders_ok(b);
+}
+
+/* What only grants everything is taken; what restricts is refused at
+ * start, since the proxy cannot enforce it. */
+Test(proxy_auth, a_restricting_acl_rule_is_refused_at_start)
+{
+    VT_SKIP_IF_DIRECT();
+    static const char *const args[] = {"--user", "eve on >x ~cache:* +@all", NULL};
+    vt_proxy_opts po = {.extra_args = args};
+    vt_proxy *p = vt_proxy_start(upstream, &po);
+    cr_assert(p == NULL, "verbproxy started with a rule it cannot enforce");
+}
