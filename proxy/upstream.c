@@ -225,7 +225,6 @@ static int up_start_connect(upstream_conn *up, const struct sockaddr *sa)
     up->stream_inited = 1;
     up->handles_open++;
     uv_tcp_nodelay(&up->h.tcp, 1);
-    limits_tcp_keepalive(&up->h.tcp, srv->conf.tcp_keepalive);
     return uv_tcp_connect(&up->connect_req, &up->h.tcp, sa, up_on_connect);
 }
 
@@ -868,6 +867,7 @@ static void up_on_connect(uv_connect_t *req, int status)
         up_fail(up, uv_strerror(status));
         return;
     }
+    if (up->srv->conf.upstream_port) limits_tcp_keepalive(&up->h.tcp, up->srv->conf.tcp_keepalive);
     up_transport_ready(up);
 }
 
