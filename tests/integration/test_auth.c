@@ -200,17 +200,9 @@ static void expect_shared_connection_kept(void)
     cr_assert_eq(lost, 0, "Redis closed %lld upstream connection(s): the shared one went", lost);
 }
 
-/* The hostile client sends `req` and gets exactly `want`, then the close. */
 static void expect_error_then_close(const char *req, size_t len, const char *want)
 {
-    int fd = vt_must_sock(env.proxy->port);
-    vt_buf got = {0};
-    cr_assert(vt_sock_send(fd, req, len), "send failed");
-    cr_assert(vt_sock_read_eof(fd, &got, VT_READ_DEADLINE_MS), "the connection stayed open; got \"%s\"",
-              vt_buf_escaped(&got));
-    vt_assert_bytes(&got, want);
-    vt_buf_free(&got);
-    close(fd);
+    vt_expect_error_then_close(env.proxy->port, req, len, want);
 }
 
 Test(auth, an_unauthenticated_request_of_11_arguments_closes_only_its_sender)

@@ -213,16 +213,27 @@ Test(credentials, a_wrong_password_answers_every_waiting_request_and_is_logged_o
     cr_assert_eq(count_in_log(WRONGPASS_TEXT), 1, "the refusal should be logged once");
 }
 
+/* A proxy with the upstream password; one client sends `req` and gets
+ * exactly `want` while bystanders on the shared connection go on. */
+static void exchange_beside_bystanders(vt_buf *req, const char *want)
+{
+    static const char *const args[] = {"--upstream-pass", UPSTREAM_PASS, NULL};
+    start_proxy(args);
+    vt_bystanders *b = vt_must_start_bystanders(proxy->port, 3, 20);
+    int fd = vt_must_sock(proxy->port);
+    vt_exchange(fd, req, want);
+    vt_buf_free(req);
+    close(fd);
+    cr_assert(vt_bystanders_wait(b, 20, VT_READ_DEADLINE_MS), "the bystanders stopped being served");
+    vt_assert_bystanders_ok(b);
+}
+
 /* RESET logs Redis's connection out (the default user, which has a
  * password); the proxy's AUTH follows at once, so the next command works,
  * also when the RESET's own reply was skipped. */
 Test(credentials, reset_on_an_own_connection_is_followed_by_the_proxys_auth)
 {
     VT_SKIP_IF_DIRECT();
-    static const char *const args[] = {"--upstream-pass", UPSTREAM_PASS, NULL};
-    start_proxy(args);
-    vt_bystanders *b = vt_must_start_bystanders(proxy->port, 3, 20);
-    int fd = vt_must_sock(proxy->port);
     vt_buf req = {0};
     vt_buf_cmd(&req, "SET", "cr:r", "1", NULL);
     vt_buf_cmd(&req, "RESET", NULL);
@@ -234,13 +245,8 @@ Test(credentials, reset_on_an_own_connection_is_followed_by_the_proxys_auth)
     vt_buf_cmd(&req, "RESET", NULL);
     vt_buf_cmd(&req, "INCR", "cr:r", NULL);
     vt_buf_cmd(&req, "ACL", "WHOAMI", NULL);
-    vt_exchange(fd, &req,
-                "+OK\r\n+RESET\r\n$1\r\n1\r\n*3\r\n$9\r\nsubscribe\r\n$5\r\ncr:ch\r\n:1\r\n+RESET\r\n:2\r\n:3\r\n"
-                "$7\r\ndefault\r\n");
-    vt_buf_free(&req);
-    close(fd);
-    cr_assert(vt_bystanders_wait(b, 20, VT_READ_DEADLINE_MS), "the bystanders stopped being served");
-    vt_assert_bystanders_ok(b);
+    exchange_beside_bystanders(&req, "+OK\r\n+RESET\r\n$1\r\n1\r\n*3\r\n$9\r\nsubscribe\r\n$5\r\ncr:ch\r\n:1\r\n"
+                                     "+RESET\r\n:2\r\n:3\r\n$7\r\ndefault\r\n");
 }
 
 /* The proxy has no password of its own: a client's AUTH goes to Redis and
@@ -250,18 +256,10 @@ Test(credentials, reset_on_an_own_connection_is_followed_by_the_proxys_auth)
 Test(credentials, a_clients_own_auth_still_reaches_redis)
 {
     VT_SKIP_IF_DIRECT();
-    static const char *const args[] = {"--upstream-pass", UPSTREAM_PASS, NULL};
-    start_proxy(args);
-    vt_bystanders *b = vt_must_start_bystanders(proxy->port, 3, 20);
-    int fd = vt_must_sock(proxy->port);
     vt_buf req = {0};
     vt_buf_cmd(&req, "AUTH", "alice", "not-it", NULL);
     vt_buf_cmd(&req, "ACL", "WHOAMI", NULL);
     vt_buf_cmd(&req, "AUTH", "alice", ALICE_PASS, NULL);
     vt_buf_cmd(&req, "ACL", "WHOAMI", NULL);
-    vt_exchange(fd, &req, "-" WRONGPASS_TEXT "\r\n$7\r\ndefault\r\n+OK\r\n$5\r\nalice\r\n");
-    vt_buf_free(&req);
-    close(fd);
-    cr_assert(vt_bystanders_wait(b, 20, VT_READ_DEADLINE_MS), "the bystanders stopped being served");
-    vt_assert_bystanders_ok(b);
+    exchange_beside_bystanders(&req, "-" WRONGPASS_TEXT "\r\n$7\r\ndefault\r\n+OK\r\n$5\r\nalice\r\n");
 }

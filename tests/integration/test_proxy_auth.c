@@ -176,17 +176,9 @@ Test(proxy_auth_users_only, without_requirepass_the_default_user_needs_none)
     SAME("DEL pa:l\r\nRPUSH pa:l 1 2 3 4 5 6 7 8 9 10\r\n", 2);
 }
 
-/* The expectation of the stories below, checked against the reference. */
 static void expect_error_then_close(const char *req, size_t len, const char *want)
 {
-    int fd = vt_must_sock(proxy->port);
-    vt_buf got = {0};
-    cr_assert(vt_sock_send(fd, req, len), "send failed");
-    cr_assert(vt_sock_read_eof(fd, &got, VT_READ_DEADLINE_MS), "the connection stayed open; got \"%s\"",
-              vt_buf_escaped(&got));
-    vt_assert_bytes(&got, want);
-    vt_buf_free(&got);
-    close(fd);
+    vt_expect_error_then_close(proxy->port, req, len, want);
 }
 
 /* Clients that never authenticate share the upstream connection with those

@@ -185,6 +185,20 @@ static inline void vt_exchange(int fd, vt_buf *req, const char *want)
     vt_buf_reset(req);
 }
 
+/* A hostile client sends `req` on a new connection to port and gets
+ * exactly `want`, then the close. */
+static inline void vt_expect_error_then_close(int port, const char *req, size_t len, const char *want)
+{
+    int fd = vt_must_sock(port);
+    vt_buf got = {0};
+    cr_assert(vt_sock_send(fd, req, len), "send failed");
+    cr_assert(vt_sock_read_eof(fd, &got, VT_READ_DEADLINE_MS), "the connection stayed open; got \"%s\"",
+              vt_buf_escaped(&got));
+    vt_assert_bytes(&got, want);
+    vt_buf_free(&got);
+    close(fd);
+}
+
 /* A counter of the proxy's `VERBPROXY STATS` (a bulk string of name:value
  * lines), asked on a new connection. */
 static inline long long vt_proxy_stat_auth(int port, const char *password, const char *name);
