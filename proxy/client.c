@@ -9,6 +9,7 @@
 #include "proxy/limits.h"
 #include "proxy/log.h"
 #include "proxy/pool.h"
+#include "proxy/tls.h"
 
 /* Read size per uv read, Redis's PROTO_IOBUF_LEN: a pool block
  * (VP_POOL_BUF_SIZE), given back once everything in it is parsed. */
@@ -422,7 +423,10 @@ static void client_want_own(client_session *c)
 static void client_stop_reading(client_session *c)
 {
     if (c->reading) {
-        uv_read_stop(&c->h.stream);
+        if (c->tls)
+            vp_tls_read_stop(c->tls);
+        else
+            uv_read_stop(&c->h.stream);
         c->reading = 0;
     }
 }
@@ -442,7 +446,10 @@ static void client_start_reading(client_session *c)
     if (c->shared_wait || c->output_held || c->owed_wait) return; /* resumed when that is over */
     if (!c->reading && !c->eof_at && !c->closing) {
         c->reading = 1;
-        uv_read_start(&c->h.stream, client_alloc, client_on_read);
+        if (c->tls)
+            vp_tls_read_start(c->tls, client_alloc, client_on_read);
+        else
+            uv_read_start(&c->h.stream, client_alloc, client_on_read);
     }
 }
 
@@ -1250,6 +1257,7 @@ static void client_close_cb(uv_handle_t *h)
 {
     client_session *c = h->data;
     outq_free(&c->out);
+    vp_tls_free(c->tls);
     vp_pool_buf_release(&c->in);
     for (int i = 0; i < 3; i++)
         vp_buf_free(&c->setters[i]);
@@ -1298,7 +1306,30 @@ static void client_describe(client_session *c, int is_unix)
     snprintf(c->addr, sizeof(c->addr), "%s:%d", ip, port);
 }
 
-void client_accept(vp_server *srv, uv_stream_t *listener, int is_unix)
+static void client_on_tls_raw_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
+{
+    client_session *c = s->data;
+    vp_tls_on_raw_read(c->tls, nread, buf);
+}
+
+/* Its requests are read (client_start_reading) once the handshake is
+ * over; a failed one only closes it (nothing can be written to it). */
+static void client_on_tls_handshake(vp_tls *t, int status)
+{
+    client_session *c = vp_tls_data(t);
+    if (status == 0) {
+        vp_log(VP_LOG_DEBUG, "client %llu %s: TLS handshake done", c->id, c->addr);
+        /* What waited for it (the error of a client refused at accept). */
+        client_flush(c);
+        client_maybe_finish(c);
+        return;
+    }
+    c->srv->stats.tls_client_handshake_failures++;
+    vp_log(VP_LOG_VERBOSE, "client %llu %s: TLS handshake failed: %s", c->id, c->addr, vp_tls_error(t));
+    client_close(c);
+}
+
+void client_accept(vp_server *srv, uv_stream_t *listener, int is_unix, int tls)
 {
     client_session *c = vp_malloc(sizeof(*c));
     memset(c, 0, sizeof(*c));
@@ -1329,7 +1360,16 @@ void client_accept(vp_server *srv, uv_stream_t *listener, int is_unix)
     }
     if (!is_unix) uv_tcp_nodelay(&c->h.tcp, 1);
     client_describe(c, is_unix);
-    vp_log(VP_LOG_DEBUG, "client %llu %s: connected", c->id, c->addr);
+    vp_log(VP_LOG_DEBUG, "client %llu %s: connected%s", c->id, c->addr, tls ? " on tls-port" : "");
+    if (tls) {
+        c->tls = vp_tls_new(srv->tls_clients, &c->h.stream, &c->out, NULL, client_on_tls_raw_read);
+        vp_tls_set_data(c->tls, c);
+        if ((rc = vp_tls_handshake(c->tls, client_on_tls_handshake)) < 0) {
+            vp_log(VP_LOG_WARNING, "client %llu %s: cannot start TLS: %s", c->id, c->addr, uv_strerror(rc));
+            client_close(c);
+            return;
+        }
+    }
     /* Connect upstream at once so the first request does not pay for it. */
     c->up = client_connect(c);
     if (c->close_when_done) {

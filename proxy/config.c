@@ -9,6 +9,7 @@
 #include <strings.h>
 
 #include "lua/verbs.h"
+#include "proxy/tls.h"
 
 void conf_defaults(vp_config *c)
 {
@@ -28,6 +29,8 @@ void conf_defaults(vp_config *c)
     c->client_query_buffer_limit = 1024LL * 1024 * 1024;
     c->loglevel = VP_LOG_NOTICE;
     c->ztick_max_members = 100000;
+    c->upstream_tls_conf.verify = 1;
+    c->tls.auth_clients = CONF_TLS_AUTH_YES; /* as Redis */
 }
 
 void conf_free(vp_config *c)
@@ -153,7 +156,10 @@ typedef enum {
     T_LOGLEVEL,
     T_UPSTREAM,
     T_VERB,
-    T_POLYFILL
+    T_POLYFILL,
+    T_YESNO,    /* int: yes 1, no 0 */
+    T_TLS_AUTH, /* conf_tls_auth */
+    T_TLS       /* a string of a conf_tls, checked by proxy/tls.c (max: its size) */
 } conf_type;
 
 typedef struct conf_directive {
@@ -183,6 +189,28 @@ static const conf_directive conf_directives[] = {
     {"ztick-max-members", T_INT, OFF(ztick_max_members), 0, LLONG_MAX},
     {"verb", T_VERB, 0, 0, 0},
     {"aggregate-count-polyfill", T_POLYFILL, OFF(aggregate_count), 0, 0},
+    /* TLS to the upstream (proxy/tls.c). */
+    {"upstream-tls", T_YESNO, OFF(upstream_tls), 0, 0},
+    {"upstream-tls-ca-cert-file", T_TLS, OFF(upstream_tls_conf.ca_cert_file), 0, CONF_ADDR_MAX},
+    {"upstream-tls-ca-cert-dir", T_TLS, OFF(upstream_tls_conf.ca_cert_dir), 0, CONF_ADDR_MAX},
+    {"upstream-tls-cert-file", T_TLS, OFF(upstream_tls_conf.cert_file), 0, CONF_ADDR_MAX},
+    {"upstream-tls-key-file", T_TLS, OFF(upstream_tls_conf.key_file), 0, CONF_ADDR_MAX},
+    {"upstream-tls-protocols", T_TLS, OFF(upstream_tls_conf.protocols), 0, CONF_ADDR_MAX},
+    {"upstream-tls-ciphers", T_TLS, OFF(upstream_tls_conf.ciphers), 0, CONF_TEXT_MAX},
+    {"upstream-tls-ciphersuites", T_TLS, OFF(upstream_tls_conf.ciphersuites), 0, CONF_TEXT_MAX},
+    {"upstream-tls-server-name", T_TLS, OFF(upstream_tls_conf.server_name), 0, CONF_ADDR_MAX},
+    {"upstream-tls-verify", T_YESNO, OFF(upstream_tls_conf.verify), 0, 0},
+    /* TLS for clients: Redis's directives. */
+    {"tls-port", T_PORT, OFF(tls_port), 0, 65535},
+    {"tls-cert-file", T_TLS, OFF(tls.cert_file), 0, CONF_ADDR_MAX},
+    {"tls-key-file", T_TLS, OFF(tls.key_file), 0, CONF_ADDR_MAX},
+    {"tls-key-file-pass", T_TLS, OFF(tls.key_file_pass), 0, CONF_ADDR_MAX},
+    {"tls-ca-cert-file", T_TLS, OFF(tls.ca_cert_file), 0, CONF_ADDR_MAX},
+    {"tls-ca-cert-dir", T_TLS, OFF(tls.ca_cert_dir), 0, CONF_ADDR_MAX},
+    {"tls-auth-clients", T_TLS_AUTH, OFF(tls.auth_clients), 0, 0},
+    {"tls-protocols", T_TLS, OFF(tls.protocols), 0, CONF_ADDR_MAX},
+    {"tls-ciphers", T_TLS, OFF(tls.ciphers), 0, CONF_TEXT_MAX},
+    {"tls-ciphersuites", T_TLS, OFF(tls.ciphersuites), 0, CONF_TEXT_MAX},
 };
 
 int conf_set(vp_config *c, const char *name, const char *value, char *err, size_t errlen)
@@ -260,6 +288,36 @@ int conf_set(vp_config *c, const char *name, const char *value, char *err, size_
             snprintf(err, errlen, "'%s' must be auto, yes or no, got '%s'", name, value);
             return -1;
         }
+        return 0;
+    case T_YESNO:
+        if (!strcasecmp(value, "yes"))
+            *(int *)field = 1;
+        else if (!strcasecmp(value, "no"))
+            *(int *)field = 0;
+        else {
+            snprintf(err, errlen, "'%s' must be yes or no, got '%s'", name, value);
+            return -1;
+        }
+        return 0;
+    case T_TLS_AUTH:
+        if (!strcasecmp(value, "yes"))
+            *(conf_tls_auth *)field = CONF_TLS_AUTH_YES;
+        else if (!strcasecmp(value, "no"))
+            *(conf_tls_auth *)field = CONF_TLS_AUTH_NO;
+        else if (!strcasecmp(value, "optional"))
+            *(conf_tls_auth *)field = CONF_TLS_AUTH_OPTIONAL;
+        else {
+            snprintf(err, errlen, "'%s' must be yes, no or optional, got '%s'", name, value);
+            return -1;
+        }
+        return 0;
+    case T_TLS:
+        if (strlen(value) >= (size_t)d->max) {
+            snprintf(err, errlen, "'%s' value too long", name);
+            return -1;
+        }
+        if (vp_tls_conf_check(d->name, value, err, errlen) < 0) return -1;
+        snprintf(field, (size_t)d->max, "%s", value);
         return 0;
     }
     return -1;

@@ -10,6 +10,7 @@
 #include "proxy/client.h"
 #include "proxy/log.h"
 #include "proxy/pool.h"
+#include "proxy/tls.h"
 #include "proxy/upstream_internal.h"
 
 /* Read size per uv read, Redis's PROTO_IOBUF_LEN. */
@@ -150,6 +151,7 @@ static void up_maybe_free(upstream_conn *up)
     if (up->handles_open > 0 || up->resolving) return;
     if (!up->shared) up->srv->own_upstreams--;
     outq_free(&up->out);
+    vp_tls_free(up->tls);
     vp_pool_buf_release(&up->in);
     vp_buf_free(&up->kept);
     vp_buf_free(&up->scratch);
@@ -208,10 +210,14 @@ static void up_on_timeout(uv_timer_t *t)
 {
     upstream_conn *up = t->data;
     if (up->state != UPSTREAM_CONNECTING) return;
-    if (up->error[0])
+    if (up->error[0]) {
         up_fail(up, up->error); /* a failure parked by upstream_open */
-    else
+    } else if (up->tls) {
+        up->srv->stats.tls_handshake_failures++;
+        up_fail(up, "TLS: handshake timed out");
+    } else {
         up_fail(up, "connection timed out");
+    }
 }
 
 static int up_start_connect(upstream_conn *up, const struct sockaddr *sa)
@@ -648,7 +654,10 @@ static void up_note_refusal(upstream_conn *up, const char *p, size_t n)
 static void up_read_refusal(upstream_conn *up)
 {
     uv_os_fd_t fd;
-    if (up->replied || up->refusal_len || up->state != UPSTREAM_READY || uv_fileno(&up->h.handle, &fd) != 0)
+    /* (Not over TLS: the kernel holds ciphertext. A Redis refusing a TLS
+     * client closes without a word anyway.) */
+    if (up->tls || up->replied || up->refusal_len || up->state != UPSTREAM_READY ||
+        uv_fileno(&up->h.handle, &fd) != 0)
         return;
     char buf[sizeof(up->refusal)];
     size_t n = up->in.len - up->in_pos; /* the start of a reply, read already */
@@ -771,23 +780,85 @@ static void up_on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
     vp_buf_shrink(&up->kept, UP_KEEP_BYTES); /* after a large verb (only when empty) */
 }
 
-static void up_on_connect(uv_connect_t *req, int status)
+static void up_read_start(upstream_conn *up)
 {
-    upstream_conn *up = req->data;
-    if (status == UV_ECANCELED || up->state != UPSTREAM_CONNECTING) return;
+    if (up->tls)
+        vp_tls_read_start(up->tls, up_alloc, up_on_read);
+    else
+        uv_read_start(&up->h.stream, up_alloc, up_on_read);
+}
+
+static void up_read_stop(upstream_conn *up)
+{
+    if (up->tls)
+        vp_tls_read_stop(up->tls);
+    else
+        uv_read_stop(&up->h.stream);
+}
+
+/* The stream carries plaintext to Redis from here on: right after the TCP
+ * connect, or after the TLS handshake. Whatever must be the first bytes
+ * Redis reads on every connection (an AUTH with the upstream's
+ * credentials) is queued here; requests queued while connecting (the
+ * setup of a shared connection, clients' commands) follow it. */
+static void up_transport_ready(upstream_conn *up)
+{
     uv_timer_stop(&up->timer);
-    if (status < 0) {
-        up_fail(up, uv_strerror(status));
-        return;
-    }
     up->state = UPSTREAM_READY;
     up->reading = 1;
-    uv_read_start(&up->h.stream, up_alloc, up_on_read);
-    vp_log(VP_LOG_DEBUG, "upstream %s: connected", up->srv->conf.upstream);
+    up_read_start(up);
+    vp_log(VP_LOG_DEBUG, "upstream %s: connected%s", up->srv->conf.upstream, up->tls ? " (TLS)" : "");
     if (up->client)
         client_upstream_ready(up->client);
     else if (up->shared && !up->setting_up)
         client_shared_ready(up->srv, up);
+}
+
+static void up_on_tls_handshake(vp_tls *t, int status)
+{
+    upstream_conn *up = vp_tls_data(t);
+    if (up->state != UPSTREAM_CONNECTING) return;
+    if (status < 0) {
+        char why[160];
+        snprintf(why, sizeof(why), "TLS: %s", vp_tls_error(t));
+        up->srv->stats.tls_handshake_failures++;
+        up_fail(up, why);
+        return;
+    }
+    up_transport_ready(up);
+}
+
+static void up_on_tls_raw_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
+{
+    upstream_conn *up = s->data;
+    vp_tls_on_raw_read(up->tls, nread, buf);
+}
+
+static void up_on_connect(uv_connect_t *req, int status)
+{
+    upstream_conn *up = req->data;
+    if (status == UV_ECANCELED || up->state != UPSTREAM_CONNECTING) return;
+    if (status < 0) {
+        uv_timer_stop(&up->timer);
+        up_fail(up, uv_strerror(status));
+        return;
+    }
+    if (!up->srv->tls_upstream) {
+        up_transport_ready(up);
+        return;
+    }
+    /* TLS: the handshake first, within the connect timeout. */
+    up->tls = vp_tls_new(up->srv->tls_upstream, &up->h.stream, &up->out, up->srv->conf.upstream_host,
+                         up_on_tls_raw_read);
+    vp_tls_set_data(up->tls, up);
+    int rc = vp_tls_handshake(up->tls, up_on_tls_handshake);
+    if (rc < 0) {
+        char why[160];
+        snprintf(why, sizeof(why), "TLS: %s", vp_tls_error(up->tls)[0] ? vp_tls_error(up->tls) : uv_strerror(rc));
+        up->srv->stats.tls_handshake_failures++;
+        uv_timer_stop(&up->timer);
+        up_fail(up, why);
+    }
 }
 
 /* ---- sending requests ---- */
@@ -795,7 +866,8 @@ static void up_on_connect(uv_connect_t *req, int status)
 static void up_on_written(outq *q, int status)
 {
     upstream_conn *up = q->owner;
-    if (up->state == UPSTREAM_CLOSED) return;
+    /* (While connecting, only a TLS handshake writes: its failure is read.) */
+    if (up->state != UPSTREAM_READY) return;
     if (status < 0) {
         up_lost(up, uv_strerror(status));
         return;
@@ -972,7 +1044,7 @@ size_t upstream_backlog(const upstream_conn *up)
 void upstream_pause_reading(upstream_conn *up)
 {
     if (up->state == UPSTREAM_READY && up->reading) {
-        uv_read_stop(&up->h.stream);
+        up_read_stop(up);
         up->reading = 0;
     }
 }
@@ -981,6 +1053,6 @@ void upstream_resume_reading(upstream_conn *up)
 {
     if (up->state == UPSTREAM_READY && !up->reading) {
         up->reading = 1;
-        uv_read_start(&up->h.stream, up_alloc, up_on_read);
+        up_read_start(up);
     }
 }

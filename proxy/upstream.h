@@ -137,6 +137,7 @@ typedef struct upstream_conn {
         uv_tcp_t tcp;
         uv_pipe_t pipe;
     } h;
+    struct vp_tls *tls; /* upstream-tls: the session on the stream, from the connect on; NULL: plaintext */
     uv_connect_t connect_req;
     uv_getaddrinfo_t resolve_req;
     uv_timer_t timer; /* connect timeout */
