@@ -190,6 +190,19 @@ static int up_is_refusal(const char *p, size_t n);
 static void up_lost(upstream_conn *up, const char *reason)
 {
     struct client_session *c = up->client;
+    char why[160];
+    if (up->tls && !up->replied) {
+        /* TLS 1.3: a server refusing our certificate says so (an alert)
+         * after our side of the handshake is over, so before any reply
+         * this is a failed handshake. When our first request crossed the
+         * alert, the server's close can reset the connection before the
+         * alert is read: then that is what is said. */
+        up->srv->stats.tls_handshake_failures++;
+        if (strncmp(reason, "TLS: ", 5) != 0) {
+            snprintf(why, sizeof(why), "TLS: %s right after the handshake (a refused client certificate?)", reason);
+            reason = why;
+        }
+    }
     up->srv->stats.upstream_lost++;
     up_read_refusal(up); /* (before the close takes the socket) */
     if (up->refusal_len)
@@ -744,6 +757,12 @@ static void up_on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
         return;
     }
     if (nread < 0) {
+        if (up->tls && vp_tls_error(up->tls)[0]) {
+            char why[160];
+            snprintf(why, sizeof(why), "TLS: %s", vp_tls_error(up->tls));
+            up_lost(up, why);
+            return;
+        }
         up_lost(up, nread == UV_EOF ? "connection closed by upstream" : uv_strerror((int)nread));
         return;
     }
