@@ -213,6 +213,24 @@ static const conf_directive conf_directives[] = {
     {"tls-ciphersuites", T_TLS, OFF(tls.ciphersuites), 0, CONF_TEXT_MAX},
 };
 
+/* One of `words` (NULL-terminated, any case): *out = its index. */
+static int conf_keyword(const char *name, const char *value, const char *const *words, int *out, char *err,
+                        size_t errlen)
+{
+    int n = 0;
+    for (; words[n]; n++) {
+        if (!strcasecmp(value, words[n])) {
+            *out = n;
+            return 0;
+        }
+    }
+    size_t len = (size_t)snprintf(err, errlen, "'%s' must be ", name);
+    for (int i = 0; i < n && len < errlen; i++)
+        len += (size_t)snprintf(err + len, errlen - len, "%s%s", words[i], i == n - 1 ? "" : i == n - 2 ? " or " : ", ");
+    if (len < errlen) snprintf(err + len, errlen - len, ", got '%s'", value);
+    return -1;
+}
+
 int conf_set(vp_config *c, const char *name, const char *value, char *err, size_t errlen)
 {
     const conf_directive *d = NULL;
@@ -277,40 +295,14 @@ int conf_set(vp_config *c, const char *name, const char *value, char *err, size_
         return conf_parse_upstream(c, value, err, errlen);
     case T_VERB:
         return conf_add_verb(c, value, err, errlen);
-    case T_POLYFILL:
-        if (!strcasecmp(value, "auto"))
-            *(conf_polyfill *)field = CONF_POLYFILL_AUTO;
-        else if (!strcasecmp(value, "yes"))
-            *(conf_polyfill *)field = CONF_POLYFILL_YES;
-        else if (!strcasecmp(value, "no"))
-            *(conf_polyfill *)field = CONF_POLYFILL_NO;
-        else {
-            snprintf(err, errlen, "'%s' must be auto, yes or no, got '%s'", name, value);
-            return -1;
-        }
-        return 0;
+    case T_POLYFILL: /* conf_polyfill's order */
+        return conf_keyword(name, value, (const char *const[]){"auto", "yes", "no", NULL}, (int *)field, err,
+                            errlen);
     case T_YESNO:
-        if (!strcasecmp(value, "yes"))
-            *(int *)field = 1;
-        else if (!strcasecmp(value, "no"))
-            *(int *)field = 0;
-        else {
-            snprintf(err, errlen, "'%s' must be yes or no, got '%s'", name, value);
-            return -1;
-        }
-        return 0;
-    case T_TLS_AUTH:
-        if (!strcasecmp(value, "yes"))
-            *(conf_tls_auth *)field = CONF_TLS_AUTH_YES;
-        else if (!strcasecmp(value, "no"))
-            *(conf_tls_auth *)field = CONF_TLS_AUTH_NO;
-        else if (!strcasecmp(value, "optional"))
-            *(conf_tls_auth *)field = CONF_TLS_AUTH_OPTIONAL;
-        else {
-            snprintf(err, errlen, "'%s' must be yes, no or optional, got '%s'", name, value);
-            return -1;
-        }
-        return 0;
+        return conf_keyword(name, value, (const char *const[]){"no", "yes", NULL}, (int *)field, err, errlen);
+    case T_TLS_AUTH: /* conf_tls_auth's order */
+        return conf_keyword(name, value, (const char *const[]){"yes", "no", "optional", NULL}, (int *)field, err,
+                            errlen);
     case T_TLS:
         if (strlen(value) >= (size_t)d->max) {
             snprintf(err, errlen, "'%s' value too long", name);
