@@ -11,6 +11,8 @@
  * bigger ones are encrypted where they lie. */
 #define OUTQ_TLS_RECORD 16384
 #define OUTQ_TLS_DIRECT 4096
+/* A record's header, padding and tag, at most (TLS 1.2 CBC; 1.3 adds 22). */
+#define OUTQ_TLS_OVERHEAD 256
 
 static vp_pool outq_blocks = VP_POOL_INIT("outq_blocks", sizeof(outq_block));
 
@@ -241,29 +243,55 @@ static void outq_take_ciphertext(outq *q)
     }
 }
 
+/* Encrypt n bytes a record at a time and move each record's ciphertext
+ * into `pending` at once: the session's write BIO (a memory BIO, which
+ * keeps the largest size it ever held until the session ends) then holds
+ * one record, never a whole round. Once `pending` fills a big pool block
+ * and no write is in flight, the kernel is offered it, as the pieces are
+ * offered to it without TLS: a round of a megabyte is then not held twice
+ * (plaintext the caller still has, and all of its ciphertext), and
+ * `pending` stays in pool blocks while the kernel keeps up. Returns 0 or a
+ * libuv error (UV_EPROTO: the session says why). */
+static int outq_seal(outq *q, const char *p, size_t n)
+{
+    while (n) {
+        size_t chunk = n < OUTQ_TLS_RECORD ? n : OUTQ_TLS_RECORD;
+        if (vp_tls_encrypt(q->tls, p, chunk) < 0) return UV_EPROTO;
+        outq_take_ciphertext(q);
+        p += chunk;
+        n -= chunk;
+        if (n && !q->writing && q->pending.len + OUTQ_TLS_RECORD + OUTQ_TLS_OVERHEAD > VP_POOL_BIG_BUF_SIZE) {
+            int rc = outq_write_pending(q, 0);
+            if (rc < 0) return rc;
+        }
+    }
+    return 0;
+}
+
 /* Encrypt the round's plaintext: what was copied (then there are no
  * pieces: see outq_must_copy), else the pieces, small ones coalesced.
- * Returns 0, or -1 (the session says why). */
+ * Returns 0 or a libuv error. */
 static int outq_encrypt(outq *q)
 {
     if (q->plain.len) {
-        int rc = vp_tls_encrypt(q->tls, q->plain.data, q->plain.len);
+        int rc = outq_seal(q, q->plain.data, q->plain.len);
         q->plain.len = 0;
         vp_pool_buf_release_idle(&q->plain);
         return rc;
     }
     static char record[OUTQ_TLS_RECORD];
     size_t used = 0;
-    for (int i = 0; i < q->npieces; i++) {
+    int rc = 0;
+    for (int i = 0; i < q->npieces && rc == 0; i++) {
         const uv_buf_t *b = &q->blk->pieces[i];
         if (b->len >= OUTQ_TLS_DIRECT) {
-            if (used && vp_tls_encrypt(q->tls, record, used) < 0) return -1;
+            if (used) rc = outq_seal(q, record, used);
             used = 0;
-            if (vp_tls_encrypt(q->tls, b->base, b->len) < 0) return -1;
+            if (rc == 0) rc = outq_seal(q, b->base, b->len);
             continue;
         }
         if (used + b->len > sizeof(record)) {
-            if (vp_tls_encrypt(q->tls, record, used) < 0) return -1;
+            rc = outq_seal(q, record, used);
             used = 0;
         }
         memcpy(record + used, b->base, b->len);
@@ -271,7 +299,7 @@ static int outq_encrypt(outq *q)
     }
     q->npieces = 0;
     q->piece_bytes = 0;
-    return used ? vp_tls_encrypt(q->tls, record, used) : 0;
+    return rc == 0 && used ? outq_seal(q, record, used) : rc;
 }
 
 static int outq_flush_tls(outq *q)
@@ -280,8 +308,8 @@ static int outq_flush_tls(outq *q)
     int rc = 0;
     if (!vp_tls_established(q->tls))
         outq_copy_pieces(q); /* (plaintext waits for the handshake) */
-    else if (outq_encrypt(q) < 0)
-        rc = UV_EPROTO;
+    else
+        rc = outq_encrypt(q);
     q->npieces = 0;
     q->piece_bytes = 0;
     outq_take_ciphertext(q);
