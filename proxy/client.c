@@ -877,7 +877,7 @@ static void client_process_input(client_session *c)
         } else if (c->up) {
             int rc = upstream_flush(c->up);
             if (rc < 0) {
-                client_upstream_lost(c, uv_strerror(rc));
+                upstream_write_failed(c->up, rc); /* (tells this client) */
                 return;
             }
         }

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 
 #include "proxy/buffer.h"
@@ -548,6 +549,33 @@ void vp_tls_read_stop(vp_tls *t)
     t->want_read = 0;
     tls_unschedule(t);
     if (t->established) tls_raw_stop(t);
+}
+
+/* At most this much ciphertext is read for an alert (it is a few bytes
+ * behind at most a session ticket or two). */
+#define TLS_LATE_READ_MAX (4 * TLS_RAW_READ)
+
+int vp_tls_read_late_alert(vp_tls *t)
+{
+    if (t->error[0]) return 1;
+    uv_os_fd_t fd;
+    if (!t->established || uv_fileno((uv_handle_t *)t->stream, &fd) != 0) return 0;
+    static char raw[TLS_RAW_READ];
+    ssize_t got;
+    for (size_t total = 0; total < TLS_LATE_READ_MAX; total += (size_t)got) {
+        got = recv(fd, raw, sizeof(raw), MSG_DONTWAIT);
+        if (got <= 0) break;
+        if (BIO_write(t->rbio, raw, (int)got) != (int)got) abort(); /* only without memory */
+    }
+    char peek;
+    ERR_clear_error();
+    int n = SSL_peek(t->ssl, &peek, 1); /* processes records up to data or an alert */
+    if (n > 0 || SSL_get_error(t->ssl, n) != SSL_ERROR_SSL) {
+        ERR_clear_error();
+        return 0;
+    }
+    tls_openssl_reason(t->error, sizeof(t->error), "TLS error");
+    return 1;
 }
 
 int vp_tls_encrypt(vp_tls *t, const char *p, size_t n)

@@ -79,6 +79,14 @@ void vp_tls_raw_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf);
 int vp_tls_established(const vp_tls *t);
 /* Why the handshake or the session failed ("" if it did not). */
 const char *vp_tls_error(const vp_tls *t);
+/* The connection broke (a write failed, or a reset) before the owner read
+ * what the peer sent ahead of its close: read what the kernel still holds
+ * through the session (an alert: a TLS 1.3 server refusing our certificate
+ * says so after our side of the handshake is over, and a request that
+ * crossed the alert makes the server's close a reset). Returns 1 when that
+ * gives a TLS reason (vp_tls_error), else 0; application data is left
+ * unread. */
+int vp_tls_read_late_alert(vp_tls *t);
 /* Encrypt n plaintext bytes into the session's output (the queue then
  * takes it with vp_tls_take_output). Returns 0, or -1 (vp_tls_error). */
 int vp_tls_encrypt(vp_tls *t, const char *p, size_t n);

@@ -195,12 +195,31 @@ static void up_lost(upstream_conn *up, const char *reason)
         /* TLS 1.3: a server refusing our certificate says so (an alert)
          * after our side of the handshake is over, so before any reply
          * this is a failed handshake. When our first request crossed the
-         * alert, the server's close can reset the connection before the
-         * alert is read: then that is what is said. */
+         * alert, the server's close resets the connection and the write
+         * fails before the alert is read: it is read now. Only if none
+         * came is the reset (or close) what is said. */
         up->srv->stats.tls_handshake_failures++;
-        if (strncmp(reason, "TLS: ", 5) != 0) {
+        int refused = 1;
+        if (strncmp(reason, "TLS: ", 5) == 0) {
+            snprintf(why, sizeof(why), "%s", reason);
+        } else if (vp_tls_read_late_alert(up->tls)) {
+            snprintf(why, sizeof(why), "TLS: %s", vp_tls_error(up->tls));
+        } else {
+            refused = 0;
             snprintf(why, sizeof(why), "TLS: %s right after the handshake (a refused client certificate?)", reason);
-            reason = why;
+        }
+        reason = why;
+        /* Refused by the handshake, Redis ran none of what was sent (it
+         * never finished accepting): the oldest request waiting gets the
+         * error a failed connect gives, as a refusal, before the client is
+         * closed. (A plain close or reset may follow a request that ran,
+         * e.g. SHUTDOWN: then the client sees only the close.) */
+        if (refused) {
+            int n = snprintf(up->refusal, sizeof(up->refusal), "-ERR upstream unavailable: %s: %s",
+                             up->srv->conf.upstream, reason);
+            if (n > (int)sizeof(up->refusal) - 3) n = (int)sizeof(up->refusal) - 3;
+            memcpy(up->refusal + n, "\r\n", 2);
+            up->refusal_len = (unsigned char)(n + 2);
         }
     }
     up->srv->stats.upstream_lost++;
@@ -1053,6 +1072,11 @@ int upstream_flush(upstream_conn *up)
         up->kept_head = 0;
     }
     return rc;
+}
+
+void upstream_write_failed(upstream_conn *up, int status)
+{
+    up_lost(up, uv_strerror(status));
 }
 
 size_t upstream_backlog(const upstream_conn *up)
