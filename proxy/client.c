@@ -12,6 +12,7 @@
 #include "proxy/limits.h"
 #include "proxy/log.h"
 #include "proxy/pool.h"
+#include "proxy/tls.h"
 
 /* Read size per uv read, Redis's PROTO_IOBUF_LEN: a pool block
  * (VP_POOL_BUF_SIZE), given back once everything in it is parsed. */
@@ -426,7 +427,10 @@ static void client_want_own(client_session *c)
 static void client_stop_reading(client_session *c)
 {
     if (c->reading) {
-        uv_read_stop(&c->h.stream);
+        if (c->tls)
+            vp_tls_read_stop(c->tls);
+        else
+            uv_read_stop(&c->h.stream);
         c->reading = 0;
     }
 }
@@ -446,7 +450,10 @@ static void client_start_reading(client_session *c)
     if (c->shared_wait || c->output_held || c->owed_wait) return; /* resumed when that is over */
     if (!c->reading && !c->eof_at && !c->closing) {
         c->reading = 1;
-        uv_read_start(&c->h.stream, client_alloc, client_on_read);
+        if (c->tls)
+            vp_tls_read_start(c->tls, client_alloc, client_on_read);
+        else
+            uv_read_start(&c->h.stream, client_alloc, client_on_read);
     }
 }
 
@@ -933,7 +940,7 @@ static void client_process_input(client_session *c)
         } else if (c->up) {
             int rc = upstream_flush(c->up);
             if (rc < 0) {
-                client_upstream_lost(c, uv_strerror(rc));
+                upstream_write_failed(c->up, rc); /* (tells this client) */
                 return;
             }
         }
@@ -1338,6 +1345,7 @@ static void client_close_cb(uv_handle_t *h)
 {
     client_session *c = h->data;
     outq_free(&c->out);
+    vp_tls_free(c->tls);
     vp_pool_buf_release(&c->in);
     for (int i = 0; i < 3; i++)
         vp_buf_free(&c->setters[i]);
@@ -1410,6 +1418,14 @@ static int client_protected_refusal(client_session *c)
     if ((iplen == 9 && memcmp(c->addr, "127.0.0.1", 9) == 0) || (iplen == 3 && memcmp(c->addr, "::1", 3) == 0))
         return 0;
     vp_log(VP_LOG_VERBOSE, "client %llu %s: refused: protected mode", c->id, c->addr);
+    if (c->tls) {
+        /* Redis answers a TLS client once its handshake is over
+         * (clientAcceptHandler): written then (client_on_tls_handshake),
+         * and the client closed. */
+        outq_add_copy(&c->out, CLIENT_DENIED, sizeof(CLIENT_DENIED) - 1);
+        c->close_when_done = 1;
+        return 1;
+    }
     /* A best effort, as Redis's: never wait for a client we refuse. */
     uv_buf_t b = uv_buf_init((char *)CLIENT_DENIED, sizeof(CLIENT_DENIED) - 1);
     (void)uv_try_write(&c->h.stream, &b, 1);
@@ -1417,7 +1433,30 @@ static int client_protected_refusal(client_session *c)
     return 1;
 }
 
-void client_accept(vp_server *srv, uv_stream_t *listener, int is_unix)
+static void client_on_tls_raw_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
+{
+    client_session *c = s->data;
+    vp_tls_on_raw_read(c->tls, nread, buf);
+}
+
+/* Its requests are read (client_start_reading) once the handshake is
+ * over; a failed one only closes it (nothing can be written to it). */
+static void client_on_tls_handshake(vp_tls *t, int status)
+{
+    client_session *c = vp_tls_data(t);
+    if (status == 0) {
+        vp_log(VP_LOG_DEBUG, "client %llu %s: TLS handshake done", c->id, c->addr);
+        /* What waited for it (the error of a client refused at accept). */
+        client_flush(c);
+        client_maybe_finish(c);
+        return;
+    }
+    c->srv->stats.tls_client_handshake_failures++;
+    vp_log(VP_LOG_VERBOSE, "client %llu %s: TLS handshake failed: %s", c->id, c->addr, vp_tls_error(t));
+    client_close(c);
+}
+
+void client_accept(vp_server *srv, uv_stream_t *listener, int is_unix, int tls)
 {
     client_session *c = vp_malloc(sizeof(*c));
     memset(c, 0, sizeof(*c));
@@ -1451,7 +1490,16 @@ void client_accept(vp_server *srv, uv_stream_t *listener, int is_unix)
         limits_tcp_keepalive(&c->h.tcp, srv->conf.tcp_keepalive);
     }
     client_describe(c, is_unix);
-    vp_log(VP_LOG_DEBUG, "client %llu %s: connected", c->id, c->addr);
+    vp_log(VP_LOG_DEBUG, "client %llu %s: connected%s", c->id, c->addr, tls ? " on tls-port" : "");
+    if (tls) {
+        c->tls = vp_tls_new(srv->tls_clients, &c->h.stream, &c->out, NULL, client_on_tls_raw_read);
+        vp_tls_set_data(c->tls, c);
+        if ((rc = vp_tls_handshake(c->tls, client_on_tls_handshake)) < 0) {
+            vp_log(VP_LOG_WARNING, "client %llu %s: cannot start TLS: %s", c->id, c->addr, uv_strerror(rc));
+            client_close(c);
+            return;
+        }
+    }
     c->last_io = uv_now(srv->loop);
     c->authed = (unsigned)auth_default_nopass(&srv->conf.auth);
     if (!is_unix && client_protected_refusal(c)) return;

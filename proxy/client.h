@@ -63,6 +63,7 @@ typedef struct client_session {
         uv_pipe_t pipe;
     } h;
     char addr[64];
+    struct vp_tls *tls; /* on tls-port: the session (proxy/tls.h); NULL: plaintext */
 
     vp_buf in; /* bytes read; in[in_pos..] not yet parsed (pooled: empty while idle) */
     size_t in_pos;
@@ -119,8 +120,8 @@ typedef struct client_session {
     struct client_session *touched_next;
 } client_session;
 
-/* A new connection on a listener. */
-void client_accept(vp_server *srv, uv_stream_t *listener, int is_unix);
+/* A new connection on a listener (`tls`: the tls-port one). */
+void client_accept(vp_server *srv, uv_stream_t *listener, int is_unix, int tls);
 void client_close(client_session *c);
 /* Once a second: let go of clients that left with replies still owed, and
  * close those idle past `timeout`. */

@@ -12,6 +12,7 @@
 
 #include "lua/verbs.h"
 #include "proxy/buffer.h"
+#include "proxy/tls.h"
 
 void conf_defaults(vp_config *c)
 {
@@ -33,6 +34,8 @@ void conf_defaults(vp_config *c)
     c->ztick_max_members = 100000;
     c->tcp_keepalive = 300; /* Redis's */
     c->protected_mode = 1;
+    c->upstream_tls_conf.verify = 1;
+    c->tls.auth_clients = CONF_TLS_AUTH_YES; /* as Redis */
 }
 
 void conf_free(vp_config *c)
@@ -168,9 +171,11 @@ typedef enum {
     T_VERB,
     T_POLYFILL,
     T_SECRET,
-    T_BOOL,
     T_REQUIREPASS,
-    T_USER
+    T_USER,
+    T_YESNO,    /* int: yes 1, no 0 */
+    T_TLS_AUTH, /* conf_tls_auth */
+    T_TLS       /* a string of a conf_tls, checked by proxy/tls.c (max: its size) */
 } conf_type;
 
 typedef struct conf_directive {
@@ -202,17 +207,58 @@ static const conf_directive conf_directives[] = {
     {"aggregate-count-polyfill", T_POLYFILL, OFF(aggregate_count), 0, 0},
     {"timeout", T_INT, OFF(timeout), 0, INT_MAX},
     {"tcp-keepalive", T_INT, OFF(tcp_keepalive), 0, INT_MAX},
-    {"protected-mode", T_BOOL, OFF(protected_mode), 0, 0},
+    {"protected-mode", T_YESNO, OFF(protected_mode), 0, 0},
     {"upstream-user", T_STRING, OFF(upstream_user), 0, 0},
     {"upstream-pass", T_SECRET, OFF(upstream_pass), 0, 0},
     {"upstream-pass-file", T_STRING, OFF(upstream_pass_file), 0, 0},
     {"requirepass", T_REQUIREPASS, 0, 0, 0},
     {"user", T_USER, 0, 0, 0},
+    /* TLS to the upstream (proxy/tls.c). */
+    {"upstream-tls", T_YESNO, OFF(upstream_tls), 0, 0},
+    {"upstream-tls-ca-cert-file", T_TLS, OFF(upstream_tls_conf.ca_cert_file), 0, CONF_ADDR_MAX},
+    {"upstream-tls-ca-cert-dir", T_TLS, OFF(upstream_tls_conf.ca_cert_dir), 0, CONF_ADDR_MAX},
+    {"upstream-tls-cert-file", T_TLS, OFF(upstream_tls_conf.cert_file), 0, CONF_ADDR_MAX},
+    {"upstream-tls-key-file", T_TLS, OFF(upstream_tls_conf.key_file), 0, CONF_ADDR_MAX},
+    {"upstream-tls-protocols", T_TLS, OFF(upstream_tls_conf.protocols), 0, CONF_ADDR_MAX},
+    {"upstream-tls-ciphers", T_TLS, OFF(upstream_tls_conf.ciphers), 0, CONF_TEXT_MAX},
+    {"upstream-tls-ciphersuites", T_TLS, OFF(upstream_tls_conf.ciphersuites), 0, CONF_TEXT_MAX},
+    {"upstream-tls-server-name", T_TLS, OFF(upstream_tls_conf.server_name), 0, CONF_ADDR_MAX},
+    {"upstream-tls-verify", T_YESNO, OFF(upstream_tls_conf.verify), 0, 0},
+    /* TLS for clients: Redis's directives. */
+    {"tls-port", T_PORT, OFF(tls_port), 0, 65535},
+    {"tls-cert-file", T_TLS, OFF(tls.cert_file), 0, CONF_ADDR_MAX},
+    {"tls-key-file", T_TLS, OFF(tls.key_file), 0, CONF_ADDR_MAX},
+    {"tls-key-file-pass", T_TLS, OFF(tls.key_file_pass), 0, CONF_ADDR_MAX},
+    {"tls-ca-cert-file", T_TLS, OFF(tls.ca_cert_file), 0, CONF_ADDR_MAX},
+    {"tls-ca-cert-dir", T_TLS, OFF(tls.ca_cert_dir), 0, CONF_ADDR_MAX},
+    {"tls-auth-clients", T_TLS_AUTH, OFF(tls.auth_clients), 0, 0},
+    {"tls-protocols", T_TLS, OFF(tls.protocols), 0, CONF_ADDR_MAX},
+    {"tls-ciphers", T_TLS, OFF(tls.ciphers), 0, CONF_TEXT_MAX},
+    {"tls-ciphersuites", T_TLS, OFF(tls.ciphersuites), 0, CONF_TEXT_MAX},
 };
+
+/* One of `words` (NULL-terminated, any case): *out = its index. */
+static int conf_keyword(const char *name, const char *value, const char *const *words, int *out, char *err,
+                        size_t errlen)
+{
+    int n = 0;
+    for (; words[n]; n++) {
+        if (!strcasecmp(value, words[n])) {
+            *out = n;
+            return 0;
+        }
+    }
+    size_t len = (size_t)snprintf(err, errlen, "'%s' must be ", name);
+    for (int i = 0; i < n && len < errlen; i++)
+        len += (size_t)snprintf(err + len, errlen - len, "%s%s", words[i], i == n - 1 ? "" : i == n - 2 ? " or " : ", ");
+    if (len < errlen) snprintf(err + len, errlen - len, ", got '%s'", value);
+    return -1;
+}
 
 int conf_is_secret(const char *name)
 {
-    return !strcasecmp(name, "upstream-pass") || !strcasecmp(name, "requirepass") || !strcasecmp(name, "user");
+    return !strcasecmp(name, "upstream-pass") || !strcasecmp(name, "requirepass") || !strcasecmp(name, "user") ||
+           !strcasecmp(name, "tls-key-file-pass");
 }
 
 int conf_set(vp_config *c, const char *name, const char *value, char *err, size_t errlen)
@@ -286,31 +332,25 @@ int conf_set(vp_config *c, const char *name, const char *value, char *err, size_
         }
         snprintf(field, CONF_SECRET_MAX, "%s", value);
         return 0;
-    case T_BOOL:
-        if (!strcasecmp(value, "yes"))
-            *(int *)field = 1;
-        else if (!strcasecmp(value, "no"))
-            *(int *)field = 0;
-        else {
-            snprintf(err, errlen, "'%s' must be yes or no, got '%s'", name, value);
-            return -1;
-        }
-        return 0;
     case T_REQUIREPASS:
         return auth_requirepass(&c->auth, value);
     case T_USER:
         return auth_user_line(&c->auth, value, err, errlen);
-    case T_POLYFILL:
-        if (!strcasecmp(value, "auto"))
-            *(conf_polyfill *)field = CONF_POLYFILL_AUTO;
-        else if (!strcasecmp(value, "yes"))
-            *(conf_polyfill *)field = CONF_POLYFILL_YES;
-        else if (!strcasecmp(value, "no"))
-            *(conf_polyfill *)field = CONF_POLYFILL_NO;
-        else {
-            snprintf(err, errlen, "'%s' must be auto, yes or no, got '%s'", name, value);
+    case T_POLYFILL: /* conf_polyfill's order */
+        return conf_keyword(name, value, (const char *const[]){"auto", "yes", "no", NULL}, (int *)field, err,
+                            errlen);
+    case T_YESNO:
+        return conf_keyword(name, value, (const char *const[]){"no", "yes", NULL}, (int *)field, err, errlen);
+    case T_TLS_AUTH: /* conf_tls_auth's order */
+        return conf_keyword(name, value, (const char *const[]){"yes", "no", "optional", NULL}, (int *)field, err,
+                            errlen);
+    case T_TLS:
+        if (strlen(value) >= (size_t)d->max) {
+            snprintf(err, errlen, "'%s' value too long", name);
             return -1;
         }
+        if (vp_tls_conf_check(d->name, value, err, errlen) < 0) return -1;
+        snprintf(field, (size_t)d->max, "%s", value);
         return 0;
     }
     return -1;

@@ -14,6 +14,27 @@
 #define CONF_SECRET_MAX 1024
 /* The environment variable an upstream password may come from. */
 #define CONF_UPSTREAM_PASS_ENV "VERBPROXY_UPSTREAM_PASS"
+#define CONF_TEXT_MAX 1024 /* cipher lists */
+
+/* tls-auth-clients: as Redis's. */
+typedef enum conf_tls_auth { CONF_TLS_AUTH_YES, CONF_TLS_AUTH_NO, CONF_TLS_AUTH_OPTIONAL } conf_tls_auth;
+
+/* One side's TLS settings (proxy/tls.c builds a context from them): the
+ * upstream side's `upstream-tls-*` and the client side's `tls-*`. An empty
+ * string is "not set". */
+typedef struct conf_tls {
+    char ca_cert_file[CONF_ADDR_MAX];
+    char ca_cert_dir[CONF_ADDR_MAX];
+    char cert_file[CONF_ADDR_MAX];
+    char key_file[CONF_ADDR_MAX];
+    char key_file_pass[CONF_ADDR_MAX]; /* client side only */
+    char protocols[CONF_ADDR_MAX];     /* "" = "TLSv1.2 TLSv1.3" */
+    char ciphers[CONF_TEXT_MAX];       /* TLSv1.2 and below; "" = OpenSSL's default */
+    char ciphersuites[CONF_TEXT_MAX];  /* TLSv1.3; "" = OpenSSL's default */
+    char server_name[CONF_ADDR_MAX];   /* upstream: SNI and the name checked; "" = the upstream host */
+    int verify;                        /* upstream: check the chain and the name (default 1) */
+    conf_tls_auth auth_clients;        /* client side (default yes) */
+} conf_tls;
 
 /* aggregate-count-polyfill: when ZUNION, ZINTER and their STORE variants
  * with AGGREGATE COUNT run as the proxy's script instead of Redis's own
@@ -35,6 +56,10 @@ typedef struct vp_config {
     char upstream_host[CONF_ADDR_MAX]; /* host, or the unix socket path */
     int upstream_port;                 /* 0 for a unix socket */
     long long connect_timeout_ms;
+    int upstream_tls;       /* every upstream connection over TLS (upstream-tls yes) */
+    conf_tls upstream_tls_conf; /* upstream-tls-* */
+    int tls_port;           /* client-side TLS listener on `bind`; 0 = none */
+    conf_tls tls;           /* tls-* (client side), Redis's names */
     long long shared_upstreams; /* connections shared by stateless clients; 0 = one per client */
     long long maxclients;       /* client connections taken at once (limits.h may lower it) */
     long long timeout;          /* seconds a client may stay idle; 0 = forever (client_cron) */

@@ -122,7 +122,7 @@ static void limits_refused_closed(uv_handle_t *h)
     free(h);
 }
 
-void limits_refuse(vp_server *srv, uv_stream_t *listener, int is_unix)
+void limits_refuse(vp_server *srv, uv_stream_t *listener, int is_unix, int tls)
 {
     limits_refused *r = vp_malloc(sizeof(*r));
     int rc = is_unix ? uv_pipe_init(srv->loop, &r->pipe, 0) : uv_tcp_init(srv->loop, &r->tcp);
@@ -131,7 +131,7 @@ void limits_refuse(vp_server *srv, uv_stream_t *listener, int is_unix)
         return; /* libuv keeps the connection queued; the next accept tries again */
     }
     srv->stats.rejected_connections++;
-    if (uv_accept(listener, &r->stream) == 0) {
+    if (uv_accept(listener, &r->stream) == 0 && !tls) {
         /* A best effort, as Redis's: never wait for a client we refuse. */
         uv_buf_t b = uv_buf_init((char *)LIMITS_MAXCLIENTS_ERR, sizeof(LIMITS_MAXCLIENTS_ERR) - 1);
         (void)uv_try_write(&r->stream, &b, 1);

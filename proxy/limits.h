@@ -34,8 +34,10 @@ int limits_may_accept(const vp_server *srv);
 /* Is there a descriptor for one more connection of a client's own? */
 int limits_may_open_own(const vp_server *srv);
 /* Take the connection waiting on `listener` only to answer it
- * LIMITS_MAXCLIENTS_ERR (without blocking, errors ignored) and close it. */
-void limits_refuse(vp_server *srv, uv_stream_t *listener, int is_unix);
+ * LIMITS_MAXCLIENTS_ERR (without blocking, errors ignored) and close it.
+ * On tls-port (`tls`) it is closed without a word, as Redis does: nothing
+ * can be written before a handshake. */
+void limits_refuse(vp_server *srv, uv_stream_t *listener, int is_unix, int tls);
 
 /* Redis's tcp-keepalive on a TCP socket (client or upstream): probes after
  * `secs` idle, then every secs/3, closed after 3 unanswered (anetKeepAlive).

@@ -1,5 +1,6 @@
-/* listener.h - the listening sockets (TCP and, optionally, a unix socket)
- * that hand new connections to client_accept(). Owned by main. */
+/* listener.h - the listening sockets (TCP, TLS on tls-port, and optionally
+ * a unix socket) that hand new connections to client_accept(). Owned by
+ * main. */
 #ifndef VP_LISTENER_H
 #define VP_LISTENER_H
 
@@ -10,8 +11,9 @@
 typedef struct vp_listener {
     vp_server *srv;
     uv_tcp_t tcp;
+    uv_tcp_t tls; /* tls-port */
     uv_pipe_t pipe;
-    int has_tcp, has_unix;
+    int has_tcp, has_tls, has_unix;
 } vp_listener;
 
 /* Bind and listen per srv->conf. Returns 0, or -1 with the reason in err. */

@@ -14,6 +14,7 @@
 #include "proxy/log.h"
 #include "proxy/pool.h"
 #include "proxy/server.h"
+#include "proxy/tls.h"
 #include "proxy/upstream.h"
 
 static void usage(FILE *out)
@@ -39,6 +40,9 @@ static void usage(FILE *out)
                  "  --upstream-pass-file PATH  their password: the file's first line (or\n"
                  "                         $VERBPROXY_UPSTREAM_PASS; --upstream-pass shows in ps)\n"
                  "  --requirepass PASS     the proxy's own password for its clients\n"
+                 "  --upstream-tls yes     TLS to the upstream (verified; see the README's TLS\n"
+                 "                         section for upstream-tls-* and the tls-* directives)\n"
+                 "  --tls-port N           also listen for TLS clients (tls-cert-file, ...)\n"
                  "  --script NAME          print the script of built-in verb NAME as Redis runs\n"
                  "                         it (helpers put in), to SCRIPT LOAD it yourself\n"
                  "  --help                 this text\n"
@@ -58,6 +62,27 @@ static int print_script(const char *name)
         fprintf(stderr, " %s", verb_scripts[i].name);
     fprintf(stderr, "\n");
     return 1;
+}
+
+/* The TLS contexts, from the settings: certificates and keys are read
+ * now, so a bad one stops start-up instead of failing every connect.
+ * Returns 0, or -1 with the reason in err. */
+static int tls_setup(vp_server *srv, char *err, size_t errlen)
+{
+    vp_config *conf = &srv->conf;
+    if (conf->upstream_tls) {
+        if (conf->upstream_port == 0) {
+            snprintf(err, errlen, "upstream-tls needs a host:port upstream, not a unix socket");
+            return -1;
+        }
+        if (!(srv->tls_upstream = vp_tls_ctx_client(conf, err, errlen))) return -1;
+        if (!conf->upstream_tls_conf.verify)
+            vp_log(VP_LOG_WARNING, "upstream-tls-verify no: the upstream's certificate is NOT checked; anyone "
+                                   "on the path to %s can read and change the traffic",
+                   conf->upstream);
+    }
+    if (conf->tls_port && !(srv->tls_clients = vp_tls_ctx_server(conf, err, errlen))) return -1;
+    return 0;
 }
 
 static vp_listener listener;
@@ -169,6 +194,12 @@ int main(int argc, char **argv)
         verbs_free(&srv.verbs);
         return conf_free(&srv.conf), 1;
     }
+    if (tls_setup(&srv, err, sizeof(err)) < 0) {
+        vp_log(VP_LOG_WARNING, "%s", err);
+        vp_tls_ctx_free(srv.tls_upstream);
+        verbs_free(&srv.verbs);
+        return conf_free(&srv.conf), 1;
+    }
     srv.limits.max_bulk_len = srv.conf.proto_max_bulk_len;
     srv.limits.max_multibulk_len = srv.conf.proto_max_multibulk_len;
     srv.loop = uv_default_loop();
@@ -184,6 +215,8 @@ int main(int argc, char **argv)
 
     if (listener_start(&listener, &srv, err, sizeof(err)) < 0) {
         vp_log(VP_LOG_WARNING, "%s", err);
+        vp_tls_ctx_free(srv.tls_upstream);
+        vp_tls_ctx_free(srv.tls_clients);
         verbs_free(&srv.verbs);
         return conf_free(&srv.conf), 1;
     }
@@ -204,6 +237,8 @@ int main(int argc, char **argv)
     uv_run(srv.loop, UV_RUN_DEFAULT);
     uv_loop_close(srv.loop);
     vp_pool_drain(); /* every session is freed: its blocks are all back */
+    vp_tls_ctx_free(srv.tls_upstream);
+    vp_tls_ctx_free(srv.tls_clients);
     verbs_free(&srv.verbs);
     conf_free(&srv.conf);
     return 0;

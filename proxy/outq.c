@@ -4,6 +4,15 @@
 #include <string.h>
 
 #include "proxy/pool.h"
+#include "proxy/tls.h"
+
+/* With TLS: pieces smaller than this are copied together into one
+ * SSL_write of up to a record (TLS's largest, 16 KiB of plaintext);
+ * bigger ones are encrypted where they lie. */
+#define OUTQ_TLS_RECORD 16384
+#define OUTQ_TLS_DIRECT 4096
+/* A record's header, padding and tag, at most (TLS 1.2 CBC; 1.3 adds 22). */
+#define OUTQ_TLS_OVERHEAD 256
 
 static vp_pool outq_blocks = VP_POOL_INIT("outq_blocks", sizeof(outq_block));
 
@@ -34,9 +43,18 @@ static void outq_put_block(outq *q)
     }
 }
 
+/* Copied bytes: written as they are, or with TLS encrypted at the flush. */
 static void outq_append(outq *q, const char *p, size_t n)
 {
-    vp_pool_buf_append(&q->pending, p, n);
+    vp_pool_buf_append(q->tls ? &q->plain : &q->pending, p, n);
+}
+
+/* Bytes were copied (or a write is in flight): what is added now must be
+ * copied after them. (With TLS, only plaintext waiting counts: pieces are
+ * encrypted at the flush whatever is being written.) */
+static int outq_must_copy(const outq *q)
+{
+    return q->tls ? q->plain.len != 0 : (q->writing || q->pending.len);
 }
 
 /* Turn buffer offsets into pointers: the buffers are done growing. */
@@ -64,7 +82,7 @@ void outq_add(outq *q, const char *p, size_t n)
 {
     if (n == 0) return;
     /* Bytes already copied must go first: once anything is pending, copy. */
-    if (q->writing || q->pending.len) {
+    if (outq_must_copy(q)) {
         outq_append(q, p, n);
         return;
     }
@@ -78,7 +96,7 @@ void outq_add(outq *q, const char *p, size_t n)
         }
     }
     if (q->npieces == OUTQ_MAX_PIECES) outq_copy_pieces(q);
-    if (q->pending.len) {
+    if (outq_must_copy(q)) {
         outq_append(q, p, n);
         return;
     }
@@ -90,7 +108,7 @@ void outq_add(outq *q, const char *p, size_t n)
 void outq_add_ref(outq *q, const vp_buf *buf, size_t off, size_t n)
 {
     if (n == 0) return;
-    if (q->writing || q->pending.len) {
+    if (outq_must_copy(q)) {
         outq_append(q, buf->data + off, n);
         return;
     }
@@ -177,19 +195,11 @@ static int outq_try_pieces(outq *q)
     return 0;
 }
 
-static int outq_flush_round(outq *q)
+/* `pending` (copied bytes, or ciphertext) goes to the kernel: in one try
+ * unless the kernel was just offered pieces (`tried`), then by uv_write
+ * for what it did not take. */
+static int outq_write_pending(outq *q, int tried)
 {
-    outq_resolve(q);
-    int tried = 0; /* the kernel was just offered the pieces */
-    if (q->npieces) {
-        if (!q->writing && !q->pending.len) {
-            tried = 1;
-            int rc = outq_try_pieces(q);
-            if (rc < 0) return rc;
-        } else {
-            outq_copy_pieces(q);
-        }
-    }
     if (!q->writing && q->pending.len && !tried) {
         /* Copied bytes (a shared connection's requests) also go in one try
          * first: uv_write would call back only in the next loop iteration.
@@ -205,8 +215,128 @@ static int outq_flush_round(outq *q)
     return 0;
 }
 
+static int outq_flush_round(outq *q)
+{
+    outq_resolve(q);
+    int tried = 0; /* the kernel was just offered the pieces */
+    if (q->npieces) {
+        if (!q->writing && !q->pending.len) {
+            tried = 1;
+            int rc = outq_try_pieces(q);
+            if (rc < 0) return rc;
+        } else {
+            outq_copy_pieces(q);
+        }
+    }
+    return outq_write_pending(q, tried);
+}
+
+/* ---- TLS ---- */
+
+/* Move the session's ciphertext into `pending`. */
+static void outq_take_ciphertext(outq *q)
+{
+    size_t n;
+    while ((n = vp_tls_output_pending(q->tls)) > 0) {
+        vp_pool_buf_reserve(&q->pending, n);
+        q->pending.len += vp_tls_take_output(q->tls, q->pending.data + q->pending.len, q->pending.cap - q->pending.len);
+    }
+}
+
+/* Encrypt n bytes a record at a time and move each record's ciphertext
+ * into `pending` at once: the session's write BIO (a memory BIO, which
+ * keeps the largest size it ever held until the session ends) then holds
+ * one record, never a whole round. Once `pending` fills a big pool block
+ * and no write is in flight, the kernel is offered it, as the pieces are
+ * offered to it without TLS: a round of a megabyte is then not held twice
+ * (plaintext the caller still has, and all of its ciphertext), and
+ * `pending` stays in pool blocks while the kernel keeps up. Returns 0 or a
+ * libuv error (UV_EPROTO: the session says why). */
+static int outq_seal(outq *q, const char *p, size_t n)
+{
+    while (n) {
+        size_t chunk = n < OUTQ_TLS_RECORD ? n : OUTQ_TLS_RECORD;
+        if (vp_tls_encrypt(q->tls, p, chunk) < 0) return UV_EPROTO;
+        outq_take_ciphertext(q);
+        p += chunk;
+        n -= chunk;
+        if (n && !q->writing && q->pending.len + OUTQ_TLS_RECORD + OUTQ_TLS_OVERHEAD > VP_POOL_BIG_BUF_SIZE) {
+            int rc = outq_write_pending(q, 0);
+            if (rc < 0) return rc;
+        }
+    }
+    return 0;
+}
+
+/* Encrypt the round's plaintext: what was copied (then there are no
+ * pieces: see outq_must_copy), else the pieces, small ones coalesced.
+ * Returns 0 or a libuv error. */
+static int outq_encrypt(outq *q)
+{
+    if (q->plain.len) {
+        int rc = outq_seal(q, q->plain.data, q->plain.len);
+        q->plain.len = 0;
+        vp_pool_buf_release_idle(&q->plain);
+        return rc;
+    }
+    static char record[OUTQ_TLS_RECORD];
+    size_t used = 0;
+    int rc = 0;
+    for (int i = 0; i < q->npieces && rc == 0; i++) {
+        const uv_buf_t *b = &q->blk->pieces[i];
+        if (b->len >= OUTQ_TLS_DIRECT) {
+            if (used) rc = outq_seal(q, record, used);
+            used = 0;
+            if (rc == 0) rc = outq_seal(q, b->base, b->len);
+            continue;
+        }
+        if (used + b->len > sizeof(record)) {
+            rc = outq_seal(q, record, used);
+            used = 0;
+        }
+        memcpy(record + used, b->base, b->len);
+        used += b->len;
+    }
+    q->npieces = 0;
+    q->piece_bytes = 0;
+    return rc == 0 && used ? outq_seal(q, record, used) : rc;
+}
+
+static int outq_flush_tls(outq *q)
+{
+    if (q->blk) outq_resolve(q);
+    int rc = 0;
+    if (!vp_tls_established(q->tls))
+        outq_copy_pieces(q); /* (plaintext waits for the handshake) */
+    else
+        rc = outq_encrypt(q);
+    q->npieces = 0;
+    q->piece_bytes = 0;
+    outq_take_ciphertext(q);
+    if (rc == 0) rc = outq_write_pending(q, 0);
+    outq_put_block(q);
+    return rc;
+}
+
+int outq_flush_tls_output(outq *q)
+{
+    outq_take_ciphertext(q);
+    return outq_write_pending(q, 0);
+}
+
+void outq_set_tls(outq *q, struct vp_tls *t)
+{
+    /* Bytes copied before the stream became TLS (requests queued while
+     * connecting) are plaintext to encrypt, not bytes to write. */
+    vp_buf b = q->plain;
+    q->plain = q->pending;
+    q->pending = b;
+    q->tls = t;
+}
+
 int outq_flush(outq *q)
 {
+    if (q->tls) return outq_flush_tls(q);
     if (!q->blk && !q->pending.len) return 0; /* nothing queued */
     int rc = outq_flush_round(q);
     outq_put_block(q);
@@ -220,13 +350,14 @@ int outq_backed_up(const outq *q)
 
 size_t outq_size(const outq *q)
 {
-    return q->piece_bytes + q->pending.len + q->inflight.len;
+    return q->piece_bytes + q->pending.len + q->inflight.len + q->plain.len;
 }
 
 void outq_free(outq *q)
 {
     vp_pool_buf_release(&q->pending);
     vp_pool_buf_release(&q->inflight);
+    vp_pool_buf_release(&q->plain);
     q->npieces = 0;
     q->piece_bytes = 0;
     q->writing = 0;

@@ -17,7 +17,14 @@
  * Ownership: the outq owns `pending`, `inflight` and its block. Pieces
  * belong to the caller and must stay unchanged until outq_flush() returns.
  * The owner calls outq_free() only after the stream's handle is closed
- * (libuv has then cancelled and called back any write in flight). */
+ * (libuv has then cancelled and called back any write in flight).
+ *
+ * TLS (tls.h). A queue given a session (outq_set_tls) still gathers
+ * plaintext pieces without copying them; bytes it must copy go to `plain`
+ * instead of `pending`. outq_flush() encrypts them (small pieces coalesced
+ * into one SSL_write of up to a record, big ones written directly, so
+ * records are large), and `pending`/`inflight` then hold ciphertext,
+ * written as above. Without a session the only cost is one pointer test. */
 #ifndef VP_OUTQ_H
 #define VP_OUTQ_H
 
@@ -41,8 +48,11 @@ typedef struct outq_block {
     uv_write_t req;
 } outq_block;
 
+struct vp_tls;
+
 struct outq {
     uv_stream_t *stream;
+    struct vp_tls *tls; /* NULL: plaintext */
     void *owner; /* passed back through q->owner in the callback */
     outq_written_cb on_written;
 
@@ -52,6 +62,7 @@ struct outq {
 
     vp_buf pending;  /* copied bytes waiting for the write in flight */
     vp_buf inflight; /* bytes handed to uv_write */
+    vp_buf plain;    /* with TLS: copied plaintext, encrypted at the next flush */
     int writing;
 };
 
@@ -70,5 +81,12 @@ size_t outq_size(const outq *q);
 /* Did the kernel push back (a write is in flight, bytes wait for it)? */
 int outq_backed_up(const outq *q);
 void outq_free(outq *q);
+/* From now on the stream carries TLS: `t` encrypts (set once, before
+ * anything is queued that must be encrypted). */
+void outq_set_tls(outq *q, struct vp_tls *t);
+/* Write the ciphertext the session produced on its own (handshake, alerts,
+ * tickets), leaving queued plaintext for the owner's flush. Returns 0 or a
+ * libuv error. */
+int outq_flush_tls_output(outq *q);
 
 #endif

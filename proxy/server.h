@@ -12,6 +12,7 @@
 
 struct client_session;
 struct upstream_conn;
+struct vp_tls_ctx;
 
 #define VP_MAX_SHARED_UPSTREAMS 64
 
@@ -21,6 +22,10 @@ typedef struct vp_server {
     resp_request_limits limits;
     vp_stats stats;
     verb_table verbs;
+    /* TLS contexts built at start (proxy/tls.h): for upstream connections
+     * (upstream-tls yes) and for clients on tls-port; NULL when off. */
+    struct vp_tls_ctx *tls_upstream;
+    struct vp_tls_ctx *tls_clients;
     struct client_session *clients; /* intrusive list, newest first */
     unsigned long long next_client_id;
     unsigned long clients_draining; /* clients that sent EOF with replies owed */

@@ -15,6 +15,8 @@
     X(upstream_connects)                                                                                     \
     X(upstream_connect_failures)                                                                             \
     X(upstream_lost)                                                                                         \
+    X(tls_handshake_failures)                                                                                \
+    X(tls_client_handshake_failures)                                                                         \
     X(barriers_sent)                                                                                         \
     X(shared_commands)                                                                                       \
     X(clients_pinned)                                                                                        \

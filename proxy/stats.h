@@ -14,6 +14,8 @@ typedef struct vp_stats {
     unsigned long long upstream_connects;
     unsigned long long upstream_connect_failures;
     unsigned long long upstream_lost;
+    unsigned long long tls_handshake_failures;        /* upstream connections whose TLS handshake failed */
+    unsigned long long tls_client_handshake_failures; /* clients on tls-port whose handshake failed */
     unsigned long long barriers_sent;
     unsigned long long shared_commands;      /* commands sent on a shared upstream connection */
     unsigned long long clients_pinned;       /* clients moved to their own connection */

@@ -11,6 +11,7 @@
 #include "proxy/limits.h"
 #include "proxy/log.h"
 #include "proxy/pool.h"
+#include "proxy/tls.h"
 #include "proxy/upstream_internal.h"
 
 /* Read size per uv read, Redis's PROTO_IOBUF_LEN. */
@@ -152,6 +153,7 @@ static void up_maybe_free(upstream_conn *up)
     if (up->handles_open > 0 || up->resolving) return;
     if (!up->shared) up->srv->own_upstreams--;
     outq_free(&up->out);
+    vp_tls_free(up->tls);
     vp_pool_buf_release(&up->in);
     vp_buf_free(&up->kept);
     vp_buf_free(&up->scratch);
@@ -190,6 +192,38 @@ static int up_is_refusal(const char *p, size_t n);
 static void up_lost(upstream_conn *up, const char *reason)
 {
     struct client_session *c = up->client;
+    char why[160];
+    if (up->tls && !up->replied) {
+        /* TLS 1.3: a server refusing our certificate says so (an alert)
+         * after our side of the handshake is over, so before any reply
+         * this is a failed handshake. When our first request crossed the
+         * alert, the server's close resets the connection and the write
+         * fails before the alert is read: it is read now. Only if none
+         * came is the reset (or close) what is said. */
+        up->srv->stats.tls_handshake_failures++;
+        int refused = 1;
+        if (strncmp(reason, "TLS: ", 5) == 0) {
+            snprintf(why, sizeof(why), "%s", reason);
+        } else if (vp_tls_read_late_alert(up->tls)) {
+            snprintf(why, sizeof(why), "TLS: %s", vp_tls_error(up->tls));
+        } else {
+            refused = 0;
+            snprintf(why, sizeof(why), "TLS: %s right after the handshake (a refused client certificate?)", reason);
+        }
+        reason = why;
+        /* Refused by the handshake, Redis ran none of what was sent (it
+         * never finished accepting): the oldest request waiting gets the
+         * error a failed connect gives, as a refusal, before the client is
+         * closed. (A plain close or reset may follow a request that ran,
+         * e.g. SHUTDOWN: then the client sees only the close.) */
+        if (refused) {
+            int n = snprintf(up->refusal, sizeof(up->refusal), "-ERR upstream unavailable: %s: %s",
+                             up->srv->conf.upstream, reason);
+            if (n > (int)sizeof(up->refusal) - 3) n = (int)sizeof(up->refusal) - 3;
+            memcpy(up->refusal + n, "\r\n", 2);
+            up->refusal_len = (unsigned char)(n + 2);
+        }
+    }
     up->srv->stats.upstream_lost++;
     up_read_refusal(up); /* (before the close takes the socket) */
     if (up->refusal_len)
@@ -210,10 +244,14 @@ static void up_on_timeout(uv_timer_t *t)
 {
     upstream_conn *up = t->data;
     if (up->state != UPSTREAM_CONNECTING && !up->authing) return; /* (connect-timeout covers our AUTH too) */
-    if (up->error[0])
+    if (up->error[0]) {
         up_fail(up, up->error); /* a failure parked by upstream_open */
-    else
+    } else if (up->tls && !vp_tls_established(up->tls)) {
+        up->srv->stats.tls_handshake_failures++;
+        up_fail(up, "TLS: handshake timed out");
+    } else {
         up_fail(up, "connection timed out");
+    }
 }
 
 static int up_start_connect(upstream_conn *up, const struct sockaddr *sa)
@@ -707,7 +745,10 @@ static void up_note_refusal(upstream_conn *up, const char *p, size_t n)
 static void up_read_refusal(upstream_conn *up)
 {
     uv_os_fd_t fd;
-    if (up->replied || up->refusal_len || up->state != UPSTREAM_READY || uv_fileno(&up->h.handle, &fd) != 0)
+    /* (Not over TLS: the kernel holds ciphertext. A Redis refusing a TLS
+     * client closes without a word anyway.) */
+    if (up->tls || up->replied || up->refusal_len || up->state != UPSTREAM_READY ||
+        uv_fileno(&up->h.handle, &fd) != 0)
         return;
     char buf[sizeof(up->refusal)];
     size_t n = up->in.len - up->in_pos; /* the start of a reply, read already */
@@ -794,6 +835,12 @@ static void up_on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
         return;
     }
     if (nread < 0) {
+        if (up->tls && vp_tls_error(up->tls)[0]) {
+            char why[160];
+            snprintf(why, sizeof(why), "TLS: %s", vp_tls_error(up->tls));
+            up_lost(up, why);
+            return;
+        }
         up_lost(up, nread == UV_EOF ? "connection closed by upstream" : uv_strerror((int)nread));
         return;
     }
@@ -834,18 +881,34 @@ static void up_on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
     vp_buf_shrink(&up->kept, UP_KEEP_BYTES); /* after a large verb (only when empty) */
 }
 
-/* The connection's stream carries plaintext from here on (today: once TCP
- * or the unix socket is connected; with TLS, after the handshake). What
- * is queued goes, our AUTH first when there are credentials; then its
- * clients are told once AUTH is answered (up_auth_answered), or at once
- * without credentials. */
+static void up_read_start(upstream_conn *up)
+{
+    if (up->tls)
+        vp_tls_read_start(up->tls, up_alloc, up_on_read);
+    else
+        uv_read_start(&up->h.stream, up_alloc, up_on_read);
+}
+
+static void up_read_stop(upstream_conn *up)
+{
+    if (up->tls)
+        vp_tls_read_stop(up->tls);
+    else
+        uv_read_stop(&up->h.stream);
+}
+
+/* The stream carries plaintext to Redis from here on: right after the TCP
+ * connect, or after the TLS handshake. What is queued goes, our AUTH
+ * first when there are credentials (queued by upstream_open before
+ * anything else could be); then its clients are told once AUTH is
+ * answered (up_auth_answered), or at once without credentials. */
 static void up_transport_ready(upstream_conn *up)
 {
     if (!up->authing) uv_timer_stop(&up->timer); /* else it bounds our AUTH too */
     up->state = UPSTREAM_READY;
     up->reading = 1;
-    uv_read_start(&up->h.stream, up_alloc, up_on_read);
-    vp_log(VP_LOG_DEBUG, "upstream %s: connected", up->srv->conf.upstream);
+    up_read_start(up);
+    vp_log(VP_LOG_DEBUG, "upstream %s: connected%s", up->srv->conf.upstream, up->tls ? " (TLS)" : "");
     if (up->authing) {
         /* A shared one writes at the end of the loop iteration. */
         int rc = up->shared ? 0 : upstream_flush(up);
@@ -858,6 +921,26 @@ static void up_transport_ready(upstream_conn *up)
         client_shared_ready(up->srv, up);
 }
 
+static void up_on_tls_handshake(vp_tls *t, int status)
+{
+    upstream_conn *up = vp_tls_data(t);
+    if (up->state != UPSTREAM_CONNECTING) return;
+    if (status < 0) {
+        char why[160];
+        snprintf(why, sizeof(why), "TLS: %s", vp_tls_error(t));
+        up->srv->stats.tls_handshake_failures++;
+        up_fail(up, why);
+        return;
+    }
+    up_transport_ready(up);
+}
+
+static void up_on_tls_raw_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
+{
+    upstream_conn *up = s->data;
+    vp_tls_on_raw_read(up->tls, nread, buf);
+}
+
 static void up_on_connect(uv_connect_t *req, int status)
 {
     upstream_conn *up = req->data;
@@ -868,7 +951,22 @@ static void up_on_connect(uv_connect_t *req, int status)
         return;
     }
     if (up->srv->conf.upstream_port) limits_tcp_keepalive(&up->h.tcp, up->srv->conf.tcp_keepalive);
-    up_transport_ready(up);
+    if (!up->srv->tls_upstream) {
+        up_transport_ready(up);
+        return;
+    }
+    /* TLS: the handshake first, within the connect timeout. */
+    up->tls = vp_tls_new(up->srv->tls_upstream, &up->h.stream, &up->out, up->srv->conf.upstream_host,
+                         up_on_tls_raw_read);
+    vp_tls_set_data(up->tls, up);
+    int rc = vp_tls_handshake(up->tls, up_on_tls_handshake);
+    if (rc < 0) {
+        char why[160];
+        snprintf(why, sizeof(why), "TLS: %s", vp_tls_error(up->tls)[0] ? vp_tls_error(up->tls) : uv_strerror(rc));
+        up->srv->stats.tls_handshake_failures++;
+        uv_timer_stop(&up->timer);
+        up_fail(up, why);
+    }
 }
 
 /* ---- sending requests ---- */
@@ -876,7 +974,8 @@ static void up_on_connect(uv_connect_t *req, int status)
 static void up_on_written(outq *q, int status)
 {
     upstream_conn *up = q->owner;
-    if (up->state == UPSTREAM_CLOSED) return;
+    /* (While connecting, only a TLS handshake writes: its failure is read.) */
+    if (up->state != UPSTREAM_READY) return;
     if (status < 0) {
         up_lost(up, uv_strerror(status));
         return;
@@ -1086,6 +1185,11 @@ int upstream_flush(upstream_conn *up)
     return rc;
 }
 
+void upstream_write_failed(upstream_conn *up, int status)
+{
+    up_lost(up, uv_strerror(status));
+}
+
 size_t upstream_backlog(const upstream_conn *up)
 {
     return outq_size(&up->out);
@@ -1094,7 +1198,7 @@ size_t upstream_backlog(const upstream_conn *up)
 void upstream_pause_reading(upstream_conn *up)
 {
     if (up->state == UPSTREAM_READY && up->reading) {
-        uv_read_stop(&up->h.stream);
+        up_read_stop(up);
         up->reading = 0;
     }
 }
@@ -1103,6 +1207,6 @@ void upstream_resume_reading(upstream_conn *up)
 {
     if (up->state == UPSTREAM_READY && !up->reading) {
         up->reading = 1;
-        uv_read_start(&up->h.stream, up_alloc, up_on_read);
+        up_read_start(up);
     }
 }

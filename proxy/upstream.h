@@ -139,6 +139,7 @@ typedef struct upstream_conn {
         uv_tcp_t tcp;
         uv_pipe_t pipe;
     } h;
+    struct vp_tls *tls; /* upstream-tls: the session on the stream, from the connect on; NULL: plaintext */
     uv_connect_t connect_req;
     uv_getaddrinfo_t resolve_req;
     uv_timer_t timer; /* connect timeout */
@@ -193,7 +194,7 @@ typedef struct upstream_conn {
      * number of clients reached", which Redis writes as it accepts and then
      * closes. Kept until another reply arrives; if the connection is lost
      * first, the clients waiting on it get it (upstream_refusal). */
-    char refusal[128];
+    char refusal[224]; /* (a TLS refusal names the upstream and the reason) */
     unsigned char refusal_len;
     unsigned replied : 1; /* a reply has arrived on it */
 
@@ -346,6 +347,9 @@ int upstream_is_counting(const upstream_conn *up);
 /* End of a client's input round: write. Returns 0 or a libuv error. */
 int upstream_flush(upstream_conn *up);
 size_t upstream_backlog(const upstream_conn *up);
+/* Writing to it failed (status < 0) where the caller flushed: it is lost,
+ * and its client told, as for a failure found by the upstream itself. */
+void upstream_write_failed(upstream_conn *up, int status);
 /* The error Redis refused this connection with (see upstream_conn.refusal),
  * NULL if none: the reply a client's waiting command gets when the
  * connection is lost. */

@@ -79,10 +79,12 @@ async function waitUntil(cond, deadlineMs, what) {
 }
 
 // One child process (redis-server or verbproxy) with its log in a temp dir.
+// `prepare` (optional) runs before each attempt (a tls-port picked anew).
 class Server {
-    constructor(name, argvForPort, dir) {
+    constructor(name, argvForPort, dir, prepare = async () => {}) {
         this.name = name;
         this.argvForPort = argvForPort;
+        this.prepare = prepare;
         this.dir = dir;
         this.logPath = path.join(dir, `${name}.log`);
         this.child = null;
@@ -93,6 +95,7 @@ class Server {
         let last = '';
         for (let attempt = 0; attempt < START_ATTEMPTS; attempt++) {
             this.port = await freePort();
+            await this.prepare();
             const [cmd, ...args] = [...SETPRIV, ...this.argvForPort(this.port)];
             const log = fs.openSync(this.logPath, 'a');
             const child = childProcess.spawn(cmd, args, { cwd: this.dir, stdio: ['ignore', log, log] });
@@ -162,8 +165,32 @@ const binary = process.env.VP_BINARY && path.resolve(process.env.VP_BINARY); // 
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'vt-clients-'));
 const redisServer = new Server('redis-server', (port) => [REDIS_SERVER, '--port', String(port), '--bind',
     '127.0.0.1', '--dir', dir, '--save', '', '--appendonly', 'no', '--daemonize', 'no'], dir);
+
+// Certificates for the proxy's tls-port, made with the openssl CLI as
+// tests/support/tls_certs.c does: a CA, the proxy's certificate from it (for
+// 127.0.0.1), and another CA that a client trusts instead.
+const MAKE_CERTS = `set -e
+key() { openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:prime256v1 -out "$1"; }
+ca() { key $1.key; openssl req -x509 -new -key $1.key -out $1.crt -days 3650 -subj "/CN=$2" -sha256; }
+ca ca "verbproxy test CA"
+ca other-ca "another CA"
+printf '[srv]\\nsubjectAltName=IP:127.0.0.1,DNS:localhost\\n' > ext.cnf
+key server.key
+openssl req -new -key server.key -out server.csr -subj "/CN=verbproxy"
+openssl x509 -req -in server.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out server.crt -days 3650 \\
+    -sha256 -extfile ext.cnf -extensions srv
+`;
+const certs = path.join(dir, 'certs');
+fs.mkdirSync(certs);
+childProcess.execFileSync('bash', ['-c', MAKE_CERTS], { cwd: certs, stdio: ['ignore', 'pipe', 'pipe'] });
+
+let tlsPort = 0; // the proxy's tls-port, picked before each start attempt
 const proxy = new Server('verbproxy', (port) => [binary, '--port', String(port), '--bind', '127.0.0.1',
-    '--upstream', `127.0.0.1:${redisServer.port}`, '--loglevel', 'warning'], dir);
+    '--upstream', `127.0.0.1:${redisServer.port}`, '--loglevel', 'warning', '--tls-port', String(tlsPort),
+    '--tls-cert-file', path.join(certs, 'server.crt'), '--tls-key-file', path.join(certs, 'server.key'),
+    '--tls-auth-clients', 'no'], dir, async () => {
+    tlsPort = await freePort();
+});
 
 const clients = [];
 function client(opts = {}) {
@@ -177,6 +204,17 @@ function client(opts = {}) {
     c.on('error', () => {}); // the failing command reports it
     clients.push(c);
     return c;
+}
+
+// A client on the proxy's tls-port, checking its certificate against `ca`.
+function tlsClient(ca = 'ca.crt', opts = {}) {
+    return client({ port: tlsPort, tls: { ca: fs.readFileSync(path.join(certs, ca)) }, ...opts });
+}
+
+async function stat(r, name) {
+    const line = (await r.call('VERBPROXY', 'STATS')).split(/\r?\n/).find((l) => l.startsWith(`${name}:`));
+    assert.ok(line, `no ${name} in VERBPROXY STATS`);
+    return Number(line.slice(name.length + 1));
 }
 
 async function serverMs(r) {
@@ -536,5 +574,41 @@ describe('verbproxy through ioredis', () => {
         assert.equal(taken.length, jobs.length);
         assert.deepEqual([...taken].sort(), jobs);
         assert.equal(await r.exists('work', 'work:lease'), 0);
+    });
+    it('over TLS on the tls-port: commands, a pipeline and a verb', async () => {
+        const t = tlsClient();
+        assert.equal(await t.set('greeting', 'hello over TLS'), 'OK');
+        assert.equal(await t.get('greeting'), 'hello over TLS');
+        assert.equal(await t.incrby('visits', 3), 3);
+        const big = 'v'.repeat(100000); // several TLS records each way
+        assert.equal(await t.set('big', big), 'OK');
+        assert.equal(await t.get('big'), big);
+        const p = t.pipeline();
+        for (let i = 0; i < 200; i++) p.rpush('tls:list', i);
+        p.lrange('tls:list', 0, -1);
+        const replies = await p.exec();
+        assert.deepEqual(replies.slice(0, 200), Array.from({ length: 200 }, (_, i) => [null, i + 1]));
+        assert.deepEqual(replies[200], [null, Array.from({ length: 200 }, (_, i) => String(i))]);
+        await t.zadd('belt', 0, 'crate-1', 90, 'crate-2');
+        assert.deepEqual(await t.call('ZTICK', 'belt', 15, 100, 'WITHSCORES'), ['crate-2', '105']);
+        assert.deepEqual(await t.zrange('belt', 0, -1, 'WITHSCORES'), ['crate-1', '15']);
+        assert.equal(await r.get('greeting'), 'hello over TLS'); // the same data on the plain port
+    });
+
+    it('over TLS, a client that trusts another CA is refused', async () => {
+        const before = await stat(r, 'tls_client_handshake_failures');
+        const t = tlsClient('other-ca.crt', { lazyConnect: true });
+        let refused = null; // ioredis tells why on 'error'; connect() only says the connection closed
+        t.on('error', (e) => {
+            refused = refused || e;
+        });
+        await assert.rejects(t.connect());
+        await waitUntil(() => refused !== null, 10000, 'the TLS error');
+        assert.equal(refused.code, 'UNABLE_TO_VERIFY_LEAF_SIGNATURE', String(refused));
+        // the proxy counts the handshake its client broke off (its alert
+        // may arrive after the client's error: polled)
+        await waitUntil(async () => (await stat(r, 'tls_client_handshake_failures')) > before, 10000,
+            'tls_client_handshake_failures to count the refused handshake');
+        assert.equal(await tlsClient().ping(), 'PONG'); // and the next TLS client is served
     });
 });

@@ -137,10 +137,38 @@ class Server:
             return "(no %s log)" % self.name
 
 
-class Env:
-    """redis-server plus verbproxy in front of it, shared by a test class."""
+# Certificates for the proxy's tls-port, made with the openssl CLI as
+# tests/support/tls_certs.c does: a CA, the proxy's certificate from it (for
+# 127.0.0.1), and another CA that a client trusts instead.
+MAKE_CERTS = r"""set -e
+key() { openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:prime256v1 -out "$1"; }
+ca() { key $1.key; openssl req -x509 -new -key $1.key -out $1.crt -days 3650 -subj "/CN=$2" -sha256; }
+ca ca "verbproxy test CA"
+ca other-ca "another CA"
+printf '[srv]\nsubjectAltName=IP:127.0.0.1,DNS:localhost\n' > ext.cnf
+key server.key
+openssl req -new -key server.key -out server.csr -subj "/CN=verbproxy"
+openssl x509 -req -in server.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out server.crt -days 3650 \
+    -sha256 -extfile ext.cnf -extensions srv
+"""
 
-    def __init__(self):
+
+def make_certs(workdir):
+    """The certificates of MAKE_CERTS in workdir/certs; returns that directory."""
+    d = os.path.join(workdir, "certs")
+    os.mkdir(d)
+    done = subprocess.run(["bash", "-c", MAKE_CERTS], cwd=d, stdin=subprocess.DEVNULL,
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    if done.returncode != 0:
+        raise RuntimeError("making certificates failed:\n" + done.stdout.decode(errors="replace"))
+    return d
+
+
+class Env:
+    """redis-server plus verbproxy in front of it, shared by a test class.
+    With tls, the proxy also listens on a tls-port (certs from make_certs)."""
+
+    def __init__(self, tls=False):
         binary = os.environ.get("VP_BINARY")
         if not binary:
             raise RuntimeError("set VP_BINARY (or pass the verbproxy binary as the first argument)")
@@ -149,9 +177,19 @@ class Env:
         self.redis = Server("redis-server", lambda port: [
             REDIS_SERVER, "--port", str(port), "--bind", "127.0.0.1", "--dir", self.dir,
             "--save", "", "--appendonly", "no", "--daemonize", "no"], self.dir)
+        self.certs = make_certs(self.dir) if tls else None
+        self.tls_port = None
         self.proxy = Server("verbproxy", lambda port: [
             binary, "--port", str(port), "--bind", "127.0.0.1",
-            "--upstream", "127.0.0.1:%d" % self.redis.port, "--loglevel", "warning"], self.dir)
+            "--upstream", "127.0.0.1:%d" % self.redis.port, "--loglevel", "warning"] + self.tls_args(), self.dir)
+
+    def tls_args(self):
+        """The tls-port directives (a new free port on every start attempt); none without tls."""
+        if not self.certs:
+            return []
+        self.tls_port = free_port()
+        return ["--tls-port", str(self.tls_port), "--tls-cert-file", os.path.join(self.certs, "server.crt"),
+                "--tls-key-file", os.path.join(self.certs, "server.key"), "--tls-auth-clients", "no"]
 
     def start(self):
         try:
@@ -180,10 +218,11 @@ class ProxyTestCase(unittest.TestCase):
     """Starts the servers once per class; each test starts from an empty database."""
 
     env = None
+    tls = False  # the proxy also on a tls-port (TlsTest)
 
     @classmethod
     def setUpClass(cls):
-        cls.env = Env()
+        cls.env = Env(tls=cls.tls)
         cls.env.start()
 
     @classmethod
@@ -205,7 +244,8 @@ class ProxyTestCase(unittest.TestCase):
     def client(self, **kw):
         kw.setdefault("decode_responses", True)
         kw.setdefault("socket_timeout", 10)
-        return redis.Redis(host=HOST, port=self.env.proxy.port, **kw)
+        kw.setdefault("port", self.env.proxy.port)
+        return redis.Redis(host=HOST, **kw)
 
     def v(self, *args):
         return self.r.execute_command(*args)
@@ -732,6 +772,61 @@ class ClientFeaturesTest(ProxyTestCase):
         self.assertEqual(sorted(everything), jobs)
         self.assertEqual(self.r.exists("work", "work:lease"), 0)
         self.assertTrue(sum(1 for t in taken if t) > 1, "only one worker got jobs")
+
+
+class TlsTest(ProxyTestCase):
+    """A redis-py client on the proxy's tls-port: it checks the proxy's certificate against its CA."""
+
+    tls = True
+
+    def tls_client(self, ca="ca.crt"):
+        return self.client(port=self.env.tls_port, ssl=True, ssl_cert_reqs="required",
+                           ssl_ca_certs=os.path.join(self.env.certs, ca))
+
+    def stat(self, name):
+        for line in self.v("VERBPROXY", "STATS").splitlines():
+            key, _, value = line.partition(":")
+            if key == name:
+                return int(value)
+        raise AssertionError("no %s in VERBPROXY STATS" % name)
+
+    def test_commands_a_pipeline_and_a_verb_over_tls(self):
+        t = self.tls_client()
+        self.assertTrue(t.set("greeting", "hello over TLS"))
+        self.assertEqual(t.get("greeting"), "hello over TLS")
+        self.assertEqual(t.incrby("visits", 3), 3)
+        big = "v" * 100000  # several TLS records each way
+        self.assertTrue(t.set("big", big))
+        self.assertEqual(t.get("big"), big)
+        with t.pipeline(transaction=False) as p:
+            for i in range(200):
+                p.rpush("tls:list", i)
+            p.lrange("tls:list", 0, -1)
+            replies = p.execute()
+        self.assertEqual(replies[:200], list(range(1, 201)))
+        self.assertEqual(replies[200], [str(i) for i in range(200)])
+        t.zadd("belt", {"crate-1": 0, "crate-2": 90})
+        self.assertEqual(t.execute_command("ZTICK", "belt", 15, 100, "WITHSCORES"), ["crate-2", "105"])
+        self.assertEqual(t.zrange("belt", 0, -1, withscores=True), [("crate-1", 15.0)])
+        # the same data through the plain port
+        self.assertEqual(self.r.get("greeting"), "hello over TLS")
+        t.close()
+
+    def test_a_client_that_trusts_another_ca_is_refused(self):
+        before = self.stat("tls_client_handshake_failures")
+        t = self.tls_client(ca="other-ca.crt")
+        with self.assertRaises(redis.ConnectionError) as cm:
+            t.ping()
+        self.assertIn("certificate verify failed", str(cm.exception))
+        t.close()
+        # the proxy counts the handshake its client broke off (an alert may
+        # reach it after the client's error: polled)
+        wait_until(lambda: self.stat("tls_client_handshake_failures") > before, 10,
+                   "tls_client_handshake_failures to count the refused handshake")
+        # and serves the next TLS client
+        good = self.tls_client()
+        self.assertTrue(good.ping())
+        good.close()
 
 
 if __name__ == "__main__":

@@ -231,8 +231,7 @@ Test(failures, redis_down_at_start_gives_an_error_then_the_same_connection_works
     cr_assert(later);
     vt_proxy *proxy = vt_proxy_start(later, &(vt_proxy_opts){.connect_timeout_ms = CONNECT_TIMEOUT_MS});
     cr_assert(proxy, "verbproxy did not start");
-    char addr[64];
-    snprintf(addr, sizeof(addr), "127.0.0.1:%d", later->port);
+    const char *addr = proxy->upstream; /* (the TLS port in the integration-tls/ variant) */
 
     int fd = vt_must_sock(proxy->port);
     long long t0 = vt_now_ms();

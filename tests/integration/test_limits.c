@@ -100,6 +100,7 @@ static bool moves_again(void *arg)
 
 Test(limits, a_client_that_moves_when_redis_is_full_gets_redis_refusal_then_the_close)
 {
+    VT_SKIP_IF_UPSTREAM_TLS();
     vt_bystanders *b = vt_must_start_bystanders(env.proxy->port, 3, 30);
 
     /* A client named, served, before the limit. */
@@ -151,6 +152,7 @@ Test(limits, a_client_that_moves_when_redis_is_full_gets_redis_refusal_then_the_
 
 Test(limits, every_client_waiting_on_a_connection_redis_refuses_gets_the_refusal)
 {
+    VT_SKIP_IF_UPSTREAM_TLS();
     vt_bystanders *b = vt_must_start_bystanders(env.proxy->port, 3, 30);
     redis_fill fill;
     fill_redis(&fill, env.redis->port);

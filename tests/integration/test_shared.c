@@ -248,13 +248,16 @@ Test(shared, a_named_client_that_cannot_move_at_once_keeps_its_name_for_later)
     redisContext *admin = vt_must_connect(env.redis->port);
     redisContext *c = vt_must_connect(env.proxy->port);
     must(c, "CLIENT SETNAME app-3", "OK");
-    redisReply *r = vt_cmd(admin, "CONFIG SET port %d", vt_free_port());
+    /* (The port the proxy uses: the TLS one in the integration-tls/ variant.) */
+    const char *which = env.proxy->upstream_tls ? "tls-port" : "port";
+    int port = env.proxy->upstream_tls ? env.redis->tls_port : env.redis->port;
+    redisReply *r = vt_cmd(admin, "CONFIG SET %s %d", which, vt_free_port());
     vt_assert_status(r, "OK");
     freeReplyObject(r);
     r = vt_cmd(c, "SELECT 1");
     vt_assert_error(r, "ERR upstream unavailable");
     freeReplyObject(r);
-    r = vt_cmd(admin, "CONFIG SET port %d", env.redis->port);
+    r = vt_cmd(admin, "CONFIG SET %s %d", which, port);
     vt_assert_status(r, "OK");
     freeReplyObject(r);
     r = vt_cmd(c, "CLIENT GETNAME");

@@ -25,6 +25,14 @@
         if (vt_direct_mode()) cr_skip_test("proxy-only behaviour (VP_TEST_DIRECT=1)");                       \
     } while (0)
 
+/* Redis's refusals at maxclients exist only in plaintext: over TLS it
+ * closes a client past the limit before the handshake, without a word
+ * (test_tls.c tells that story). */
+#define VT_SKIP_IF_UPSTREAM_TLS()                                                                            \
+    do {                                                                                                     \
+        if (vt_upstream_tls_mode()) cr_skip_test("Redis's plaintext refusal text (VP_TEST_UPSTREAM_TLS=1)"); \
+    } while (0)
+
 #define VT_DESCRIBE(r) vt_reply_describe((r), (char[512]){0}, 512)
 
 /* A reply arrived at all (NULL means an I/O error or timeout). */

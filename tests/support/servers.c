@@ -1,5 +1,6 @@
 /* servers.c - see servers.h. */
 #include "tests/support/servers.h"
+#include "tests/support/tls_certs.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -102,6 +103,11 @@ static bool env_on(const char *name)
 bool vt_direct_mode(void)
 {
     return env_on("VP_TEST_DIRECT");
+}
+
+bool vt_upstream_tls_mode(void)
+{
+    return env_on("VP_TEST_UPSTREAM_TLS");
 }
 
 /* VP_TEST_SHARED_UPSTREAMS=N: every proxy gets --shared-upstreams N first
@@ -457,6 +463,32 @@ vt_redis *vt_redis_new(const vt_redis_opts *opts)
     r->port = vt_free_port();
 
     int n = 0;
+    vt_redis_tls tls = opts ? opts->tls : VT_REDIS_TLS_AUTO;
+    if (tls == VT_REDIS_TLS_AUTO) tls = vt_upstream_tls_mode() ? VT_REDIS_TLS_ALSO : VT_REDIS_TLS_NONE;
+    if (tls != VT_REDIS_TLS_NONE) {
+        if (!vt_certs_get()) {
+            vt_redis_free(r);
+            return NULL;
+        }
+        char name[64];
+        const char *cert = opts && opts->tls_cert ? opts->tls_cert : "server";
+        r->tls_port = vt_free_port();
+        r->tls_only = tls == VT_REDIS_TLS_ONLY;
+        char port[16];
+        snprintf(port, sizeof(port), "%d", r->tls_port);
+        r->args[n++] = strdup("--tls-port");
+        r->args[n++] = strdup(port);
+        snprintf(name, sizeof(name), "%s.crt", cert);
+        r->args[n++] = strdup("--tls-cert-file");
+        r->args[n++] = strdup(vt_cert_path(name));
+        snprintf(name, sizeof(name), "%s.key", cert);
+        r->args[n++] = strdup("--tls-key-file");
+        r->args[n++] = strdup(vt_cert_path(name));
+        r->args[n++] = strdup("--tls-ca-cert-file");
+        r->args[n++] = strdup(vt_cert_path("ca.crt"));
+        r->args[n++] = strdup("--tls-auth-clients");
+        r->args[n++] = strdup(opts && opts->tls_auth_clients ? opts->tls_auth_clients : "no");
+    }
     if (opts && opts->unixsocket) {
         snprintf(r->unixsocket, sizeof(r->unixsocket), "%s/redis.sock", r->dir);
         r->args[n++] = strdup("--unixsocket");
@@ -489,14 +521,16 @@ static bool redis_up(void *arg)
         w->died = true; /* stop waiting: it will never answer */
         return true;
     }
-    return pid_listens_on(w->r->pid, w->r->port) && redis_answers(w->r->port);
+    if (w->r->tls_only) return pid_listens_on(w->r->pid, w->r->tls_port);
+    return pid_listens_on(w->r->pid, w->r->port) && redis_answers(w->r->port) &&
+           (!w->r->tls_port || pid_listens_on(w->r->pid, w->r->tls_port));
 }
 
 static bool launch_once(vt_redis *r)
 {
     char port[16];
-    snprintf(port, sizeof(port), "%d", r->port);
-    char *argv[64] = {VT_REDIS_BINARY, "--port", port,           "--bind", "127.0.0.1",   "--dir", r->dir,
+    snprintf(port, sizeof(port), "%d", r->tls_only ? 0 : r->port);
+    char *argv[80] = {VT_REDIS_BINARY, "--port", port,           "--bind", "127.0.0.1",   "--dir", r->dir,
                       "--save",        "",       "--appendonly", "no",     "--daemonize", "no"};
     int n = 13;
     for (int i = 0; r->args[i]; i++)
@@ -596,11 +630,22 @@ static bool proxy_launch_once(vt_proxy *p)
 {
     char port[16], timeout[16];
     snprintf(port, sizeof(port), "%d", p->port);
-    char *argv[32] = {VP_BINARY,    "--port",    port,         "--bind", "127.0.0.1",
+    char *argv[64] = {VP_BINARY,    "--port",    port,         "--bind", "127.0.0.1",
                       "--upstream", p->upstream, "--loglevel", "warning"};
     int n = 9;
-    if (p->opts.connect_timeout_ms > 0) {
-        snprintf(timeout, sizeof(timeout), "%d", p->opts.connect_timeout_ms);
+    if (p->upstream_tls) {
+        argv[n++] = "--upstream-tls";
+        argv[n++] = "yes";
+        argv[n++] = "--upstream-tls-ca-cert-file";
+        argv[n++] = (char *)vt_cert_path("ca.crt");
+    }
+    /* Over TLS, a story opening a thousand connections at once waits for
+     * a thousand handshakes on Redis's one thread (on a busy 2-core CI
+     * machine, more than the default 2 s): unless the test says, 10 s. */
+    int connect_timeout = p->opts.connect_timeout_ms;
+    if (connect_timeout <= 0 && p->upstream_tls) connect_timeout = 10000;
+    if (connect_timeout > 0) {
+        snprintf(timeout, sizeof(timeout), "%d", connect_timeout);
         argv[n++] = "--connect-timeout";
         argv[n++] = timeout;
     }
@@ -612,7 +657,7 @@ static bool proxy_launch_once(vt_proxy *p)
         argv[n++] = "--shared-upstreams";
         argv[n++] = (char *)shared_upstreams_env();
     }
-    for (int i = 0; p->opts.extra_args && p->opts.extra_args[i] && n < 31; i++)
+    for (int i = 0; p->opts.extra_args && p->opts.extra_args[i] && n < 63; i++)
         argv[n++] = (char *)p->opts.extra_args[i];
     argv[n] = NULL;
 
@@ -672,10 +717,14 @@ vt_proxy *vt_proxy_start(const vt_redis *upstream, const vt_proxy_opts *opts)
         free(p);
         return NULL;
     }
-    if (p->opts.upstream_unix)
+    if (p->opts.upstream_unix) {
         snprintf(p->upstream, sizeof(p->upstream), "%s", upstream->unixsocket);
-    else
+    } else if (upstream->tls_port && (upstream->tls_only || p->opts.upstream_tls || vt_upstream_tls_mode())) {
+        p->upstream_tls = true;
+        snprintf(p->upstream, sizeof(p->upstream), "127.0.0.1:%d", upstream->tls_port);
+    } else {
         snprintf(p->upstream, sizeof(p->upstream), "127.0.0.1:%d", upstream->port);
+    }
 
     if (vt_direct_mode()) {
         p->direct = true;

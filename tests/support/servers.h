@@ -13,6 +13,14 @@
  *
  * Waiting is always "poll a condition until a deadline", never a bare sleep.
  *
+ * VP_TEST_UPSTREAM_TLS=1 (CTest's integration-tls/ entries): every
+ * redis-server also listens on a TLS port (tls-auth-clients no; its plain
+ * port stays, so tests can still look at Redis with hiredis, which has no
+ * TLS here), and vt_proxy_start() points the proxy at that port with
+ * --upstream-tls yes and the test CA (tls_certs.h). A proxy started on a
+ * unix socket upstream or with vt_proxy_start_upstream (black hole, fault
+ * proxy) stays plaintext.
+ *
  * VP_TEST_DIRECT=1: vt_proxy_start() starts no proxy and hands back the
  * redis-server's own address, so the whole suite can be checked against Redis
  * itself. Tests of proxy-only behaviour skip themselves (VT_SKIP_IF_DIRECT in
@@ -31,8 +39,19 @@
 #define VT_REDIS_BINARY "/usr/bin/redis-server"
 #define VT_MAX_EXTRA_ARGS 16
 
+/* Does a redis-server listen for TLS (tls_certs.h's certificates)? */
+typedef enum vt_redis_tls {
+    VT_REDIS_TLS_AUTO, /* a TLS port too when VP_TEST_UPSTREAM_TLS=1 */
+    VT_REDIS_TLS_ALSO, /* a TLS port beside the plain one */
+    VT_REDIS_TLS_ONLY, /* --port 0: TLS only (hiredis cannot reach it) */
+    VT_REDIS_TLS_NONE
+} vt_redis_tls;
+
 typedef struct vt_redis_opts {
     bool unixsocket;               /* also listen on <dir>/redis.sock */
+    vt_redis_tls tls;
+    const char *tls_cert;         /* with TLS: the server certificate's name in tls_certs.h (default "server") */
+    const char *tls_auth_clients; /* with TLS: default "no" */
     const char *requirepass;       /* NULL: no password */
     const char *const *extra_args; /* NULL-terminated, appended as is; may be NULL */
 } vt_redis_opts;
@@ -42,10 +61,12 @@ typedef struct vt_redis_opts {
 typedef struct vt_redis {
     pid_t pid; /* 0 while not running */
     int port;
+    int tls_port;  /* 0: no TLS */
+    bool tls_only; /* --port 0 (`port` is then not listened on) */
     char dir[64];                          /* working dir: log file, unix socket */
     char unixsocket[128];                  /* "" unless opts.unixsocket */
     char log[128];                         /* redis-server's stdout/stderr */
-    char *args[2 * VT_MAX_EXTRA_ARGS + 8]; /* copied extra arguments, NULL-terminated */
+    char *args[2 * VT_MAX_EXTRA_ARGS + 24]; /* copied extra arguments, NULL-terminated */
     pid_t reaper;
 } vt_redis;
 
@@ -69,6 +90,7 @@ typedef struct vt_proxy_opts {
     bool upstream_unix;            /* --upstream <redis unix socket> instead of host:port */
     const char *const *extra_args; /* NULL-terminated flags appended as is; may be NULL */
     long nofile;                   /* > 0: the proxy's open-file limit, soft and hard (ulimit -n) */
+    bool upstream_tls;             /* to the redis's TLS port even without VP_TEST_UPSTREAM_TLS */
 } vt_proxy_opts;
 
 /* One verbproxy in front of one redis. In direct mode (VP_TEST_DIRECT=1) no
@@ -79,6 +101,7 @@ typedef struct vt_proxy {
     int port;
     char unixsocket[128]; /* "" unless opts.unixsocket */
     char upstream[160];   /* what --upstream was given */
+    bool upstream_tls;    /* --upstream-tls yes was given */
     char dir[64];         /* "" in direct mode */
     char log[128];        /* verbproxy's stdout/stderr */
     vt_proxy_opts opts;
@@ -87,6 +110,8 @@ typedef struct vt_proxy {
 } vt_proxy;
 
 bool vt_direct_mode(void);
+/* VP_TEST_UPSTREAM_TLS=1: the integration-tls/ variant. */
+bool vt_upstream_tls_mode(void);
 /* How many shared upstream connections the proxy runs with (0: every client
  * has its own; always 0 in direct mode). VP_TEST_SHARED_UPSTREAMS=N runs
  * every proxy with --shared-upstreams N (CTest's integration-own/ entries

@@ -1,0 +1,602 @@
+/* TLS both ways. An operator points verbproxy at a Redis that speaks only
+ * TLS (--port 0 --tls-port), with or without client certificates, and gets
+ * the same replies as over plaintext; a certificate that fails a check
+ * (unknown CA, expired, wrong name, a refused client certificate) gets
+ * every waiting request "-ERR upstream unavailable: <addr>: TLS: <reason>"
+ * naming the check, counted in VERBPROXY STATS; upstream-tls-server-name
+ * fixes a name mismatch; upstream-tls-verify no works and warns; SNI
+ * reaches the server. Clients reach verbproxy over TLS too (tls-port):
+ * pipelines, replies of several MB both ways, a client that stops reading
+ * while big replies arrive, tls-auth-clients, maxclients, redis-cli --tls.
+ * Certificates: tests/support/tls_certs.h. */
+#include <criterion/criterion.h>
+#include <fcntl.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "tests/support/checks.h"
+#include "tests/support/expect.h"
+#include "tests/support/tls_certs.h"
+
+/* ---- a small blocking TLS client (hiredis 0.14 has no TLS) ---- */
+
+typedef struct tls_client {
+    SSL_CTX *ctx;
+    SSL *ssl;
+    int fd;
+} tls_client;
+
+/* Connect and handshake; NULL with OpenSSL's reason in why. */
+static tls_client *tls_connect(int port, const char *cert, const char *key, char *why, size_t whylen)
+{
+    tls_client *t = calloc(1, sizeof(*t));
+    t->ctx = SSL_CTX_new(TLS_client_method());
+    SSL_CTX_load_verify_locations(t->ctx, vt_cert_path("ca.crt"), NULL);
+    SSL_CTX_set_verify(t->ctx, SSL_VERIFY_PEER, NULL);
+    if (cert) {
+        SSL_CTX_use_certificate_file(t->ctx, vt_cert_path(cert), SSL_FILETYPE_PEM);
+        SSL_CTX_use_PrivateKey_file(t->ctx, vt_cert_path(key), SSL_FILETYPE_PEM);
+    }
+    t->fd = vt_must_sock(port);
+    t->ssl = SSL_new(t->ctx);
+    SSL_set_fd(t->ssl, t->fd);
+    SSL_set1_host(t->ssl, "localhost");
+    ERR_clear_error();
+    /* With TLS 1.3 a refused client certificate shows at the first read. */
+    if (SSL_connect(t->ssl) != 1 || (SSL_write(t->ssl, "PING\r\n", 6) != 6)) goto fail;
+    char pong[8];
+    if (SSL_read(t->ssl, pong, 7) != 7 || memcmp(pong, "+PONG\r\n", 7) != 0) goto fail;
+    return t;
+fail:
+    snprintf(why, whylen, "%s", ERR_peek_last_error() ? ERR_reason_error_string(ERR_peek_last_error()) : "closed");
+    SSL_free(t->ssl);
+    close(t->fd);
+    SSL_CTX_free(t->ctx);
+    free(t);
+    return NULL;
+}
+
+static tls_client *tls_must_connect(int port)
+{
+    char why[256];
+    tls_client *t = tls_connect(port, NULL, NULL, why, sizeof(why));
+    cr_assert(t, "TLS connect to %d failed: %s", port, why);
+    return t;
+}
+
+static void tls_send(tls_client *t, const void *p, size_t n)
+{
+    cr_assert_eq(SSL_write(t->ssl, p, (int)n), (int)n, "TLS write failed");
+}
+
+/* Read until `count` whole replies are in b (deadline). */
+static void tls_read_replies(tls_client *t, vt_buf *b, size_t count)
+{
+    long long end = vt_now_ms() + 20000;
+    char chunk[65536];
+    while (vt_resp_count_replies(b->data, b->len) < count) {
+        cr_assert(vt_now_ms() < end, "only %zu of %zu replies within 20 s", vt_resp_count_replies(b->data, b->len),
+                  count);
+        if (!SSL_pending(t->ssl)) {
+            struct pollfd pfd = {.fd = t->fd, .events = POLLIN};
+            if (poll(&pfd, 1, 100) <= 0) continue;
+        }
+        int n = SSL_read(t->ssl, chunk, sizeof(chunk));
+        cr_assert(n > 0, "the TLS connection ended after %zu bytes", b->len);
+        vt_buf_append(b, chunk, (size_t)n);
+    }
+}
+
+static void tls_close(tls_client *t)
+{
+    SSL_shutdown(t->ssl);
+    SSL_free(t->ssl);
+    close(t->fd);
+    SSL_CTX_free(t->ctx);
+    free(t);
+}
+
+/* ---- helpers ---- */
+
+/* A Redis on TLS only, with the named certificate. */
+static vt_redis *tls_redis(const char *cert, const char *auth_clients)
+{
+    vt_redis *r = vt_redis_start(&(vt_redis_opts){.tls = VT_REDIS_TLS_ONLY, .tls_cert = cert, .tls_auth_clients = auth_clients});
+    cr_assert(r, "redis-server with TLS did not start");
+    return r;
+}
+
+/* (At loglevel notice: its counters are in the log when it stops.) */
+static vt_proxy *tls_proxy(vt_redis *r, const char *const *extra)
+{
+    static const char *args[24];
+    int n = 0;
+    args[n++] = "--loglevel";
+    args[n++] = "notice";
+    for (int i = 0; extra && extra[i] && n < 23; i++)
+        args[n++] = extra[i];
+    args[n] = NULL;
+    vt_proxy *p = vt_proxy_start(r, &(vt_proxy_opts){.extra_args = args, .connect_timeout_ms = 3000});
+    cr_assert(p, "verbproxy did not start");
+    return p;
+}
+
+/* A counter of VERBPROXY STATS. (While the upstream is unavailable a
+ * request may be answered with that error: asked again then.) */
+static long long proxy_stat(int port, const char *name)
+{
+    char key[96], last[512] = "";
+    snprintf(key, sizeof(key), "\n%s:", name);
+    for (long long end = vt_now_ms() + 5000; vt_now_ms() < end; usleep(20000)) {
+        redisContext *c = vt_must_connect(port);
+        redisReply *r = vt_cmd(c, "VERBPROXY STATS");
+        vt_assert_reply(r, c);
+        const char *at = r->type == REDIS_REPLY_STRING ? strstr(r->str, key) : NULL;
+        long long v = at ? atoll(at + strlen(key)) : -1;
+        snprintf(last, sizeof(last), "%s", VT_DESCRIBE(r));
+        freeReplyObject(r);
+        redisFree(c);
+        if (v >= 0) return v;
+    }
+    cr_assert_fail("no %s in VERBPROXY STATS: %s", name, last);
+    return -1;
+}
+
+/* A GET through the proxy is refused: the reply names the TLS check.
+ * (Also a client certificate Redis refuses, which TLS 1.3 tells after the
+ * client's side of the handshake: when the proxy's first request crossed
+ * the alert and the server's close reset the connection, the proxy still
+ * reads the alert before it answers.) */
+static void expect_tls_refusal(vt_proxy *p, const char *reason)
+{
+    redisContext *c = vt_must_connect(p->port);
+    redisReply *r = vt_cmd(c, "GET k");
+    char want[512];
+    snprintf(want, sizeof(want), "ERR upstream unavailable: %s: TLS: %s", p->upstream, reason);
+    cr_assert(r && r->type == REDIS_REPLY_ERROR && strstr(r->str, want) == r->str, "expected -%s..., got %s", want,
+              VT_DESCRIBE(r));
+    freeReplyObject(r);
+    redisFree(c);
+    /* Counted: VERBPROXY STATS itself would wait for the upstream, so
+     * the counters it logs when it stops. */
+    vt_proxy_stop(p);
+    char *log = vt_proxy_log(p);
+    const char *at = strstr(log, "tls_handshake_failures=");
+    cr_assert(at && atoll(at + strlen("tls_handshake_failures=")) >= 1, "the failed handshake is not counted: %s",
+              log);
+    free(log);
+}
+
+static void expect_works(vt_proxy *p)
+{
+    redisContext *c = vt_must_connect(p->port);
+    redisReply *r = vt_cmd(c, "SET tls:k v");
+    vt_assert_status(r, "OK");
+    freeReplyObject(r);
+    r = vt_cmd(c, "GET tls:k");
+    vt_assert_str(r, "v");
+    freeReplyObject(r);
+    redisFree(c);
+}
+
+static void setup(void)
+{
+    vt_ignore_sigpipe();
+    cr_assert(vt_certs_get(), "cannot make the test certificates");
+}
+
+TestSuite(tls, .init = setup, .timeout = VT_TEST_TIMEOUT_S);
+
+/* ---- upstream TLS ---- */
+
+Test(tls, a_tls_only_redis_serves_verbs_pipelines_and_transactions)
+{
+    VT_SKIP_IF_DIRECT();
+    vt_redis *r = tls_redis("server", "no");
+    vt_proxy *p = tls_proxy(r, NULL);
+    cr_assert(p->upstream_tls);
+    redisContext *c = vt_must_connect(p->port);
+    for (int i = 0; i < 1000; i++)
+        redisAppendCommand(c, "INCR tls:n");
+    for (int i = 0; i < 1000; i++) {
+        redisReply *rep = vt_get_reply(c);
+        vt_assert_int(rep, i + 1);
+        freeReplyObject(rep);
+    }
+    EXPECT(c, "+OK", "MULTI");
+    redisReply *q = vt_cmd(c, "INCR tls:n");
+    vt_assert_status(q, "QUEUED");
+    freeReplyObject(q);
+    q = vt_cmd(c, "EXEC");
+    vt_assert_array(q, 1);
+    cr_assert_eq(q->element[0]->integer, 1001);
+    freeReplyObject(q);
+    EXPECT(c, ":0", "LOCKRELEASE tls:lock nobody"); /* a virtual verb: EVALSHA over TLS */
+    redisFree(c);
+    vt_proxy_free(p);
+    vt_redis_free(r);
+}
+
+Test(tls, a_client_certificate_is_required_by_redis_tls_auth_clients_yes)
+{
+    VT_SKIP_IF_DIRECT();
+    vt_redis *r = tls_redis("server", "yes");
+    /* without one: Redis's alert is the reason */
+    vt_proxy *p = tls_proxy(r, NULL);
+    expect_tls_refusal(p, "tlsv13 alert certificate required");
+    vt_proxy_free(p);
+    /* one from another CA */
+    const char *o[] = {"--upstream-tls-cert-file", vt_cert_path("other-client.crt"), "--upstream-tls-key-file",
+                       vt_cert_path("other-client.key"), NULL};
+    p = tls_proxy(r, o);
+    expect_tls_refusal(p, "tlsv1 alert unknown ca");
+    vt_proxy_free(p);
+    /* the right one */
+    const char *good[] = {"--upstream-tls-cert-file", vt_cert_path("client.crt"), "--upstream-tls-key-file",
+                          vt_cert_path("client.key"), NULL};
+    p = tls_proxy(r, good);
+    expect_works(p);
+    vt_proxy_free(p);
+    vt_redis_free(r);
+}
+
+Test(tls, an_unknown_ca_an_expired_certificate_and_a_wrong_name_are_refused_with_the_reason)
+{
+    VT_SKIP_IF_DIRECT();
+    struct {
+        const char *cert, *reason;
+    } cases[] = {
+        {"unknown", "unable to get local issuer certificate"},
+        {"expired", "certificate has expired"},
+        {"wrong-name", "IP address mismatch"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        vt_redis *r = tls_redis(cases[i].cert, "no");
+        vt_proxy *p = tls_proxy(r, NULL);
+        expect_tls_refusal(p, cases[i].reason);
+        vt_proxy_free(p);
+        vt_redis_free(r);
+    }
+    /* a host name checked against DNS names */
+    vt_redis *r = tls_redis("wrong-name", "no");
+    char up[64];
+    snprintf(up, sizeof(up), "localhost:%d", r->tls_port);
+    const char *byname[] = {"--upstream", up, NULL};
+    vt_proxy *p = tls_proxy(r, byname);
+    snprintf(p->upstream, sizeof(p->upstream), "%s", up);
+    expect_tls_refusal(p, "hostname mismatch");
+    vt_proxy_free(p);
+    vt_redis_free(r);
+}
+
+Test(tls, server_name_fixes_a_name_mismatch_and_verify_no_works_with_a_warning)
+{
+    VT_SKIP_IF_DIRECT();
+    vt_redis *r = tls_redis("named", "no"); /* DNS:redis.example only, like Memorystore's IP-less name */
+    vt_proxy *p = tls_proxy(r, NULL);
+    expect_tls_refusal(p, "IP address mismatch");
+    vt_proxy_free(p);
+    const char *sn[] = {"--upstream-tls-server-name", "redis.example", NULL};
+    p = tls_proxy(r, sn);
+    expect_works(p);
+    vt_proxy_free(p);
+    vt_redis_free(r);
+
+    r = tls_redis("unknown", "no");
+    const char *nv[] = {"--upstream-tls-verify", "no", NULL};
+    p = tls_proxy(r, nv);
+    expect_works(p);
+    char *log = vt_proxy_log(p);
+    cr_assert(strstr(log, "upstream-tls-verify no") != NULL, "no warning in the log: %s", log);
+    free(log);
+    vt_proxy_free(p);
+    vt_redis_free(r);
+}
+
+/* openssl s_server as the upstream: it prints the SNI it received. */
+static pid_t s_server(int port, const char *log)
+{
+    pid_t pid = fork();
+    if (pid == 0) {
+        int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        dup2(fd, 1);
+        dup2(fd, 2);
+        char p[16];
+        snprintf(p, sizeof(p), "%d", port);
+        execlp("openssl", "openssl", "s_server", "-accept", p, "-naccept", "1", "-cert",
+               vt_cert_path("server.crt"), "-key", vt_cert_path("server.key"), "-cert2", vt_cert_path("named.crt"),
+               "-key2", vt_cert_path("named.key"), "-servername", "redis.example", (char *)NULL);
+        _exit(127);
+    }
+    return pid;
+}
+
+static bool file_has(const char *path, const char *needle)
+{
+    char *s = vt_read_file(path);
+    bool ok = strstr(s, needle) != NULL;
+    free(s);
+    return ok;
+}
+
+typedef struct sni_wait {
+    const char *log, *needle;
+} sni_wait;
+
+static bool sni_seen(void *arg)
+{
+    sni_wait *w = arg;
+    return file_has(w->log, w->needle);
+}
+
+Test(tls, the_server_name_is_sent_as_sni)
+{
+    VT_SKIP_IF_DIRECT();
+    int port = vt_free_port();
+    char log[64];
+    snprintf(log, sizeof(log), "/tmp/vt-sserver-%d.log", getpid());
+    pid_t pid = s_server(port, log);
+    sni_wait accepting = {log, "ACCEPT"};
+    cr_assert(vt_wait_until(sni_seen, &accepting, 5000), "s_server did not start");
+    char up[64];
+    snprintf(up, sizeof(up), "127.0.0.1:%d", port);
+    const char *args[] = {"--upstream-tls", "yes", "--upstream-tls-ca-cert-file", vt_cert_path("ca.crt"),
+                          "--upstream-tls-server-name", "redis.example", NULL};
+    vt_proxy *p = vt_proxy_start_upstream(up, &(vt_proxy_opts){.extra_args = args});
+    cr_assert(p);
+    int fd = vt_must_sock(p->port);
+    vt_sock_send_str(fd, "PING\r\n");
+    sni_wait w = {log, "Hostname in TLS extension: \"redis.example\""};
+    bool seen = vt_wait_until(sni_seen, &w, 5000);
+    char *text = vt_read_file(log);
+    cr_assert(seen, "s_server did not see the SNI: %s", text);
+    /* and it switched to the certificate for that name, which verifies */
+    free(text);
+    close(fd);
+    vt_proxy_free(p);
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    unlink(log);
+}
+
+Test(tls, failing_handshakes_cost_the_bystanders_nothing)
+{
+    VT_SKIP_IF_DIRECT();
+    vt_redis *r = tls_redis("server", "no");
+    int tls_port = vt_free_port();
+    char tp[16];
+    snprintf(tp, sizeof(tp), "%d", tls_port);
+    const char *args[] = {"--tls-port", tp, "--tls-cert-file", vt_cert_path("server.crt"), "--tls-key-file",
+                          vt_cert_path("server.key"), "--tls-ca-cert-file", vt_cert_path("ca.crt"), NULL};
+    vt_proxy *p = tls_proxy(r, args);
+    vt_bystanders *b = vt_must_start_bystanders(p->port, 3, 30);
+    for (int i = 0; i < 20; i++) {
+        /* plaintext on the TLS port, a client without a certificate
+         * (tls-auth-clients yes, the default), one from another CA */
+        int fd = vt_must_sock(tls_port);
+        vt_sock_send_str(fd, "PING\r\n");
+        vt_buf got = {0};
+        cr_assert(vt_sock_read_eof(fd, &got, VT_READ_DEADLINE_MS), "plaintext on tls-port was not closed");
+        cr_assert(!vt_buf_contains(&got, "PONG"));
+        vt_buf_free(&got);
+        close(fd);
+        char why[256];
+        cr_assert_null(tls_connect(tls_port, NULL, NULL, why, sizeof(why)), "served without a certificate");
+        cr_assert_null(tls_connect(tls_port, "other-client.crt", "other-client.key", why, sizeof(why)),
+                       "served with another CA's certificate");
+    }
+    char why[256];
+    tls_client *t = tls_connect(tls_port, "client.crt", "client.key", why, sizeof(why));
+    cr_assert(t, "a client with a good certificate was refused: %s", why);
+    tls_close(t);
+    cr_assert_geq(proxy_stat(p->port, "tls_client_handshake_failures"), 40);
+    vt_assert_bystanders_ok(b);
+    vt_proxy_free(p);
+    vt_redis_free(r);
+}
+
+/* ---- clients over TLS ---- */
+
+typedef struct tls_env {
+    vt_redis *redis;
+    vt_proxy *proxy;
+    int tls_port;
+} tls_env;
+
+static void tls_env_start(tls_env *e, const char *auth_clients, const char *maxclients)
+{
+    e->redis = tls_redis("server", "no");
+    e->tls_port = vt_free_port();
+    static char tp[16];
+    snprintf(tp, sizeof(tp), "%d", e->tls_port);
+    const char *args[] = {"--tls-port", tp, "--tls-cert-file", vt_cert_path("server.crt"), "--tls-key-file",
+                          vt_cert_path("server.key"), "--tls-ca-cert-file", vt_cert_path("ca.crt"),
+                          "--tls-auth-clients", auth_clients, "--maxclients", maxclients, NULL};
+    e->proxy = tls_proxy(e->redis, args);
+}
+
+static void tls_env_stop(tls_env *e)
+{
+    vt_proxy_free(e->proxy);
+    vt_redis_free(e->redis);
+}
+
+Test(tls, big_replies_and_pipelines_both_ways_over_tls)
+{
+    VT_SKIP_IF_DIRECT();
+    tls_env e;
+    tls_env_start(&e, "no", "100");
+    tls_client *t = tls_must_connect(e.tls_port);
+    /* a 6 MB value up and down */
+    size_t big = 6u << 20;
+    char *v = malloc(big);
+    for (size_t i = 0; i < big; i++)
+        v[i] = (char)('a' + i % 23);
+    vt_buf req = {0};
+    const char *argv[] = {"SET", "tls:big", v};
+    size_t lens[] = {3, 7, big};
+    vt_buf_cmd_argv(&req, 3, argv, lens);
+    vt_buf_cmd(&req, "GET", "tls:big", NULL);
+    tls_send(t, req.data, req.len);
+    vt_buf got = {0};
+    tls_read_replies(t, &got, 2);
+    cr_assert(got.len == 5 + 1 + 9 + big + 2, "got %zu bytes", got.len);
+    cr_assert(memcmp(got.data + 5 + 10, v, big) == 0, "the big value came back changed"); /* +OK, $6291456 */
+    /* 20,000 pipelined commands in one write */
+    vt_buf_reset(&req);
+    vt_buf_reset(&got);
+    for (int i = 0; i < 20000; i++)
+        vt_buf_cmd(&req, "INCR", "tls:n", NULL);
+    tls_send(t, req.data, req.len);
+    tls_read_replies(t, &got, 20000);
+    cr_assert(vt_buf_contains(&got, ":20000\r\n"));
+    cr_assert_eq(vt_resp_count_replies(got.data, got.len), 20000);
+    vt_buf_free(&req);
+    vt_buf_free(&got);
+    free(v);
+    tls_close(t);
+    tls_env_stop(&e);
+}
+
+Test(tls, a_tls_client_that_stops_reading_gets_every_big_reply_when_it_resumes)
+{
+    VT_SKIP_IF_DIRECT();
+    tls_env e;
+    tls_env_start(&e, "no", "100");
+    redisContext *c = vt_must_connect(e.proxy->port);
+    size_t big = 4u << 20;
+    char *v = malloc(big);
+    memset(v, 'x', big);
+    redisReply *r = redisCommand(c, "SET tls:big %b", v, big);
+    vt_assert_status(r, "OK");
+    freeReplyObject(r);
+    redisFree(c);
+    tls_client *t = tls_must_connect(e.tls_port);
+    vt_buf req = {0};
+    for (int i = 0; i < 16; i++) /* 64 MB of replies, far over buffer-limit */
+        vt_buf_cmd(&req, "GET", "tls:big", NULL);
+    vt_buf_cmd(&req, "PING", NULL);
+    tls_send(t, req.data, req.len);
+    /* not reading: the proxy must hold back, not buffer it all or drop it */
+    usleep(1500 * 1000);
+    vt_buf got = {0};
+    tls_read_replies(t, &got, 17);
+    cr_assert_eq(got.len, 16 * (big + 2 + 10) + 7);
+    cr_assert(memcmp(got.data + got.len - 7, "+PONG\r\n", 7) == 0);
+    vt_buf_free(&req);
+    vt_buf_free(&got);
+    free(v);
+    tls_close(t);
+    tls_env_stop(&e);
+}
+
+Test(tls, tls_auth_clients_optional_and_yes)
+{
+    VT_SKIP_IF_DIRECT();
+    char why[256];
+    tls_env e;
+    tls_env_start(&e, "optional", "100");
+    tls_client *t = tls_connect(e.tls_port, NULL, NULL, why, sizeof(why));
+    cr_assert(t, "optional: refused without a certificate: %s", why);
+    tls_close(t);
+    cr_assert_null(tls_connect(e.tls_port, "other-client.crt", "other-client.key", why, sizeof(why)),
+                   "optional: served a certificate of another CA");
+    tls_env_stop(&e);
+    tls_env_start(&e, "yes", "100");
+    cr_assert_null(tls_connect(e.tls_port, NULL, NULL, why, sizeof(why)), "yes: served without a certificate");
+    t = tls_connect(e.tls_port, "client.crt", "client.key", why, sizeof(why));
+    cr_assert(t, "yes: refused a good certificate: %s", why);
+    tls_close(t);
+    tls_env_stop(&e);
+}
+
+Test(tls, past_maxclients_a_tls_client_is_closed_without_a_word)
+{
+    VT_SKIP_IF_DIRECT();
+    tls_env e;
+    tls_env_start(&e, "no", "1");
+    /* (The harness's own probe of the port may still hold the one place.) */
+    char why[256];
+    tls_client *first = NULL;
+    for (long long end = vt_now_ms() + 3000; !first && vt_now_ms() < end; usleep(20000))
+        first = tls_connect(e.tls_port, NULL, NULL, why, sizeof(why));
+    cr_assert(first, "the first TLS client was refused: %s", why);
+    int fd = vt_must_sock(e.tls_port);
+    vt_buf got = {0};
+    cr_assert(vt_sock_read_eof(fd, &got, VT_READ_DEADLINE_MS), "the TLS client past maxclients was not closed");
+    cr_assert_eq(got.len, 0, "it was sent bytes: \"%s\"", vt_buf_escaped(&got));
+    close(fd);
+    /* plaintext: Redis's error, as before */
+    vt_buf_free(&got);
+    got = (vt_buf){0};
+    fd = vt_must_sock(e.proxy->port);
+    vt_sock_read_eof(fd, &got, VT_READ_DEADLINE_MS);
+    vt_assert_bytes(&got, "-ERR max number of clients reached\r\n");
+    close(fd);
+    vt_buf_free(&got);
+    tls_close(first);
+    tls_env_stop(&e);
+}
+
+Test(tls, redis_cli_tls_through_the_proxy)
+{
+    VT_SKIP_IF_DIRECT();
+    tls_env e;
+    tls_env_start(&e, "no", "100");
+    char cmd[512];
+    snprintf(cmd, sizeof(cmd), "redis-cli --tls --cacert %s -p %d SET tls:cli hello && redis-cli --tls --cacert %s -p %d GET tls:cli",
+             vt_cert_path("ca.crt"), e.tls_port, vt_cert_path("ca.crt"), e.tls_port);
+    FILE *f = popen(cmd, "r");
+    char out[256] = {0};
+    size_t n = fread(out, 1, sizeof(out) - 1, f);
+    out[n] = '\0';
+    cr_assert_eq(pclose(f), 0, "redis-cli failed: %s", out);
+    cr_assert_str_eq(out, "OK\nhello\n");
+    tls_env_stop(&e);
+}
+
+/* ---- start-up ---- */
+
+static int run(const char *args, char *out, size_t outlen)
+{
+    char cmd[1024];
+    snprintf(cmd, sizeof(cmd), "timeout 10 %s %s 2>&1", VP_BINARY, args);
+    FILE *f = popen(cmd, "r");
+    size_t n = fread(out, 1, outlen - 1, f);
+    out[n] = '\0';
+    int st = pclose(f);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+Test(tls, bad_tls_settings_stop_start_up_with_file_line_and_reason)
+{
+    char path[] = "/tmp/vt-tls-conf-XXXXXX";
+    int fd = mkstemp(path);
+    const char *text = "port 0\nupstream-tls yes\nupstream-tls-ca-cert-file /nonexistent/ca.crt\n";
+    cr_assert_eq(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+    close(fd);
+    char out[4096], args[512], want[256];
+    snprintf(args, sizeof(args), "--config %s", path);
+    cr_assert_eq(run(args, out, sizeof(out)), 1, "%s", out);
+    snprintf(want, sizeof(want), "%s:3: 'upstream-tls-ca-cert-file': cannot read /nonexistent/ca.crt", path);
+    cr_assert(strstr(out, want), "'%s' not in '%s'", want, out);
+    unlink(path);
+    cr_assert_eq(run("--upstream-tls-protocols TLSv9", out, sizeof(out)), 1, "%s", out);
+    cr_assert(strstr(out, "'upstream-tls-protocols' must list"), "%s", out);
+    /* a key that is not the certificate's: found at start, not at the first connect */
+    snprintf(args, sizeof(args), "--port 0 --tls-port %d --tls-cert-file %s --tls-key-file %s --tls-auth-clients no",
+             vt_free_port(), vt_cert_path("server.crt"), vt_cert_path("client.key"));
+    cr_assert_eq(run(args, out, sizeof(out)), 1, "%s", out);
+    cr_assert(strstr(out, "tls-key-file"), "%s", out);
+    snprintf(args, sizeof(args), "--port 0 --tls-port %d --tls-cert-file %s --tls-key-file %s", vt_free_port(),
+             vt_cert_path("server.crt"), vt_cert_path("server.key"));
+    cr_assert_eq(run(args, out, sizeof(out)), 1, "%s", out);
+    cr_assert(strstr(out, "Either tls-ca-cert-file or tls-ca-cert-dir must be specified"), "%s", out);
+}
