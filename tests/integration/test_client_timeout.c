@@ -172,7 +172,9 @@ Test(client_timeout, tcp_keepalive_is_set_on_both_sides)
     keepalive client = {0}, upstream = {0};
     cr_assert(proxy_socket_keepalive(env.proxy->pid, ntohs(me.sin_port), &client), "no client socket found");
     assert_keepalive("client", &client);
-    cr_assert(proxy_socket_keepalive(env.proxy->pid, env.redis->port, &upstream), "no upstream socket found");
+    /* (In the integration-tls/ variant the proxy talks to Redis's TLS port.) */
+    int upstream_port = env.proxy->upstream_tls ? env.redis->tls_port : env.redis->port;
+    cr_assert(proxy_socket_keepalive(env.proxy->pid, upstream_port, &upstream), "no upstream socket found");
     assert_keepalive("upstream", &upstream);
     close(fd);
 }
