@@ -313,6 +313,7 @@ static int outq_flush_tls(outq *q)
     q->npieces = 0;
     q->piece_bytes = 0;
     outq_take_ciphertext(q);
+    vp_tls_release_buffers(q->tls);
     if (rc == 0) rc = outq_write_pending(q, 0);
     outq_put_block(q);
     return rc;

@@ -94,6 +94,11 @@ int vp_tls_encrypt(vp_tls *t, const char *p, size_t n);
  * (appended; at most `room` bytes). Returns bytes taken. */
 size_t vp_tls_output_pending(const vp_tls *t);
 size_t vp_tls_take_output(vp_tls *t, char *dst, size_t room);
+/* Give back what the session's memory BIOs grew to, once they are empty:
+ * a memory BIO keeps the largest size it ever held (a 64 KiB read, a
+ * record) for the session's life. Called after each round by the queue
+ * (outq_flush) and after each delivery here. */
+void vp_tls_release_buffers(vp_tls *t);
 /* After the handle is closed. */
 void vp_tls_free(vp_tls *t);
 

@@ -166,23 +166,11 @@ const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'vt-clients-'));
 const redisServer = new Server('redis-server', (port) => [REDIS_SERVER, '--port', String(port), '--bind',
     '127.0.0.1', '--dir', dir, '--save', '', '--appendonly', 'no', '--daemonize', 'no'], dir);
 
-// Certificates for the proxy's tls-port, made with the openssl CLI as
-// tests/support/tls_certs.c does: a CA, the proxy's certificate from it (for
-// 127.0.0.1), and another CA that a client trusts instead.
-const MAKE_CERTS = `set -e
-key() { openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:prime256v1 -out "$1"; }
-ca() { key $1.key; openssl req -x509 -new -key $1.key -out $1.crt -days 3650 -subj "/CN=$2" -sha256; }
-ca ca "verbproxy test CA"
-ca other-ca "another CA"
-printf '[srv]\\nsubjectAltName=IP:127.0.0.1,DNS:localhost\\n' > ext.cnf
-key server.key
-openssl req -new -key server.key -out server.csr -subj "/CN=verbproxy"
-openssl x509 -req -in server.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out server.crt -days 3650 \\
-    -sha256 -extfile ext.cnf -extensions srv
-`;
+// Certificates for the proxy's tls-port (make_certs.sh: a CA, the proxy's
+// certificate from it, another CA).
 const certs = path.join(dir, 'certs');
 fs.mkdirSync(certs);
-childProcess.execFileSync('bash', ['-c', MAKE_CERTS], { cwd: certs, stdio: ['ignore', 'pipe', 'pipe'] });
+childProcess.execFileSync('bash', [path.join(__dirname, 'make_certs.sh'), certs], { stdio: ['ignore', 'pipe', 'pipe'] });
 
 let tlsPort = 0; // the proxy's tls-port, picked before each start attempt
 const proxy = new Server('verbproxy', (port) => [binary, '--port', String(port), '--bind', '127.0.0.1',

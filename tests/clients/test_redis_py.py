@@ -137,27 +137,16 @@ class Server:
             return "(no %s log)" % self.name
 
 
-# Certificates for the proxy's tls-port, made with the openssl CLI as
-# tests/support/tls_certs.c does: a CA, the proxy's certificate from it (for
-# 127.0.0.1), and another CA that a client trusts instead.
-MAKE_CERTS = r"""set -e
-key() { openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:prime256v1 -out "$1"; }
-ca() { key $1.key; openssl req -x509 -new -key $1.key -out $1.crt -days 3650 -subj "/CN=$2" -sha256; }
-ca ca "verbproxy test CA"
-ca other-ca "another CA"
-printf '[srv]\nsubjectAltName=IP:127.0.0.1,DNS:localhost\n' > ext.cnf
-key server.key
-openssl req -new -key server.key -out server.csr -subj "/CN=verbproxy"
-openssl x509 -req -in server.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out server.crt -days 3650 \
-    -sha256 -extfile ext.cnf -extensions srv
-"""
+# Certificates for the proxy's tls-port (make_certs.sh: a CA, the proxy's
+# certificate from it, another CA).
+MAKE_CERTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "make_certs.sh")
 
 
 def make_certs(workdir):
-    """The certificates of MAKE_CERTS in workdir/certs; returns that directory."""
+    """The certificates of make_certs.sh in workdir/certs; returns that directory."""
     d = os.path.join(workdir, "certs")
     os.mkdir(d)
-    done = subprocess.run(["bash", "-c", MAKE_CERTS], cwd=d, stdin=subprocess.DEVNULL,
+    done = subprocess.run(["bash", MAKE_CERTS, d], stdin=subprocess.DEVNULL,
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     if done.returncode != 0:
         raise RuntimeError("making certificates failed:\n" + done.stdout.decode(errors="replace"))
