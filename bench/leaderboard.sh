@@ -796,10 +796,7 @@ elif [ "$SKIP_ZP" != 1 ] && [ "$SKIP_SN" != 1 ] && [ "$SKIP_PF" != 1 ]; then
 else
     RESULTS="$OUT_DIR/RESULTS.leaderboard.partial.md"
 fi
-if [ -f "$RESULTS" ] && [ "$RESULTS" != "$OUT_DIR/RESULTS.leaderboard.partial.md" ]; then
-    { without_block "$RESULTS" "$LB_BEGIN" "$LB_END"; echo; echo "$SECTION"; } >"$TMP/results.md"
-else
-    echo "$SECTION" >"$TMP/results.md"
-fi
-mv "$TMP/results.md" "$RESULTS"
+# (A partial run's file holds that run alone.)
+[ "$RESULTS" != "$OUT_DIR/RESULTS.leaderboard.partial.md" ] || rm -f "$RESULTS"
+put_block "$RESULTS" "$LB_BEGIN" "$LB_END" "$SECTION"
 log "wrote ${RESULTS#$ROOT/}; raw samples in ${ZP_RAW#$ROOT/}, ${AG_RAW#$ROOT/}"

@@ -286,6 +286,14 @@ other_blocks() {  # other_blocks file -> every script's block but run.sh's own t
     [ -f "$1" ] || return 0
     awk '/^<!-- bench\/[a-z_]+\.sh: begin -->$/ {on = 1} on {print} /^<!-- bench\/[a-z_]+\.sh: end -->$/ {on = 0; print ""}' "$1"
 }
+put_block() {  # put_block file begin end section -> file with that block replaced by section (made if missing)
+    if [ -f "$1" ]; then
+        { without_block "$1" "$2" "$3"; echo; echo "$4"; } >"$TMP/results.md"
+    else
+        echo "$4" >"$TMP/results.md"
+    fi
+    mv "$TMP/results.md" "$1"
+}
 verbs_block() { block "$1" "$VERBS_BEGIN" "$VERBS_END"; }
 without_verbs_block() { without_block "$1" "$VERBS_BEGIN" "$VERBS_END"; }
 idle_block() { block "$1" "$IDLE_BEGIN" "$IDLE_END"; }

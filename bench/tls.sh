@@ -208,10 +208,5 @@ SECTION=$(
     echo "$TLS_END"
 )
 if [ -n "${BENCH_RESULTS:-}" ]; then RESULTS=$BENCH_RESULTS; else RESULTS="$SCRIPT_DIR/RESULTS.md"; fi
-if [ -f "$RESULTS" ]; then
-    { without_block "$RESULTS" "$TLS_BEGIN" "$TLS_END"; echo; echo "$SECTION"; } >"$TMP/results.md"
-else
-    echo "$SECTION" >"$TMP/results.md"
-fi
-mv "$TMP/results.md" "$RESULTS"
+put_block "$RESULTS" "$TLS_BEGIN" "$TLS_END" "$SECTION"
 log "wrote ${RESULTS#$ROOT/}; raw runs in ${RAW#$ROOT/}"
