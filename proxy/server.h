@@ -59,6 +59,9 @@ typedef struct vp_server {
      * shares (see upstream_probe_output_limit). */
     int sharing_off;
     uint64_t output_probed_at; /* loop time of the last periodic probe */
+    /* 1 from the first SIGTERM/SIGINT on (main.c): readiness fails, the
+     * proxy serves its clients until they leave or shutdown-timeout. */
+    int draining;
 } vp_server;
 
 #endif
