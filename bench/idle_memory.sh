@@ -74,6 +74,9 @@ need_redis
 need_nutcracker
 mkdir -p "$OUT_DIR"
 build_verbproxy
+# The tree the binary was built from (not what it is when the run ends).
+REV=$(cd "$ROOT" && git rev-parse --short HEAD 2>/dev/null || echo "no commit")
+DIRTY=$(cd "$ROOT" && [ -n "$(git status --porcelain -- proxy protocol CMakeLists.txt 2>/dev/null)" ] && echo " (+ uncommitted changes)" || true)
 
 # Every client is a file descriptor here, in the proxy (two with own
 # connections: the client's and its upstream's) and (direct, or own
@@ -232,8 +235,6 @@ echo "$TARGET_LINE"
 echo
 
 CPU_MODEL=$(awk -F': ' '/^model name/ {print $2; exit}' /proc/cpuinfo)
-REV=$(cd "$ROOT" && git rev-parse --short HEAD 2>/dev/null || echo "no commit")
-DIRTY=$(cd "$ROOT" && [ -n "$(git status --porcelain -- proxy protocol CMakeLists.txt 2>/dev/null)" ] && echo " (+ uncommitted changes)" || true)
 SECTION=$(
     echo "$IDLE_BEGIN"
     echo "## Memory: the idle proxy and per idle client"
