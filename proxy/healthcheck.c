@@ -231,6 +231,7 @@ int healthcheck_run(const char *target, int timeout_ms, char *why, size_t whylen
         /* n == 0 tells the parser about EOF (it ends a body without a length). */
         http_parser_execute(&parser, &settings, buf, (size_t)n);
         enum http_errno e = HTTP_PARSER_ERRNO(&parser);
+        if (n == 0 && e == HPE_INVALID_EOF_STATE) e = HPE_OK; /* said just below */
         if (e != HPE_OK && e != HPE_PAUSED) {
             snprintf(why, whylen, "not an HTTP response: %s", http_errno_description(e));
             goto out;
