@@ -96,8 +96,8 @@ int conf_apply_env(vp_config *c, char **env, char *err, size_t errlen)
         char name[64];
         if (rc == 0) {
             if (varlen == plen || conf_env_directive(var, varlen, name, sizeof(name)) < 0) {
-                snprintf(err, errlen, "%.*s: unknown directive (every %s* variable must name one)", (int)varlen,
-                         var, CONF_ENV_PREFIX);
+                snprintf(err, errlen, "%.*s: unknown directive (every %s* variable must name one)",
+                         (int)varlen, var, CONF_ENV_PREFIX);
                 rc = -1;
             } else if (conf_env_apply(c, var, varlen, name, value, err, errlen) < 0) {
                 rc = -1;
@@ -128,8 +128,8 @@ void conf_env_unset_secrets(void)
             char *eq = strchr(*e, '=');
             if (!eq || strncmp(*e, CONF_ENV_PREFIX, plen) != 0) continue;
             size_t varlen = (size_t)(eq - *e);
-            if (varlen <= plen || varlen >= sizeof(var) || conf_env_directive(*e, varlen, name, sizeof(name)) < 0 ||
-                !conf_is_secret(name))
+            if (varlen <= plen || varlen >= sizeof(var) ||
+                conf_env_directive(*e, varlen, name, sizeof(name)) < 0 || !conf_is_secret(name))
                 continue;
             memcpy(var, *e, varlen);
             var[varlen] = '\0';

@@ -1,5 +1,5 @@
-/* main.c - start-up: settings from the file and the flags, listeners, the
- * loop, and a clean stop on SIGINT/SIGTERM. */
+/* main.c - start-up: settings from the file, the environment and the flags,
+ * listeners, the loop, and a clean stop on SIGINT/SIGTERM. */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>

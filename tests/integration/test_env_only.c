@@ -167,11 +167,18 @@ Test(env_only, a_proxy_configured_by_environment_variables_alone_serves)
     snprintf(vport, sizeof(vport), "VERBPROXY_PORT=%d", port);
     snprintf(vupstream, sizeof(vupstream), "VERBPROXY_UPSTREAM=127.0.0.1:%d", redis->port);
     /* Two custom verbs in one variable, one a line (a YAML block scalar's shape). */
-    snprintf(vverb, sizeof(vverb),
-             "VERBPROXY_VERB=ENVTICK %s/lua/ztick.lua numkeys 1\nENVTICK2 %s/lua/ztick.lua numkeys 1 readonly\n",
-             SOURCE_DIR, SOURCE_DIR);
-    char *env[] = {vport, vupstream, "VERBPROXY_BIND=127.0.0.1", "VERBPROXY_LOGLEVEL=warning",
-                   "VERBPROXY_SHARED_UPSTREAMS=2", vverb, "PATH=/usr/bin:/bin", NULL};
+    snprintf(
+        vverb, sizeof(vverb),
+        "VERBPROXY_VERB=ENVTICK %s/lua/ztick.lua numkeys 1\nENVTICK2 %s/lua/ztick.lua numkeys 1 readonly\n",
+        SOURCE_DIR, SOURCE_DIR);
+    char *env[] = {vport,
+                   vupstream,
+                   "VERBPROXY_BIND=127.0.0.1",
+                   "VERBPROXY_LOGLEVEL=warning",
+                   "VERBPROXY_SHARED_UPSTREAMS=2",
+                   vverb,
+                   "PATH=/usr/bin:/bin",
+                   NULL};
     start_proxy(env, NULL, port);
     assert_serves(port);
 
@@ -234,7 +241,8 @@ Test(env_only, a_variable_that_names_no_directive_stops_start_up)
     char *env2[] = {"VERBPROXY_UPSTREAM_TLS=maybe", NULL};
     rc = run_to_exit(env2, NULL, &out);
     cr_assert_eq(rc, 1, "exit %d: %s", rc, out);
-    cr_assert(strstr(out, "VERBPROXY_UPSTREAM_TLS: 'upstream-tls' must be no or yes, got 'maybe'"), "%s", out);
+    cr_assert(strstr(out, "VERBPROXY_UPSTREAM_TLS: 'upstream-tls' must be no or yes, got 'maybe'"), "%s",
+              out);
     free(out);
 }
 
@@ -265,14 +273,16 @@ Test(env_only, a_secret_from_the_environment_leaves_proc_environ)
     /* The password works... */
     redisContext *c = vt_must_connect(port);
     redisReply *r = vt_cmd(c, "GET env:k");
-    cr_assert(r && r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NOAUTH", 6) == 0, "no NOAUTH before AUTH");
+    cr_assert(r && r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NOAUTH", 6) == 0,
+              "no NOAUTH before AUTH");
     freeReplyObject(r);
     r = vt_cmd(c, "AUTH env-proxy-secret");
     vt_assert_status(r, "OK");
     freeReplyObject(r);
     redisFree(c);
     /* ... and is not in what /proc shows; the other variables are. */
-    cr_assert(!environ_has(proxy_pid, "env-proxy-secret"), "the secret is still in /proc/%d/environ", proxy_pid);
+    cr_assert(!environ_has(proxy_pid, "env-proxy-secret"), "the secret is still in /proc/%d/environ",
+              proxy_pid);
     cr_assert(environ_has(proxy_pid, vport), "the check reads the wrong file");
     cr_assert_eq(stop_proxy(), 0);
 }

@@ -146,7 +146,8 @@ Test(healthcheck, other_2xx_codes_are_healthy_and_3xx_is_not)
     responder_stop(&r);
     cr_assert_eq(rc, 0, "exit %d: %s", rc, out);
 
-    responder_start(&r, "HTTP/1.1 301 Moved Permanently\r\nLocation: /elsewhere\r\nContent-Length: 0\r\n\r\n");
+    responder_start(&r,
+                    "HTTP/1.1 301 Moved Permanently\r\nLocation: /elsewhere\r\nContent-Length: 0\r\n\r\n");
     snprintf(target, sizeof(target), "%d", r.port);
     rc = healthcheck(target, out, sizeof(out));
     responder_stop(&r);
@@ -208,7 +209,8 @@ Test(healthcheck, a_silent_server_times_out)
     responder_stop(&r);
     cr_assert_eq(rc, 1, "exit %d: %s", rc, out);
     cr_assert(strstr(out, "no full response within"), "%s", out);
-    cr_assert(took >= HEALTHCHECK_TIMEOUT_MS - 100 && took < HEALTHCHECK_TIMEOUT_MS + 5000, "took %lld ms", took);
+    cr_assert(took >= HEALTHCHECK_TIMEOUT_MS - 100 && took < HEALTHCHECK_TIMEOUT_MS + 5000, "took %lld ms",
+              took);
 }
 
 Test(healthcheck, a_malformed_target_is_refused)

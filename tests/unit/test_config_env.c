@@ -145,7 +145,8 @@ Test(config_env, repeatable_directives_take_one_per_line)
     conf_free(&c);
 
     /* The second line is wrong: its reason, with the variable's name. */
-    snprintf(verbs, sizeof(verbs), "VERBPROXY_VERB=MYINCR %s/lua/ztick.lua numkeys 1\nMYINCR %s/lua/ztick.lua numkeys 1",
+    snprintf(verbs, sizeof(verbs),
+             "VERBPROXY_VERB=MYINCR %s/lua/ztick.lua numkeys 1\nMYINCR %s/lua/ztick.lua numkeys 1",
              SOURCE_DIR, SOURCE_DIR);
     cr_assert_eq(apply(&c, &e, vars, err, sizeof(err)), -1);
     cr_assert(strstr(err, "VERBPROXY_VERB: verb 'myincr' is defined twice"), "%s", err);
@@ -166,9 +167,10 @@ Test(config_env, secrets_are_wiped_where_they_were_read_taken_or_not)
     vp_config c;
     test_env e;
     char err[512] = "";
-    static const char *const vars[] = {"VERBPROXY_REQUIREPASS=proxy-secret",
-                                       "VERBPROXY_USER=alice on >alice-secret ~* +@all\nbob on >bob-secret ~* +@all",
-                                       "VERBPROXY_TLS_KEY_FILE_PASS=key-secret", "VERBPROXY_PORT=7003", NULL};
+    static const char *const vars[] = {
+        "VERBPROXY_REQUIREPASS=proxy-secret",
+        "VERBPROXY_USER=alice on >alice-secret ~* +@all\nbob on >bob-secret ~* +@all",
+        "VERBPROXY_TLS_KEY_FILE_PASS=key-secret", "VERBPROXY_PORT=7003", NULL};
     char *saved[5];
     char **env = env_of(&e, vars);
     for (int i = 0; i < 4; i++)
