@@ -128,6 +128,8 @@ void conf_env_unset_secrets(void)
             char *eq = strchr(*e, '=');
             if (!eq || strncmp(*e, CONF_ENV_PREFIX, plen) != 0) continue;
             size_t varlen = (size_t)(eq - *e);
+            /* VERBPROXY_UPSTREAM_PASS is read later (conf_finish), and wiped by main.c then. */
+            if (conf_env_is_own(*e, varlen)) continue;
             if (varlen <= plen || varlen >= sizeof(var) ||
                 conf_env_directive(*e, varlen, name, sizeof(name)) < 0 || !conf_is_secret(name))
                 continue;

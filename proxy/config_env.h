@@ -21,7 +21,8 @@
 int conf_apply_env(vp_config *c, char **env, char *err, size_t errlen);
 /* Remove the secret VERBPROXY_* variables from the process's environment
  * (after conf_apply_env wiped their values), so nothing started later
- * inherits them. */
+ * inherits them. Not VERBPROXY_UPSTREAM_PASS: conf_finish has yet to read
+ * it (main.c wipes it after). */
 void conf_env_unset_secrets(void);
 
 #endif

@@ -194,3 +194,17 @@ Test(config_env, secrets_are_wiped_where_they_were_read_taken_or_not)
     env_free(&e);
     conf_free(&c);
 }
+
+Test(config_env, unset_removes_the_secrets_but_leaves_the_upstream_password_to_conf_finish)
+{
+    setenv("VERBPROXY_REQUIREPASS", "gone", 1);
+    setenv("VERBPROXY_TLS_KEY_FILE_PASS", "gone-too", 1);
+    setenv("VERBPROXY_UPSTREAM_PASS", "read-later", 1);
+    setenv("VERBPROXY_PORT", "7004", 1);
+    conf_env_unset_secrets();
+    cr_assert_null(getenv("VERBPROXY_REQUIREPASS"));
+    cr_assert_null(getenv("VERBPROXY_TLS_KEY_FILE_PASS"));
+    /* main.c reads it after (conf_finish) and wipes it then. */
+    cr_assert_str_eq(getenv("VERBPROXY_UPSTREAM_PASS"), "read-later");
+    cr_assert_str_eq(getenv("VERBPROXY_PORT"), "7004");
+}
