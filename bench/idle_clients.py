@@ -3,15 +3,16 @@
 
 Usage: idle_clients.py [--burst] HOST PORT N PID [PID ...]
 
-Opens one warm-up connection (PING, reply read, kept open), reads VmRSS of
-every PID from /proc/PID/status, then opens N more connections, each sending
+Reads VmRSS of every PID from /proc/PID/status with no client at all (the
+idle server), opens one warm-up connection (PING, reply read, kept open),
+reads VmRSS again, then opens N more connections, each sending
 one PING and reading its +PONG before the next is opened, and reads VmRSS
 again while all N are open and idle. With --burst the N connections are all
 opened first, then all send their PING before any reply is read (what a
 server holds for many clients at once stays in its RSS if it keeps freed
 memory). Prints one line per PID:
 
-    PID RSS_BEFORE_KB RSS_AFTER_KB BYTES_PER_CLIENT
+    PID RSS_IDLE_KB RSS_BEFORE_KB RSS_AFTER_KB BYTES_PER_CLIENT
 
 then closes every socket with a reset (SO_LINGER 0), so that no TIME_WAIT is
 left behind to exhaust ports over many rounds. Used by bench/idle_memory.sh;
@@ -66,21 +67,22 @@ def main():
         sys.exit(__doc__)
     host, port, n = args[0], int(args[1]), int(args[2])
     pids = [int(p) for p in args[3:]]
+    idle = {p: vm_rss_kb(p) for p in pids}
     socks = [ping(host, port)]
     before = {p: vm_rss_kb(p) for p in pids}
     if burst:
-        idle = [connect(host, port) for _ in range(n)]
-        for s in idle:
+        batch = [connect(host, port) for _ in range(n)]
+        for s in batch:
             s.sendall(PING)
-        for s in idle:
+        for s in batch:
             read_pong(s)
-        socks += idle
+        socks += batch
     else:
         for _ in range(n):
             socks.append(ping(host, port))
     after = {p: vm_rss_kb(p) for p in pids}
     for p in pids:
-        print(p, before[p], after[p], "%.0f" % ((after[p] - before[p]) * 1024.0 / n))
+        print(p, idle[p], before[p], after[p], "%.0f" % ((after[p] - before[p]) * 1024.0 / n))
     sys.stdout.flush()
     for s in socks:
         s.close()

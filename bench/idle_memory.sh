@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
-# bench/idle_memory.sh - memory per idle client connection (not a test):
+# bench/idle_memory.sh - the RSS of an idle proxy and its memory per idle
+# client connection, at 1,000 and 10,000 clients (not a test): what an
+# operator sizes a sidecar's memory request with (README, "Sizing the
+# sidecar"; deploy/kubernetes/).
 #   clients -> redis-server                    (direct: Redis's own cost, the reference)
 #   clients -> verbproxy -> redis              (vp: default settings, a shared upstream connection)
 #   clients -> verbproxy -> redis              (vpown: --shared-upstreams 0, a connection per client)
 #   clients -> nutcracker -> redis             (tw, Debian's twemproxy)
 #
-# Each measurement starts a fresh redis-server and the path's proxy, opens
-# one warm-up connection, then BENCH_IDLE_CLIENTS more (bench/idle_clients.py:
+# Each measurement starts a fresh redis-server and the path's proxy, reads
+# the proxy's VmRSS with no client at all (the idle RSS), opens one warm-up
+# connection, then N more (N in BENCH_IDLE_CLIENTS) (bench/idle_clients.py:
 # each sends one PING and reads its reply, then stays open and idle), and
 # reports (VmRSS with the clients open - VmRSS before) / clients for the
 # proxy, and the same for the redis-server behind it. Two ways to get there:
@@ -23,7 +27,12 @@
 #
 # Environment (all optional):
 #   BENCH_ROUNDS=3              rounds (each round measures every path once)
-#   BENCH_IDLE_CLIENTS=5000     idle client connections per measurement
+#   BENCH_IDLE_CLIENTS="1000 10000"  idle client connections per measurement
+#                               (each count is measured on every path); the
+#                               fd limit is raised to 2 N + 256 (own
+#                               connections: 2 descriptors per client), the
+#                               hard one too when allowed (root); a path
+#                               that would not fit is skipped with a note
 #   BENCH_SKIP_VP=1, BENCH_SKIP_VPOWN=1, BENCH_SKIP_TW=1   skip those paths
 #   VERBPROXY_BIN, BENCH_BUILD_DIR=build-bench, BENCH_NO_BUILD, BENCH_NO_INSTALL,
 #   BENCH_TASKSET_SERVER        as in bench/run.sh
@@ -41,7 +50,9 @@ ROOT=$(cd "$SCRIPT_DIR/.." && pwd)
 OUT_DIR="$SCRIPT_DIR/out"
 
 ROUNDS=${BENCH_ROUNDS:-3}
-NCLIENTS=${BENCH_IDLE_CLIENTS:-5000}
+read -r -a COUNTS <<<"${BENCH_IDLE_CLIENTS:-1000 10000}"
+MAXN=0
+for n in "${COUNTS[@]}"; do [ "$n" -gt "$MAXN" ] && MAXN=$n; done
 BUILD_DIR="$ROOT/${BENCH_BUILD_DIR:-build-bench}"
 SKIP_VP=${BENCH_SKIP_VP:-0}
 SKIP_TW=${BENCH_SKIP_TW:-0}
@@ -63,19 +74,32 @@ need_redis
 need_nutcracker
 mkdir -p "$OUT_DIR"
 build_verbproxy
+# The tree the binary was built from (not what it is when the run ends).
+REV=$(cd "$ROOT" && git rev-parse --short HEAD 2>/dev/null || echo "no commit")
+DIRTY=$(cd "$ROOT" && [ -n "$(git status --porcelain -- proxy protocol CMakeLists.txt 2>/dev/null)" ] && echo " (+ uncommitted changes)" || true)
 
-# Every client is a file descriptor here, in the proxy and (direct, or own
+# Every client is a file descriptor here, in the proxy (two with own
+# connections: the client's and its upstream's) and (direct, or own
 # connections) in redis-server: all of them inherit this limit.
-WANT_FDS=$((2 * NCLIENTS + 256))
+WANT_FDS=$((2 * MAXN + 256))
 HARD_FDS=$(ulimit -Hn)
 if [ "$HARD_FDS" != unlimited ] && [ "$HARD_FDS" -lt "$WANT_FDS" ]; then
-    die "ulimit -Hn is $HARD_FDS; $NCLIENTS idle clients need $WANT_FDS (lower BENCH_IDLE_CLIENTS)"
+    ulimit -Hn "$WANT_FDS" 2>/dev/null || log "ulimit -Hn is $HARD_FDS and cannot be raised to $WANT_FDS"
+    HARD_FDS=$(ulimit -Hn)
 fi
-ulimit -n "$WANT_FDS"
+FDS=$WANT_FDS
+[ "$HARD_FDS" != unlimited ] && [ "$HARD_FDS" -lt "$FDS" ] && FDS=$HARD_FDS
+ulimit -n "$FDS"
+fits() {  # fits path n: does the fd limit hold n idle clients on that path?
+    local per=1
+    [ "$1" = vpown ] && per=2
+    [ $((per * $2 + 256)) -le "$FDS" ]
+}
+NOTES=""
 
 TMP=$(mktemp -d /tmp/verbproxy-idle.XXXXXX)
 RAW="$OUT_DIR/idle-memory.csv"
-echo "round,path,pattern,proxy_bytes_per_client,redis_bytes_per_client,proxy_rss_before_kb,proxy_rss_after_kb,redis_rss_before_kb,redis_rss_after_kb" >"$RAW"
+echo "clients,round,path,pattern,proxy_bytes_per_client,redis_bytes_per_client,proxy_rss_idle_kb,proxy_rss_before_kb,proxy_rss_after_kb,redis_rss_before_kb,redis_rss_after_kb" >"$RAW"
 
 PATHS=(direct)
 [ "$SKIP_VP" != 1 ] && PATHS+=(vp)
@@ -100,7 +124,7 @@ start_path() {
     # Redis's maxclients: room for every client (and, with own connections,
     # every upstream connection) on top of the default.
     start_redis
-    local maxclients=$((NCLIENTS + 1000))
+    local maxclients=$((N + 1000))
     [ "$maxclients" -ge 10000 ] || maxclients=10000 # never below Redis's default
     redis-cli -h 127.0.0.1 -p "$RPORT" config set maxclients "$maxclients" >/dev/null
     case $1 in
@@ -109,6 +133,7 @@ start_path() {
     vp | vpown)
         local extra=""
         [ "$1" = vpown ] && extra="--shared-upstreams 0"
+        extra="$extra --maxclients $((N + 100))" # the default 10000 is below N + the warm-up
         BENCH_VP_ARGS="${BENCH_VP_ARGS:-} $extra" start_verbproxy
         [ "$SKIP_VP" != 1 ] || die "verbproxy did not start"
         PPORT=$VPORT; PPID_=$VPID ;;
@@ -139,54 +164,70 @@ EOF
 
 START_DATE=$(date -u '+%Y-%m-%d %H:%M:%S UTC')
 LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
+for N in "${COUNTS[@]}"; do
 for r in $(seq 1 "$ROUNDS"); do
     n=${#PATHS[@]}
     for i in $(seq 0 $((n - 1))); do
         path=${PATHS[$(((i + r - 1) % n))]}
+        if ! fits "$path" "$N"; then
+            [ "$r" = 1 ] && NOTES="$NOTES
+- ${NAME[$path]}, $N clients: skipped (needs more descriptors than \`ulimit -n\` $FDS allows)"
+            continue
+        fi
         for pattern in one burst; do
             start_path "$path"
             flag=""
             [ "$pattern" = burst ] && flag=--burst
-            out=$("$PY" "$SCRIPT_DIR/idle_clients.py" $flag 127.0.0.1 "$PPORT" "$NCLIENTS" "$PPID_" "$REDIS_PID") ||
+            out=$("$PY" "$SCRIPT_DIR/idle_clients.py" $flag 127.0.0.1 "$PPORT" "$N" "$PPID_" "$REDIS_PID") ||
                 die "idle_clients.py failed on $path"
-            read -r _ pb pa pper <<<"$(sed -n 1p <<<"$out")"
+            read -r _ pi pb pa pper <<<"$(sed -n 1p <<<"$out")"
             if [ "$path" = direct ]; then
                 rb=$pb; ra=$pa; rper=$pper
             else
-                read -r _ rb ra rper <<<"$(sed -n 2p <<<"$out")"
+                read -r _ _ rb ra rper <<<"$(sed -n 2p <<<"$out")"
             fi
-            echo "$r,$path,$pattern,$pper,$rper,$pb,$pa,$rb,$ra" >>"$RAW"
-            log "round $r $path ($pattern): $pper bytes per idle client (redis-server behind it: $rper)"
+            echo "$N,$r,$path,$pattern,$pper,$rper,$pi,$pb,$pa,$rb,$ra" >>"$RAW"
+            log "$N clients, round $r $path ($pattern): idle RSS $pi KiB, $pper bytes per idle client (redis-server behind it: $rper)"
             [ "$path" = direct ] || stop_pid "$PPID_"
             stop_pid "$REDIS_PID"
         done
     done
 done
+done
 LOAD_AFTER=$(cut -d' ' -f1-3 /proc/loadavg)
 
-col() {  # col path pattern field -> that field of every round, one a line
-    awk -F, -v p="$1" -v t="$2" -v f="$3" 'NR > 1 && $2 == p && $3 == t {print $f}' "$RAW"
+col() {  # col n path pattern field -> that field of every round, one a line
+    awk -F, -v n="$1" -v p="$2" -v t="$3" -v f="$4" 'NR > 1 && $1 == n && $3 == p && $4 == t {print $f}' "$RAW"
 }
-kib() { awk -v b="$1" 'BEGIN { if (b == "") print "-"; else printf "%.1f", b / 1024 }'; }
-kib_range() { col "$1" "$2" "$3" | minmax | awk -F- '{ if (NF == 2) printf "%.1f-%.1f", $1 / 1024, $2 / 1024; else print "-" }'; }
-cell() { echo "$(kib "$(col "$1" "$2" "$3" | median)") ($(kib_range "$1" "$2" "$3"))"; }
+num() { awk -v b="$1" -v d="$2" 'BEGIN { if (b == "") print "-"; else printf "%.*f", d, b }'; }
+mib() { awk -v k="$1" 'BEGIN { if (k == "") print "-"; else printf "%.1f", k / 1024 }'; }
+range() { col "$@" | minmax; }
+cell() { echo "$(num "$(col "$@" | median)" 0) ($(range "$@"))"; }
 
-TABLE="| path | KiB per idle client, one at a time: median (min-max) | all at once | redis-server behind it, KiB per client (one at a time / all at once) |
-|------|-----:|-----:|-----:|"
-for path in "${PATHS[@]}"; do
-    behind="-"
-    [ "$path" = direct ] || behind="$(kib "$(col "$path" one 5 | median)") / $(kib "$(col "$path" burst 5 | median)")"
-    TABLE="$TABLE
-| ${NAME[$path]} | $(cell "$path" one 4) | $(cell "$path" burst 4) | $behind |"
+TABLE="| path | clients | idle RSS, no client (MiB) | RSS with the clients, one at a time (MiB) | bytes per idle client, one at a time: median (min-max) | all at once | redis-server behind it, bytes per client (one at a time / all at once) |
+|------|----:|-----:|-----:|-----:|-----:|-----:|"
+for N in "${COUNTS[@]}"; do
+    for path in "${PATHS[@]}"; do
+        [ -n "$(col "$N" "$path" one 5)" ] || continue
+        behind="-"
+        [ "$path" = direct ] || behind="$(num "$(col "$N" "$path" one 6 | median)" 0) / $(num "$(col "$N" "$path" burst 6 | median)" 0)"
+        TABLE="$TABLE
+| ${NAME[$path]} | $N | $(mib "$(col "$N" "$path" one 7 | median)") | $(mib "$(col "$N" "$path" one 9 | median)") | $(cell "$N" "$path" one 5) | $(cell "$N" "$path" burst 5) | $behind |"
+    done
 done
-target_line() {  # target_line pattern description
+target_line() {  # target_line n pattern description
     local med k
-    med=$(col vp "$1" 4 | median)
+    med=$(col "$1" vp "$2" 5 | median)
     k=$(awk -v b="$med" 'BEGIN { if (b != "") printf "%.2f", b / 1024 }')
-    echo "- verbproxy on the shared connection, $2: $(kib "$med") KiB per idle client (target <= $TARGET_KIB KiB): $(verdict "$k" "<=" "$TARGET_KIB")"
+    echo "- verbproxy on the shared connection, $1 clients $3: $(num "$k" 2) KiB per idle client (target <= $TARGET_KIB KiB): $(verdict "$k" "<=" "$TARGET_KIB")"
 }
-TARGET_LINE="$(target_line one "clients one at a time")
-$(target_line burst "all at once")"
+TARGET_LINE=""
+for N in "${COUNTS[@]}"; do
+    TARGET_LINE="$TARGET_LINE$(target_line "$N" one "one at a time")
+$(target_line "$N" burst "all at once")
+"
+done
+TARGET_LINE="${TARGET_LINE%$'\n'}$NOTES"
 echo
 echo "$TABLE"
 echo
@@ -194,20 +235,18 @@ echo "$TARGET_LINE"
 echo
 
 CPU_MODEL=$(awk -F': ' '/^model name/ {print $2; exit}' /proc/cpuinfo)
-REV=$(cd "$ROOT" && git rev-parse --short HEAD 2>/dev/null || echo "no commit")
-DIRTY=$(cd "$ROOT" && [ -n "$(git status --porcelain -- proxy protocol CMakeLists.txt 2>/dev/null)" ] && echo " (+ uncommitted changes)" || true)
 SECTION=$(
     echo "$IDLE_BEGIN"
-    echo "## Memory per idle client"
+    echo "## Memory: the idle proxy and per idle client"
     echo
     echo "Generated by \`bench/idle_memory.sh\` (see its header for the method)."
     echo
     echo "- command: \`${ORIG_ENV}${ORIG_CMD}\`"
-    echo "- $NCLIENTS idle clients per measurement (each sent one \`PING\` and read its reply, bench/idle_clients.py; one at a time: each before the next connects; all at once: all connected, then all PINGs sent, then all replies read); KiB per client = (VmRSS with them open - VmRSS before, after one warm-up client) / $NCLIENTS; fresh processes for every measurement; $ROUNDS rounds, paths alternating, medians"
+    echo "- ${COUNTS[*]} idle clients per measurement (each sent one \`PING\` and read its reply, bench/idle_clients.py; one at a time: each before the next connects; all at once: all connected, then all PINGs sent, then all replies read); idle RSS = the proxy's VmRSS before any client connected; bytes per client = (VmRSS with them open - VmRSS before, after one warm-up client) / clients; fresh processes for every measurement; $ROUNDS rounds, paths alternating, medians; \`ulimit -n\` $FDS"
     echo "- date: $START_DATE; load average before/after: $LOAD_BEFORE / $LOAD_AFTER"
     echo "- machine: nproc=$(nproc), CPU: ${CPU_MODEL:-unknown}, kernel $(uname -r)"
     echo "- versions: $(redis-server --version | awk '{print $1, $2, $3}'); $(command -v nutcracker >/dev/null && nutcracker -V 2>&1 | head -1); verbproxy ${REV}${DIRTY} (Release, jemalloc, ${BUILD_DIR#$ROOT/})"
-    echo "- topology: a fresh redis-server (\`--save \"\" --appendonly no\`, maxclients raised) per measurement; verbproxy with its defaults (\`shared-upstreams 1\`) or \`--shared-upstreams 0\`; twemproxy = Debian nutcracker as in bench/run.sh (one pool, one server, \`server_connections: 1\`)"
+    echo "- topology: a fresh redis-server (\`--save \"\" --appendonly no\`, maxclients raised) per measurement; verbproxy with its defaults (\`shared-upstreams 1\`) or \`--shared-upstreams 0\` (and \`--maxclients\` clients + 100); twemproxy = Debian nutcracker as in bench/run.sh (one pool, one server, \`server_connections: 1\`)"
     echo
     echo "$TABLE"
     echo

@@ -15,6 +15,10 @@
 # interrupt), VP_BIN (set by build_verbproxy), REDIS_PID/RPORT (start_redis).
 
 LOG_TAG=${LOG_TAG:-bench}
+# VERBPROXY_BIN names the binary to bench; it is no directive, and verbproxy
+# refuses every VERBPROXY_* variable that names none (README, Configuration):
+# kept as a shell variable, not passed on to the processes started here.
+export -n VERBPROXY_BIN 2>/dev/null || true
 log() { printf '[%s] %s\n' "$LOG_TAG" "$*" >&2; }
 die() { printf '[%s] ERROR: %s\n' "$LOG_TAG" "$*" >&2; exit 1; }
 

@@ -383,14 +383,26 @@ static int conf_split(char *line, char **words, int max)
     }
 }
 
+/* The directives that take the rest of the line and may be given many
+ * times (each line adds one). */
+static const char *const conf_repeatable[] = {"verb", "user"};
+
+int conf_is_repeatable(const char *name)
+{
+    for (size_t i = 0; i < sizeof(conf_repeatable) / sizeof(conf_repeatable[0]); i++) {
+        if (!strcasecmp(name, conf_repeatable[i])) return 1;
+    }
+    return 0;
+}
+
 /* `verb` and `user` take the rest of the line: their name if the line
  * starts with one, else NULL. */
 static const char *conf_rest_of_line_directive(const char *line)
 {
-    static const char *const names[] = {"verb", "user"};
-    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
-        size_t n = strlen(names[i]);
-        if (strncasecmp(line, names[i], n) == 0 && (line[n] == ' ' || line[n] == '\t')) return names[i];
+    for (size_t i = 0; i < sizeof(conf_repeatable) / sizeof(conf_repeatable[0]); i++) {
+        size_t n = strlen(conf_repeatable[i]);
+        if (strncasecmp(line, conf_repeatable[i], n) == 0 && (line[n] == ' ' || line[n] == '\t'))
+            return conf_repeatable[i];
     }
     return NULL;
 }

@@ -102,6 +102,8 @@ void conf_defaults(vp_config *c);
 int conf_finish(vp_config *c, const char *env_pass, char *err, size_t errlen);
 /* Is this directive's value a secret (to be kept out of argv and logs)? */
 int conf_is_secret(const char *name);
+/* May this directive be given many times, each adding one (`verb`, `user`)? */
+int conf_is_repeatable(const char *name);
 /* Free what the settings own (the custom verbs, the users, the AUTH
  * request: secrets are wiped first). */
 void conf_free(vp_config *c);

@@ -1,5 +1,5 @@
-/* main.c - start-up: settings from the file and the flags, listeners, the
- * loop, and a clean stop on SIGINT/SIGTERM. */
+/* main.c - start-up: settings from the file, the environment and the flags,
+ * listeners, the loop, and a clean stop on SIGINT/SIGTERM. */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,6 +9,8 @@
 #include "lua/verb_scripts.h"
 #include "proxy/client.h"
 #include "proxy/config.h"
+#include "proxy/config_env.h"
+#include "proxy/healthcheck.h"
 #include "proxy/limits.h"
 #include "proxy/listener.h"
 #include "proxy/log.h"
@@ -22,7 +24,9 @@ static void usage(FILE *out)
     fprintf(out, "Usage: verbproxy [--config FILE] [--DIRECTIVE VALUE ...]\n"
                  "\n"
                  "A RESP proxy in front of one Redis. Every directive of the config file\n"
-                 "(see conf/verbproxy.conf) can be given as a flag; flags override the file.\n"
+                 "(see conf/verbproxy.conf) can be given as a flag, or as an environment\n"
+                 "variable VERBPROXY_<DIRECTIVE> ('-' as '_'); the environment overrides the\n"
+                 "file, flags override both.\n"
                  "\n"
                  "  --config FILE          read settings from FILE first\n"
                  "  --port N               TCP port to listen on (default 6380; 0 = none)\n"
@@ -43,6 +47,9 @@ static void usage(FILE *out)
                  "  --upstream-tls yes     TLS to the upstream (verified; see the README's TLS\n"
                  "                         section for upstream-tls-* and the tls-* directives)\n"
                  "  --tls-port N           also listen for TLS clients (tls-cert-file, ...)\n"
+                 "  --healthcheck [HOST:]PORT[/PATH]  GET http://HOST:PORT/PATH (default host\n"
+                 "                         127.0.0.1, path /healthz) and exit 0 on a 2xx answer,\n"
+                 "                         1 otherwise (for a container's HEALTHCHECK)\n"
                  "  --script NAME          print the script of built-in verb NAME as Redis runs\n"
                  "                         it (helpers put in), to SCRIPT LOAD it yourself\n"
                  "  --help                 this text\n"
@@ -136,6 +143,7 @@ int main(int argc, char **argv)
             return 0;
         }
         if (!strcmp(argv[i], "--script")) return print_script(i + 1 < argc ? argv[i + 1] : NULL);
+        if (!strcmp(argv[i], "--healthcheck")) return healthcheck_main(i + 1 < argc ? argv[i + 1] : NULL);
     }
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--config")) {
@@ -148,6 +156,16 @@ int main(int argc, char **argv)
                 return conf_free(&srv.conf), 1;
             }
             i++;
+        }
+    }
+    /* Then the environment (VERBPROXY_*), then the flags. */
+    {
+        extern char **environ;
+        int erc = conf_apply_env(&srv.conf, environ, err, sizeof(err));
+        conf_env_unset_secrets();
+        if (erc < 0) {
+            fprintf(stderr, "verbproxy: bad environment: %s\n", err);
+            return conf_free(&srv.conf), 1;
         }
     }
     for (int i = 1; i < argc; i++) {
