@@ -1,7 +1,7 @@
 # verbproxy as a sidecar image: build on Debian 12, run on Debian 12 slim.
 FROM debian:12 AS build
 RUN apt-get update && apt-get install -y --no-install-recommends \
-        build-essential cmake pkg-config libuv1-dev libhiredis-dev libjemalloc-dev libssl-dev \
+        build-essential cmake pkg-config libuv1-dev libhiredis-dev libjemalloc-dev libssl-dev libhttp-parser-dev \
     && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY . .
@@ -9,7 +9,7 @@ RUN cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DVP_TESTS=OFF \
     && cmake --build build --target verbproxy -j"$(nproc)"
 
 FROM debian:12-slim
-RUN apt-get update && apt-get install -y --no-install-recommends libuv1 libjemalloc2 libssl3 \
+RUN apt-get update && apt-get install -y --no-install-recommends libuv1 libjemalloc2 libssl3 libhttp-parser2.9 \
     && rm -rf /var/lib/apt/lists/*
 COPY --from=build /src/build/verbproxy /usr/local/bin/verbproxy
 COPY conf/verbproxy.conf /etc/verbproxy/verbproxy.conf
