@@ -26,6 +26,8 @@ typedef struct admin_conn {
     size_t url_len;
     size_t head_bytes; /* read before the headers were complete */
     int url_too_long;
+    size_t head_parsed; /* bytes of the request line and headers the parser gave us */
+    int head_too_big;
     int headers_done;
     int responded;
     int closing;
@@ -176,6 +178,20 @@ static void admin_route(admin_conn *a)
     }
 }
 
+/* Request line and header bytes, counted as parsed: a head over
+ * ADMIN_MAX_HEAD stops the parser (431), even when it came in one read. */
+static int admin_count_head(http_parser *hp, const char *at, size_t len)
+{
+    (void)at;
+    admin_conn *a = hp->data;
+    a->head_parsed += len;
+    if (a->head_parsed > ADMIN_MAX_HEAD) {
+        a->head_too_big = 1;
+        return 1;
+    }
+    return 0;
+}
+
 static int admin_on_url(http_parser *hp, const char *at, size_t len)
 {
     admin_conn *a = hp->data;
@@ -185,7 +201,7 @@ static int admin_on_url(http_parser *hp, const char *at, size_t len)
     }
     memcpy(a->url + a->url_len, at, len);
     a->url_len += len;
-    return 0;
+    return admin_count_head(hp, at, len);
 }
 
 static int admin_on_headers_complete(http_parser *hp)
@@ -198,6 +214,8 @@ static int admin_on_headers_complete(http_parser *hp)
 
 static const http_parser_settings admin_settings = {
     .on_url = admin_on_url,
+    .on_header_field = admin_count_head,
+    .on_header_value = admin_count_head,
     .on_headers_complete = admin_on_headers_complete,
 };
 
@@ -219,7 +237,9 @@ static void admin_on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
     a->head_bytes += (size_t)nread;
     size_t used = http_parser_execute(&a->parser, &admin_settings, buf->base, (size_t)nread);
     if (a->responded) return;
-    if (a->url_too_long) {
+    if (a->head_too_big) {
+        admin_text(a, 431, "request head over 8 KiB\n", 0);
+    } else if (a->url_too_long) {
         admin_text(a, 414, "request target too long\n", 0);
     } else if (HTTP_PARSER_ERRNO(&a->parser) != HPE_OK || used != (size_t)nread) {
         char text[128];
