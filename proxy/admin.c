@@ -6,6 +6,7 @@
 
 #include "protocol/resp_frame.h"
 #include "proxy/command.h"
+#include "proxy/metrics_info.h"
 #include "proxy/pool.h"
 
 /* ---- RESP writers ---- */
@@ -80,6 +81,9 @@ static void admin_help(vp_buf *out)
         "    write|readonly, source (builtin or the script's path).",
         "STATS",
         "    Return the proxy's counters, INFO style (noscript_recoveries, ...).",
+        "INFO [<section>]",
+        "    Return the figures of the metrics endpoint, INFO style. Sections: server, clients, stats,",
+        "    upstream (the default), commandstats, latencystats, all.",
         "HELP",
         "    Print this help.",
     };
@@ -99,7 +103,14 @@ void admin_command(const vp_server *srv, int argc, const resp_arg *argv, vp_buf 
         return;
     }
     const resp_arg *sub = &argv[1];
-    if (cmd_arg_is(sub, "verbs") || cmd_arg_is(sub, "stats") || cmd_arg_is(sub, "help")) {
+    if (cmd_arg_is(sub, "info") && argc <= 3) {
+        vp_buf text = {0};
+        metrics_info_write(srv, argc == 3 ? argv[2].ptr : NULL, argc == 3 ? argv[2].len : 0, &text);
+        put_bulk(out, text.data ? text.data : "", text.len);
+        vp_buf_free(&text);
+        return;
+    }
+    if (cmd_arg_is(sub, "verbs") || cmd_arg_is(sub, "info") || cmd_arg_is(sub, "stats") || cmd_arg_is(sub, "help")) {
         if (argc != 2) {
             char msg[96];
             int n = snprintf(msg, sizeof(msg), "ERR wrong number of arguments for 'verbproxy|%.*s' command",

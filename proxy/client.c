@@ -116,6 +116,8 @@ static client_slot *slot_push(client_session *c, client_slot_kind kind)
     client_slot *s = slot_at(c, c->slot_len++);
     memset(s, 0, sizeof(*s));
     s->kind = kind;
+    s->cmd = c->cur_cmd;
+    s->t0 = c->read_ns;
     return s;
 }
 
@@ -157,6 +159,8 @@ static void client_release_ready(client_session *c)
     while (c->slot_len && slot_at(c, 0)->kind == SLOT_READY) {
         client_slot *s = slot_at(c, 0);
         outq_add_copy(&c->out, s->data, s->len);
+        c->srv->metrics.net_output_bytes += s->len;
+        metrics_reply_done(&c->srv->metrics, s->cmd, s->len && metrics_is_error(s->data[0]), s->t0);
         slot_pop(c);
     }
 }
@@ -175,6 +179,7 @@ static void client_flush(client_session *c)
     if (c->closing) return;
     if (outq_size(&c->out)) c->last_io = uv_now(c->srv->loop); /* (Redis counts a write as interaction) */
     int rc = outq_flush(&c->out);
+    metrics_clock_expire(&c->srv->metrics); /* the next replies are another batch */
     if (rc < 0) {
         vp_log(VP_LOG_VERBOSE, "client %llu %s: write failed: %s", c->id, c->addr, uv_strerror(rc));
         client_close(c);
@@ -232,6 +237,8 @@ static void client_queue_local(client_session *c, const char *p, size_t n)
     c->srv->stats.local_replies++;
     if (c->slot_len == 0) {
         outq_add_copy(&c->out, p, n);
+        c->srv->metrics.net_output_bytes += n;
+        metrics_reply_done(&c->srv->metrics, c->cur_cmd, n && metrics_is_error(p[0]), c->read_ns);
         return;
     }
     slot_append(slot_push(c, SLOT_READY), p, n);
@@ -243,7 +250,7 @@ static void client_add_local(client_session *c, const char *p, size_t n)
 {
     if (c->up) {
         int flags = upstream_closing_reply(c->up, c);
-        if (flags & UP_LOCAL_BARRIER) slot_push(c, SLOT_WAITING);
+        if (flags & UP_LOCAL_BARRIER) slot_push(c, SLOT_WAITING)->cmd = CMDID_NONE; /* answers no command */
         if (flags & UP_LOCAL_DROP) return;
     }
     client_queue_local(c, p, n);
@@ -370,6 +377,7 @@ static void client_refuse_no_descriptor(client_session *c)
     vp_log(VP_LOG_VERBOSE, "client %llu %s: no descriptor left for its own upstream connection; closing",
            c->id, c->addr);
     c->srv->stats.rejected_connections++;
+    c->srv->metrics.rejected_no_descriptor++;
     client_queue_local(c, LIMITS_MAXCLIENTS_ERR, sizeof(LIMITS_MAXCLIENTS_ERR) - 1);
     c->settling = 0;
     c->input_done = 1;
@@ -661,10 +669,13 @@ static void client_dispatch(client_session *c, const resp_arg *argv, int argc, c
         return;
     }
     if (c->answering_unavailable) {
+        metrics_count(&c->srv->metrics, c->cur_cmd);
         client_add_error(c, "ERR upstream unavailable: %s: %s", c->srv->conf.upstream, c->up_error);
         return;
     }
-    const verb_def *v = verbs_find(&c->srv->verbs, argv[0].ptr, argv[0].len);
+    metrics_count(&c->srv->metrics, c->cur_cmd);
+    /* (Its id, found once by client_parse_batch, says whether it is a verb.) */
+    const verb_def *v = cmdid_verb(&c->srv->metrics.ids, c->cur_cmd);
     if (v) {
         client_call_verb(c, v, argv, argc);
         return;
@@ -779,7 +790,10 @@ static void client_stream_partial(client_session *c, const char *p, size_t avail
         n = resp_request_release(&c->parser, avail);
         if (n == 0) return;
         c->streaming = 1;
+        c->cur_cmd = (unsigned short)cmdid_lookup(&c->srv->metrics.ids, argv[0].ptr, argv[0].len);
+        metrics_count(&c->srv->metrics, c->cur_cmd);
         if (upstream_forward(c->up, c, p, n, CMD_PLAIN)) slot_push(c, SLOT_WAITING);
+        c->cur_cmd = CMDID_NONE;
     } else {
         n = resp_request_release(&c->parser, avail);
         if (n == 0) return;
@@ -831,6 +845,7 @@ static int client_auth_gate(client_session *c, int argc, const resp_arg *argv)
         return 0;
     }
     if (n > 10 && memcmp(reply, "-WRONGPASS", 10) == 0) c->srv->stats.auth_failures++;
+    metrics_count(&c->srv->metrics, c->cur_cmd);
     up_local_mode mode = c->up ? upstream_local_mode(c->up) : UP_LOCAL_IN_ORDER;
     if (mode == UP_LOCAL_IN_ORDER || !c->authed) {
         c->authed = (unsigned)authed;
@@ -883,6 +898,9 @@ static int client_parse_batch(client_session *c, size_t limit)
             client_protocol_error(c, resp_request_error(&c->parser));
             return 0;
         }
+        if (st == RESP_REQ_COMMAND && !c->streaming)
+            c->cur_cmd = (unsigned short)cmdid_lookup(&c->srv->metrics.ids, c->parser.argv[0].ptr,
+                                                      c->parser.argv[0].len);
         if (st == RESP_REQ_COMMAND && c->streaming) {
             upstream_forward_bytes(c->up, p, used); /* the rest of a streamed request */
             c->streaming = 0;
@@ -895,6 +913,7 @@ static int client_parse_batch(client_session *c, size_t limit)
                  * goes on up to buffer-limit, so a client that leaves is
                  * still noticed. */
                 if (c->in.len - c->in_pos > limit) client_stop_reading(c);
+                c->cur_cmd = CMDID_NONE;
                 return 0;
             }
             if (c->up && !c->up->shared &&
@@ -906,12 +925,14 @@ static int client_parse_batch(client_session *c, size_t limit)
                  * still noticed. */
                 c->settling = 1;
                 if (c->in.len - c->in_pos > limit) client_stop_reading(c);
+                c->cur_cmd = CMDID_NONE;
                 return 0;
             }
             client_dispatch(c, c->parser.argv, c->parser.argc, p, used);
         } else if (c->up && !c->up->shared) {
             upstream_forward_empty(c->up, p, used); /* keeps the pieces contiguous */
         }
+        c->cur_cmd = CMDID_NONE;
         c->in_pos += used;
         if (c->up && upstream_backlog(c->up) > limit) return 1;
     }
@@ -1012,6 +1033,8 @@ static void client_on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
         return;
     }
     c->in.len += (size_t)nread;
+    c->srv->metrics.net_input_bytes += (unsigned long long)nread;
+    c->read_ns = metrics_read_clock(&c->srv->metrics); /* once per read: the t0 of its commands */
     c->last_io = uv_now(c->srv->loop);
     c->read_seq = client_next_seq(c); /* see client_http_request */
     /* (Not while a connect is pending: reading stops at buffer-limit then,
@@ -1202,10 +1225,14 @@ void client_reply(client_session *c, unsigned long long seq, const char *p, size
     } else if (idx == 0 && !s->patch) {
         /* The common case: the front slot's reply goes straight out. */
         if (p) outq_add(&c->out, p, n);
-        if (done)
+        c->srv->metrics.net_output_bytes += n;
+        if (!c->front_started && n) s->err = metrics_is_error(p[0]);
+        if (done) {
+            metrics_reply_done(&c->srv->metrics, s->cmd, s->err, s->t0);
             slot_pop(c);
-        else
+        } else {
             c->front_started = 1;
+        }
     } else {
         /* Held: a reply overtook one still owed before it (a NOSCRIPT
          * retry), or one to rewrite. */
@@ -1220,7 +1247,9 @@ void client_reply(client_session *c, unsigned long long seq, const char *p, size
 
 void client_push(client_session *c, const char *p, size_t n)
 {
-    if (!c->closing) outq_add(&c->out, p, n);
+    if (c->closing) return;
+    outq_add(&c->out, p, n);
+    c->srv->metrics.net_output_bytes += n;
 }
 
 void client_round_end(client_session *c)
@@ -1418,6 +1447,7 @@ static int client_protected_refusal(client_session *c)
     if ((iplen == 9 && memcmp(c->addr, "127.0.0.1", 9) == 0) || (iplen == 3 && memcmp(c->addr, "::1", 3) == 0))
         return 0;
     vp_log(VP_LOG_VERBOSE, "client %llu %s: refused: protected mode", c->id, c->addr);
+    c->srv->metrics.rejected_protected_mode++;
     if (c->tls) {
         /* Redis answers a TLS client once its handshake is over
          * (clientAcceptHandler): written then (client_on_tls_handshake),
@@ -1463,6 +1493,7 @@ void client_accept(vp_server *srv, uv_stream_t *listener, int is_unix, int tls)
     c->srv = srv;
     c->id = ++srv->next_client_id;
     c->share_window = CLIENT_SHARED_FIRST_WINDOW;
+    c->cur_cmd = CMDID_NONE;
     int rc = is_unix ? uv_pipe_init(srv->loop, &c->h.pipe, 0) : uv_tcp_init(srv->loop, &c->h.tcp);
     if (rc < 0) {
         vp_log(VP_LOG_WARNING, "accept: cannot init handle: %s", uv_strerror(rc));

@@ -47,6 +47,9 @@ typedef struct client_slot {
     client_slot_kind kind;
     unsigned replace : 1; /* data is the proxy's answer; the upstream's is dropped */
     unsigned patch : 3;   /* admin_patch_kind: fill the verbs into a COMMAND reply */
+    unsigned err : 1;     /* the reply going out is an error (metrics) */
+    unsigned cmd : 16;    /* the command's id (cmdid.h; CMDID_NONE: answers none) */
+    uint64_t t0;          /* when its bytes were read (metrics_read_clock; 0: not timed) */
     size_t len, cap;
     char *data;    /* owned */
     int *verb_ids; /* patch: owned */
@@ -78,6 +81,8 @@ typedef struct client_session {
     size_t slot_head, slot_len, slot_cap;
     unsigned long long slot_seq; /* sequence number of the front slot */
     unsigned long long read_seq; /* client_next_seq() when its last read came in */
+    uint64_t read_ns;            /* metrics_read_clock() at its last read: the slots' t0 */
+    unsigned short cur_cmd;      /* id of the command being dispatched (CMDID_NONE between) */
 
     outq out;
     /* On a shared connection: the last CLIENT SETNAME, SETINFO LIB-NAME and

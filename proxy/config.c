@@ -34,6 +34,7 @@ void conf_defaults(vp_config *c)
     c->ztick_max_members = 100000;
     c->tcp_keepalive = 300; /* Redis's */
     c->protected_mode = 1;
+    snprintf(c->metrics_bind, sizeof(c->metrics_bind), "127.0.0.1");
     c->upstream_tls_conf.verify = 1;
     c->tls.auth_clients = CONF_TLS_AUTH_YES; /* as Redis */
 }
@@ -208,6 +209,8 @@ static const conf_directive conf_directives[] = {
     {"timeout", T_INT, OFF(timeout), 0, INT_MAX},
     {"tcp-keepalive", T_INT, OFF(tcp_keepalive), 0, INT_MAX},
     {"protected-mode", T_YESNO, OFF(protected_mode), 0, 0},
+    {"metrics-port", T_PORT, OFF(metrics_port), 0, 65535},
+    {"metrics-bind", T_STRING, OFF(metrics_bind), 0, 0},
     {"upstream-user", T_STRING, OFF(upstream_user), 0, 0},
     {"upstream-pass", T_SECRET, OFF(upstream_pass), 0, 0},
     {"upstream-pass-file", T_STRING, OFF(upstream_pass_file), 0, 0},

@@ -65,6 +65,8 @@ typedef struct vp_config {
     long long timeout;          /* seconds a client may stay idle; 0 = forever (client_cron) */
     long long tcp_keepalive;    /* SO_KEEPALIVE idle seconds on every TCP socket, both sides; 0 = off */
     int protected_mode;         /* refuse non-loopback clients while the default user has no password */
+    int metrics_port;                  /* the admin HTTP endpoint (http_admin.h); 0 = off */
+    char metrics_bind[CONF_ADDR_MAX];  /* its address */
 
     /* Upstream credentials. The password comes from upstream-pass-file (its
      * first line), else $VERBPROXY_UPSTREAM_PASS, else upstream-pass;

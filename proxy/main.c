@@ -11,6 +11,7 @@
 #include "proxy/config.h"
 #include "proxy/config_env.h"
 #include "proxy/healthcheck.h"
+#include "proxy/http_admin.h"
 #include "proxy/limits.h"
 #include "proxy/listener.h"
 #include "proxy/log.h"
@@ -116,6 +117,7 @@ static void on_signal(uv_signal_t *h, int signum)
     vp_server *srv = h->data;
     vp_log(VP_LOG_NOTICE, "received %s, shutting down", signum == SIGINT ? "SIGINT" : "SIGTERM");
     listener_close(&listener);
+    admin_http_close(srv);
     while (srv->clients)
         client_close(srv->clients);
     upstream_close_shared(srv);
@@ -238,6 +240,15 @@ int main(int argc, char **argv)
         verbs_free(&srv.verbs);
         return conf_free(&srv.conf), 1;
     }
+    if (metrics_init(&srv.metrics, &srv.verbs, srv.conf.metrics_port != 0, err, sizeof(err)) < 0 ||
+        admin_http_start(&srv, err, sizeof(err)) < 0) {
+        vp_log(VP_LOG_WARNING, "%s", err);
+        metrics_free(&srv.metrics);
+        vp_tls_ctx_free(srv.tls_upstream);
+        vp_tls_ctx_free(srv.tls_clients);
+        verbs_free(&srv.verbs);
+        return conf_free(&srv.conf), 1;
+    }
     vp_log(VP_LOG_NOTICE, "verbproxy %s ready, upstream %s", VP_VERSION, srv.conf.upstream);
     if (srv.conf.upstream_auth)
         vp_log(VP_LOG_NOTICE, "upstream credentials: %s%s, password from %s",
@@ -257,6 +268,7 @@ int main(int argc, char **argv)
     vp_pool_drain(); /* every session is freed: its blocks are all back */
     vp_tls_ctx_free(srv.tls_upstream);
     vp_tls_ctx_free(srv.tls_clients);
+    metrics_free(&srv.metrics);
     verbs_free(&srv.verbs);
     conf_free(&srv.conf);
     return 0;

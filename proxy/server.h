@@ -8,6 +8,7 @@
 #include "lua/verbs.h"
 #include "protocol/resp_request.h"
 #include "proxy/config.h"
+#include "proxy/metrics.h"
 #include "proxy/stats.h"
 
 struct client_session;
@@ -21,6 +22,7 @@ typedef struct vp_server {
     vp_config conf;
     resp_request_limits limits;
     vp_stats stats;
+    vp_metrics metrics; /* per command, latency, readiness (metrics.h) */
     verb_table verbs;
     /* TLS contexts built at start (proxy/tls.h): for upstream connections
      * (upstream-tls yes) and for clients on tls-port; NULL when off. */

@@ -11,6 +11,7 @@
 #include "proxy/limits.h"
 #include "proxy/log.h"
 #include "proxy/pool.h"
+#include "proxy/readiness.h"
 #include "proxy/tls.h"
 #include "proxy/upstream_internal.h"
 
@@ -41,7 +42,8 @@ typedef enum up_route {
     ROUTE_OUTPUT_PROBE, /* our output-limit probe's answer: read, dropped */
     ROUTE_NOSCRIPT,     /* a verb's NOSCRIPT: reload and send it again */
     ROUTE_SERVER,       /* our HELLO's answer: read, dropped */
-    ROUTE_AUTH          /* our AUTH's answer: the connection is ready, or failed */
+    ROUTE_AUTH,         /* our AUTH's answer: the connection is ready, or failed */
+    ROUTE_PROBE         /* the readiness probe's answer (readiness.c) */
 } up_route;
 
 static void up_close_cb(uv_handle_t *h);
@@ -151,7 +153,7 @@ void upstream_close(upstream_conn *up)
 static void up_maybe_free(upstream_conn *up)
 {
     if (up->handles_open > 0 || up->resolving) return;
-    if (!up->shared) up->srv->own_upstreams--;
+    if (!up->shared && !up->probe) up->srv->own_upstreams--;
     outq_free(&up->out);
     vp_tls_free(up->tls);
     vp_pool_buf_release(&up->in);
@@ -175,6 +177,7 @@ static void up_fail(upstream_conn *up, const char *reason)
     char why[160];
     snprintf(why, sizeof(why), "%s", reason);
     up->srv->stats.upstream_connect_failures++;
+    metrics_connect_failed(&up->srv->metrics, why, up->authing && up->state == UPSTREAM_READY);
     vp_log(VP_LOG_VERBOSE, "upstream %s: connect failed: %s", up->srv->conf.upstream, why);
     upstream_close(up);
     if (c)
@@ -183,6 +186,8 @@ static void up_fail(upstream_conn *up, const char *reason)
         up_side_failed(up, why);
     else if (up->shared)
         client_shared_failed(up->srv, up, why);
+    else if (up->probe)
+        ready_probe_failed(up, why);
 }
 
 static void up_read_refusal(upstream_conn *up);
@@ -238,6 +243,8 @@ static void up_lost(upstream_conn *up, const char *reason)
         up_side_lost(up, reason);
     else if (up->shared)
         client_shared_lost(up->srv, up, reason);
+    else if (up->probe)
+        ready_probe_failed(up, reason);
 }
 
 static void up_on_timeout(uv_timer_t *t)
@@ -546,6 +553,7 @@ static up_route up_decide(upstream_conn *up, const char *p, size_t n, int whole)
     if (!up->raw_rx) {
         if (e && e->kind == UP_REPLY) return ROUTE_REPLY;
         if (e && e->kind == UP_AUTH) return ROUTE_AUTH;
+        if (e && e->kind == UP_PROBE) return whole ? ROUTE_PROBE : ROUTE_REPLY; /* (dropped) */
         if (e && e->kind == UP_SCRIPT_LOAD) return ROUTE_SCRIPT_LOAD;
         if (e && e->kind == UP_OUTPUT_PROBE) return whole ? ROUTE_OUTPUT_PROBE : ROUTE_REPLY; /* (dropped) */
         if (e && e->kind == UP_SERVER_PROBE) return whole ? ROUTE_SERVER : ROUTE_REPLY;       /* (dropped) */
@@ -660,6 +668,12 @@ static void up_deliver(upstream_conn *up, const char *p, size_t n, int done)
         up_fifo_pop(up);
         up_auth_answered(up, p, n, done);
         return;
+    case ROUTE_PROBE: {
+        int which = e->verb;
+        up_fifo_pop(up);
+        ready_probe_answered(up, which, p, n);
+        return;
+    }
     case ROUTE_NOSCRIPT:
         if (!up_retry_verb(up)) {
             up->route = ROUTE_REPLY; /* could not retry: the client gets the NOSCRIPT */
@@ -909,8 +923,9 @@ static void up_transport_ready(upstream_conn *up)
     up->reading = 1;
     up_read_start(up);
     vp_log(VP_LOG_DEBUG, "upstream %s: connected%s", up->srv->conf.upstream, up->tls ? " (TLS)" : "");
-    if (up->authing) {
-        /* A shared one writes at the end of the loop iteration. */
+    if (up->authing || up->probe) {
+        /* A shared one writes at the end of the loop iteration. (The
+         * probe's requests were queued behind our AUTH.) */
         int rc = up->shared ? 0 : upstream_flush(up);
         if (rc < 0) up_fail(up, uv_strerror(rc));
         return;

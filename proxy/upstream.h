@@ -61,7 +61,8 @@ typedef enum up_entry_kind {
     UP_OUTPUT_PROBE,  /* our CONFIG GET client-output-buffer-limit: read, never shown */
     UP_SERVER_PROBE,  /* our HELLO (no arguments): read, never shown (upstream_server.c) */
     UP_HELLO,         /* the client's HELLO: its reply is the client's, and says the protocol */
-    UP_AUTH           /* our AUTH with the upstream credentials, first on the connection (up_auth_answered) */
+    UP_AUTH,          /* our AUTH with the upstream credentials, first on the connection (up_auth_answered) */
+    UP_PROBE          /* the readiness probe's request (readiness.c): `verb` says which */
 } up_entry_kind;
 
 typedef struct up_entry {
@@ -126,6 +127,7 @@ typedef struct upstream_conn {
     int announce_ready; /* its setup (our AUTH, auth state, output limit) was just answered: tell its
                            clients after the read */
     int authing;        /* our AUTH (upstream credentials) is not answered yet: not ready for clients */
+    int probe;          /* the readiness probe's own (readiness.h): no client; its answers go there */
     /* A shared connection's writes not fully answered yet: the `sent` value
      * each one ended at, oldest first (see up_shared_write). */
     unsigned long long batch_end[UP_SHARED_BATCHES];

@@ -1,0 +1,48 @@
+/* readiness.h - is the upstream usable? Checked, not assumed: a probe on an
+ * upstream connection of its own, opened by the same code as every other
+ * (upstream.c: TLS, certificates and the upstream credentials apply, so a
+ * wrong password fails it), sends PING and, on each new connection, SCRIPT
+ * LOAD of every verb's script (the answer must be the pinned SHA-1). The
+ * connection is kept and PINGed at each check, and opened again every
+ * READY_REAUTH_MS, so a changed password shows within that time.
+ *
+ * A check starts at most once a second (ready_tick: the admin endpoint's
+ * timer; the endpoint answers with the latest completed check), and fails
+ * if it is not answered within connect-timeout plus a second. Runs only
+ * while the admin endpoint does (metrics-port). Its verdict is /readyz and
+ * verbproxy_up. */
+#ifndef VP_READINESS_H
+#define VP_READINESS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct vp_server;
+struct upstream_conn;
+
+#define READY_REASON_MAX 256
+
+typedef struct ready_state {
+    int checked; /* a check has completed */
+    int ok;      /* the latest completed check passed */
+    char reason[READY_REASON_MAX]; /* why not ("" when ok) */
+    struct upstream_conn *conn;    /* the probe's connection, NULL when none */
+    uint64_t conn_opened;          /* loop time (ms) it was opened */
+    uint64_t started;              /* loop time of the check in flight (0: none) */
+    int expected, answered;        /* replies the check waits for, and got */
+    unsigned long long checks, failures;
+} ready_state;
+
+/* Start a check when one is due; fail one in flight for too long. */
+void ready_tick(struct vp_server *srv);
+/* Close the probe's connection (at shutdown). */
+void ready_stop(struct vp_server *srv);
+
+/* From upstream.c, for a probe connection (up->probe): the answer to the
+ * probe's request `which` (-1: PING; else the verb table's load index) is
+ * p..p+n, whole. */
+void ready_probe_answered(struct upstream_conn *up, int which, const char *p, size_t n);
+/* Its connect failed or it was lost (upstream.c has closed it). */
+void ready_probe_failed(struct upstream_conn *up, const char *why);
+
+#endif

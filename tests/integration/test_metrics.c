@@ -1,0 +1,358 @@
+/* test_metrics.c - an operator scrapes the proxy's admin endpoint.
+ *
+ * /metrics parses as strict Prometheus text 0.0.4 (tests/support/prom.h)
+ * and each figure moves as traffic of its kind flows: GETs and SETs, a
+ * verb, error replies from Redis and from the proxy, an unknown command
+ * (cmd="other"), a connection refused at maxclients, an upstream nobody
+ * listens on, a NOSCRIPT recovery; the histogram's buckets add up. /readyz
+ * follows a Redis that stops and comes back, and refuses a wrong upstream
+ * password. VERBPROXY INFO gives the same figures over RESP, also with
+ * metrics-port 0 (then nothing is timed).
+ *
+ * (503 "draining" needs the SIGTERM drain, which sets srv->draining: the
+ * story is added with it.) */
+
+#include "tests/support/checks.h"
+#include "tests/support/http.h"
+#include "tests/support/prom.h"
+
+static vt_env env;
+static int mport;
+
+static vt_proxy *start_with_metrics(const vt_redis *r, const char *upstream, int *port, const char *const *more)
+{
+    /* (The proxy keeps pointing at its arguments: one set per proxy.) */
+    static char portargs[4][16];
+    static const char *argsets[4][16];
+    static int next;
+    char *portarg = portargs[next % 4];
+    const char **args = argsets[next++ % 4];
+    *port = vt_free_port();
+    snprintf(portarg, 16, "%d", *port);
+    args[0] = "--metrics-port";
+    args[1] = portarg;
+    int n = 2;
+    for (int i = 0; more && more[i] && n < 15; i++)
+        args[n++] = more[i];
+    args[n] = NULL;
+    vt_proxy_opts po = {.extra_args = args};
+    vt_proxy *p = upstream ? vt_proxy_start_upstream(upstream, &po) : vt_proxy_start(r, &po);
+    cr_assert(p != NULL, "verbproxy did not start (see stderr)");
+    return p;
+}
+
+static void setup(void)
+{
+    if (vt_direct_mode()) return;
+    env.redis = vt_redis_start(NULL);
+    cr_assert(env.redis != NULL, "redis-server did not start");
+    env.proxy = start_with_metrics(env.redis, NULL, &mport, NULL);
+}
+
+static void teardown(void)
+{
+    vt_env_stop(&env);
+}
+
+TestSuite(metrics, .init = setup, .fini = teardown, .timeout = VT_TEST_TIMEOUT_S);
+
+/* GET /metrics, strictly parsed (the test fails on any violation). */
+static vt_prom scrape(int port)
+{
+    vt_http_resp r = vt_http_get(port, "/metrics");
+    cr_assert_eq(r.status, 200, "GET /metrics: %s", vt_buf_escaped(&r.raw));
+    cr_assert(strstr(r.raw.data, "Content-Type: text/plain; version=0.0.4"), "content type: %s",
+              vt_buf_escaped(&r.raw));
+    vt_prom p;
+    char why[512];
+    bool ok = vt_prom_parse(r.body, r.body_len, &p, why, sizeof(why));
+    cr_assert(ok, "not strict Prometheus text: %s\n%.*s", why, (int)r.body_len, r.body);
+    vt_http_free(&r);
+    return p;
+}
+
+static double val(const vt_prom *p, const char *name, const char *labels)
+{
+    return vt_prom_get(p, name, labels, 0);
+}
+
+#define DELTA(a, b, name, labels) (val(&(b), name, labels) - val(&(a), name, labels))
+
+Test(metrics, every_family_typed_and_counters_move_with_traffic)
+{
+    VT_SKIP_IF_DIRECT();
+    vt_prom a = scrape(mport);
+    cr_assert_eq(val(&a, "verbproxy_build_info", "version=\"0.1.0\""), 1);
+    cr_assert_str_eq(vt_prom_type(&a, "verbproxy_command_duration_seconds"), "histogram");
+    cr_assert_str_eq(vt_prom_type(&a, "verbproxy_commands_total"), "counter");
+    cr_assert_str_eq(vt_prom_type(&a, "verbproxy_connected_clients"), "gauge");
+    cr_assert(val(&a, "process_resident_memory_bytes", "") > 0);
+    cr_assert(val(&a, "process_open_fds", "") > 0);
+    cr_assert(val(&a, "process_start_time_seconds", "") > 1.7e9);
+
+    redisContext *c = vt_must_connect(env.proxy->port);
+    for (int i = 0; i < 3; i++)
+        freeReplyObject(vt_cmd(c, "SET mk v%d", i));
+    for (int i = 0; i < 5; i++) {
+        redisReply *r = vt_cmd(c, "GET mk");
+        vt_assert_str(r, "v2");
+        freeReplyObject(r);
+    }
+    redisReply *r = vt_cmd(c, "LOCKRELEASE lk tok");
+    vt_assert_int(r, 0);
+    freeReplyObject(r);
+    r = vt_cmd(c, "INCR mk"); /* Redis's error */
+    vt_assert_error(r, "ERR value is not an integer");
+    freeReplyObject(r);
+    r = vt_cmd(c, "LOCKRELEASE lk"); /* the proxy's error */
+    vt_assert_error(r, "ERR wrong number of arguments for 'lockrelease'");
+    freeReplyObject(r);
+    r = vt_cmd(c, "NOSUCHCOMMAND x");
+    vt_assert_error(r, "ERR unknown command");
+    freeReplyObject(r);
+
+    vt_prom b = scrape(mport);
+    cr_assert_eq(DELTA(a, b, "verbproxy_commands_total", "cmd=\"set\""), 3);
+    cr_assert_eq(DELTA(a, b, "verbproxy_commands_total", "cmd=\"get\""), 5);
+    cr_assert_eq(DELTA(a, b, "verbproxy_commands_total", "cmd=\"incr\""), 1);
+    cr_assert_eq(DELTA(a, b, "verbproxy_commands_total", "cmd=\"lockrelease\""), 2);
+    cr_assert_eq(DELTA(a, b, "verbproxy_commands_total", "cmd=\"other\""), 1);
+    cr_assert_eq(DELTA(a, b, "verbproxy_command_errors_total", "cmd=\"incr\""), 1);
+    cr_assert_eq(DELTA(a, b, "verbproxy_command_errors_total", "cmd=\"lockrelease\""), 1);
+    cr_assert_eq(DELTA(a, b, "verbproxy_command_errors_total", "cmd=\"other\""), 1);
+    cr_assert_eq(DELTA(a, b, "verbproxy_command_errors_total", "cmd=\"get\""), 0);
+    /* SET, GET and INCR are Redis's "string" family; each verb is its own. */
+    cr_assert_eq(DELTA(a, b, "verbproxy_command_duration_seconds_count", "family=\"string\""), 9);
+    cr_assert_eq(DELTA(a, b, "verbproxy_command_duration_seconds_count", "family=\"verb\",verb=\"lockrelease\""),
+                 2);
+    cr_assert_eq(DELTA(a, b, "verbproxy_command_duration_seconds_bucket", "family=\"string\",le=\"+Inf\""), 9);
+    cr_assert(DELTA(a, b, "verbproxy_command_duration_seconds_sum", "family=\"string\"") > 0);
+    cr_assert_eq(DELTA(a, b, "verbproxy_verb_calls_total", ""), 1);
+    cr_assert_eq(DELTA(a, b, "verbproxy_verb_argument_errors_total", ""), 1);
+    cr_assert_eq(DELTA(a, b, "verbproxy_connections_received_total", ""), 1);
+    cr_assert_eq(val(&b, "verbproxy_connected_clients", ""), 1);
+    cr_assert(DELTA(a, b, "verbproxy_net_input_bytes_total", "") >= 11 * 20);
+    cr_assert(DELTA(a, b, "verbproxy_net_output_bytes_total", "") >= 11 * 4);
+    cr_assert(val(&b, "verbproxy_upstream_connects_total", "") >= 1);
+    cr_assert_eq(val(&b, "verbproxy_draining", ""), 0);
+
+    /* The same figures over RESP. */
+    r = vt_cmd(c, "VERBPROXY INFO commandstats");
+    cr_assert(r && r->type == REDIS_REPLY_STRING, "%s", VT_DESCRIBE(r));
+    cr_assert(strstr(r->str, "# Commandstats\r\n"), "%s", r->str);
+    cr_assert(strstr(r->str, "cmdstat_get:calls=5,failed_calls=0,usec="), "%s", r->str);
+    cr_assert(strstr(r->str, "cmdstat_incr:calls=1,failed_calls=1,"), "%s", r->str);
+    cr_assert(strstr(r->str, "cmdstat_lockrelease:calls=2,failed_calls=1,"), "%s", r->str);
+    freeReplyObject(r);
+    r = vt_cmd(c, "VERBPROXY INFO");
+    cr_assert(r && r->type == REDIS_REPLY_STRING, "%s", VT_DESCRIBE(r));
+    cr_assert(strstr(r->str, "# Server\r\n") && strstr(r->str, "\r\n\r\n# Clients\r\nconnected_clients:1\r\n") &&
+                  strstr(r->str, "# Stats\r\n") && strstr(r->str, "# Upstream\r\n") &&
+                  !strstr(r->str, "# Commandstats"),
+              "%s", r->str);
+    freeReplyObject(r);
+    r = vt_cmd(c, "VERBPROXY INFO nosuchsection");
+    vt_assert_str(r, "");
+    freeReplyObject(r);
+    redisFree(c);
+    vt_prom_free(&a);
+    vt_prom_free(&b);
+}
+
+static bool noscript_recovered(void *arg)
+{
+    (void)arg;
+    vt_prom p = scrape(mport);
+    bool ok = val(&p, "verbproxy_noscript_recoveries_total", "") >= 1;
+    vt_prom_free(&p);
+    return ok;
+}
+
+Test(metrics, noscript_recovery_counted)
+{
+    VT_SKIP_IF_DIRECT();
+    redisContext *c = vt_must_connect(env.proxy->port);
+    redisReply *r = vt_cmd(c, "LOCKRELEASE lk tok");
+    vt_assert_int(r, 0);
+    freeReplyObject(r);
+    redisContext *direct = vt_must_connect(env.redis->port);
+    freeReplyObject(vt_cmd(direct, "SCRIPT FLUSH"));
+    redisFree(direct);
+    r = vt_cmd(c, "LOCKRELEASE lk tok");
+    vt_assert_int(r, 0);
+    freeReplyObject(r);
+    cr_assert(vt_wait_until(noscript_recovered, NULL, 5000), "verbproxy_noscript_recoveries_total did not move");
+    redisFree(c);
+}
+
+static int clients_port;
+
+static bool no_clients(void *arg)
+{
+    (void)arg;
+    vt_prom p = scrape(clients_port);
+    bool none = val(&p, "verbproxy_connected_clients", "") == 0;
+    vt_prom_free(&p);
+    return none;
+}
+
+Test(metrics, connection_refused_at_maxclients_counted)
+{
+    VT_SKIP_IF_DIRECT();
+    int port2;
+    static const char *const more[] = {"--maxclients", "2", NULL};
+    vt_proxy *p = start_with_metrics(env.redis, NULL, &port2, more);
+    /* (The harness's own check that the port accepts is a client too,
+     * until the proxy sees it leave.) */
+    clients_port = port2;
+    cr_assert(vt_wait_until(no_clients, NULL, 5000));
+    redisContext *c1 = vt_must_connect(p->port), *c2 = vt_must_connect(p->port);
+    redisReply *r1 = vt_cmd(c1, "PING"), *r2 = vt_cmd(c2, "PING");
+    vt_assert_status(r1, "PONG");
+    vt_assert_status(r2, "PONG");
+    freeReplyObject(r1);
+    freeReplyObject(r2);
+    int fd = vt_must_sock(p->port);
+    vt_buf got = {0};
+    vt_sock_read_eof(fd, &got, 5000);
+    cr_assert(vt_buf_contains(&got, "max number of clients reached"), "got %s", vt_buf_escaped(&got));
+    close(fd);
+    vt_buf_free(&got);
+    vt_prom s = scrape(port2);
+    cr_assert_eq(val(&s, "verbproxy_rejected_connections_total", "reason=\"maxclients\""), 1);
+    cr_assert_eq(val(&s, "verbproxy_rejected_connections_total", "reason=\"protected_mode\""), 0);
+    vt_prom_free(&s);
+    redisFree(c1);
+    redisFree(c2);
+    cr_assert(vt_proxy_stop(p));
+    vt_proxy_free(p);
+}
+
+typedef struct ready_want {
+    int port;
+    int status;
+    const char *body_has;
+} ready_want;
+
+static bool readyz_is(void *arg)
+{
+    ready_want *w = arg;
+    vt_http_resp r = vt_http_get(w->port, "/readyz");
+    bool ok = r.status == w->status && (!w->body_has || (r.body && strstr(r.body, w->body_has)));
+    vt_http_free(&r);
+    return ok;
+}
+
+Test(metrics, upstream_down_counts_connect_failures_and_fails_readiness)
+{
+    VT_SKIP_IF_DIRECT();
+    char up[64];
+    snprintf(up, sizeof(up), "127.0.0.1:%d", vt_free_port()); /* nobody listens */
+    int port2;
+    vt_proxy *p = start_with_metrics(NULL, up, &port2, NULL);
+    redisContext *c = vt_must_connect(p->port);
+    redisReply *r = vt_cmd(c, "GET k");
+    vt_assert_error(r, "ERR upstream unavailable");
+    freeReplyObject(r);
+    ready_want w = {port2, 503, "refused"};
+    cr_assert(vt_wait_until(readyz_is, &w, 5000), "/readyz is not 503 'refused'");
+    vt_prom s = scrape(port2);
+    cr_assert(val(&s, "verbproxy_upstream_connect_failures_total", "reason=\"refused\"") >= 1);
+    cr_assert_eq(val(&s, "verbproxy_upstream_connect_failures_total", "reason=\"auth\""), 0);
+    cr_assert_eq(val(&s, "verbproxy_command_errors_total", "cmd=\"get\""), 1);
+    cr_assert_eq(val(&s, "verbproxy_up", ""), 0);
+    vt_prom_free(&s);
+    /* /healthz: the process serves all the same. */
+    vt_http_resp h = vt_http_get(port2, "/healthz");
+    cr_assert_eq(h.status, 200);
+    vt_http_free(&h);
+    redisFree(c);
+    cr_assert(vt_proxy_stop(p));
+    vt_proxy_free(p);
+}
+
+static bool up_is(void *arg)
+{
+    vt_prom p = scrape(mport);
+    bool ok = val(&p, "verbproxy_up", "") == *(double *)arg;
+    vt_prom_free(&p);
+    return ok;
+}
+
+Test(metrics, readyz_follows_redis_stopping_and_returning)
+{
+    VT_SKIP_IF_DIRECT();
+    ready_want ok = {mport, 200, "ready"}, down = {mport, 503, "not ready"};
+    cr_assert(vt_wait_until(readyz_is, &ok, 10000), "/readyz never became 200");
+    double one = 1, zero = 0;
+    cr_assert(vt_wait_until(up_is, &one, 5000));
+    vt_redis_stop(env.redis);
+    cr_assert(vt_wait_until(readyz_is, &down, 10000), "/readyz stayed 200 with Redis stopped");
+    cr_assert(vt_wait_until(up_is, &zero, 5000));
+    cr_assert(vt_redis_launch(env.redis));
+    cr_assert(vt_wait_until(readyz_is, &ok, 10000), "/readyz did not come back to 200");
+    cr_assert(vt_wait_until(up_is, &one, 5000));
+    /* And clients are served again. */
+    redisContext *c = vt_must_connect(env.proxy->port);
+    redisReply *r = vt_cmd(c, "PING");
+    vt_assert_status(r, "PONG");
+    freeReplyObject(r);
+    redisFree(c);
+}
+
+Test(metrics, verbproxy_info_without_metrics_port)
+{
+    VT_SKIP_IF_DIRECT();
+    vt_proxy *p = vt_proxy_start(env.redis, NULL);
+    cr_assert(p);
+    redisContext *c = vt_must_connect(p->port);
+    for (int i = 0; i < 4; i++)
+        freeReplyObject(vt_cmd(c, "GET nokey"));
+    freeReplyObject(vt_cmd(c, "INCR a b"));
+    redisReply *r = vt_cmd(c, "VERBPROXY INFO all");
+    cr_assert(r && r->type == REDIS_REPLY_STRING, "%s", VT_DESCRIBE(r));
+    /* Counted, not timed: no usec without metrics-port. */
+    cr_assert(strstr(r->str, "cmdstat_get:calls=4,failed_calls=0\r\n"), "%s", r->str);
+    cr_assert(strstr(r->str, "cmdstat_incr:calls=1,failed_calls=1\r\n"), "%s", r->str);
+    cr_assert(strstr(r->str, "metrics_port:0\r\n") && !strstr(r->str, "upstream_ready:"), "%s", r->str);
+    freeReplyObject(r);
+    r = vt_cmd(c, "VERBPROXY INFO a b");
+    vt_assert_error(r, "ERR wrong number of arguments for 'verbproxy|info'");
+    freeReplyObject(r);
+    redisFree(c);
+    cr_assert(vt_proxy_stop(p));
+    vt_proxy_free(p);
+}
+
+/* ---- credentials: a Redis with requirepass ---- */
+
+#define UPSTREAM_PASS "metrics-s3cret"
+
+TestSuite(metrics_auth, .timeout = VT_TEST_TIMEOUT_S);
+
+Test(metrics_auth, readyz_refuses_a_wrong_password_and_takes_the_right_one)
+{
+    VT_SKIP_IF_DIRECT();
+    vt_redis_opts ro = {.requirepass = UPSTREAM_PASS};
+    vt_env e = {0};
+    e.redis = vt_redis_start(&ro);
+    cr_assert(e.redis);
+    int port2;
+    static const char *const wrong[] = {"--upstream-pass", "not-it", NULL};
+    e.proxy = start_with_metrics(e.redis, NULL, &port2, wrong);
+    ready_want w = {port2, 503, "WRONGPASS"};
+    cr_assert(vt_wait_until(readyz_is, &w, 10000), "/readyz is not 503 WRONGPASS");
+    vt_prom s = scrape(port2);
+    cr_assert(val(&s, "verbproxy_upstream_connect_failures_total", "reason=\"auth\"") >= 1);
+    cr_assert(val(&s, "verbproxy_upstream_auth_failures_total", "") >= 1);
+    cr_assert_eq(val(&s, "verbproxy_up", ""), 0);
+    vt_prom_free(&s);
+    cr_assert(vt_proxy_stop(e.proxy));
+    vt_proxy_free(e.proxy);
+
+    static const char *const right[] = {"--upstream-pass", UPSTREAM_PASS, NULL};
+    e.proxy = start_with_metrics(e.redis, NULL, &port2, right);
+    ready_want ok = {port2, 200, "ready"};
+    cr_assert(vt_wait_until(readyz_is, &ok, 10000), "/readyz is not 200 with the right password");
+    vt_env_stop(&e);
+}
