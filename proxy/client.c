@@ -165,9 +165,34 @@ static void client_release_ready(client_session *c)
 
 static int client_idle(client_session *c);
 
+static void client_on_shutdown(uv_shutdown_t *req, int status)
+{
+    client_session *c = req->data;
+    free(req);
+    if (status < 0 && !c->closing) client_close(c); /* (ECANCELED: closed meanwhile) */
+}
+
+/* The end of a drain: rather than close with the client's latest requests
+ * unread (the kernel would answer them with a reset, which can destroy
+ * replies the client has not read yet), send FIN and close once the
+ * client closes too (client_on_read), or at the drain's bound. */
+static int client_linger(client_session *c)
+{
+    if (!c->linger || c->tls || c->eof_at) return 0; /* (after its EOF nothing is unread) */
+    if (c->shut) return 1;
+    uv_shutdown_t *req = vp_malloc(sizeof(*req));
+    req->data = c;
+    if (uv_shutdown(req, &c->h.stream, client_on_shutdown) < 0) {
+        free(req);
+        return 0;
+    }
+    c->shut = 1;
+    return 1;
+}
+
 static void client_maybe_finish(client_session *c)
 {
-    if (c->close_when_done && !c->closing && client_idle(c)) client_close(c);
+    if (c->close_when_done && !c->closing && client_idle(c) && !client_linger(c)) client_close(c);
 }
 
 static void client_flush(client_session *c)
@@ -1006,7 +1031,7 @@ static void client_on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
     }
     if (nread == 0) return;
     if (nread < 0) {
-        if (nread != UV_EOF || client_idle(c)) {
+        if (nread != UV_EOF || client_idle(c) || c->shut) {
             vp_log(VP_LOG_DEBUG, "client %llu %s: %s", c->id, c->addr,
                    nread == UV_EOF ? "closed the connection" : uv_strerror((int)nread));
             client_close(c);
@@ -1417,6 +1442,7 @@ void client_drain_close(client_session *c)
     if (c->shared_wait && c->up) c->up->waiters--;
     c->settling = c->shared_wait = c->owed_wait = c->output_held = 0;
     c->close_when_done = 1;
+    c->linger = 1;
     /* Read on, only to notice it leave (client_on_read drops the bytes). */
     client_start_reading(c);
     client_flush(c); /* (closes it now if nothing is owed) */

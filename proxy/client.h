@@ -108,6 +108,10 @@ typedef struct client_session {
      * subscribed (until RESET), or is a MONITOR. */
     unsigned pubsub : 1;
     unsigned monitor : 1;
+    /* The end of a drain (client_drain_close): FIN once everything owed is
+     * written, then the close when the client closes too. */
+    unsigned linger : 1;
+    unsigned shut : 1;
     /* On a shared connection: how many replies it may be owed at once
      * (client_share_window), and the bytes of the reply coming in. */
     unsigned short share_window;
