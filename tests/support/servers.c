@@ -632,7 +632,7 @@ static bool proxy_launch_once(vt_proxy *p)
     snprintf(port, sizeof(port), "%d", p->port);
     char *argv[64] = {VP_BINARY,    "--port",    port,         "--bind", "127.0.0.1",
                       "--upstream", p->upstream, "--loglevel", "warning"};
-    int n = 9;
+    int n = p->opts.no_loglevel ? 7 : 9;
     if (p->upstream_tls) {
         argv[n++] = "--upstream-tls";
         argv[n++] = "yes";

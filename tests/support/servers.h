@@ -91,6 +91,7 @@ typedef struct vt_proxy_opts {
     const char *const *extra_args; /* NULL-terminated flags appended as is; may be NULL */
     long nofile;                   /* > 0: the proxy's open-file limit, soft and hard (ulimit -n) */
     bool upstream_tls;             /* to the redis's TLS port even without VP_TEST_UPSTREAM_TLS */
+    bool no_loglevel;              /* no --loglevel warning flag (a --config file's loglevel is to count) */
 } vt_proxy_opts;
 
 /* One verbproxy in front of one redis. In direct mode (VP_TEST_DIRECT=1) no
