@@ -547,6 +547,13 @@ void upstream_flush_shared(vp_server *srv)
         if (up && up->state == UPSTREAM_READY) up_shared_flush(up);
     }
     if (srv->side && srv->side->state == UPSTREAM_READY) up_shared_flush(srv->side);
+    /* A retired one may hold requests queued before the reload retired it
+     * (in this very iteration): they go too. */
+    upstream_conn *next;
+    for (upstream_conn *up = srv->retired; up; up = next) {
+        next = up->retired_next; /* (a write error closes it, which unlinks it) */
+        if (up->state == UPSTREAM_READY && outq_size(&up->out)) up_shared_flush(up);
+    }
 }
 
 void upstream_close_shared(vp_server *srv)
