@@ -658,6 +658,13 @@ int verbs_build(verb_table *t, verb_def **custom, int ncustom, long long ztick_m
 {
     memset(t, 0, sizeof(*t));
     builtins_init();
+    /* The table's own copies of the built-ins and polyfills: `id` is
+     * per table, and a table outlives a reload while requests refer to it
+     * (proxy/reload.c), beside the next one. */
+    t->fixed = malloc((size_t)(NBUILTINS + NPOLYFILLS) * sizeof(*t->fixed));
+    if (!t->fixed) abort();
+    memcpy(t->fixed, builtins, (size_t)NBUILTINS * sizeof(*t->fixed));
+    memcpy(t->fixed + NBUILTINS, polyfills, (size_t)NPOLYFILLS * sizeof(*t->fixed));
     t->nnamed = NBUILTINS + ncustom;
     t->count = t->nnamed + NPOLYFILLS;
     t->verbs = calloc((size_t)t->count, sizeof(*t->verbs));
@@ -668,11 +675,11 @@ int verbs_build(verb_table *t, verb_def **custom, int ncustom, long long ztick_m
     t->script_of = calloc((size_t)t->count, sizeof(int));
     if (!t->verbs || !t->broken || !t->load_ids || !t->load_off || !t->load_size || !t->script_of) abort();
     for (int i = 0; i < NBUILTINS; i++)
-        t->verbs[i] = &builtins[i];
+        t->verbs[i] = &t->fixed[i];
     for (int i = 0; i < ncustom; i++)
         t->verbs[NBUILTINS + i] = custom[i];
     for (int i = 0; i < NPOLYFILLS; i++)
-        t->verbs[t->nnamed + i] = &polyfills[i];
+        t->verbs[t->nnamed + i] = &t->fixed[NBUILTINS + i];
     for (int i = 0; i < t->count; i++)
         t->verbs[i]->id = i;
     snprintf(t->ztick_max, sizeof(t->ztick_max), "%lld", ztick_max_members);
@@ -720,8 +727,19 @@ int verbs_build(verb_table *t, verb_def **custom, int ncustom, long long ztick_m
     return 0;
 }
 
+void verbs_adopt_custom(verb_table *t, verb_def **custom, int ncustom)
+{
+    t->custom = custom;
+    t->ncustom = ncustom;
+}
+
 void verbs_free(verb_table *t)
 {
+    for (int i = 0; i < t->ncustom; i++) {
+        verbs_free_def(t->custom[i]);
+    }
+    free(t->custom);
+    free(t->fixed);
     free(t->verbs);
     free(t->slots);
     free(t->broken);

@@ -10,8 +10,10 @@
  *
  * Built-in verbs come from lua/<name>.lua (embedded, SHA pinned at build
  * time); custom verbs from `verb` lines in the config, read at start-up.
- * The table is built once at start-up and read-only afterwards, except for
- * the `broken` mark set when an upstream disagrees about a script's SHA. */
+ * A table is read-only once built, except for the `broken` mark set when an
+ * upstream disagrees about a script's SHA. A config reload (SIGHUP,
+ * proxy/reload.c) builds a new one; the old one lives on (`refs`) while
+ * requests sent with it are unanswered. */
 #ifndef VP_VERBS_H
 #define VP_VERBS_H
 
@@ -83,6 +85,14 @@ typedef struct verb_table {
      * loads a script just before its first call of it. */
     size_t *load_off, *load_size;
     int *script_of;
+    /* Owned: the table's copies of the built-ins and polyfills (ids are
+     * per table), and the custom verbs once adopted (verbs_adopt_custom). */
+    verb_def *fixed;
+    verb_def **custom;
+    int ncustom;
+    /* A table replaced by a reload: upstream connections still using it
+     * (proxy/reload.c frees it at 0). Unused for the live table. */
+    int refs;
 } verb_table;
 
 /* The built-in verbs (static). */
@@ -110,6 +120,9 @@ void verbs_free_def(verb_def *v);
 int verbs_build(verb_table *t, verb_def **custom, int ncustom, long long ztick_max_members, char *err,
                 size_t errlen);
 void verbs_free(verb_table *t);
+/* The table owns these custom verbs from now on (verbs_free frees them and
+ * the array): a table may outlive the settings that defined them. */
+void verbs_adopt_custom(verb_table *t, verb_def **custom, int ncustom);
 
 /* The verb called `name` (any case), or NULL. The hot path: every command
  * is looked up. */

@@ -169,9 +169,34 @@ static void client_release_ready(client_session *c)
 
 static int client_idle(client_session *c);
 
+static void client_on_shutdown(uv_shutdown_t *req, int status)
+{
+    client_session *c = req->data;
+    free(req);
+    if (status < 0 && !c->closing) client_close(c); /* (ECANCELED: closed meanwhile) */
+}
+
+/* The end of a drain: rather than close with the client's latest requests
+ * unread (the kernel would answer them with a reset, which can destroy
+ * replies the client has not read yet), send FIN and close once the
+ * client closes too (client_on_read), or at the drain's bound. */
+static int client_linger(client_session *c)
+{
+    if (!c->linger || c->tls || c->eof_at) return 0; /* (after its EOF nothing is unread) */
+    if (c->shut) return 1;
+    uv_shutdown_t *req = vp_malloc(sizeof(*req));
+    req->data = c;
+    if (uv_shutdown(req, &c->h.stream, client_on_shutdown) < 0) {
+        free(req);
+        return 0;
+    }
+    c->shut = 1;
+    return 1;
+}
+
 static void client_maybe_finish(client_session *c)
 {
-    if (c->close_when_done && !c->closing && client_idle(c)) client_close(c);
+    if (c->close_when_done && !c->closing && client_idle(c) && !client_linger(c)) client_close(c);
 }
 
 static void client_flush(client_session *c)
@@ -319,6 +344,13 @@ static int client_owed_released(const client_session *c)
  * own) and the command is parsed again when that is over. */
 static int client_may_share(client_session *c, int argc, const resp_arg *argv)
 {
+    if (c->up->retired) {
+        /* A reload replaced its shared connection: what it sends next goes
+         * on the new one once what it sent here is answered (not before:
+         * it could run first). client_round_end resumes it. */
+        c->settling = 1;
+        return 0;
+    }
     if (c->slot_len >= client_share_window(c)) {
         c->owed_wait = 1; /* client_round_end and client_on_written resume */
         client_stop_reading(c);
@@ -428,6 +460,16 @@ static void client_want_own(client_session *c)
         return;
     }
     client_move_to_own(c);
+}
+
+/* Off a shared connection a reload retired, owing nothing there: its next
+ * command takes the new one (client_connect). Replies it is owed on the
+ * side connection stay owed. */
+static void client_leave_retired(client_session *c)
+{
+    if (c->shared_wait) c->up->waiters--;
+    c->up = NULL;
+    c->shared_wait = c->owed_wait = c->settling = 0;
 }
 
 /* ---- input ---- */
@@ -943,6 +985,7 @@ static void client_process_input(client_session *c)
 {
     if (c->closing || c->input_done) return;
     if (c->in_pos == c->in.len) return;
+    if (c->up && c->up->retired && c->slot_len == 0 && !c->shared_wait) client_leave_retired(c);
     if (!c->up && !c->answering_unavailable) c->up = client_connect(c); /* retry */
     if (c->up && !upstream_is_ready(c->up)) {
         /* Hold requests until the connect settles, one way or the other. */
@@ -1009,7 +1052,7 @@ static void client_on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
     }
     if (nread == 0) return;
     if (nread < 0) {
-        if (nread != UV_EOF || client_idle(c)) {
+        if (nread != UV_EOF || client_idle(c) || c->shut) {
             vp_log(VP_LOG_DEBUG, "client %llu %s: %s", c->id, c->addr,
                    nread == UV_EOF ? "closed the connection" : uv_strerror((int)nread));
             client_close(c);
@@ -1356,6 +1399,52 @@ void client_shared_lost(vp_server *srv, upstream_conn *up, const char *reason)
     }
 }
 
+void client_shared_retired(vp_server *srv, upstream_conn *up, int all)
+{
+    client_session *next;
+    for (client_session *c = srv->clients; c; c = next) {
+        next = c->next;
+        if (c->up != up || (!all && (c->slot_len || c->shared_wait))) continue;
+        client_leave_retired(c);
+        client_start_reading(c);
+        client_process_input(c);
+        client_maybe_finish(c);
+    }
+}
+
+/* A COMMAND reply still owed names verbs by id: the new table's ids, by
+ * name (a verb the reload removed is left out of the listings, and is no
+ * verb where a name was asked for). */
+static void client_remap_patch(client_slot *s, const verb_table *old, const verb_table *now)
+{
+    int listing = s->patch == ADMIN_PATCH_INFO_ALL || s->patch == ADMIN_PATCH_LIST || s->patch == ADMIN_PATCH_COUNT;
+    if (listing) {
+        /* The whole listing: the verbs there are now. */
+        free(s->verb_ids);
+        s->nverb_ids = now->nnamed;
+        s->verb_ids = vp_malloc((size_t)(now->nnamed ? now->nnamed : 1) * sizeof(int));
+        for (int i = 0; i < now->nnamed; i++)
+            s->verb_ids[i] = i;
+        return;
+    }
+    for (int i = 0; i < s->nverb_ids; i++) {
+        int id = s->verb_ids[i];
+        if (id < 0) continue;
+        const char *name = old->verbs[id]->name;
+        const verb_def *v = verbs_find(now, name, strlen(name));
+        s->verb_ids[i] = v ? v->id : -1;
+    }
+}
+
+void client_verbs_replaced(vp_server *srv, const verb_table *old)
+{
+    for (client_session *c = srv->clients; c; c = c->next)
+        for (size_t i = 0; i < c->slot_len; i++) {
+            client_slot *s = slot_at(c, i);
+            if (s->patch && s->kind == SLOT_WAITING) client_remap_patch(s, old, &srv->verbs);
+        }
+}
+
 void client_shared_drained(vp_server *srv, upstream_conn *up)
 {
     client_session *next;
@@ -1369,6 +1458,24 @@ void client_shared_drained(vp_server *srv, upstream_conn *up)
 }
 
 /* ---- lifetime ---- */
+
+void client_drain_close(client_session *c)
+{
+    if (c->closing) return;
+    /* What it sent and is not yet upstream is dropped unanswered, as by a
+     * server that stops reading; a command held back (settling, waiting
+     * for its share window) was not sent either. */
+    c->input_done = 1;
+    c->in.len = c->in_pos = 0;
+    vp_pool_buf_release_idle(&c->in);
+    if (c->shared_wait && c->up) c->up->waiters--;
+    c->settling = c->shared_wait = c->owed_wait = c->output_held = 0;
+    c->close_when_done = 1;
+    c->linger = 1;
+    /* Read on, only to notice it leave (client_on_read drops the bytes). */
+    client_start_reading(c);
+    client_flush(c); /* (closes it now if nothing is owed) */
+}
 
 static void client_close_cb(uv_handle_t *h)
 {

@@ -113,6 +113,10 @@ typedef struct client_session {
      * subscribed (until RESET), or is a MONITOR. */
     unsigned pubsub : 1;
     unsigned monitor : 1;
+    /* The end of a drain (client_drain_close): FIN once everything owed is
+     * written, then the close when the client closes too. */
+    unsigned linger : 1;
+    unsigned shut : 1;
     /* On a shared connection: how many replies it may be owed at once
      * (client_share_window), and the bytes of the reply coming in. */
     unsigned short share_window;
@@ -128,6 +132,10 @@ typedef struct client_session {
 /* A new connection on a listener (`tls`: the tls-port one). */
 void client_accept(vp_server *srv, uv_stream_t *listener, int is_unix, int tls);
 void client_close(client_session *c);
+/* The end of a drain (proxy/lifecycle.c): read nothing more, drop what was
+ * read but not sent upstream, and close once every reply owed for what was
+ * sent is written. */
+void client_drain_close(client_session *c);
 /* Once a second: let go of clients that left with replies still owed, and
  * close those idle past `timeout`. */
 void client_cron(vp_server *srv);
@@ -167,5 +175,12 @@ void client_shared_ready(vp_server *srv, upstream_conn *up);
 void client_shared_failed(vp_server *srv, upstream_conn *up, const char *reason);
 void client_shared_lost(vp_server *srv, upstream_conn *up, const char *reason);
 void client_shared_drained(vp_server *srv, upstream_conn *up);
+/* A reload retired this shared connection (upstream_retire_shared): its
+ * clients owing it nothing (all: every one) leave it, and take the new one
+ * with their next command. */
+void client_shared_retired(vp_server *srv, upstream_conn *up, int all);
+/* A reload replaced srv->verbs (the old contents now at `old`): COMMAND
+ * replies still owed name the new table's verbs. */
+void client_verbs_replaced(vp_server *srv, const verb_table *old);
 
 #endif

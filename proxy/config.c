@@ -31,6 +31,7 @@ void conf_defaults(vp_config *c)
     c->buffer_limit = 1024 * 1024;
     c->client_query_buffer_limit = 1024LL * 1024 * 1024;
     c->loglevel = VP_LOG_NOTICE;
+    c->shutdown_timeout = 30;
     c->ztick_max_members = 100000;
     c->tcp_keepalive = 300; /* Redis's */
     c->protected_mode = 1;
@@ -171,6 +172,7 @@ typedef enum {
     T_UPSTREAM,
     T_VERB,
     T_POLYFILL,
+    T_LOGFORMAT, /* vp_log_format */
     T_SECRET,
     T_REQUIREPASS,
     T_USER,
@@ -203,6 +205,8 @@ static const conf_directive conf_directives[] = {
     {"client-query-buffer-limit", T_MEMORY, OFF(client_query_buffer_limit), 1024 * 1024,
      1024LL * 1024 * 1024},
     {"loglevel", T_LOGLEVEL, OFF(loglevel), 0, 0},
+    {"log-format", T_LOGFORMAT, OFF(log_format), 0, 0},
+    {"shutdown-timeout", T_INT, OFF(shutdown_timeout), 0, 24 * 3600},
     {"ztick-max-members", T_INT, OFF(ztick_max_members), 0, LLONG_MAX},
     {"verb", T_VERB, 0, 0, 0},
     {"aggregate-count-polyfill", T_POLYFILL, OFF(aggregate_count), 0, 0},
@@ -339,6 +343,8 @@ int conf_set(vp_config *c, const char *name, const char *value, char *err, size_
         return auth_requirepass(&c->auth, value);
     case T_USER:
         return auth_user_line(&c->auth, value, err, errlen);
+    case T_LOGFORMAT: /* vp_log_format's order */
+        return conf_keyword(name, value, (const char *const[]){"redis", "json", NULL}, (int *)field, err, errlen);
     case T_POLYFILL: /* conf_polyfill's order */
         return conf_keyword(name, value, (const char *const[]){"auto", "yes", "no", NULL}, (int *)field, err,
                             errlen);

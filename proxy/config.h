@@ -87,6 +87,8 @@ typedef struct vp_config {
     long long client_query_buffer_limit; /* a client holding more unparsed bytes is closed */
 
     vp_log_level loglevel;
+    int log_format;             /* vp_log_format: redis (Redis's line) or json */
+    long long shutdown_timeout; /* seconds SIGTERM's drain waits for clients to leave (proxy/lifecycle.c) */
 
     /* Verbs. */
     long long ztick_max_members;    /* a bigger set makes ZTICK fail; 0 = no limit */

@@ -4,8 +4,8 @@
  * (VERBPROXY_UPSTREAM_TLS=yes is `upstream-tls yes`). Values are taken
  * literally: no quotes, no comments. The repeatable directives (`verb`,
  * `user`) take one line per directive, newline-separated; every other one
- * takes exactly one line. main.c applies them after the file and before the
- * flags. */
+ * takes exactly one line. reload.c applies them after the file and before
+ * the flags, from a copy taken at start (conf_env_snapshot). */
 #include "proxy/config_env.h"
 
 #include <stdio.h>
@@ -140,4 +140,30 @@ void conf_env_unset_secrets(void)
             break;
         }
     }
+}
+
+char **conf_env_snapshot(void)
+{
+    extern char **environ;
+    size_t plen = strlen(CONF_ENV_PREFIX), n = 0;
+    for (char **e = environ; e && *e; e++)
+        n++;
+    char **copy = calloc(n + 1, sizeof(char *));
+    if (!copy) abort();
+    size_t k = 0;
+    for (char **e = environ; e && *e; e++) {
+        char *eq = strchr(*e, '=');
+        if (!eq || strncmp(*e, CONF_ENV_PREFIX, plen) != 0 || conf_env_is_own(*e, (size_t)(eq - *e)))
+            continue;
+        copy[k] = strdup(*e);
+        if (!copy[k]) abort();
+        k++;
+        size_t varlen = (size_t)(eq - *e);
+        char name[64];
+        /* /proc/<pid>/environ shows these very bytes: the copy is all that stays. */
+        if (varlen > plen && conf_env_directive(*e, varlen, name, sizeof(name)) == 0 && conf_is_secret(name))
+            memset(eq + 1, 0, strlen(eq + 1));
+    }
+    conf_env_unset_secrets();
+    return copy;
 }

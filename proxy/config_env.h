@@ -1,8 +1,8 @@
 /* config_env.h - every directive also from the environment:
  * VERBPROXY_<DIRECTIVE> (upper case, '-' as '_'), e.g.
  * VERBPROXY_UPSTREAM=redis:6379, VERBPROXY_UPSTREAM_TLS=yes.
- * Precedence (main.c): the config file, then the environment, then the
- * flags. VERBPROXY_UPSTREAM_PASS keeps its own rule (conf_finish). */
+ * Precedence (reload.c, at start and at SIGHUP): the config file, then the
+ * environment, then the flags. VERBPROXY_UPSTREAM_PASS keeps its own rule (conf_finish). */
 #ifndef VP_CONFIG_ENV_H
 #define VP_CONFIG_ENV_H
 
@@ -24,5 +24,11 @@ int conf_apply_env(vp_config *c, char **env, char *err, size_t errlen);
  * inherits them. Not VERBPROXY_UPSTREAM_PASS: conf_finish has yet to read
  * it (main.c wipes it after). */
 void conf_env_unset_secrets(void);
+/* Copies of the process's VERBPROXY_* variables ("NAME=value", but the
+ * proxy's own, like VERBPROXY_UPSTREAM_PASS), NULL-terminated, for
+ * conf_apply_env at start and again at every reload (reload.c); the
+ * secrets' values in the environment are then wiped and the variables
+ * unset. The caller frees each string and the array. */
+char **conf_env_snapshot(void);
 
 #endif

@@ -1,5 +1,6 @@
-/* main.c - start-up: settings from the file, the environment and the flags,
- * listeners, the loop, and a clean stop on SIGINT/SIGTERM. */
+/* main.c - start-up: settings from the file, the environment and the flags
+ * (reload.c), listeners, the loop. Signals, the drain and reloads are
+ * proxy/lifecycle.c's. */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,9 +10,9 @@
 #include "lua/verb_scripts.h"
 #include "proxy/client.h"
 #include "proxy/config.h"
-#include "proxy/config_env.h"
 #include "proxy/healthcheck.h"
 #include "proxy/http_admin.h"
+#include "proxy/lifecycle.h"
 #include "proxy/limits.h"
 #include "proxy/listener.h"
 #include "proxy/log.h"
@@ -51,6 +52,9 @@ static void usage(FILE *out)
                  "  --healthcheck [HOST:]PORT[/PATH]  GET http://HOST:PORT/PATH (default host\n"
                  "                         127.0.0.1, path /healthz) and exit 0 on a 2xx answer,\n"
                  "                         1 otherwise (for a container's HEALTHCHECK)\n"
+                 "  --shutdown-timeout S   SIGTERM: serve clients up to S seconds while they\n"
+                 "                         leave (default 30); SIGHUP reloads the config\n"
+                 "  --log-format FMT       redis (default) or json\n"
                  "  --script NAME          print the script of built-in verb NAME as Redis runs\n"
                  "                         it (helpers put in), to SCRIPT LOAD it yourself\n"
                  "  --help                 this text\n"
@@ -85,8 +89,9 @@ static int tls_setup(vp_server *srv, char *err, size_t errlen)
         }
         if (!(srv->tls_upstream = vp_tls_ctx_client(conf, err, errlen))) return -1;
         if (!conf->upstream_tls_conf.verify)
-            vp_log(VP_LOG_WARNING, "upstream-tls-verify no: the upstream's certificate is NOT checked; anyone "
-                                   "on the path to %s can read and change the traffic",
+            vp_log(VP_LOG_WARNING,
+                   "upstream-tls-verify no: the upstream's certificate is NOT checked; anyone "
+                   "on the path to %s can read and change the traffic",
                    conf->upstream);
     }
     if (conf->tls_port && !(srv->tls_clients = vp_tls_ctx_server(conf, err, errlen))) return -1;
@@ -94,7 +99,8 @@ static int tls_setup(vp_server *srv, char *err, size_t errlen)
 }
 
 static vp_listener listener;
-static uv_signal_t sigint_handle, sigterm_handle;
+static vp_lifecycle lifecycle;
+static vp_conf_source source;
 static uv_timer_t cron;
 
 /* Before the loop waits for I/O: the shared connections write what every
@@ -110,22 +116,17 @@ static void on_cron(uv_timer_t *t)
     upstream_cron(t->data);
 }
 
-/* A clean stop: close every handle; uv_run returns once the last close
- * callback ran, so every session and upstream connection is freed. */
-static void on_signal(uv_signal_t *h, int signum)
+/* A failed start: free what was built and say why (1). */
+static int fail_start(vp_server *srv, const char *why)
 {
-    vp_server *srv = h->data;
-    vp_log(VP_LOG_NOTICE, "received %s, shutting down", signum == SIGINT ? "SIGINT" : "SIGTERM");
-    listener_close(&listener);
-    admin_http_close(srv);
-    while (srv->clients)
-        client_close(srv->clients);
-    upstream_close_shared(srv);
-    uv_close((uv_handle_t *)&srv->flush_prepare, NULL);
-    stats_log(&srv->stats);
-    uv_close((uv_handle_t *)&sigint_handle, NULL);
-    uv_close((uv_handle_t *)&sigterm_handle, NULL);
-    uv_close((uv_handle_t *)&cron, NULL);
+    if (why) vp_log(VP_LOG_WARNING, "%s", why);
+    metrics_free(&srv->metrics);
+    vp_tls_ctx_free(srv->tls_upstream);
+    vp_tls_ctx_free(srv->tls_clients);
+    verbs_free(&srv->verbs);
+    conf_free(&srv->conf);
+    reload_source_free(&source);
+    return 1;
 }
 
 int main(int argc, char **argv)
@@ -134,7 +135,6 @@ int main(int argc, char **argv)
     conf_defaults(&srv.conf);
     char err[1024];
 
-    /* The file first, wherever --config appears, then the flags in order. */
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             usage(stdout);
@@ -147,108 +147,47 @@ int main(int argc, char **argv)
         if (!strcmp(argv[i], "--script")) return print_script(i + 1 < argc ? argv[i + 1] : NULL);
         if (!strcmp(argv[i], "--healthcheck")) return healthcheck_main(i + 1 < argc ? argv[i + 1] : NULL);
     }
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--config")) {
-            if (i + 1 >= argc) {
-                fprintf(stderr, "verbproxy: --config needs a file\n");
-                return conf_free(&srv.conf), 1;
-            }
-            if (conf_load_file(&srv.conf, argv[i + 1], err, sizeof(err)) < 0) {
-                fprintf(stderr, "verbproxy: bad config: %s\n", err);
-                return conf_free(&srv.conf), 1;
-            }
-            i++;
-        }
-    }
-    /* Then the environment (VERBPROXY_*), then the flags. */
-    {
-        extern char **environ;
-        int erc = conf_apply_env(&srv.conf, environ, err, sizeof(err));
-        conf_env_unset_secrets();
-        if (erc < 0) {
-            fprintf(stderr, "verbproxy: bad environment: %s\n", err);
-            return conf_free(&srv.conf), 1;
-        }
-    }
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--config")) {
-            i++;
-            continue;
-        }
-        if (strncmp(argv[i], "--", 2) != 0 || i + 1 >= argc) {
-            fprintf(stderr, "verbproxy: unexpected argument '%s' (try --help)\n", argv[i]);
-            return conf_free(&srv.conf), 1;
-        }
-        int rc = conf_set(&srv.conf, argv[i] + 2, argv[i + 1], err, sizeof(err));
-        /* A secret given as a flag is wiped from argv (what `ps` and
-         * /proc/<pid>/cmdline show) once read; it was visible until now,
-         * which is why upstream-pass-file and the environment are the safe
-         * ways (README). */
-        if (conf_is_secret(argv[i] + 2)) memset(argv[i + 1], '*', strlen(argv[i + 1]));
-        if (rc < 0) {
-            fprintf(stderr, "verbproxy: bad flag %s: %s\n", argv[i], err);
-            return conf_free(&srv.conf), 1;
-        }
-        i++;
-    }
-    /* The environment's password, wiped from /proc/<pid>/environ too. */
-    char *env_pass = getenv(CONF_UPSTREAM_PASS_ENV);
-    int rc = conf_finish(&srv.conf, env_pass, err, sizeof(err));
-    if (env_pass) {
-        memset(env_pass, 0, strlen(env_pass));
-        unsetenv(CONF_UPSTREAM_PASS_ENV);
-    }
-    if (rc < 0) {
+    /* The file (wherever --config appears), then the VERBPROXY_* variables,
+     * then the flags in order, then the environment's password:
+     * reload.c builds them the same way at SIGHUP. */
+    if (reload_source_init(&source, argc, argv, err, sizeof(err)) < 0 ||
+        reload_read_config(&source, &srv.conf, err, sizeof(err)) < 0) {
         fprintf(stderr, "verbproxy: bad config: %s\n", err);
-        return conf_free(&srv.conf), 1;
+        reload_source_free(&source);
+        return 1;
     }
-
     if (verbs_build(&srv.verbs, srv.conf.custom_verbs, srv.conf.ncustom_verbs, srv.conf.ztick_max_members,
                     err, sizeof(err)) < 0) {
         fprintf(stderr, "verbproxy: %s\n", err);
-        return conf_free(&srv.conf), 1;
+        conf_free(&srv.conf);
+        reload_source_free(&source);
+        return 1;
     }
+    /* The table owns its custom verbs: it may outlive these settings. */
+    verbs_adopt_custom(&srv.verbs, srv.conf.custom_verbs, srv.conf.ncustom_verbs);
+    srv.conf.custom_verbs = NULL;
+    srv.conf.ncustom_verbs = 0;
+    vp_log_fmt = (vp_log_format)srv.conf.log_format;
     vp_log_threshold = srv.conf.loglevel;
     if (limits_adjust_open_files(&srv, err, sizeof(err)) < 0) {
-        vp_log(VP_LOG_WARNING, "%s Exiting.", err);
-        verbs_free(&srv.verbs);
-        return conf_free(&srv.conf), 1;
+        strncat(err, " Exiting.", sizeof(err) - strlen(err) - 1);
+        return fail_start(&srv, err);
     }
-    if (tls_setup(&srv, err, sizeof(err)) < 0) {
-        vp_log(VP_LOG_WARNING, "%s", err);
-        vp_tls_ctx_free(srv.tls_upstream);
-        verbs_free(&srv.verbs);
-        return conf_free(&srv.conf), 1;
-    }
+    if (tls_setup(&srv, err, sizeof(err)) < 0) return fail_start(&srv, err);
     srv.limits.max_bulk_len = srv.conf.proto_max_bulk_len;
     srv.limits.max_multibulk_len = srv.conf.proto_max_multibulk_len;
     srv.loop = uv_default_loop();
     signal(SIGPIPE, SIG_IGN);
 
     /* Signals first: once the socket listens, a supervisor may already
-     * send SIGTERM, and that must be a clean stop. */
-    uv_signal_init(srv.loop, &sigint_handle);
-    uv_signal_init(srv.loop, &sigterm_handle);
-    sigint_handle.data = sigterm_handle.data = &srv;
-    uv_signal_start(&sigint_handle, on_signal, SIGINT);
-    uv_signal_start(&sigterm_handle, on_signal, SIGTERM);
-
-    if (listener_start(&listener, &srv, err, sizeof(err)) < 0) {
-        vp_log(VP_LOG_WARNING, "%s", err);
-        vp_tls_ctx_free(srv.tls_upstream);
-        vp_tls_ctx_free(srv.tls_clients);
-        verbs_free(&srv.verbs);
-        return conf_free(&srv.conf), 1;
-    }
+     * send SIGTERM, and that must be a clean drain. */
+    lifecycle_init(&lifecycle, &srv, &listener, &source);
+    /* The admin endpoint before the clients' port: whoever sees that port
+     * accept (a supervisor, a test) finds /metrics and the probes up. */
     if (metrics_init(&srv.metrics, &srv.verbs, srv.conf.metrics_port != 0, err, sizeof(err)) < 0 ||
-        admin_http_start(&srv, err, sizeof(err)) < 0) {
-        vp_log(VP_LOG_WARNING, "%s", err);
-        metrics_free(&srv.metrics);
-        vp_tls_ctx_free(srv.tls_upstream);
-        vp_tls_ctx_free(srv.tls_clients);
-        verbs_free(&srv.verbs);
-        return conf_free(&srv.conf), 1;
-    }
+        admin_http_start(&srv, err, sizeof(err)) < 0)
+        return fail_start(&srv, err);
+    if (listener_start(&listener, &srv, err, sizeof(err)) < 0) return fail_start(&srv, err);
     vp_log(VP_LOG_NOTICE, "verbproxy %s ready, upstream %s", VP_VERSION, srv.conf.upstream);
     if (srv.conf.upstream_auth)
         vp_log(VP_LOG_NOTICE, "upstream credentials: %s%s, password from %s",
@@ -258,10 +197,12 @@ int main(int argc, char **argv)
     uv_prepare_init(srv.loop, &srv.flush_prepare);
     srv.flush_prepare.data = &srv;
     uv_prepare_start(&srv.flush_prepare, on_flush_prepare);
+    lifecycle_own(&lifecycle, (uv_handle_t *)&srv.flush_prepare);
 
     uv_timer_init(srv.loop, &cron);
     cron.data = &srv;
     uv_timer_start(&cron, on_cron, 1000, 1000);
+    lifecycle_own(&lifecycle, (uv_handle_t *)&cron);
 
     uv_run(srv.loop, UV_RUN_DEFAULT);
     uv_loop_close(srv.loop);
@@ -271,5 +212,6 @@ int main(int argc, char **argv)
     metrics_free(&srv.metrics);
     verbs_free(&srv.verbs);
     conf_free(&srv.conf);
+    reload_source_free(&source);
     return 0;
 }

@@ -11,13 +11,14 @@
 #include "proxy/buffer.h"
 
 const uint64_t metrics_bounds_ns[METRICS_NBOUNDS] = {
-    50000,     100000,    250000,     500000,     1000000,    2500000,     5000000,     10000000,   25000000,
-    50000000,  100000000, 250000000,  500000000,  1000000000, 2500000000u, 5000000000u, 10000000000u};
+    50000,    100000,    250000,    500000,    1000000,    2500000,     5000000,     10000000,    25000000,
+    50000000, 100000000, 250000000, 500000000, 1000000000, 2500000000u, 5000000000u, 10000000000u};
 const char *const metrics_bounds_text[METRICS_NBOUNDS] = {
     "0.00005", "0.0001", "0.00025", "0.0005", "0.001", "0.0025", "0.005", "0.01", "0.025",
     "0.05",    "0.1",    "0.25",    "0.5",    "1",     "2.5",    "5",     "10"};
 
-const char *const metrics_fail_names[METRICS_FAIL_N] = {"refused", "timeout", "tls", "auth", "resolve", "other"};
+const char *const metrics_fail_names[METRICS_FAIL_N] = {"refused", "timeout", "tls",
+                                                        "auth",    "resolve", "other"};
 
 int metrics_init(vp_metrics *m, const verb_table *verbs, int timing, char *err, size_t errlen)
 {
@@ -46,6 +47,46 @@ void metrics_free(vp_metrics *m)
     cmdid_free(&m->ids);
     m->calls = m->failed = m->ns = NULL;
     m->hist = NULL;
+}
+
+int metrics_verbs_replaced(vp_metrics *m, const verb_table *verbs, char *err, size_t errlen)
+{
+    cmdid_table t;
+    if (cmdid_build(&t, verbs, err, errlen) < 0) return -1;
+    size_t n = (size_t)t.count;
+    unsigned long long *calls = calloc(n, sizeof(*calls)), *failed = calloc(n, sizeof(*failed)),
+                       *ns = calloc(n, sizeof(*ns));
+    metrics_hist *hist = calloc((size_t)t.nfamilies, sizeof(*hist));
+    if (!calls || !failed || !ns || !hist) abort();
+    const cmdid_table *o = &m->ids;
+    for (int id = 0; id < o->count; id++) {
+        int to = cmdid_lookup(&t, o->name[id], strlen(o->name[id]));
+        /* a verb that is gone has no series any more (not added to `other`) */
+        if (to == t.other && id != o->other) continue;
+        calls[to] += m->calls[id];
+        failed[to] += m->failed[id];
+        ns[to] += m->ns[id];
+    }
+    for (int f = 0; f < t.nfamilies; f++) {
+        for (int g = 0; g < o->nfamilies; g++) {
+            if (t.family_is_verb[f] == o->family_is_verb[g] &&
+                strcmp(t.family_name[f], o->family_name[g]) == 0) {
+                hist[f] = m->hist[g];
+                break;
+            }
+        }
+    }
+    free(m->calls);
+    free(m->failed);
+    free(m->ns);
+    free(m->hist);
+    cmdid_free(&m->ids);
+    m->ids = t;
+    m->calls = calls;
+    m->failed = failed;
+    m->ns = ns;
+    m->hist = hist;
+    return 0;
 }
 
 void metrics_observe(vp_metrics *m, unsigned id, uint64_t ns)
@@ -94,8 +135,8 @@ void metrics_process_read(metrics_process *p)
 {
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
-    p->cpu_seconds = (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 + (double)ru.ru_stime.tv_sec +
-                     (double)ru.ru_stime.tv_usec / 1e6;
+    p->cpu_seconds = (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 +
+                     (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
     p->resident_bytes = -1;
     FILE *f = fopen("/proc/self/statm", "r");
     if (f) {

@@ -72,6 +72,13 @@ typedef struct vp_metrics {
 /* At start-up, once the verb table is built. 0, or -1 with a reason. */
 int metrics_init(vp_metrics *m, const verb_table *verbs, int timing, char *err, size_t errlen);
 void metrics_free(vp_metrics *m);
+/* A reload replaced the verb table (reload.c): number the commands again
+ * and carry every count over by name (Redis's commands, the verbs both
+ * tables have, `other`; histograms by family name). Call it while the old
+ * table is still alive: the old numbering names its verbs. A reply in
+ * flight across the reload is counted under whatever its old id names now
+ * (never outside the arrays). 0, or -1 with a reason (nothing changed). */
+int metrics_verbs_replaced(vp_metrics *m, const verb_table *verbs, char *err, size_t errlen);
 
 /* The clock for a read batch: read now (and cached for the replies this
  * batch makes); 0 when nothing is timed. */

@@ -54,6 +54,9 @@ typedef struct vp_server {
     /* The side connection (upstream_side.c): SCRIPT KILL and the like from
      * clients on a shared connection. NULL when not open. */
     struct upstream_conn *side;
+    /* Shared and side connections a reload replaced, still owed replies
+     * (upstream_retire_shared), linked through retired_next. */
+    struct upstream_conn *retired;
     /* Clients given replies by a shared connection in the current read
      * round, flushed at its end (intrusive, through touched_next). */
     struct client_session *touched;

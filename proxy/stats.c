@@ -29,7 +29,9 @@
     X(upstream_auth_failures)                                                                                \
     X(auth_failures)                                                                                         \
     X(clients_timed_out)                                                                                     \
-    X(sharing_off)
+    X(sharing_off)                                                                                           \
+    X(reloads)                                                                                               \
+    X(reload_failures)
 
 size_t stats_format(const vp_stats *s, char *buf, size_t cap, const char *sep, const char *end)
 {

@@ -28,6 +28,8 @@
 
 struct vp_tls_ctx {
     SSL_CTX *ssl;
+    int refs; /* the owner's (1 until vp_tls_ctx_free) and each session's: a reload replaces a context
+                 while sessions made from it go on */
     int server;
     int verify;                      /* client side: check the chain and the name */
     char server_name[CONF_ADDR_MAX]; /* client side: upstream-tls-server-name, "" = the host */
@@ -217,6 +219,7 @@ vp_tls_ctx *vp_tls_ctx_client(const vp_config *conf, char *err, size_t errlen)
     vp_tls_ctx *ctx = vp_malloc(sizeof(*ctx));
     memset(ctx, 0, sizeof(*ctx));
     ctx->ssl = ssl;
+    ctx->refs = 1;
     ctx->verify = t->verify;
     snprintf(ctx->server_name, sizeof(ctx->server_name), "%s", t->server_name);
     return ctx;
@@ -250,13 +253,14 @@ vp_tls_ctx *vp_tls_ctx_server(const vp_config *conf, char *err, size_t errlen)
     vp_tls_ctx *ctx = vp_malloc(sizeof(*ctx));
     memset(ctx, 0, sizeof(*ctx));
     ctx->ssl = ssl;
+    ctx->refs = 1;
     ctx->server = 1;
     return ctx;
 }
 
 void vp_tls_ctx_free(vp_tls_ctx *ctx)
 {
-    if (!ctx) return;
+    if (!ctx || --ctx->refs > 0) return;
     SSL_CTX_free(ctx->ssl);
     free(ctx);
 }
@@ -353,6 +357,7 @@ vp_tls *vp_tls_new(vp_tls_ctx *ctx, uv_stream_t *stream, outq *out, const char *
     vp_tls *t = vp_malloc(sizeof(*t));
     memset(t, 0, sizeof(*t));
     t->ctx = ctx;
+    ctx->refs++;
     t->stream = stream;
     t->out = out;
     t->raw_read = raw_read;
@@ -644,5 +649,6 @@ void vp_tls_free(vp_tls *t)
     if (!t) return;
     tls_unschedule(t);
     SSL_free(t->ssl);
+    vp_tls_ctx_free(t->ctx); /* its reference */
     free(t);
 }

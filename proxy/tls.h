@@ -49,6 +49,9 @@ typedef void (*vp_tls_handshake_cb)(vp_tls *t, int status);
  * refused. */
 vp_tls_ctx *vp_tls_ctx_client(const vp_config *conf, char *err, size_t errlen);
 vp_tls_ctx *vp_tls_ctx_server(const vp_config *conf, char *err, size_t errlen);
+/* Drop the owner's reference. Each session holds one too (vp_tls_new to
+ * vp_tls_free), so a context a reload replaced lives until its last
+ * connection is gone. */
 void vp_tls_ctx_free(vp_tls_ctx *ctx);
 
 /* Check one tls directive's value when it is set (config.c), so a bad one

@@ -140,6 +140,12 @@ void upstream_close(upstream_conn *up)
     if (up->state == UPSTREAM_CLOSED) return;
     up->state = UPSTREAM_CLOSED;
     up->client = NULL;
+    if (up->retired) {
+        upstream_conn **p = &up->srv->retired;
+        while (*p && *p != up)
+            p = &(*p)->retired_next;
+        if (*p) *p = up->retired_next;
+    }
     if (up->side && up->srv->side == up)
         up->srv->side = NULL;
     else if (up->shared && !up->side && up->srv->shared[up->shared_index] == up)
@@ -150,10 +156,90 @@ void upstream_close(upstream_conn *up)
     if (up->stream_inited) up_release_handle(&up->h.handle);
 }
 
+/* ---- across a reload (proxy/reload.c) ---- */
+
+const verb_table *upstream_verbs(const upstream_conn *up)
+{
+    return up->vt ? up->vt : &up->srv->verbs;
+}
+
+/* Its verbs sent with a replaced table are all answered (or it closes):
+ * from now on it uses the live one, loading its scripts afresh (the load
+ * indexes are the new table's). */
+void up_release_vt(upstream_conn *up)
+{
+    verb_table *t = up->vt;
+    if (!t) return;
+    up->vt = NULL;
+    up->scripts_loaded = 0;
+    if (--t->refs == 0) {
+        verbs_free(t);
+        free(t);
+    }
+}
+
+static void up_keep_verbs(upstream_conn *up, verb_table *old, int *kept)
+{
+    if (!up || up->state == UPSTREAM_CLOSED || up->vt || up->verbs_in_flight == 0) return;
+    up->vt = old;
+    old->refs++;
+    (*kept)++;
+}
+
+int upstream_keep_verbs(vp_server *srv, verb_table *old)
+{
+    int kept = 0;
+    for (int i = 0; i < VP_MAX_SHARED_UPSTREAMS; i++)
+        up_keep_verbs(srv->shared[i], old, &kept);
+    up_keep_verbs(srv->side, old, &kept);
+    for (upstream_conn *up = srv->retired; up; up = up->retired_next)
+        up_keep_verbs(up, old, &kept);
+    for (struct client_session *c = srv->clients; c; c = c->next)
+        if (c->up && !c->up->shared) up_keep_verbs(c->up, old, &kept);
+    return kept;
+}
+
+/* A retired connection that owes nothing more closes; its clients take a
+ * new shared connection with their next command. */
+static void up_retired_check(upstream_conn *up)
+{
+    if (!up->retired || up->state == UPSTREAM_CLOSED || up->fifo_len) return;
+    vp_log(VP_LOG_DEBUG, "upstream %s: a connection replaced by the reload owes nothing more: closed",
+           up->srv->conf.upstream);
+    if (!up->side) client_shared_retired(up->srv, up, 1);
+    upstream_close(up);
+}
+
+static void up_retire(upstream_conn *up)
+{
+    vp_server *srv = up->srv;
+    up->retired = 1;
+    up->retired_next = srv->retired;
+    srv->retired = up;
+    if (!up->side) client_shared_retired(srv, up, 0);
+    up_retired_check(up);
+}
+
+void upstream_retire_shared(vp_server *srv)
+{
+    for (int i = 0; i < VP_MAX_SHARED_UPSTREAMS; i++) {
+        upstream_conn *up = srv->shared[i];
+        if (!up) continue;
+        srv->shared[i] = NULL;
+        up_retire(up);
+    }
+    if (srv->side) {
+        upstream_conn *up = srv->side;
+        srv->side = NULL;
+        up_retire(up);
+    }
+}
+
 static void up_maybe_free(upstream_conn *up)
 {
     if (up->handles_open > 0 || up->resolving) return;
     if (!up->shared && !up->probe) up->srv->own_upstreams--;
+    up_release_vt(up);
     outq_free(&up->out);
     vp_tls_free(up->tls);
     vp_pool_buf_release(&up->in);
@@ -213,7 +299,8 @@ static void up_lost(upstream_conn *up, const char *reason)
             snprintf(why, sizeof(why), "TLS: %s", vp_tls_error(up->tls));
         } else {
             refused = 0;
-            snprintf(why, sizeof(why), "TLS: %s right after the handshake (a refused client certificate?)", reason);
+            snprintf(why, sizeof(why), "TLS: %s right after the handshake (a refused client certificate?)",
+                     reason);
         }
         reason = why;
         /* Refused by the handshake, Redis ran none of what was sent (it
@@ -294,15 +381,15 @@ static void up_on_resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *r
 }
 
 /* With upstream credentials, AUTH is the connection's first request:
- * queued before anything else can be (the bytes are the settings', they
- * live as long as the process), sent when the transport is ready
+ * queued before anything else can be, sent when the transport is ready
  * (up_transport_ready), and the connection takes clients' requests once it
  * is answered +OK (up_auth_answered). */
 static void up_queue_auth(upstream_conn *up)
 {
     const vp_config *conf = &up->srv->conf;
     if (!conf->upstream_auth) return;
-    outq_add(&up->out, conf->upstream_auth, conf->upstream_auth_len);
+    /* Copied: a reload may replace the settings before it is written. */
+    outq_add_copy(&up->out, conf->upstream_auth, conf->upstream_auth_len);
     up_fifo_push(up, NULL, UP_AUTH);
     up->authing = 1;
 }
@@ -468,6 +555,13 @@ void upstream_flush_shared(vp_server *srv)
         if (up && up->state == UPSTREAM_READY) up_shared_flush(up);
     }
     if (srv->side && srv->side->state == UPSTREAM_READY) up_shared_flush(srv->side);
+    /* A retired one may hold requests queued before the reload retired it
+     * (in this very iteration): they go too. */
+    upstream_conn *next;
+    for (upstream_conn *up = srv->retired; up; up = next) {
+        next = up->retired_next; /* (a write error closes it, which unlinks it) */
+        if (up->state == UPSTREAM_READY && outq_size(&up->out)) up_shared_flush(up);
+    }
 }
 
 void upstream_close_shared(vp_server *srv)
@@ -475,6 +569,8 @@ void upstream_close_shared(vp_server *srv)
     for (int i = 0; i < VP_MAX_SHARED_UPSTREAMS; i++)
         if (srv->shared[i]) upstream_close(srv->shared[i]);
     if (srv->side) upstream_close(srv->side);
+    while (srv->retired)
+        upstream_close(srv->retired); /* (unlinks it) */
 }
 
 /* ---- reading replies ---- */
@@ -860,6 +956,8 @@ static void up_on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
     }
     up->in.len += (size_t)nread;
     up_process(up);
+    /* Before its client sends more: verbs from a reloaded table need it. */
+    if (up->vt && up->verbs_in_flight == 0) up_release_vt(up);
     /* The clients' output may point into `in`: flush it before compacting. */
     if (up->client)
         client_round_end(up->client);
@@ -893,6 +991,7 @@ static void up_on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
     up->in_pos = 0;
     up_release_in(up);
     vp_buf_shrink(&up->kept, UP_KEEP_BYTES); /* after a large verb (only when empty) */
+    up_retired_check(up);
 }
 
 static void up_read_start(upstream_conn *up)
@@ -977,7 +1076,8 @@ static void up_on_connect(uv_connect_t *req, int status)
     int rc = vp_tls_handshake(up->tls, up_on_tls_handshake);
     if (rc < 0) {
         char why[160];
-        snprintf(why, sizeof(why), "TLS: %s", vp_tls_error(up->tls)[0] ? vp_tls_error(up->tls) : uv_strerror(rc));
+        snprintf(why, sizeof(why), "TLS: %s",
+                 vp_tls_error(up->tls)[0] ? vp_tls_error(up->tls) : uv_strerror(rc));
         up->srv->stats.tls_handshake_failures++;
         uv_timer_stop(&up->timer);
         up_fail(up, why);
@@ -1028,8 +1128,8 @@ static void up_reauth(upstream_conn *up)
 {
     const vp_config *conf = &up->srv->conf;
     if (!conf->upstream_auth) return;
-    outq_add(&up->out, conf->upstream_auth, conf->upstream_auth_len);
-    up_fifo_push(up, NULL, UP_REPLY); /* no client: dropped */
+    outq_add_copy(&up->out, conf->upstream_auth, conf->upstream_auth_len); /* (a reload may free them) */
+    up_fifo_push(up, NULL, UP_REPLY);                                      /* no client: dropped */
 }
 
 /* The command changes how Redis answers at EXEC time, or is one the proxy

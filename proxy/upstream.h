@@ -215,6 +215,13 @@ typedef struct upstream_conn {
     char server_name[16];          /* "redis", "valkey"... */
     char server_version[24];
 
+    /* A config reload (proxy/reload.c): */
+    struct verb_table *vt; /* the verb table its verbs in flight were sent with, when a reload replaced it
+                              (a reference, dropped once they are answered); NULL: srv->verbs */
+    int retired;           /* a shared or side connection replaced by a reload: takes nothing new, closes once
+                              it owes nothing (srv->retired lists it) */
+    struct upstream_conn *retired_next;
+
     char barrier_cmd[96];   /* PING <token> */
     char barrier_reply[64]; /* its answer */
 } upstream_conn;
@@ -244,8 +251,19 @@ void upstream_flush_early(upstream_conn *up);
 /* Write what every shared connection gathered in this loop iteration (from
  * the server's prepare handle). */
 void upstream_flush_shared(vp_server *srv);
-/* At shutdown (the side connection too). */
+/* At shutdown (the side connection and retired ones too). */
 void upstream_close_shared(vp_server *srv);
+/* A reload changed what upstream connections are opened with (credentials,
+ * TLS, the verb table, the address): the shared and side connections are
+ * retired, new requests go to new ones, each old one closes once every
+ * reply it owes is in (clients on it move once they owe it nothing). */
+void upstream_retire_shared(vp_server *srv);
+/* A reload is about to replace srv->verbs, whose contents now live at
+ * `old`: every connection with verbs in flight keeps a reference to it
+ * (their FIFO entries index it); returns how many took one. */
+int upstream_keep_verbs(vp_server *srv, struct verb_table *old);
+/* The verb table this connection's requests index. */
+const struct verb_table *upstream_verbs(const upstream_conn *up);
 
 /* ---- the server at the other end (upstream_server.c) ----
  * AGGREGATE COUNT (Redis 8.8) is completed by the proxy's script where the

@@ -11,6 +11,10 @@ up_entry *up_fifo_push(upstream_conn *up, struct client_session *c, up_entry_kin
 /* Done with the oldest entry: the bytes it kept go too. */
 void up_fifo_pop(upstream_conn *up);
 
+/* Its verbs sent with a table a reload replaced are all answered: drop
+ * that table (upstream.h's vt) for the live one. */
+void up_release_vt(upstream_conn *up);
+
 /* Our SCRIPT LOAD's answer (the oldest entry, `e`) in p..p+n: check it. */
 void up_check_script_load(upstream_conn *up, const up_entry *e, const char *p, size_t n);
 /* The oldest entry, a verb, was answered NOSCRIPT: reload and send it again

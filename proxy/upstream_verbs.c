@@ -20,7 +20,7 @@
  * NOSCRIPT: Redis runs them before the retried EVALSHAs behind them. */
 static void up_send_loads(upstream_conn *up)
 {
-    const verb_table *t = &up->srv->verbs;
+    const verb_table *t = upstream_verbs(up);
     outq_add(&up->out, t->load_cmds, t->load_len);
     for (int i = 0; i < t->nloads; i++)
         up_fifo_push(up, NULL, UP_SCRIPT_LOAD)->verb = (short)t->load_ids[i];
@@ -42,7 +42,7 @@ static unsigned long long up_script_bit(int load_index)
  * verb costs Redis one script to compile, not all of them. */
 static void up_ensure_script(upstream_conn *up, const verb_def *v)
 {
-    const verb_table *t = &up->srv->verbs;
+    const verb_table *t = upstream_verbs(up);
     if (up->scripts_epoch != up->srv->scripts_epoch) {
         up->scripts_loaded = 0; /* flushed since */
         up->scripts_epoch = up->srv->scripts_epoch;
@@ -62,7 +62,7 @@ static void up_ensure_script(upstream_conn *up, const verb_def *v)
 
 void up_check_script_load(upstream_conn *up, const up_entry *e, const char *p, size_t n)
 {
-    verb_table *t = &up->srv->verbs;
+    verb_table *t = up->vt ? up->vt : &up->srv->verbs; /* (marks `broken`) */
     const verb_def *v = t->verbs[e->verb];
     if (n == 47 && memcmp(p, "$40\r\n", 5) == 0 && memcmp(p + 5, v->sha, 40) == 0) return;
     if (n > 0 && p[0] == '-') {
@@ -155,12 +155,12 @@ int up_retry_verb(upstream_conn *up)
     up_entry old = up->fifo[up->fifo_head];
     if (up->in_multi || up->raw_tx) {
         vp_log(VP_LOG_VERBOSE, "upstream %s: NOSCRIPT for %s inside a later MULTI: passed on",
-               up->srv->conf.upstream, up->srv->verbs.verbs[old.verb]->name);
+               up->srv->conf.upstream, upstream_verbs(up)->verbs[old.verb]->name);
         return 0;
     }
     up->srv->stats.noscript_recoveries++;
     vp_log(VP_LOG_VERBOSE, "upstream %s: NOSCRIPT for %s: reloading and retrying", up->srv->conf.upstream,
-           up->srv->verbs.verbs[old.verb]->name);
+           upstream_verbs(up)->verbs[old.verb]->name);
     /* Its request is the oldest kept one: copy it to the tail, then let the
      * old entry go. */
     vp_buf_reserve(&up->kept, old.keep);
@@ -259,7 +259,7 @@ static void up_call_tail(vp_buf *b, const upstream_conn *up, const verb_def *v, 
     for (int i = call->range_first; i < call->range_first + call->range_count; i++)
         buf_bulk(b, argv[i].ptr, argv[i].len);
     if (v->hidden_max_members) {
-        const char *m = up->srv->verbs.ztick_max;
+        const char *m = upstream_verbs(up)->ztick_max;
         buf_bulk(b, m, strlen(m));
     }
     if (v->hidden_protocol) buf_bulk(b, up->resp3 ? "3" : "2", 1);
@@ -279,6 +279,10 @@ static up_entry *up_account_plain(upstream_conn *up, struct client_session *c, u
 int upstream_forward_verb(upstream_conn *up, struct client_session *c, const verb_def *v,
                           const verb_call *call, int argc, const resp_arg *argv)
 {
+    /* `v` is the live table's: a connection still on a table a reload
+     * replaced has nothing of it in flight by now (its client waited,
+     * upstream_must_settle_verbs; a retired shared one takes nothing). */
+    if (up->vt && up->verbs_in_flight == 0) up_release_vt(up);
     if (!v->polyfill) up->srv->stats.verb_calls++;
     if (up->shared) up->srv->stats.shared_commands++;
     if (up->raw_tx) {
@@ -354,7 +358,9 @@ int upstream_error_in_stream(upstream_conn *up, struct client_session *c, const 
 
 int upstream_must_settle_verbs(const upstream_conn *up, int argc, const resp_arg *argv)
 {
-    if (up->verbs_in_flight == 0 || up->in_multi || up->raw_tx) return 0;
+    if (up->verbs_in_flight == 0) return 0;
+    if (up->vt) return 1; /* sent with a table a reload replaced: settle before anything new */
+    if (up->in_multi || up->raw_tx) return 0;
     switch (cmd_classify(argc, argv)) {
     case CMD_MULTI:
     case CMD_SUBSCRIBE:

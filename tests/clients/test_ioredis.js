@@ -174,7 +174,8 @@ childProcess.execFileSync('bash', [path.join(__dirname, 'make_certs.sh'), certs]
 
 let tlsPort = 0; // the proxy's tls-port, picked before each start attempt
 const proxy = new Server('verbproxy', (port) => [binary, '--port', String(port), '--bind', '127.0.0.1',
-    '--upstream', `127.0.0.1:${redisServer.port}`, '--loglevel', 'warning', '--tls-port', String(tlsPort),
+    '--upstream', `127.0.0.1:${redisServer.port}`, '--loglevel', 'warning', '--shutdown-timeout', '0',
+    '--tls-port', String(tlsPort),
     '--tls-cert-file', path.join(certs, 'server.crt'), '--tls-key-file', path.join(certs, 'server.key'),
     '--tls-auth-clients', 'no'], dir, async () => {
     tlsPort = await freePort();

@@ -170,7 +170,9 @@ class Env:
         self.tls_port = None
         self.proxy = Server("verbproxy", lambda port: [
             binary, "--port", str(port), "--bind", "127.0.0.1",
-            "--upstream", "127.0.0.1:%d" % self.redis.port, "--loglevel", "warning"] + self.tls_args(), self.dir)
+            "--upstream", "127.0.0.1:%d" % self.redis.port, "--loglevel", "warning",
+            # SIGTERM drains: without a wait, what is owed is written and the clients closed
+            "--shutdown-timeout", "0"] + self.tls_args(), self.dir)
 
     def tls_args(self):
         """The tls-port directives (a new free port on every start attempt); none without tls."""

@@ -7,10 +7,11 @@
  * listens on, a NOSCRIPT recovery; the histogram's buckets add up. /readyz
  * follows a Redis that stops and comes back, and refuses a wrong upstream
  * password. VERBPROXY INFO gives the same figures over RESP, also with
- * metrics-port 0 (then nothing is timed).
- *
- * (503 "draining" needs the SIGTERM drain, which sets srv->draining: the
- * story is added with it.) */
+ * metrics-port 0 (then nothing is timed). After SIGTERM /readyz is 503
+ * "draining" while clients are still served. */
+
+#include <signal.h>
+#include <sys/wait.h>
 
 #include "tests/support/checks.h"
 #include "tests/support/http.h"
@@ -19,7 +20,8 @@
 static vt_env env;
 static int mport;
 
-static vt_proxy *start_with_metrics(const vt_redis *r, const char *upstream, int *port, const char *const *more)
+static vt_proxy *start_with_metrics(const vt_redis *r, const char *upstream, int *port,
+                                    const char *const *more)
 {
     /* (The proxy keeps pointing at its arguments: one set per proxy.) */
     static char portargs[4][16];
@@ -123,9 +125,10 @@ Test(metrics, every_family_typed_and_counters_move_with_traffic)
     cr_assert_eq(DELTA(a, b, "verbproxy_command_errors_total", "cmd=\"get\""), 0);
     /* SET, GET and INCR are Redis's "string" family; each verb is its own. */
     cr_assert_eq(DELTA(a, b, "verbproxy_command_duration_seconds_count", "family=\"string\""), 9);
-    cr_assert_eq(DELTA(a, b, "verbproxy_command_duration_seconds_count", "family=\"verb\",verb=\"lockrelease\""),
-                 2);
-    cr_assert_eq(DELTA(a, b, "verbproxy_command_duration_seconds_bucket", "family=\"string\",le=\"+Inf\""), 9);
+    cr_assert_eq(
+        DELTA(a, b, "verbproxy_command_duration_seconds_count", "family=\"verb\",verb=\"lockrelease\""), 2);
+    cr_assert_eq(DELTA(a, b, "verbproxy_command_duration_seconds_bucket", "family=\"string\",le=\"+Inf\""),
+                 9);
     cr_assert(DELTA(a, b, "verbproxy_command_duration_seconds_sum", "family=\"string\"") > 0);
     cr_assert_eq(DELTA(a, b, "verbproxy_verb_calls_total", ""), 1);
     cr_assert_eq(DELTA(a, b, "verbproxy_verb_argument_errors_total", ""), 1);
@@ -146,7 +149,8 @@ Test(metrics, every_family_typed_and_counters_move_with_traffic)
     freeReplyObject(r);
     r = vt_cmd(c, "VERBPROXY INFO");
     cr_assert(r && r->type == REDIS_REPLY_STRING, "%s", VT_DESCRIBE(r));
-    cr_assert(strstr(r->str, "# Server\r\n") && strstr(r->str, "\r\n\r\n# Clients\r\nconnected_clients:1\r\n") &&
+    cr_assert(strstr(r->str, "# Server\r\n") &&
+                  strstr(r->str, "\r\n\r\n# Clients\r\nconnected_clients:1\r\n") &&
                   strstr(r->str, "# Stats\r\n") && strstr(r->str, "# Upstream\r\n") &&
                   !strstr(r->str, "# Commandstats"),
               "%s", r->str);
@@ -181,7 +185,8 @@ Test(metrics, noscript_recovery_counted)
     r = vt_cmd(c, "LOCKRELEASE lk tok");
     vt_assert_int(r, 0);
     freeReplyObject(r);
-    cr_assert(vt_wait_until(noscript_recovered, NULL, 5000), "verbproxy_noscript_recoveries_total did not move");
+    cr_assert(vt_wait_until(noscript_recovered, NULL, 5000),
+              "verbproxy_noscript_recoveries_total did not move");
     redisFree(c);
 }
 
@@ -298,6 +303,53 @@ Test(metrics, readyz_follows_redis_stopping_and_returning)
     vt_assert_status(r, "PONG");
     freeReplyObject(r);
     redisFree(c);
+}
+
+static bool draining_is_one(void *arg)
+{
+    vt_prom p = scrape(*(int *)arg);
+    bool ok = val(&p, "verbproxy_draining", "") == 1;
+    vt_prom_free(&p);
+    return ok;
+}
+
+/* SIGTERM: readiness fails at once ("draining") so Kubernetes takes the
+ * pod out of its Service, while the admin endpoint and the clients are
+ * still served; the last client leaving ends the process (exit 0). */
+Test(metrics, readyz_says_draining_after_sigterm_while_clients_are_served)
+{
+    VT_SKIP_IF_DIRECT();
+    int port2;
+    static const char *const more[] = {"--shutdown-timeout", "60", NULL};
+    vt_proxy *p = start_with_metrics(env.redis, NULL, &port2, more);
+    ready_want ok = {port2, 200, "ready"}, draining = {port2, 503, "not ready: draining"};
+    cr_assert(vt_wait_until(readyz_is, &ok, 10000), "/readyz never became 200");
+    redisContext *c = vt_must_connect(p->port);
+    redisReply *r = vt_cmd(c, "SET m:drain 1");
+    vt_assert_status(r, "OK");
+    freeReplyObject(r);
+
+    cr_assert(vt_proxy_signal(p, SIGTERM));
+    cr_assert(vt_wait_until(readyz_is, &draining, 10000), "/readyz does not say draining after SIGTERM");
+    cr_assert(vt_wait_until(draining_is_one, &port2, 5000), "verbproxy_draining is not 1");
+    vt_http_resp h = vt_http_get(port2, "/healthz");
+    cr_assert_eq(h.status, 200, "/healthz while draining: %s", vt_buf_escaped(&h.raw));
+    vt_http_free(&h);
+    /* the connected client is still served, and so is a new one */
+    r = vt_cmd(c, "GET m:drain");
+    vt_assert_str(r, "1");
+    freeReplyObject(r);
+    redisContext *late = vt_must_connect(p->port);
+    r = vt_cmd(late, "INCR m:drain");
+    vt_assert_int(r, 2);
+    freeReplyObject(r);
+    redisFree(late);
+    redisFree(c);
+
+    int status = -1;
+    cr_assert(vt_proxy_wait_exit(p, 10000, &status), "the proxy did not exit once its clients left");
+    cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "exit status %d", status);
+    vt_proxy_free(p);
 }
 
 Test(metrics, verbproxy_info_without_metrics_port)

@@ -266,18 +266,18 @@ static bool reap(pid_t pid, int *status)
     return r == pid || (r < 0 && errno == ECHILD);
 }
 
-/* Ask nicely, then insist. Returns the wait status. */
-static int terminate(pid_t pid)
+/* Ask nicely (sig), then insist. Returns the wait status. */
+static int terminate(pid_t pid, int sig)
 {
     int status = 0;
     if (reap(pid, &status)) return status | 0x10000; /* marker: it had already exited */
-    kill(pid, SIGTERM);
+    kill(pid, sig);
     long long deadline = vt_now_ms() + VT_STOP_DEADLINE_MS;
     while (vt_now_ms() < deadline) {
         if (reap(pid, &status)) return status;
         sleep_ms(POLL_INTERVAL_MS);
     }
-    fprintf(stderr, "vt: pid %d ignored SIGTERM for %d ms, sending SIGKILL\n", (int)pid, VT_STOP_DEADLINE_MS);
+    fprintf(stderr, "vt: pid %d ignored signal %d for %d ms, sending SIGKILL\n", (int)pid, sig, VT_STOP_DEADLINE_MS);
     kill(pid, SIGKILL);
     while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
     }
@@ -585,7 +585,7 @@ vt_redis *vt_redis_start(const vt_redis_opts *opts)
 void vt_redis_stop(vt_redis *r)
 {
     if (!r || !r->pid) return;
-    terminate(r->pid);
+    terminate(r->pid, SIGTERM);
     r->pid = 0;
 }
 
@@ -632,7 +632,7 @@ static bool proxy_launch_once(vt_proxy *p)
     snprintf(port, sizeof(port), "%d", p->port);
     char *argv[64] = {VP_BINARY,    "--port",    port,         "--bind", "127.0.0.1",
                       "--upstream", p->upstream, "--loglevel", "warning"};
-    int n = 9;
+    int n = p->opts.no_loglevel ? 7 : 9;
     if (p->upstream_tls) {
         argv[n++] = "--upstream-tls";
         argv[n++] = "yes";
@@ -757,7 +757,7 @@ bool vt_proxy_alive(vt_proxy *p)
 {
     if (p->direct) return true;
     int status;
-    if (!p->pid) return false;
+    if (!p->pid) return p->waited; /* an exit the test waited for (and judged) is no death */
     if (reap(p->pid, &status)) {
         fprintf(stderr, "vt: verbproxy (port %d) died: status 0x%x\n", p->port, status);
         p->crashed = true;
@@ -770,7 +770,9 @@ bool vt_proxy_alive(vt_proxy *p)
 bool vt_proxy_stop(vt_proxy *p)
 {
     if (!p || p->direct || !p->pid) return p && !p->crashed;
-    int status = terminate(p->pid);
+    /* SIGQUIT: at once, whoever is still connected (SIGTERM would drain
+     * until the test's clients leave: test_lifecycle.c's stories). */
+    int status = terminate(p->pid, SIGQUIT);
     p->pid = 0;
     if (status & 0x10000) {
         p->crashed = true;
@@ -785,6 +787,28 @@ bool vt_proxy_stop(vt_proxy *p)
         fprintf(stderr, "vt: verbproxy (port %d) stopped badly: status 0x%x\n", p->port, status);
     }
     return clean;
+}
+
+bool vt_proxy_signal(vt_proxy *p, int sig)
+{
+    return p && !p->direct && p->pid && kill(p->pid, sig) == 0;
+}
+
+bool vt_proxy_wait_exit(vt_proxy *p, int timeout_ms, int *status)
+{
+    if (!p || p->direct || !p->pid) return false;
+    long long deadline = vt_now_ms() + timeout_ms;
+    do {
+        int st = 0;
+        if (reap(p->pid, &st)) {
+            p->pid = 0;
+            p->waited = true;
+            if (status) *status = st;
+            return true;
+        }
+        sleep_ms(POLL_INTERVAL_MS);
+    } while (vt_now_ms() < deadline);
+    return false;
 }
 
 void vt_proxy_kill(vt_proxy *p)

@@ -91,6 +91,7 @@ typedef struct vt_proxy_opts {
     const char *const *extra_args; /* NULL-terminated flags appended as is; may be NULL */
     long nofile;                   /* > 0: the proxy's open-file limit, soft and hard (ulimit -n) */
     bool upstream_tls;             /* to the redis's TLS port even without VP_TEST_UPSTREAM_TLS */
+    bool no_loglevel;              /* no --loglevel warning flag (a --config file's loglevel is to count) */
 } vt_proxy_opts;
 
 /* One verbproxy in front of one redis. In direct mode (VP_TEST_DIRECT=1) no
@@ -107,6 +108,7 @@ typedef struct vt_proxy {
     vt_proxy_opts opts;
     pid_t reaper;
     bool crashed; /* it exited on its own (not by our signal) */
+    bool waited;  /* it exited after a signal of the test's (vt_proxy_wait_exit) */
 } vt_proxy;
 
 bool vt_direct_mode(void);
@@ -125,9 +127,16 @@ vt_proxy *vt_proxy_start(const vt_redis *upstream, const vt_proxy_opts *opts);
 vt_proxy *vt_proxy_start_upstream(const char *upstream, const vt_proxy_opts *opts);
 /* Is the proxy process still running? (Always true in direct mode.) */
 bool vt_proxy_alive(vt_proxy *p);
-/* SIGTERM, wait; SIGKILL at the deadline. Returns false if the proxy had
- * already died on its own or exited with a failure status. */
+/* SIGQUIT (the proxy closes everything at once: SIGTERM would drain while
+ * clients stay), wait; SIGKILL at the deadline. Returns false if the proxy
+ * had already died on its own or exited with a failure status. */
 bool vt_proxy_stop(vt_proxy *p);
+/* Send a signal to the proxy (false in direct mode or when not running). */
+bool vt_proxy_signal(vt_proxy *p, int sig);
+/* Wait up to timeout_ms for the proxy to exit on its own (after a signal
+ * the test sent): true with the wait status in *status (the proxy is then
+ * reaped, pid 0); false if it is still running (or in direct mode). */
+bool vt_proxy_wait_exit(vt_proxy *p, int timeout_ms, int *status);
 void vt_proxy_kill(vt_proxy *p);
 /* The proxy's stderr so far (malloc'd, "" in direct mode). */
 char *vt_proxy_log(const vt_proxy *p);

@@ -1,0 +1,359 @@
+/* test_reload.c - SIGHUP reloads the --config file, clients stay connected.
+ *
+ * The operator's story: a custom verb is added, one removed, one's script
+ * changed, the log level raised and lowered again, and Redis's password
+ * rotated (CONFIG SET requirepass, then the new upstream-pass and SIGHUP),
+ * while a client stays connected the whole time and bystanders check every
+ * reply. Then a file with a bad line changes nothing and the log names the
+ * file and the line. And `log-format json`, switched on by a reload: every
+ * line after it is one JSON object (a strict little parser here). */
+#include <signal.h>
+#include <stdarg.h>
+#include <sys/stat.h>
+
+#include "tests/support/checks.h"
+
+static vt_env env;
+static char dir[64];
+static char conf_path[128];
+
+static void write_file(const char *name, const char *text)
+{
+    char path[192];
+    snprintf(path, sizeof(path), "%s/%s", dir, name);
+    FILE *f = fopen(path, "w");
+    cr_assert(f != NULL, "cannot write %s", path);
+    fputs(text, f);
+    fclose(f);
+}
+
+static void teardown(void)
+{
+    vt_env_stop(&env);
+    if (!dir[0]) return;
+    const char *names[] = {"proxy.conf", "echo.lua", "gone.lua", "new.lua"};
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+        char path[192];
+        snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
+        unlink(path);
+    }
+    rmdir(dir);
+    dir[0] = '\0';
+}
+
+TestSuite(reload, .fini = teardown, .timeout = VT_TEST_TIMEOUT_S);
+
+static int count_in_log(const char *needle)
+{
+    char *log = vt_proxy_log(env.proxy);
+    int n = 0;
+    for (const char *p = log; (p = strstr(p, needle)); p += strlen(needle))
+        n++;
+    free(log);
+    return n;
+}
+
+typedef struct { const char *needle; int count; } log_wait;
+
+static bool log_has(void *arg)
+{
+    log_wait *w = arg;
+    return count_in_log(w->needle) >= w->count;
+}
+
+/* SIGHUP, and wait for the reload's n-th outcome line. */
+static void reload(const char *outcome, int nth)
+{
+    cr_assert(vt_proxy_signal(env.proxy, SIGHUP));
+    log_wait w = {outcome, nth};
+    cr_assert(vt_wait_until(log_has, &w, 5000), "no \"%s\" (#%d) in the log", outcome, nth);
+}
+
+static void expect_str(redisContext *c, const char *want, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    redisReply *r = redisvCommand(c, fmt, ap);
+    va_end(ap);
+    vt_assert_reply(r, c);
+    vt_assert_str(r, want);
+    freeReplyObject(r);
+}
+
+static long long proxy_stat(redisContext *c, const char *name)
+{
+    redisReply *r = vt_cmd(c, "VERBPROXY STATS");
+    vt_assert_reply(r, c);
+    cr_assert(r->type == REDIS_REPLY_STRING, "%s", VT_DESCRIBE(r));
+    char key[64];
+    snprintf(key, sizeof(key), "%s:", name);
+    const char *p = strstr(r->str, key);
+    cr_assert(p != NULL, "no %s in VERBPROXY STATS", name);
+    long long v = atoll(p + strlen(key));
+    freeReplyObject(r);
+    return v;
+}
+
+/* The log after byte `from` has a debug line (redis format: the '.' mark). */
+static bool debug_line_since(size_t from)
+{
+    char *log = vt_proxy_log(env.proxy);
+    bool found = strlen(log) > from && strstr(log + from, " . ") != NULL;
+    free(log);
+    return found;
+}
+
+static size_t log_len(void)
+{
+    char *log = vt_proxy_log(env.proxy);
+    size_t n = strlen(log);
+    free(log);
+    return n;
+}
+
+/* Redis with requirepass pw1, the proxy with a --config file, two custom
+ * verbs and their scripts (read at start). */
+static void start_with_scripts(void)
+{
+    VT_SKIP_IF_DIRECT();
+    snprintf(dir, sizeof(dir), "/tmp/vt-reload-XXXXXX");
+    cr_assert(mkdtemp(dir) != NULL);
+    snprintf(conf_path, sizeof(conf_path), "%s/proxy.conf", dir);
+    write_file("echo.lua", "return 'v1:' .. ARGV[1]\n");
+    write_file("gone.lua", "return 'gone'\n");
+    write_file("proxy.conf", "loglevel notice\n"
+                             "upstream-pass pw1\n"
+                             "verb myecho echo.lua numkeys 0\n"
+                             "verb mygone gone.lua numkeys 0\n");
+    const char *args[] = {"--config", conf_path, NULL};
+    vt_redis_opts ro = {.requirepass = "pw1"};
+    vt_proxy_opts po = {.extra_args = args, .no_loglevel = true};
+    vt_env_start(&env, &ro, &po);
+}
+
+Test(reload, verbs_loglevel_password_and_a_broken_file)
+{
+    start_with_scripts();
+    redisContext *c1 = vt_must_connect(env.proxy->port);
+    expect_str(c1, "v1:a", "MYECHO a");
+    expect_str(c1, "gone", "MYGONE");
+    vt_bystanders *b = vt_must_start_bystanders(env.proxy->port, 2, 20);
+    cr_assert(!debug_line_since(0), "a debug line at loglevel notice");
+
+    /* Redis's password changes; the proxy is told with a reload. */
+    redisContext *admin = vt_must_connect(env.redis->port);
+    redisReply *r = vt_cmd(admin, "AUTH pw1");
+    vt_assert_status(r, "OK");
+    freeReplyObject(r);
+    r = vt_cmd(admin, "CONFIG SET requirepass pw2");
+    vt_assert_status(r, "OK");
+    freeReplyObject(r);
+    write_file("echo.lua", "return 'v2:' .. ARGV[1]\n");
+    write_file("new.lua", "return redis.call('SET', KEYS[1], ARGV[1])\n");
+    write_file("proxy.conf", "loglevel debug\n"
+                             "upstream-pass pw2\n"
+                             "verb myecho echo.lua numkeys 0\n"
+                             "verb mynew new.lua numkeys 1\n");
+    size_t before = log_len();
+    reload("config reloaded", 1);
+    cr_assert_eq(count_in_log("verb mynew added"), 1);
+    cr_assert_eq(count_in_log("verb mygone removed"), 1);
+    cr_assert_eq(count_in_log("verb myecho changed"), 1);
+
+    /* The same client, never reconnected: the new verbs. */
+    expect_str(c1, "v2:a", "MYECHO a");
+    r = vt_cmd(c1, "MYNEW reload:k %s", "fresh");
+    vt_assert_status(r, "OK");
+    freeReplyObject(r);
+    expect_str(c1, "fresh", "GET reload:k");
+    r = vt_cmd(c1, "MYGONE");
+    vt_assert_error(r, "ERR unknown command");
+    freeReplyObject(r);
+    /* A new client: a new upstream connection, with the new password. */
+    redisContext *c2 = vt_must_connect(env.proxy->port);
+    expect_str(c2, "v2:b", "MYECHO b");
+    expect_str(c2, "fresh", "GET reload:k");
+    cr_assert(debug_line_since(before), "no debug line at loglevel debug");
+
+    /* Back to notice: the debug lines stop. */
+    write_file("proxy.conf", "loglevel notice\n"
+                             "upstream-pass pw2\n"
+                             "verb myecho echo.lua numkeys 0\n"
+                             "verb mynew new.lua numkeys 1\n");
+    reload("config reloaded", 2);
+    before = log_len();
+    redisContext *c3 = vt_must_connect(env.proxy->port);
+    expect_str(c3, "v2:c", "MYECHO c");
+    redisFree(c3);
+    reload("config reloaded", 3); /* (a line after the client's, to wait for) */
+    cr_assert(!debug_line_since(before), "a debug line after loglevel notice");
+
+    /* A bad line 3: nothing changes, the log says where. */
+    write_file("proxy.conf", "loglevel debug\n"
+                             "upstream-pass nope\n"
+                             "bogus-directive 1\n"
+                             "verb myecho gone.lua numkeys 0\n");
+    reload("config reload failed", 1);
+    char where[192];
+    snprintf(where, sizeof(where), "%s:3: unknown directive 'bogus-directive'", conf_path);
+    cr_assert_eq(count_in_log(where), 1, "no \"%s\" in the log", where);
+    before = log_len();
+    expect_str(c1, "v2:a", "MYECHO a");
+    redisContext *c4 = vt_must_connect(env.proxy->port);
+    expect_str(c4, "v2:d", "MYECHO d"); /* still pw2 */
+    cr_assert_eq(proxy_stat(c4, "reloads"), 3);
+    cr_assert_eq(proxy_stat(c4, "reload_failures"), 1);
+    redisFree(c4);
+    reload("config reload failed", 2);
+    cr_assert(!debug_line_since(before), "the broken file's loglevel took effect");
+
+    vt_assert_bystanders_ok(b);
+    redisFree(c1);
+    redisFree(c2);
+    redisFree(admin);
+}
+
+/* ---- log-format json ---- */
+
+/* A JSON string at *p (after its opening quote): decoded into out. */
+static bool json_string(const char **p, char *out, size_t cap)
+{
+    size_t n = 0;
+    const char *s = *p;
+    for (;;) {
+        unsigned char ch = (unsigned char)*s++;
+        if (ch == '"') break;
+        if (ch < 0x20) return false; /* (NUL too: the end of the line) */
+        if (ch == '\\') {
+            char e = *s++;
+            const char *from = "\"\\/bfnrt", *to = "\"\\/\b\f\n\r\t";
+            const char *k = e ? strchr(from, e) : NULL;
+            if (k) {
+                ch = (unsigned char)to[k - from];
+            } else if (e == 'u') {
+                unsigned v = 0;
+                for (int i = 0; i < 4; i++) {
+                    char h = *s++;
+                    if (!((h >= '0' && h <= '9') || (h >= 'a' && h <= 'f') || (h >= 'A' && h <= 'F'))) return false;
+                    v = v * 16 + (unsigned)(h <= '9' ? h - '0' : (h | 0x20) - 'a' + 10);
+                }
+                if (v > 0x7f) return false; /* (the proxy escapes only control bytes) */
+                ch = (unsigned char)v;
+            } else {
+                return false;
+            }
+        }
+        if (n + 1 < cap) out[n++] = (char)ch;
+    }
+    out[n] = '\0';
+    *p = s;
+    return true;
+}
+
+typedef struct json_line {
+    char time[64], role[32], level[32], msg[2048];
+    long long pid;
+    int fields;
+} json_line;
+
+/* One object of string and integer members, nothing else on the line. */
+static bool json_parse_line(const char *s, json_line *out)
+{
+    memset(out, 0, sizeof(*out));
+    if (*s++ != '{') return false;
+    for (;;) {
+        if (*s++ != '"') return false;
+        char key[64], val[2048];
+        if (!json_string(&s, key, sizeof(key))) return false;
+        if (*s++ != ':') return false;
+        bool is_str = *s == '"';
+        long long num = 0;
+        if (is_str) {
+            s++;
+            if (!json_string(&s, val, sizeof(val))) return false;
+        } else {
+            const char *start = s;
+            if (*s == '-') s++;
+            if (*s < '0' || *s > '9') return false;
+            while (*s >= '0' && *s <= '9')
+                s++;
+            num = atoll(start);
+        }
+        out->fields++;
+        if (!strcmp(key, "time") && is_str) snprintf(out->time, sizeof(out->time), "%.63s", val);
+        else if (!strcmp(key, "role") && is_str) snprintf(out->role, sizeof(out->role), "%.31s", val);
+        else if (!strcmp(key, "level") && is_str) snprintf(out->level, sizeof(out->level), "%.31s", val);
+        else if (!strcmp(key, "msg") && is_str) memcpy(out->msg, val, sizeof(out->msg));
+        else if (!strcmp(key, "pid") && !is_str) out->pid = num;
+        else return false; /* an unknown or mistyped member */
+        if (*s == ',') {
+            s++;
+            continue;
+        }
+        return *s == '}' && s[1] == '\0';
+    }
+}
+
+/* "2026-12-02T13:45:00.123Z" */
+static bool iso_time_ms(const char *t)
+{
+    const char *shape = "dddd-dd-ddTdd:dd:dd.dddZ";
+    if (strlen(t) != strlen(shape)) return false;
+    for (size_t i = 0; shape[i]; i++)
+        if (shape[i] == 'd' ? (t[i] < '0' || t[i] > '9') : t[i] != shape[i]) return false;
+    return true;
+}
+
+Test(reload, log_format_json_by_reload)
+{
+    VT_SKIP_IF_DIRECT();
+    snprintf(dir, sizeof(dir), "/tmp/vt-reload-XXXXXX");
+    cr_assert(mkdtemp(dir) != NULL);
+    snprintf(conf_path, sizeof(conf_path), "%s/proxy.conf", dir);
+    write_file("proxy.conf", "loglevel verbose\n");
+    const char *args[] = {"--config", conf_path, NULL};
+    vt_proxy_opts po = {.extra_args = args, .no_loglevel = true};
+    vt_env_start(&env, NULL, &po);
+
+    write_file("proxy.conf", "loglevel verbose\nlog-format json\n");
+    reload("config reloaded", 1);
+    /* A message with a quote and a backslash to escape. */
+    write_file("proxy.conf", "log-format json\nloglevel we\\\"ird\n");
+    reload("config reload failed", 1);
+    redisContext *c = vt_must_connect(env.proxy->port);
+    redisReply *r = vt_cmd(c, "PING");
+    vt_assert_status(r, "PONG");
+    freeReplyObject(r);
+    redisFree(c);
+
+    char *log = vt_proxy_log(env.proxy);
+    int redis_lines = 0, json_lines = 0;
+    bool seen_json = false, seen_weird = false;
+    pid_t pid = env.proxy->pid;
+    for (char *line = strtok(log, "\n"); line; line = strtok(NULL, "\n")) {
+        if (line[0] != '{') {
+            cr_assert(!seen_json, "a line that is not JSON after the switch: %s", line);
+            char want[32];
+            snprintf(want, sizeof(want), "%d:P ", (int)pid);
+            cr_assert(!strncmp(line, want, strlen(want)), "not a redis-format line: %s", line);
+            redis_lines++;
+            continue;
+        }
+        seen_json = true;
+        json_line j;
+        cr_assert(json_parse_line(line, &j), "not one strict JSON object: %s", line);
+        cr_assert_eq(j.fields, 5, "%s", line);
+        cr_assert(iso_time_ms(j.time), "time \"%s\"", j.time);
+        cr_assert_eq(j.pid, (long long)pid);
+        cr_assert_str_eq(j.role, "proxy");
+        cr_assert(!strcmp(j.level, "debug") || !strcmp(j.level, "verbose") || !strcmp(j.level, "notice") ||
+                      !strcmp(j.level, "warning"),
+                  "level \"%s\"", j.level);
+        if (strstr(j.msg, "got 'we\\\"ird'")) seen_weird = true;
+        json_lines++;
+    }
+    free(log);
+    cr_assert(redis_lines >= 2, "%d redis-format lines before the switch", redis_lines);
+    cr_assert(json_lines >= 3, "%d JSON lines", json_lines);
+    cr_assert(seen_weird, "the refused value was not in a JSON message, unescaped back");
+}
