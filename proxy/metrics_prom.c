@@ -71,7 +71,8 @@ static void write_commands(const vp_server *srv, vp_buf *b)
     family(b, "verbproxy_command_errors_total", "counter",
            "Commands answered with an error reply, from Redis or from the proxy, by name.");
     for (int i = 0; i < t->count; i++)
-        if (m->failed[i]) sample_labeled(b, "verbproxy_command_errors_total", "cmd", t->name[i], m->failed[i]);
+        if (m->failed[i])
+            sample_labeled(b, "verbproxy_command_errors_total", "cmd", t->name[i], m->failed[i]);
     if (!m->timing) return;
     static const char h[] = "verbproxy_command_duration_seconds";
     family(b, h, "histogram",
@@ -108,10 +109,16 @@ void metrics_prom_write(const vp_server *srv, vp_buf *b)
           "1 when the latest readiness check passed: the upstream answered, took the credentials and loaded "
           "the verbs' scripts.",
           m->ready.checked && m->ready.ok);
-    gauge(b, "verbproxy_draining", "1 once a SIGTERM started the drain (readiness fails).", srv->draining != 0);
+    gauge(b, "verbproxy_draining", "1 once a SIGTERM started the drain (readiness fails).",
+          srv->draining != 0);
+    counter(b, "verbproxy_config_reloads_total", "SIGHUP reloads that took effect.", s->reloads);
+    counter(b, "verbproxy_config_reload_failures_total",
+            "SIGHUP reloads refused (a bad file, script or certificate): nothing changed.",
+            s->reload_failures);
 
     gauge(b, "verbproxy_connected_clients", "Client connections open.", (long long)s->clients_connected);
-    counter(b, "verbproxy_connections_received_total", "Client connections accepted.", s->connections_received);
+    counter(b, "verbproxy_connections_received_total", "Client connections accepted.",
+            s->connections_received);
     family(b, "verbproxy_rejected_connections_total", "counter",
            "Client connections refused: maxclients (as Redis's), no_descriptor (no descriptor left for a "
            "connection of its own), protected_mode, tls_handshake (on tls-port).");
@@ -128,8 +135,8 @@ void metrics_prom_write(const vp_server *srv, vp_buf *b)
     counter(b, "verbproxy_protocol_errors_total", "Clients closed for a protocol error.", s->protocol_errors);
     counter(b, "verbproxy_auth_failures_total", "AUTH or HELLO AUTH refused by the proxy's own users.",
             s->auth_failures);
-    counter(b, "verbproxy_clients_pinned_total", "Clients moved from a shared to an upstream connection of their own.",
-            s->clients_pinned);
+    counter(b, "verbproxy_clients_pinned_total",
+            "Clients moved from a shared to an upstream connection of their own.", s->clients_pinned);
     gauge(b, "verbproxy_own_upstream_connections", "Upstream connections of a single client open.",
           (long long)srv->own_upstreams);
     gauge(b, "verbproxy_sharing_off",
@@ -155,30 +162,36 @@ void metrics_prom_write(const vp_server *srv, vp_buf *b)
             "NOSCRIPT recoveries where later commands of the client had already run.", s->noscript_reordered);
 
     counter(b, "verbproxy_upstream_connects_total",
-            "Upstream connections opened (shared, own, side and the readiness probe's).", s->upstream_connects);
+            "Upstream connections opened (shared, own, side and the readiness probe's).",
+            s->upstream_connects);
     family(b, "verbproxy_upstream_connect_failures_total", "counter",
            "Upstream connections that failed before serving, by reason.");
     for (int r = 0; r < METRICS_FAIL_N; r++)
         sample_labeled(b, "verbproxy_upstream_connect_failures_total", "reason", metrics_fail_names[r],
                        m->connect_failures[r]);
-    counter(b, "verbproxy_upstream_lost_total", "Upstream connections lost after connecting.", s->upstream_lost);
+    counter(b, "verbproxy_upstream_lost_total", "Upstream connections lost after connecting.",
+            s->upstream_lost);
     counter(b, "verbproxy_upstream_tls_handshake_failures_total", "Upstream TLS handshakes that failed.",
             s->tls_handshake_failures);
-    counter(b, "verbproxy_upstream_auth_failures_total", "AUTH with the upstream credentials refused by Redis.",
-            s->upstream_auth_failures);
+    counter(b, "verbproxy_upstream_auth_failures_total",
+            "AUTH with the upstream credentials refused by Redis.", s->upstream_auth_failures);
     counter(b, "verbproxy_readiness_checks_total", "Readiness checks completed.", m->ready.checks);
-    counter(b, "verbproxy_readiness_check_failures_total", "Readiness checks that failed.", m->ready.failures);
+    counter(b, "verbproxy_readiness_check_failures_total", "Readiness checks that failed.",
+            m->ready.failures);
 
     counter(b, "verbproxy_net_input_bytes_total", "Bytes read from clients.", m->net_input_bytes);
-    counter(b, "verbproxy_net_output_bytes_total", "Bytes of replies queued to clients.", m->net_output_bytes);
+    counter(b, "verbproxy_net_output_bytes_total", "Bytes of replies queued to clients.",
+            m->net_output_bytes);
 
     metrics_process p;
     metrics_process_read(&p);
     family(b, "process_cpu_seconds_total", "counter", "Total user and system CPU time spent in seconds.");
     put(b, "process_cpu_seconds_total %.6f\n", p.cpu_seconds);
-    if (p.resident_bytes >= 0) gauge(b, "process_resident_memory_bytes", "Resident memory size in bytes.", p.resident_bytes);
+    if (p.resident_bytes >= 0)
+        gauge(b, "process_resident_memory_bytes", "Resident memory size in bytes.", p.resident_bytes);
     if (p.open_fds >= 0) gauge(b, "process_open_fds", "Number of open file descriptors.", p.open_fds);
     if (p.max_fds >= 0) gauge(b, "process_max_fds", "Maximum number of open file descriptors.", p.max_fds);
-    family(b, "process_start_time_seconds", "gauge", "Start time of the process since unix epoch in seconds.");
+    family(b, "process_start_time_seconds", "gauge",
+           "Start time of the process since unix epoch in seconds.");
     put(b, "process_start_time_seconds %.3f\n", m->start_time);
 }

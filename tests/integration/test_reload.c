@@ -12,6 +12,8 @@
 #include <sys/stat.h>
 
 #include "tests/support/checks.h"
+#include "tests/support/http.h"
+#include "tests/support/prom.h"
 
 static vt_env env;
 static char dir[64];
@@ -53,7 +55,10 @@ static int count_in_log(const char *needle)
     return n;
 }
 
-typedef struct { const char *needle; int count; } log_wait;
+typedef struct {
+    const char *needle;
+    int count;
+} log_wait;
 
 static bool log_has(void *arg)
 {
@@ -113,6 +118,22 @@ static size_t log_len(void)
 
 /* Redis with requirepass pw1, the proxy with a --config file, two custom
  * verbs and their scripts (read at start). */
+static int mport; /* the admin endpoint's */
+
+/* One sample of /metrics (-1: no such series). */
+static double metric(const char *name, const char *labels)
+{
+    vt_http_resp h = vt_http_get(mport, "/metrics");
+    cr_assert_eq(h.status, 200, "GET /metrics: %s", vt_buf_escaped(&h.raw));
+    vt_prom p;
+    char why[256];
+    cr_assert(vt_prom_parse(h.body, h.body_len, &p, why, sizeof(why)), "not Prometheus text: %s", why);
+    double v = vt_prom_get(&p, name, labels, -1);
+    vt_prom_free(&p);
+    vt_http_free(&h);
+    return v;
+}
+
 static void start_with_scripts(void)
 {
     VT_SKIP_IF_DIRECT();
@@ -125,7 +146,10 @@ static void start_with_scripts(void)
                              "upstream-pass pw1\n"
                              "verb myecho echo.lua numkeys 0\n"
                              "verb mygone gone.lua numkeys 0\n");
-    const char *args[] = {"--config", conf_path, NULL};
+    static char mport_arg[16];
+    mport = vt_free_port();
+    snprintf(mport_arg, sizeof(mport_arg), "%d", mport);
+    const char *args[] = {"--config", conf_path, "--metrics-port", mport_arg, NULL};
     vt_redis_opts ro = {.requirepass = "pw1"};
     vt_proxy_opts po = {.extra_args = args, .no_loglevel = true};
     vt_env_start(&env, &ro, &po);
@@ -169,6 +193,12 @@ Test(reload, verbs_loglevel_password_and_a_broken_file)
     r = vt_cmd(c1, "MYGONE");
     vt_assert_error(r, "ERR unknown command");
     freeReplyObject(r);
+    /* The metrics follow the verb table: the new verb has its series, the
+     * gone one none, a kept one carries its count over. */
+    cr_assert_eq(metric("verbproxy_commands_total", "cmd=\"mynew\""), 1);
+    cr_assert_eq(metric("verbproxy_commands_total", "cmd=\"myecho\""), 2);
+    cr_assert_eq(metric("verbproxy_commands_total", "cmd=\"mygone\""), -1);
+    cr_assert_eq(metric("verbproxy_config_reloads_total", ""), 1);
     /* A new client: a new upstream connection, with the new password. */
     redisContext *c2 = vt_must_connect(env.proxy->port);
     expect_str(c2, "v2:b", "MYECHO b");
@@ -203,6 +233,8 @@ Test(reload, verbs_loglevel_password_and_a_broken_file)
     expect_str(c4, "v2:d", "MYECHO d"); /* still pw2 */
     cr_assert_eq(proxy_stat(c4, "reloads"), 3);
     cr_assert_eq(proxy_stat(c4, "reload_failures"), 1);
+    cr_assert_eq(metric("verbproxy_config_reloads_total", ""), 3);
+    cr_assert_eq(metric("verbproxy_config_reload_failures_total", ""), 1);
     redisFree(c4);
     reload("config reload failed", 2);
     cr_assert(!debug_line_since(before), "the broken file's loglevel took effect");
@@ -234,7 +266,8 @@ static bool json_string(const char **p, char *out, size_t cap)
                 unsigned v = 0;
                 for (int i = 0; i < 4; i++) {
                     char h = *s++;
-                    if (!((h >= '0' && h <= '9') || (h >= 'a' && h <= 'f') || (h >= 'A' && h <= 'F'))) return false;
+                    if (!((h >= '0' && h <= '9') || (h >= 'a' && h <= 'f') || (h >= 'A' && h <= 'F')))
+                        return false;
                     v = v * 16 + (unsigned)(h <= '9' ? h - '0' : (h | 0x20) - 'a' + 10);
                 }
                 if (v > 0x7f) return false; /* (the proxy escapes only control bytes) */
@@ -280,12 +313,18 @@ static bool json_parse_line(const char *s, json_line *out)
             num = atoll(start);
         }
         out->fields++;
-        if (!strcmp(key, "time") && is_str) snprintf(out->time, sizeof(out->time), "%.63s", val);
-        else if (!strcmp(key, "role") && is_str) snprintf(out->role, sizeof(out->role), "%.31s", val);
-        else if (!strcmp(key, "level") && is_str) snprintf(out->level, sizeof(out->level), "%.31s", val);
-        else if (!strcmp(key, "msg") && is_str) memcpy(out->msg, val, sizeof(out->msg));
-        else if (!strcmp(key, "pid") && !is_str) out->pid = num;
-        else return false; /* an unknown or mistyped member */
+        if (!strcmp(key, "time") && is_str)
+            snprintf(out->time, sizeof(out->time), "%.63s", val);
+        else if (!strcmp(key, "role") && is_str)
+            snprintf(out->role, sizeof(out->role), "%.31s", val);
+        else if (!strcmp(key, "level") && is_str)
+            snprintf(out->level, sizeof(out->level), "%.31s", val);
+        else if (!strcmp(key, "msg") && is_str)
+            memcpy(out->msg, val, sizeof(out->msg));
+        else if (!strcmp(key, "pid") && !is_str)
+            out->pid = num;
+        else
+            return false; /* an unknown or mistyped member */
         if (*s == ',') {
             s++;
             continue;
