@@ -153,21 +153,30 @@ bench_rps() {
 }
 
 RAW="$OUT_DIR/raw.csv"
-echo "round,pipeline,test,path,n,rps,proxy_us_per_req,redis_us_per_req,load1,proxy_user_us_per_req" >"$RAW"
+echo "round,pipeline,test,path,n,rps,proxy_us_per_req,redis_us_per_req,load1,proxy_user_us_per_req,redis_cmds_per_read" >"$RAW"
+
+# Redis's commands and reads so far ("commands reads"): commands per read
+# is how large the batches reaching it are, what its CPU per request follows.
+redis_reads() { rcli info stats | tr -d '\r' | awk -F: '$1 == "total_commands_processed" {c = $2} $1 == "total_reads_processed" {r = $2} END {print c, r}'; }
 
 run_one() {     # run_one round path P test N
     local path=$2 P=$3 t=$4 n=$5 ppid=${PID[$2]}
     local r0 r1 p0="" p1="" u0="" u1="" rps pus rus uus=""
     for pp in $REDIS_PID $ppid; do kill -0 "$pp" 2>/dev/null || die "process $pp died (path $path); logs in $TMP"; done
+    local k0 k1 cpr
+    k0=$(redis_reads)
     r0=$(cpu_ticks "$REDIS_PID"); [ -n "$ppid" ] && { p0=$(cpu_ticks "$ppid"); u0=$(cpu_ticks "$ppid" user); }
     bench_rps "${PORT[$path]}" "$P" "$t" "$n"; rps=$RPS
     r1=$(cpu_ticks "$REDIS_PID"); [ -n "$ppid" ] && { p1=$(cpu_ticks "$ppid"); u1=$(cpu_ticks "$ppid" user); }
+    k1=$(redis_reads)
+    # (the INFO itself is one command and one read on each side)
+    cpr=$(awk -v a="$k0" -v b="$k1" 'BEGIN { split(a, x, " "); split(b, y, " "); r = y[2] - x[2] - 1; if (r > 0) printf "%.2f", (y[1] - x[1] - 1) / r }')
     [ -n "$rps" ] || rps=NA
     rus=$(us_per_req "$r0" "$r1" "$n")
     if [ -n "$ppid" ]; then pus=$(us_per_req "$p0" "$p1" "$n"); uus=$(us_per_req "$u0" "$u1" "$n"); else pus=""; fi
-    echo "$1,$P,$t,$path,$n,$rps,$pus,$rus,$(cut -d' ' -f1 /proc/loadavg),$uus" >>"$RAW"
-    printf '[bench] round %s/%s  -P %-2s %-3s %-6s  %10s rps   proxy %6s us/req   redis %6s us/req\n' \
-        "$1" "$ROUNDS" "$P" "$t" "$path" "$rps" "${pus:--}" "$rus" >&2
+    echo "$1,$P,$t,$path,$n,$rps,$pus,$rus,$(cut -d' ' -f1 /proc/loadavg),$uus,$cpr" >>"$RAW"
+    printf '[bench] round %s/%s  -P %-2s %-3s %-6s  %10s rps   proxy %6s us/req   redis %6s us/req  %6s cmds/read\n' \
+        "$1" "$ROUNDS" "$P" "$t" "$path" "$rps" "${pus:--}" "$rus" "$cpr" >&2
 }
 
 # ---------------------------------------------------------------- calibrate + warm up
@@ -212,7 +221,7 @@ LOAD_AFTER=$(cut -d' ' -f1-3 /proc/loadavg)
 col() {         # col P test path fieldno -> values
     awk -F, -v P="$1" -v t="$2" -v p="$3" -v f="$4" 'NR > 1 && $2 == P && $3 == t && $4 == p {print $f}' "$RAW"
 }
-declare -A MRPS MPUS MRUS MUUS RANGE
+declare -A MRPS MPUS MRUS MUUS MCPR RANGE
 for P in $PIPELINES; do for t in $TESTS; do for path in "${PATHS[@]}"; do
     k="$P/$t/$path"
     MRPS[$k]=$(col "$P" "$t" "$path" 6 | median)
@@ -220,6 +229,7 @@ for P in $PIPELINES; do for t in $TESTS; do for path in "${PATHS[@]}"; do
     MPUS[$k]=$(col "$P" "$t" "$path" 7 | median)
     MUUS[$k]=$(col "$P" "$t" "$path" 10 | median)
     MRUS[$k]=$(col "$P" "$t" "$path" 8 | median)
+    MCPR[$k]=$(col "$P" "$t" "$path" 11 | median)
 done; done; done
 
 paired() {      # paired P test pathA pathB field -> median over rounds of A/B
@@ -228,16 +238,17 @@ paired() {      # paired P test pathA pathB field -> median over rounds of A/B
         END { for (r in A) if ((r in B) && B[r] + 0 > 0) printf "%.4f\n", A[r] / B[r] }' "$RAW" | median
 }
 TABLE=$(
-    echo "| -P | test | path | median rps | min-max rps | rps vs direct | proxy CPU us/req | of which user | redis CPU us/req | proxy+redis us/req |"
-    echo "|---:|------|------|-----------:|------------:|--------------:|-----------------:|--------------:|-----------------:|-------------------:|"
+    echo "| -P | test | path | median rps | min-max rps | rps vs direct | proxy CPU us/req | of which user | redis CPU us/req | proxy+redis us/req | redis commands per read |"
+    echo "|---:|------|------|-----------:|------------:|--------------:|-----------------:|--------------:|-----------------:|-------------------:|------------------------:|"
     for P in $PIPELINES; do for t in $TESTS; do for path in "${PATHS[@]}"; do
         k="$P/$t/$path"
         tot=""; [ -n "${MPUS[$k]}" ] && [ -n "${MRUS[$k]}" ] && tot=$(awk -v a="${MPUS[$k]}" -v b="${MRUS[$k]}" 'BEGIN{print a+b}')
         [ "$path" = direct ] && tot=${MRUS[$k]}
         name=$path; case $path in vp) name=verbproxy;; vpown) name="verbproxy, own connections";; tw) name=twemproxy;; bare) name="bare forwarder";; esac
-        printf '| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n' "$P" "$t" "$name" \
+        printf '| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n' "$P" "$t" "$name" \
             "$(fmt "${MRPS[$k]}" '%.0f')" "${RANGE[$k]}" "$(fmt "$(ratio "${MRPS[$k]}" "${MRPS[$P/$t/direct]}")" '%.3f')" \
-            "$(fmt "${MPUS[$k]}" '%.2f')" "$(fmt "${MUUS[$k]}" '%.2f')" "$(fmt "${MRUS[$k]}" '%.2f')" "$(fmt "$tot" '%.2f')"
+            "$(fmt "${MPUS[$k]}" '%.2f')" "$(fmt "${MUUS[$k]}" '%.2f')" "$(fmt "${MRUS[$k]}" '%.2f')" "$(fmt "$tot" '%.2f')" \
+            "$(fmt "${MCPR[$k]}" '%.1f')"
     done; done; done
 )
 

@@ -25,6 +25,7 @@ void conf_defaults(vp_config *c)
     c->upstream_port = 6379;
     c->connect_timeout_ms = 2000;
     c->shared_upstreams = 1;
+    c->shared_batch_hold = 50;
     c->maxclients = 10000;
     c->proto_max_bulk_len = 512LL * 1024 * 1024;
     c->proto_max_multibulk_len = INT_MAX;
@@ -198,6 +199,7 @@ static const conf_directive conf_directives[] = {
     {"upstream", T_UPSTREAM, 0, 0, 0},
     {"connect-timeout", T_INT, OFF(connect_timeout_ms), 1, 3600 * 1000},
     {"shared-upstreams", T_INT, OFF(shared_upstreams), 0, 64},
+    {"shared-batch-hold", T_INT, OFF(shared_batch_hold), 0, 1000},
     {"maxclients", T_INT, OFF(maxclients), 1, UINT_MAX},
     {"proto-max-bulk-len", T_MEMORY, OFF(proto_max_bulk_len), 1024 * 1024, LLONG_MAX},
     {"proto-max-multibulk-len", T_INT, OFF(proto_max_multibulk_len), 1, INT_MAX},

@@ -147,6 +147,8 @@ void metrics_prom_write(const vp_server *srv, vp_buf *b)
     counter(b, "verbproxy_commands_forwarded_total", "Requests sent upstream.", s->commands_forwarded);
     counter(b, "verbproxy_shared_commands_total", "Requests sent on a shared upstream connection.",
             s->shared_commands);
+    counter(b, "verbproxy_shared_batch_holds_total",
+            "Shared batches that waited (shared-batch-hold) for more clients' requests.", s->shared_batch_holds);
     counter(b, "verbproxy_local_replies_total", "Replies made by the proxy itself.", s->local_replies);
     counter(b, "verbproxy_barriers_sent_total", "Barrier PINGs sent to place a reply of the proxy's own.",
             s->barriers_sent);

@@ -223,6 +223,7 @@ static void note_settings(const vp_config *cur, const vp_config *fresh, reload_n
     NOTE_NUM(proto_max_bulk_len, "proto-max-bulk-len")
     NOTE_NUM(proto_max_multibulk_len, "proto-max-multibulk-len")
     NOTE_NUM(buffer_limit, "buffer-limit")
+    NOTE_NUM(shared_batch_hold, "shared-batch-hold")
     NOTE_NUM(client_query_buffer_limit, "client-query-buffer-limit")
     NOTE_NUM(shutdown_timeout, "shutdown-timeout")
     NOTE_NUM(protected_mode, "protected-mode")

@@ -19,6 +19,7 @@
     X(tls_client_handshake_failures)                                                                         \
     X(barriers_sent)                                                                                         \
     X(shared_commands)                                                                                       \
+    X(shared_batch_holds)                                                                                    \
     X(clients_pinned)                                                                                        \
     X(verb_calls)                                                                                            \
     X(verb_argument_errors)                                                                                  \

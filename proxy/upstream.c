@@ -13,6 +13,7 @@
 #include "proxy/pool.h"
 #include "proxy/readiness.h"
 #include "proxy/tls.h"
+#include "proxy/upstream_hold.h"
 #include "proxy/upstream_internal.h"
 
 /* Read size per uv read, Redis's PROTO_IOBUF_LEN. */
@@ -400,6 +401,7 @@ upstream_conn *upstream_open(vp_server *srv, struct client_session *client)
     memset(up, 0, sizeof(*up));
     up->srv = srv;
     up->client = client;
+    up->hold_batch = 1; /* (a client that never joined one has 0) */
     up->state = UPSTREAM_CONNECTING;
     up->connect_req.data = up;
     up->resolve_req.data = up;
@@ -519,6 +521,7 @@ static int up_shared_write(upstream_conn *up)
     if (rc == 0 && up->sent != up->marked) {
         up->batch_end[up->nbatches++] = up->sent;
         up->marked = up->sent;
+        up_hold_written(up);
     }
     return rc;
 }
@@ -535,6 +538,7 @@ void upstream_flush_early(upstream_conn *up)
 static void up_shared_flush(upstream_conn *up)
 {
     size_t resume_below = (size_t)up->srv->conf.buffer_limit / 2;
+    if (up_hold_wait(up, UP_FLUSH_EARLY_BYTES)) return; /* more is due: the timerfd wakes the loop */
     int rc = up_shared_write(up);
     /* What the clients held back send goes now too, before the loop waits,
      * and again while the kernel takes it all, for a few rounds (then the
@@ -571,6 +575,7 @@ void upstream_close_shared(vp_server *srv)
     if (srv->side) upstream_close(srv->side);
     while (srv->retired)
         upstream_close(srv->retired); /* (unlinks it) */
+    up_hold_close();
 }
 
 /* ---- reading replies ---- */
@@ -1162,6 +1167,7 @@ static int up_forward(upstream_conn *up, struct client_session *c, const char *p
          * shared connection only carries plain commands (client.c). */
         outq_add_copy(&up->out, p, n);
         up->srv->stats.shared_commands++;
+        if (c) up_hold_note(up, c);
         up_fifo_push(up, c, UP_REPLY);
         return 1;
     }

@@ -133,6 +133,15 @@ typedef struct upstream_conn {
     unsigned long long batch_end[UP_SHARED_BATCHES];
     int nbatches;
     unsigned long long marked; /* `sent` at the last write */
+    /* The batch hold (upstream_hold.h): when the batch gathering was first
+     * seen held (uv_hrtime, 0 = not held), its number, how many distinct
+     * clients it holds, and how many sent in this millisecond (hold_window)
+     * and the one before. */
+    uint64_t hold_t0;
+    unsigned hold_batch;
+    unsigned hold_batch_clients;
+    uint64_t hold_window;
+    unsigned hold_cur, hold_prev;
     up_auth auth;              /* shared: known from the first reply on (upstream_is_ready) */
 
     union {
