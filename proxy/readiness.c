@@ -91,6 +91,12 @@ void ready_tick(vp_server *srv)
     }
 }
 
+void ready_upstream_moved(vp_server *srv)
+{
+    ready_drop_conn(srv);
+    srv->metrics.ready.started = 0;
+}
+
 void ready_stop(vp_server *srv)
 {
     ready_drop_conn(srv);
@@ -134,6 +140,6 @@ void ready_probe_failed(upstream_conn *up, const char *why)
     if (up != r->conn) return;
     r->conn = NULL; /* closed by upstream.c */
     char text[READY_REASON_MAX];
-    snprintf(text, sizeof(text), "%.80s: %.160s", srv->conf.upstream, why);
+    snprintf(text, sizeof(text), "%.80s: %.160s", srv->conf.upstream[0] ? srv->conf.upstream : "sentinel", why);
     ready_verdict(srv, 0, text);
 }
