@@ -20,7 +20,8 @@ static void ready_verdict(vp_server *srv, int ok, const char *why)
 {
     ready_state *r = &srv->metrics.ready;
     if (!ok && (r->ok || !r->checked || strcmp(r->reason, why) != 0))
-        vp_log(VP_LOG_WARNING, "readiness: upstream %s not ready: %s", srv->conf.upstream, why);
+        vp_log(VP_LOG_WARNING, "readiness: upstream %s not ready: %s",
+               srv->conf.upstream[0] ? srv->conf.upstream : "(none yet)", why);
     else if (ok && r->checked && !r->ok)
         vp_log(VP_LOG_NOTICE, "readiness: upstream %s ready again", srv->conf.upstream);
     r->checked = 1;

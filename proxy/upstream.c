@@ -224,12 +224,14 @@ static void up_retire(upstream_conn *up)
 
 void upstream_primary_moved(vp_server *srv)
 {
+    /* Clients owing the retired connections nothing move now; the ones
+     * left on them have requests in flight on the old primary. */
     upstream_retire_shared(srv);
     srv->upstream_auth_failure[0] = '\0';
     struct client_session *next;
     for (struct client_session *c = srv->clients; c; c = next) {
         next = c->next; /* (client_drain_close may close c, never another) */
-        if (c->up && !c->up->shared) client_drain_close(c);
+        if (c->up && (!c->up->shared || c->up->retired)) client_drain_close(c);
     }
     ready_upstream_moved(srv);
 }

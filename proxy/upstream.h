@@ -263,13 +263,17 @@ void upstream_close_shared(vp_server *srv);
 void upstream_retire_shared(vp_server *srv);
 /* Sentinel mode: the primary moved (srv->conf.upstream* now names the new
  * one; proxy/sentinel.c). As after a reload's address change, the shared
- * and side connections are retired (new requests go to new connections,
- * which load their scripts before their first verb like any new one;
- * clients owed replies there get them first). A client's own connection
- * holds state (database, transaction, subscriptions) that lives on a node
- * that is no primary any more: the client gets the replies owed for what
- * was sent, then a clean close (client_drain_close). The readiness probe
- * reconnects. */
+ * and side connections are retired: new requests go to new connections,
+ * which load their scripts before their first verb like any new one, and
+ * clients owing them nothing move silently. A client with requests in
+ * flight on the old primary gets their replies, then a clean close
+ * (client_drain_close): writes the old primary acknowledged after the
+ * replica stopped following it are lost (Redis replicates asynchronously),
+ * and moving that client on silently would show it its own writes
+ * vanishing; a close tells it, as Redis's CLIENT KILL on the demoted node
+ * tells a direct client. A client's own connection holds state (database,
+ * transaction, subscriptions) on a node that is no primary any more: the
+ * same. The readiness probe reconnects. */
 void upstream_primary_moved(vp_server *srv);
 /* A reload is about to replace srv->verbs, whose contents now live at
  * `old`: every connection with verbs in flight keeps a reference to it
