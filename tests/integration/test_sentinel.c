@@ -141,9 +141,10 @@ Test(sentinel, finds_the_primary_and_serves)
     char *info = proxy_info();
     char want[64];
     snprintf(want, sizeof(want), "upstream:127.0.0.1:%d", primary);
-    cr_assert(strstr(info, want), "VERBPROXY INFO does not say %s:\n%s", want, info);
-    cr_assert(strstr(info, "sentinel_switches:0"), "%s", info);
+    bool names_it = strstr(info, want) != NULL, none = strstr(info, "sentinel_switches:0") != NULL;
     free(info);
+    cr_assert(names_it, "VERBPROXY INFO does not say %s", want);
+    cr_assert(none, "VERBPROXY INFO counts a switch");
     char *log = vt_proxy_log(proxy);
     cr_assert(!strstr(log, "sentinel-secret"), "the sentinel password is in the log:\n%s", log);
     free(log);
@@ -206,9 +207,13 @@ Test(sentinel, failover_under_traffic)
     char *info = proxy_info();
     char want[64];
     snprintf(want, sizeof(want), "upstream:127.0.0.1:%d", now);
-    cr_assert(strstr(info, want), "VERBPROXY INFO does not say %s:\n%s", want, info);
-    cr_assert(strstr(info, "sentinel_switches:1"), "%s", info);
+    bool names_it = strstr(info, want) != NULL;
+    /* (At least 1: a sentinel that has not yet heard of the failover may
+     * name the old primary to a poll for a moment; README, limits.) */
+    bool counted = strstr(info, "sentinel_switches:0") == NULL;
     free(info);
+    cr_assert(names_it, "VERBPROXY INFO does not say %s", want);
+    cr_assert(counted, "VERBPROXY INFO counts no switch");
     assert_ready();
 }
 
