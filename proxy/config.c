@@ -50,12 +50,19 @@ void conf_free(vp_config *c)
     c->ncustom_verbs = 0;
     auth_free(&c->auth);
     OPENSSL_cleanse(c->upstream_pass, sizeof(c->upstream_pass));
+    OPENSSL_cleanse(c->sentinel_pass, sizeof(c->sentinel_pass));
     if (c->upstream_auth) {
         OPENSSL_cleanse(c->upstream_auth, c->upstream_auth_len);
         free(c->upstream_auth);
     }
     c->upstream_auth = NULL;
     c->upstream_auth_len = 0;
+    if (c->sentinel_auth) {
+        OPENSSL_cleanse(c->sentinel_auth, c->sentinel_auth_len);
+        free(c->sentinel_auth);
+    }
+    c->sentinel_auth = NULL;
+    c->sentinel_auth_len = 0;
 }
 
 /* `verb NAME path numkeys N [arity A] [readonly]`: may be given many times. */
@@ -145,21 +152,46 @@ int conf_parse_upstream(vp_config *c, const char *value, char *err, size_t errle
         snprintf(err, errlen, "upstream must be host:port or a unix socket path, got '%s'", value);
         return -1;
     }
-    long long port;
-    if (parse_ll(colon + 1, 1, 65535, &port) < 0) {
+    if (conf_parse_hostport(value, c->upstream_host, &c->upstream_port) < 0) {
         snprintf(err, errlen, "invalid upstream port in '%s'", value);
         return -1;
     }
+    snprintf(c->upstream, sizeof(c->upstream), "%s", value);
+    return 0;
+}
+
+int conf_parse_hostport(const char *value, char *host, int *port)
+{
+    const char *colon = strrchr(value, ':');
+    long long p;
+    if (!colon || colon == value || strlen(value) >= CONF_ADDR_MAX || parse_ll(colon + 1, 1, 65535, &p) < 0)
+        return -1;
     const char *h = value;
     size_t hl = (size_t)(colon - value);
     if (h[0] == '[' && hl >= 2 && h[hl - 1] == ']') { /* [::1]:6379 */
         h++;
         hl -= 2;
     }
-    memcpy(c->upstream_host, h, hl);
-    c->upstream_host[hl] = '\0';
-    c->upstream_port = (int)port;
-    snprintf(c->upstream, sizeof(c->upstream), "%s", value);
+    memcpy(host, h, hl);
+    host[hl] = '\0';
+    *port = (int)p;
+    return 0;
+}
+
+/* `sentinel host:port`: may be given many times. */
+static int conf_add_sentinel(vp_config *c, const char *value, char *err, size_t errlen)
+{
+    if (c->nsentinels == CONF_MAX_SENTINELS) {
+        snprintf(err, errlen, "at most %d sentinel lines", CONF_MAX_SENTINELS);
+        return -1;
+    }
+    int i = c->nsentinels;
+    if (conf_parse_hostport(value, c->sentinel_hosts[i], &c->sentinel_ports[i]) < 0) {
+        snprintf(err, errlen, "sentinel must be host:port, got '%s'", value);
+        return -1;
+    }
+    snprintf(c->sentinels[i], CONF_ADDR_MAX, "%s", value);
+    c->nsentinels++;
     return 0;
 }
 
@@ -179,6 +211,8 @@ typedef enum {
     T_USER,
     T_YESNO,    /* int: yes 1, no 0 */
     T_TLS_AUTH, /* conf_tls_auth */
+    T_MODE,     /* conf_upstream_mode */
+    T_SENTINEL, /* one more sentinel */
     T_TLS       /* a string of a conf_tls, checked by proxy/tls.c (max: its size) */
 } conf_type;
 
@@ -197,6 +231,12 @@ static const conf_directive conf_directives[] = {
     {"unixsocketperm", T_OCTAL, OFF(unixsocketperm), 0, 0777},
     {"tcp-backlog", T_INT, OFF(tcp_backlog), 1, 65535},
     {"upstream", T_UPSTREAM, 0, 0, 0},
+    {"upstream-mode", T_MODE, OFF(upstream_mode), 0, 0},
+    {"sentinel", T_SENTINEL, 0, 0, 0},
+    {"sentinel-master", T_STRING, OFF(sentinel_master), 0, 0},
+    {"sentinel-user", T_STRING, OFF(sentinel_user), 0, 0},
+    {"sentinel-pass", T_SECRET, OFF(sentinel_pass), 0, 0},
+    {"sentinel-pass-file", T_STRING, OFF(sentinel_pass_file), 0, 0},
     {"connect-timeout", T_INT, OFF(connect_timeout_ms), 1, 3600 * 1000},
     {"shared-upstreams", T_INT, OFF(shared_upstreams), 0, 64},
     {"shared-batch-hold", T_INT, OFF(shared_batch_hold), 0, 1000},
@@ -267,6 +307,7 @@ static int conf_keyword(const char *name, const char *value, const char *const *
 int conf_is_secret(const char *name)
 {
     return !strcasecmp(name, "upstream-pass") || !strcasecmp(name, "requirepass") || !strcasecmp(name, "user") ||
+           !strcasecmp(name, "sentinel-pass") ||
            !strcasecmp(name, "tls-key-file-pass");
 }
 
@@ -331,7 +372,17 @@ int conf_set(vp_config *c, const char *name, const char *value, char *err, size_
         }
         return 0;
     case T_UPSTREAM:
+        c->upstream_given = 1;
         return conf_parse_upstream(c, value, err, errlen);
+    case T_MODE: /* conf_upstream_mode's order */
+        if (!strcasecmp(value, "cluster")) {
+            snprintf(err, errlen, "upstream-mode cluster: not supported yet");
+            return -1;
+        }
+        return conf_keyword(name, value, (const char *const[]){"standalone", "sentinel", NULL}, (int *)field,
+                            err, errlen);
+    case T_SENTINEL:
+        return conf_add_sentinel(c, value, err, errlen);
     case T_VERB:
         return conf_add_verb(c, value, err, errlen);
     case T_SECRET:
@@ -396,7 +447,7 @@ static int conf_split(char *line, char **words, int max)
 
 /* The directives that take the rest of the line and may be given many
  * times (each line adds one). */
-static const char *const conf_repeatable[] = {"verb", "user"};
+static const char *const conf_repeatable[] = {"verb", "user", "sentinel"};
 
 int conf_is_repeatable(const char *name)
 {
@@ -419,11 +470,12 @@ static const char *conf_rest_of_line_directive(const char *line)
 }
 
 /* The first line of a file, without its line end. */
-static int conf_read_first_line(const char *path, char *out, size_t cap, char *err, size_t errlen)
+static int conf_read_first_line(const char *what, const char *path, char *out, size_t cap, char *err,
+                                size_t errlen)
 {
     FILE *f = fopen(path, "r");
     if (!f) {
-        snprintf(err, errlen, "upstream-pass-file %s: cannot open: %s", path, strerror(errno));
+        snprintf(err, errlen, "%s %s: cannot open: %s", what, path, strerror(errno));
         return -1;
     }
     int ok = fgets(out, (int)cap, f) != NULL;
@@ -431,28 +483,65 @@ static int conf_read_first_line(const char *path, char *out, size_t cap, char *e
     size_t n = ok ? strlen(out) : 0;
     if (n == cap - 1 && out[n - 1] != '\n') {
         OPENSSL_cleanse(out, cap);
-        snprintf(err, errlen, "upstream-pass-file %s: the password is longer than %zu bytes", path, cap - 2);
+        snprintf(err, errlen, "%s %s: the password is longer than %zu bytes", what, path, cap - 2);
         return -1;
     }
     while (n && (out[n - 1] == '\n' || out[n - 1] == '\r'))
         out[--n] = '\0';
     if (n == 0) {
-        snprintf(err, errlen, "upstream-pass-file %s: the first line is empty", path);
+        snprintf(err, errlen, "%s %s: the first line is empty", what, path);
         return -1;
     }
     return 0;
 }
 
-/* AUTH [user] pass as a RESP request. */
+/* AUTH [user] pass as a RESP request (malloc'd, *len its length). */
+static char *conf_build_auth(const char *user, const char *pass, size_t *len)
+{
+    size_t ul = strlen(user), pl = strlen(pass);
+    size_t cap = ul + pl + 64;
+    char *auth = vp_malloc(cap);
+    int n = ul ? snprintf(auth, cap, "*3\r\n$4\r\nAUTH\r\n$%zu\r\n%s\r\n$%zu\r\n%s\r\n", ul, user, pl, pass)
+               : snprintf(auth, cap, "*2\r\n$4\r\nAUTH\r\n$%zu\r\n%s\r\n", pl, pass);
+    *len = (size_t)n;
+    return auth;
+}
+
 static void conf_build_upstream_auth(vp_config *c)
 {
-    size_t ul = strlen(c->upstream_user), pl = strlen(c->upstream_pass);
-    size_t cap = ul + pl + 64;
-    c->upstream_auth = vp_malloc(cap);
-    int n = ul ? snprintf(c->upstream_auth, cap, "*3\r\n$4\r\nAUTH\r\n$%zu\r\n%s\r\n$%zu\r\n%s\r\n", ul,
-                          c->upstream_user, pl, c->upstream_pass)
-               : snprintf(c->upstream_auth, cap, "*2\r\n$4\r\nAUTH\r\n$%zu\r\n%s\r\n", pl, c->upstream_pass);
-    c->upstream_auth_len = (size_t)n;
+    c->upstream_auth = conf_build_auth(c->upstream_user, c->upstream_pass, &c->upstream_auth_len);
+}
+
+/* Sentinel mode's settings: the sentinels and the master's name are
+ * needed, `upstream` is not (the sentinels name it). */
+static int conf_finish_sentinel(vp_config *c, char *err, size_t errlen)
+{
+    if (c->upstream_mode != CONF_MODE_SENTINEL) {
+        if (c->nsentinels || c->sentinel_master[0]) {
+            snprintf(err, errlen, "sentinel and sentinel-master need upstream-mode sentinel");
+            return -1;
+        }
+        return 0;
+    }
+    if (!c->nsentinels || !c->sentinel_master[0]) {
+        snprintf(err, errlen, "upstream-mode sentinel needs %s", !c->nsentinels ? "at least one 'sentinel host:port'"
+                                                                               : "'sentinel-master NAME'");
+        return -1;
+    }
+    /* No primary until the sentinels name one (proxy/sentinel.c). */
+    c->upstream[0] = c->upstream_host[0] = '\0';
+    c->upstream_port = 0;
+    if (c->sentinel_pass_file[0] &&
+        conf_read_first_line("sentinel-pass-file", c->sentinel_pass_file, c->sentinel_pass,
+                             sizeof(c->sentinel_pass), err, errlen) < 0)
+        return -1;
+    if (c->sentinel_user[0] && !c->sentinel_pass[0]) {
+        snprintf(err, errlen, "sentinel-user '%s' is given without a password: set sentinel-pass-file or sentinel-pass",
+                 c->sentinel_user);
+        return -1;
+    }
+    if (c->sentinel_pass[0]) c->sentinel_auth = conf_build_auth(c->sentinel_user, c->sentinel_pass, &c->sentinel_auth_len);
+    return 0;
 }
 
 int conf_finish(vp_config *c, const char *env_pass, char *err, size_t errlen)
@@ -460,7 +549,7 @@ int conf_finish(vp_config *c, const char *env_pass, char *err, size_t errlen)
     /* The file, then the environment, then the directive: the safer
      * source wins (a file or the environment stay out of `ps`). */
     if (c->upstream_pass_file[0]) {
-        if (conf_read_first_line(c->upstream_pass_file, c->upstream_pass, sizeof(c->upstream_pass), err,
+        if (conf_read_first_line("upstream-pass-file", c->upstream_pass_file, c->upstream_pass, sizeof(c->upstream_pass), err,
                                  errlen) < 0)
             return -1;
         c->upstream_pass_source = "upstream-pass-file";
@@ -481,7 +570,7 @@ int conf_finish(vp_config *c, const char *env_pass, char *err, size_t errlen)
         return -1;
     }
     if (c->upstream_pass[0]) conf_build_upstream_auth(c);
-    return 0;
+    return conf_finish_sentinel(c, err, errlen);
 }
 
 int conf_load_file(vp_config *c, const char *path, char *err, size_t errlen)

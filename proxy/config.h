@@ -36,6 +36,14 @@ typedef struct conf_tls {
     conf_tls_auth auth_clients;        /* client side (default yes) */
 } conf_tls;
 
+/* upstream-mode: what runs behind `upstream`. Extensible: cluster is
+ * planned (issue 13) and refused until it exists. */
+typedef enum conf_upstream_mode {
+    CONF_MODE_STANDALONE, /* one Redis at `upstream` */
+    CONF_MODE_SENTINEL    /* the primary the sentinels name (proxy/sentinel.c) */
+} conf_upstream_mode;
+#define CONF_MAX_SENTINELS 16
+
 /* aggregate-count-polyfill: when ZUNION, ZINTER and their STORE variants
  * with AGGREGATE COUNT run as the proxy's script instead of Redis's own
  * command (upstream_server.c). */
@@ -52,9 +60,29 @@ typedef struct vp_config {
     int unixsocketperm;             /* octal mode for the unix socket, 0 = umask */
     int tcp_backlog;
 
+    /* The upstream address. In sentinel mode a runtime value: "" until the
+     * sentinels name a primary, then rewritten by proxy/sentinel.c at every
+     * switch (and carried over a reload); every upstream connection opens
+     * to what it holds at that moment. */
     char upstream[CONF_ADDR_MAX];      /* as written: host:port or a socket path */
     char upstream_host[CONF_ADDR_MAX]; /* host, or the unix socket path */
     int upstream_port;                 /* 0 for a unix socket */
+    int upstream_given;                /* `upstream` was set (not the default) */
+    conf_upstream_mode upstream_mode;
+    /* Sentinel mode: `sentinel host:port` lines, `sentinel-master`, and the
+     * sentinels' own credentials (sentinel-pass-file, else sentinel-pass),
+     * turned by conf_finish into `sentinel_auth`, the AUTH request sent
+     * first to every sentinel (owned; NULL: none). */
+    char sentinels[CONF_MAX_SENTINELS][CONF_ADDR_MAX]; /* as written */
+    char sentinel_hosts[CONF_MAX_SENTINELS][CONF_ADDR_MAX];
+    int sentinel_ports[CONF_MAX_SENTINELS];
+    int nsentinels;
+    char sentinel_master[CONF_ADDR_MAX];
+    char sentinel_user[CONF_ADDR_MAX];
+    char sentinel_pass[CONF_SECRET_MAX];
+    char sentinel_pass_file[CONF_ADDR_MAX];
+    char *sentinel_auth;
+    size_t sentinel_auth_len;
     long long connect_timeout_ms;
     int upstream_tls;       /* every upstream connection over TLS (upstream-tls yes) */
     conf_tls upstream_tls_conf; /* upstream-tls-* */
@@ -111,6 +139,8 @@ int conf_is_secret(const char *name);
 int conf_is_repeatable(const char *name);
 /* Free what the settings own (the custom verbs, the users, the AUTH
  * request: secrets are wiped first). */
+/* "host:port" or "[v6]:port" into host (CONF_ADDR_MAX) and port. */
+int conf_parse_hostport(const char *value, char *host, int *port);
 void conf_free(vp_config *c);
 /* Apply one directive. Returns 0, or -1 with a reason in err. */
 int conf_set(vp_config *c, const char *name, const char *value, char *err, size_t errlen);

@@ -5,6 +5,7 @@
 #include "proxy/client.h"
 #include "proxy/http_admin.h"
 #include "proxy/log.h"
+#include "proxy/sentinel.h"
 #include "proxy/upstream.h"
 
 static const char *signal_name(int signum)
@@ -47,6 +48,7 @@ static void lifecycle_stop(vp_lifecycle *lc, const char *why)
     while (srv->clients)
         client_close(srv->clients);
     upstream_close_shared(srv);
+    sentinel_stop(srv);
     for (int i = 0; i < lc->nowned; i++)
         close_if_open(lc->owned[i]);
     stats_log(&srv->stats);

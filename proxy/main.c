@@ -17,6 +17,7 @@
 #include "proxy/listener.h"
 #include "proxy/log.h"
 #include "proxy/pool.h"
+#include "proxy/sentinel.h"
 #include "proxy/server.h"
 #include "proxy/tls.h"
 #include "proxy/upstream.h"
@@ -83,7 +84,7 @@ static int tls_setup(vp_server *srv, char *err, size_t errlen)
 {
     vp_config *conf = &srv->conf;
     if (conf->upstream_tls) {
-        if (conf->upstream_port == 0) {
+        if (conf->upstream_port == 0 && conf->upstream_mode != CONF_MODE_SENTINEL) {
             snprintf(err, errlen, "upstream-tls needs a host:port upstream, not a unix socket");
             return -1;
         }
@@ -188,7 +189,12 @@ int main(int argc, char **argv)
         admin_http_start(&srv, err, sizeof(err)) < 0)
         return fail_start(&srv, err);
     if (listener_start(&listener, &srv, err, sizeof(err)) < 0) return fail_start(&srv, err);
-    vp_log(VP_LOG_NOTICE, "verbproxy %s ready, upstream %s", VP_VERSION, srv.conf.upstream);
+    if (srv.conf.upstream_mode == CONF_MODE_SENTINEL)
+        vp_log(VP_LOG_NOTICE, "verbproxy %s ready, upstream: the primary of %s (sentinel)", VP_VERSION,
+               srv.conf.sentinel_master);
+    else
+        vp_log(VP_LOG_NOTICE, "verbproxy %s ready, upstream %s", VP_VERSION, srv.conf.upstream);
+    sentinel_start(&srv);
     if (srv.conf.upstream_auth)
         vp_log(VP_LOG_NOTICE, "upstream credentials: %s%s, password from %s",
                srv.conf.upstream_user[0] ? "user " : "the default user",

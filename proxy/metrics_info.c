@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "proxy/http_admin.h"
+#include "proxy/sentinel.h"
 #include "proxy/server.h"
 
 static void put(vp_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -56,6 +57,9 @@ static void info_upstream(const vp_server *srv, vp_buf *b)
 {
     const vp_metrics *m = &srv->metrics;
     put(b, "# Upstream\r\nupstream:%s\r\nupstream_tls:%d\r\n", srv->conf.upstream, srv->conf.upstream_tls);
+    if (srv->conf.upstream_mode == CONF_MODE_SENTINEL)
+        put(b, "upstream_mode:sentinel\r\nsentinel_master:%s\r\nsentinel_switches:%llu\r\nsentinel_error:%s\r\n",
+            srv->conf.sentinel_master, sentinel_switches(srv), sentinel_error(srv));
     put(b, "upstream_connects:%llu\r\n", srv->stats.upstream_connects);
     for (int r = 0; r < METRICS_FAIL_N; r++)
         put(b, "upstream_connect_failures_%s:%llu\r\n", metrics_fail_names[r], m->connect_failures[r]);

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "proxy/sentinel.h"
 #include "proxy/server.h"
 
 static void put(vp_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -111,6 +112,14 @@ void metrics_prom_write(const vp_server *srv, vp_buf *b)
           m->ready.checked && m->ready.ok);
     gauge(b, "verbproxy_draining", "1 once a SIGTERM started the drain (readiness fails).",
           srv->draining != 0);
+    if (srv->conf.upstream_mode == CONF_MODE_SENTINEL) {
+        counter(b, "verbproxy_sentinel_switches_total",
+                "Times the primary moved (+switch-master, or a poll of the sentinels) since start.",
+                sentinel_switches(srv));
+        family(b, "verbproxy_upstream_primary", "gauge",
+               "Always 1; the primary the sentinels named as a label (\"\" while none is known).");
+        sample_labeled(b, "verbproxy_upstream_primary", "address", srv->conf.upstream, 1);
+    }
     counter(b, "verbproxy_config_reloads_total", "SIGHUP reloads that took effect.", s->reloads);
     counter(b, "verbproxy_config_reload_failures_total",
             "SIGHUP reloads refused (a bad file, script or certificate): nothing changed.",

@@ -20,7 +20,8 @@ static void ready_verdict(vp_server *srv, int ok, const char *why)
 {
     ready_state *r = &srv->metrics.ready;
     if (!ok && (r->ok || !r->checked || strcmp(r->reason, why) != 0))
-        vp_log(VP_LOG_WARNING, "readiness: upstream %s not ready: %s", srv->conf.upstream, why);
+        vp_log(VP_LOG_WARNING, "readiness: upstream %s not ready: %s",
+               srv->conf.upstream[0] ? srv->conf.upstream : "(none yet)", why);
     else if (ok && r->checked && !r->ok)
         vp_log(VP_LOG_NOTICE, "readiness: upstream %s ready again", srv->conf.upstream);
     r->checked = 1;
@@ -91,6 +92,12 @@ void ready_tick(vp_server *srv)
     }
 }
 
+void ready_upstream_moved(vp_server *srv)
+{
+    ready_drop_conn(srv);
+    srv->metrics.ready.started = 0;
+}
+
 void ready_stop(vp_server *srv)
 {
     ready_drop_conn(srv);
@@ -134,6 +141,6 @@ void ready_probe_failed(upstream_conn *up, const char *why)
     if (up != r->conn) return;
     r->conn = NULL; /* closed by upstream.c */
     char text[READY_REASON_MAX];
-    snprintf(text, sizeof(text), "%.80s: %.160s", srv->conf.upstream, why);
+    snprintf(text, sizeof(text), "%.80s: %.160s", srv->conf.upstream[0] ? srv->conf.upstream : "sentinel", why);
     ready_verdict(srv, 0, text);
 }

@@ -35,6 +35,9 @@ typedef struct ready_state {
 
 /* Start a check when one is due; fail one in flight for too long. */
 void ready_tick(struct vp_server *srv);
+/* Sentinel mode: the primary moved: the probe's connection (and a check
+ * in flight on it) is dropped, the next check connects to the new one. */
+void ready_upstream_moved(struct vp_server *srv);
 /* Close the probe's connection (at shutdown). */
 void ready_stop(struct vp_server *srv);
 

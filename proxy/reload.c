@@ -267,8 +267,23 @@ void reload_apply(vp_server *srv, const vp_conf_source *src)
         return;
     }
     vp_config *cur = &srv->conf;
+    if (fresh.upstream_mode != cur->upstream_mode) {
+        /* (Not kept as it was like the other restart-only settings: the
+         * file's other lines, sentinel or upstream, belong to the new mode.) */
+        conf_free(&fresh);
+        reload_failed(srv, "upstream-mode changed: that needs a restart");
+        return;
+    }
     reload_note restart = {{0}, 0}, changed = {{0}, 0};
     keep_restart_only(cur, &fresh, &restart);
+    if (cur->upstream_mode == CONF_MODE_SENTINEL) {
+        /* The primary is the sentinels' answer, not the file's: it stays
+         * (sentinel lines and sentinel-master changed by the reload are
+         * used from the next question on, every SENTINEL_POLL_MS). */
+        memcpy(fresh.upstream, cur->upstream, sizeof(fresh.upstream));
+        memcpy(fresh.upstream_host, cur->upstream_host, sizeof(fresh.upstream_host));
+        fresh.upstream_port = cur->upstream_port;
+    }
 
     /* Everything that can fail, before anything changes. */
     verb_table nt;
@@ -279,7 +294,7 @@ void reload_apply(vp_server *srv, const vp_conf_source *src)
         return;
     }
     struct vp_tls_ctx *up_tls = NULL, *cl_tls = NULL;
-    if (fresh.upstream_tls && fresh.upstream_port == 0) {
+    if (fresh.upstream_tls && fresh.upstream_port == 0 && fresh.upstream_mode != CONF_MODE_SENTINEL) {
         snprintf(err, sizeof(err), "upstream-tls needs a host:port upstream, not a unix socket");
         goto fail;
     }

@@ -14,6 +14,7 @@
 struct client_session;
 struct upstream_conn;
 struct vp_tls_ctx;
+struct vp_sentinel;
 
 #define VP_MAX_SHARED_UPSTREAMS 64
 
@@ -67,6 +68,9 @@ typedef struct vp_server {
     /* 1 from the first SIGTERM/SIGINT on (main.c): readiness fails, the
      * proxy serves its clients until they leave or shutdown-timeout. */
     int draining;
+    /* upstream-mode sentinel: discovery of the primary (proxy/sentinel.c);
+     * NULL otherwise. */
+    struct vp_sentinel *sentinel;
 } vp_server;
 
 #endif

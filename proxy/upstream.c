@@ -12,6 +12,7 @@
 #include "proxy/log.h"
 #include "proxy/pool.h"
 #include "proxy/readiness.h"
+#include "proxy/sentinel.h"
 #include "proxy/tls.h"
 #include "proxy/upstream_hold.h"
 #include "proxy/upstream_internal.h"
@@ -44,7 +45,8 @@ typedef enum up_route {
     ROUTE_NOSCRIPT,     /* a verb's NOSCRIPT: reload and send it again */
     ROUTE_SERVER,       /* our HELLO's answer: read, dropped */
     ROUTE_AUTH,         /* our AUTH's answer: the connection is ready, or failed */
-    ROUTE_PROBE         /* the readiness probe's answer (readiness.c) */
+    ROUTE_PROBE,        /* the readiness probe's answer (readiness.c) */
+    ROUTE_ROLE          /* our ROLE's answer (sentinel mode): is it the primary? */
 } up_route;
 
 static void up_close_cb(uv_handle_t *h);
@@ -221,6 +223,20 @@ static void up_retire(upstream_conn *up)
     up_retired_check(up);
 }
 
+void upstream_primary_moved(vp_server *srv)
+{
+    /* Clients owing the retired connections nothing move now; the ones
+     * left on them have requests in flight on the old primary. */
+    upstream_retire_shared(srv);
+    srv->upstream_auth_failure[0] = '\0';
+    struct client_session *next;
+    for (struct client_session *c = srv->clients; c; c = next) {
+        next = c->next; /* (client_drain_close may close c, never another) */
+        if (c->up && (!c->up->shared || c->up->retired)) client_drain_close(c);
+    }
+    ready_upstream_moved(srv);
+}
+
 void upstream_retire_shared(vp_server *srv)
 {
     for (int i = 0; i < VP_MAX_SHARED_UPSTREAMS; i++) {
@@ -266,6 +282,7 @@ static void up_fail(upstream_conn *up, const char *reason)
     up->srv->stats.upstream_connect_failures++;
     metrics_connect_failed(&up->srv->metrics, why, up->authing && up->state == UPSTREAM_READY);
     vp_log(VP_LOG_VERBOSE, "upstream %s: connect failed: %s", up->srv->conf.upstream, why);
+    sentinel_recheck(up->srv, why);
     upstream_close(up);
     if (c)
         client_upstream_failed(c, why);
@@ -324,6 +341,7 @@ static void up_lost(upstream_conn *up, const char *reason)
                (int)up->refusal_len - 2, up->refusal);
     else
         vp_log(VP_LOG_VERBOSE, "upstream %s: connection lost: %s", up->srv->conf.upstream, reason);
+    sentinel_recheck(up->srv, reason);
     upstream_close(up);
     if (c)
         client_upstream_lost(c, reason);
@@ -338,7 +356,8 @@ static void up_lost(upstream_conn *up, const char *reason)
 static void up_on_timeout(uv_timer_t *t)
 {
     upstream_conn *up = t->data;
-    if (up->state != UPSTREAM_CONNECTING && !up->authing) return; /* (connect-timeout covers our AUTH too) */
+    if (up->state != UPSTREAM_CONNECTING && !up->authing && !up->role_check)
+        return; /* (connect-timeout covers our AUTH and ROLE too) */
     if (up->error[0]) {
         up_fail(up, up->error); /* a failure parked by upstream_open */
     } else if (up->tls && !vp_tls_established(up->tls)) {
@@ -395,6 +414,18 @@ static void up_queue_auth(upstream_conn *up)
     up->authing = 1;
 }
 
+/* Sentinel mode: ROLE follows (our AUTH and) goes before anything else, and
+ * the connection takes no client's request until it says "master": the
+ * address the sentinels gave may already be a demoted node's. */
+static void up_queue_role(upstream_conn *up)
+{
+    static const char role[] = "*1\r\n$4\r\nROLE\r\n";
+    if (up->srv->conf.upstream_mode != CONF_MODE_SENTINEL) return;
+    outq_add(&up->out, role, sizeof(role) - 1);
+    up_fifo_push(up, NULL, UP_ROLE);
+    up->role_check = 1;
+}
+
 upstream_conn *upstream_open(vp_server *srv, struct client_session *client)
 {
     upstream_conn *up = vp_malloc(sizeof(*up));
@@ -413,9 +444,17 @@ upstream_conn *upstream_open(vp_server *srv, struct client_session *client)
     if (client) srv->own_upstreams++; /* (a shared one is opened without a client) */
     up_make_barrier(up);
     up_queue_auth(up);
+    up_queue_role(up);
 
     const vp_config *conf = &srv->conf;
     int rc = 0;
+    if (!conf->upstream_host[0]) {
+        /* Sentinel mode before any sentinel named a primary: failed from
+         * the loop, with the sentinels' reason. */
+        snprintf(up->error, sizeof(up->error), "no primary known: %.108s", sentinel_error(srv));
+        uv_timer_start(&up->timer, up_on_timeout, 0, 0);
+        return up;
+    }
     if (conf->upstream_port == 0) {
         rc = uv_pipe_init(srv->loop, &up->h.pipe, 0);
         if (rc == 0) {
@@ -450,13 +489,13 @@ upstream_conn *upstream_open(vp_server *srv, struct client_session *client)
 
 int upstream_is_ready(const upstream_conn *up)
 {
-    return up->state == UPSTREAM_READY && !up->authing && !up->setting_up &&
+    return up->state == UPSTREAM_READY && !up->authing && !up->role_check && !up->setting_up &&
            (!up->shared || up->auth != UP_AUTH_UNKNOWN);
 }
 
 int upstream_was_set_up(const upstream_conn *up)
 {
-    return !up->authing && !up->setting_up && (!up->shared || up->auth != UP_AUTH_UNKNOWN);
+    return !up->authing && !up->role_check && !up->setting_up && (!up->shared || up->auth != UP_AUTH_UNKNOWN);
 }
 
 int upstream_requires_auth(const upstream_conn *up)
@@ -654,6 +693,7 @@ static up_route up_decide(upstream_conn *up, const char *p, size_t n, int whole)
     if (!up->raw_rx) {
         if (e && e->kind == UP_REPLY) return ROUTE_REPLY;
         if (e && e->kind == UP_AUTH) return ROUTE_AUTH;
+        if (e && e->kind == UP_ROLE) return ROUTE_ROLE;
         if (e && e->kind == UP_PROBE) return whole ? ROUTE_PROBE : ROUTE_REPLY; /* (dropped) */
         if (e && e->kind == UP_SCRIPT_LOAD) return ROUTE_SCRIPT_LOAD;
         if (e && e->kind == UP_OUTPUT_PROBE) return whole ? ROUTE_OUTPUT_PROBE : ROUTE_REPLY; /* (dropped) */
@@ -696,7 +736,7 @@ static void up_auth_answered(upstream_conn *up, const char *p, size_t n, int don
     if (done && up_is_refusal(p, n)) return;
     if (done && n == 5 && memcmp(p, "+OK\r\n", 5) == 0) {
         up->authing = 0;
-        uv_timer_stop(&up->timer);
+        if (!up->role_check) uv_timer_stop(&up->timer);
         up->announce_ready = 1;
         if (srv->upstream_auth_failure[0]) {
             vp_log(VP_LOG_WARNING, "upstream %s: AUTH accepted again", srv->conf.upstream);
@@ -716,6 +756,44 @@ static void up_auth_answered(upstream_conn *up, const char *p, size_t n, int don
                srv->conf.upstream, why);
     }
     up_fail(up, why);
+}
+
+/* Our ROLE's answer, piece by piece (p..p+n; `done` on the last). An
+ * array starting with "master": the connection is the primary's and ready
+ * (once AUTH is answered too). An array naming another role: failed like a
+ * connect, "not the primary", and the sentinels are asked again. An error
+ * (a Redis that needs AUTH of a client without upstream credentials, an
+ * ACL without +role) cannot tell: the connection is taken. */
+static void up_role_answered(upstream_conn *up, const char *p, size_t n, int done)
+{
+    static const char master[] = "*3\r\n$6\r\nmaster\r\n";
+    char why[160];
+    if (up->role_check == 1) { /* its first piece */
+        if (done && up_is_refusal(p, n)) return;
+        int ok = p[0] != '*' || (n >= sizeof(master) - 1 && memcmp(p, master, sizeof(master) - 1) == 0);
+        if (!ok) {
+            const char *role = memchr(p, '\n', n);
+            const char *end = role ? memchr(role + 1, '\n', n - (size_t)(role + 1 - p)) : NULL;
+            /* "*N\r\n$L\r\n<role>\r\n": the role is the line after the length. */
+            const char *name = end ? end + 1 : NULL;
+            const char *name_end = name ? memchr(name, '\r', n - (size_t)(name - p)) : NULL;
+            snprintf(why, sizeof(why), "not the primary: ROLE says %.*s", name_end ? (int)(name_end - name) : 7,
+                     name_end ? name : "unknown");
+        }
+        up->role_check = ok ? 2 : 3;
+        if (!ok) snprintf(up->error, sizeof(up->error), "%.120s", why);
+    }
+    if (!done) return;
+    up_fifo_pop(up);
+    if (up->role_check == 3) {
+        snprintf(why, sizeof(why), "%s", up->error);
+        up->error[0] = '\0';
+        up_fail(up, why);
+        return;
+    }
+    up->role_check = 0;
+    if (!up->authing) uv_timer_stop(&up->timer);
+    up->announce_ready = 1;
 }
 
 /* Hand n bytes of the current reply on; `done` marks its last piece. The
@@ -740,6 +818,10 @@ static void up_deliver(upstream_conn *up, const char *p, size_t n, int done)
             if (up->route == ROUTE_RESET) up->raw_rx = 0; /* counting again from here */
         }
         if (c) client_reply(c, seq, p, n, done);
+        /* A demoted primary answers writes -READONLY: passed on, and the
+         * sentinels asked again (sentinel mode). */
+        if (p && n > 9 && p[0] == '-' && up->srv->sentinel && memcmp(p, "-READONLY", 9) == 0)
+            sentinel_recheck(up->srv, "a reply said -READONLY");
         return;
     }
     case ROUTE_SWALLOW_KEEP:
@@ -768,6 +850,9 @@ static void up_deliver(upstream_conn *up, const char *p, size_t n, int done)
     case ROUTE_AUTH:
         up_fifo_pop(up);
         up_auth_answered(up, p, n, done);
+        return;
+    case ROUTE_ROLE:
+        up_role_answered(up, p, n, done);
         return;
     case ROUTE_PROBE: {
         int which = e->verb;
@@ -848,7 +933,9 @@ static void up_note_refusal(upstream_conn *up, const char *p, size_t n)
      * protected mode), not an error of a command it ran (CLIENT NO-EVICT on
      * a Redis before 7.0). */
     if (!up_is_refusal(p, n)) return;
-    if (up->route != ROUTE_REPLY && up->route != ROUTE_SCRIPT_LOAD && up->route != ROUTE_AUTH) return;
+    if (up->route != ROUTE_REPLY && up->route != ROUTE_SCRIPT_LOAD && up->route != ROUTE_AUTH &&
+        up->route != ROUTE_ROLE)
+        return;
     memcpy(up->refusal, p, n);
     up->refusal_len = (unsigned char)n;
 }
@@ -1022,12 +1109,12 @@ static void up_read_stop(upstream_conn *up)
  * answered (up_auth_answered), or at once without credentials. */
 static void up_transport_ready(upstream_conn *up)
 {
-    if (!up->authing) uv_timer_stop(&up->timer); /* else it bounds our AUTH too */
+    if (!up->authing && !up->role_check) uv_timer_stop(&up->timer); /* else it bounds our AUTH, ROLE too */
     up->state = UPSTREAM_READY;
     up->reading = 1;
     up_read_start(up);
     vp_log(VP_LOG_DEBUG, "upstream %s: connected%s", up->srv->conf.upstream, up->tls ? " (TLS)" : "");
-    if (up->authing || up->probe) {
+    if (up->authing || up->role_check || up->probe) {
         /* A shared one writes at the end of the loop iteration. (The
          * probe's requests were queued behind our AUTH.) */
         int rc = up->shared ? 0 : upstream_flush(up);

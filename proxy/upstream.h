@@ -62,7 +62,8 @@ typedef enum up_entry_kind {
     UP_SERVER_PROBE,  /* our HELLO (no arguments): read, never shown (upstream_server.c) */
     UP_HELLO,         /* the client's HELLO: its reply is the client's, and says the protocol */
     UP_AUTH,          /* our AUTH with the upstream credentials, first on the connection (up_auth_answered) */
-    UP_PROBE          /* the readiness probe's request (readiness.c): `verb` says which */
+    UP_PROBE,         /* the readiness probe's request (readiness.c): `verb` says which */
+    UP_ROLE           /* sentinel mode: our ROLE, after AUTH: the node must be the primary (up_role_answered) */
 } up_entry_kind;
 
 typedef struct up_entry {
@@ -127,6 +128,8 @@ typedef struct upstream_conn {
     int announce_ready; /* its setup (our AUTH, auth state, output limit) was just answered: tell its
                            clients after the read */
     int authing;        /* our AUTH (upstream credentials) is not answered yet: not ready for clients */
+    int role_check;     /* sentinel mode: our ROLE is not answered yet (1), or its answer started: master (2),
+                           not master (3): not ready for clients */
     int probe;          /* the readiness probe's own (readiness.h): no client; its answers go there */
     /* A shared connection's writes not fully answered yet: the `sent` value
      * each one ended at, oldest first (see up_shared_write). */
@@ -267,6 +270,20 @@ void upstream_close_shared(vp_server *srv);
  * retired, new requests go to new ones, each old one closes once every
  * reply it owes is in (clients on it move once they owe it nothing). */
 void upstream_retire_shared(vp_server *srv);
+/* Sentinel mode: the primary moved (srv->conf.upstream* now names the new
+ * one; proxy/sentinel.c). As after a reload's address change, the shared
+ * and side connections are retired: new requests go to new connections,
+ * which load their scripts before their first verb like any new one, and
+ * clients owing them nothing move silently. A client with requests in
+ * flight on the old primary gets their replies, then a clean close
+ * (client_drain_close): writes the old primary acknowledged after the
+ * replica stopped following it are lost (Redis replicates asynchronously),
+ * and moving that client on silently would show it its own writes
+ * vanishing; a close tells it, as Redis's CLIENT KILL on the demoted node
+ * tells a direct client. A client's own connection holds state (database,
+ * transaction, subscriptions) on a node that is no primary any more: the
+ * same. The readiness probe reconnects. */
+void upstream_primary_moved(vp_server *srv);
 /* A reload is about to replace srv->verbs, whose contents now live at
  * `old`: every connection with verbs in flight keeps a reference to it
  * (their FIFO entries index it); returns how many took one. */

@@ -463,6 +463,13 @@ vt_redis *vt_redis_new(const vt_redis_opts *opts)
     r->port = vt_free_port();
 
     int n = 0;
+    if (opts && opts->config_text) {
+        snprintf(r->conf, sizeof(r->conf), "%s/redis.conf", r->dir);
+        FILE *f = fopen(r->conf, "w");
+        if (!f || fputs(opts->config_text, f) < 0) abort();
+        fclose(f);
+    }
+    r->sentinel = opts && opts->sentinel;
     vt_redis_tls tls = opts ? opts->tls : VT_REDIS_TLS_AUTO;
     if (tls == VT_REDIS_TLS_AUTO) tls = vt_upstream_tls_mode() ? VT_REDIS_TLS_ALSO : VT_REDIS_TLS_NONE;
     if (tls != VT_REDIS_TLS_NONE) {
@@ -533,6 +540,12 @@ static bool launch_once(vt_redis *r)
     char *argv[80] = {VT_REDIS_BINARY, "--port", port,           "--bind", "127.0.0.1",   "--dir", r->dir,
                       "--save",        "",       "--appendonly", "no",     "--daemonize", "no"};
     int n = 13;
+    if (r->conf[0]) { /* the config file goes first, as redis-server wants it */
+        memmove(argv + 2, argv + 1, (size_t)(n - 1) * sizeof(argv[0]));
+        argv[1] = r->conf;
+        n++;
+    }
+    if (r->sentinel) argv[n++] = "--sentinel";
     for (int i = 0; r->args[i]; i++)
         argv[n++] = r->args[i];
     argv[n] = NULL;

@@ -54,6 +54,9 @@ typedef struct vt_redis_opts {
     const char *tls_auth_clients; /* with TLS: default "no" */
     const char *requirepass;       /* NULL: no password */
     const char *const *extra_args; /* NULL-terminated, appended as is; may be NULL */
+    const char *config_text;       /* written to <dir>/redis.conf, given as the config file (sentinels
+                                      rewrite theirs); NULL: none */
+    bool sentinel;                 /* --sentinel (with config_text: sentinel.h) */
 } vt_redis_opts;
 
 /* One redis-server. Owned by the test; vt_redis_free() stops it and removes
@@ -66,6 +69,8 @@ typedef struct vt_redis {
     char dir[64];                          /* working dir: log file, unix socket */
     char unixsocket[128];                  /* "" unless opts.unixsocket */
     char log[128];                         /* redis-server's stdout/stderr */
+    char conf[128];                        /* "" unless opts.config_text */
+    bool sentinel;
     char *args[2 * VT_MAX_EXTRA_ARGS + 24]; /* copied extra arguments, NULL-terminated */
     pid_t reaper;
 } vt_redis;

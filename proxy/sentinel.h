@@ -1,0 +1,43 @@
+/* sentinel.h - `upstream-mode sentinel`: which node is the primary.
+ *
+ * The proxy's own control connections to the sentinels (hiredis's async
+ * client on the libuv adapter; the data path stays upstream.c's):
+ *  - asking: `SENTINEL get-master-addr-by-name <sentinel-master>` of each
+ *    sentinel in turn until one answers with an address (AUTH first with
+ *    sentinel-user/sentinel-pass), at start, every SENTINEL_POLL_MS as a
+ *    safety net, and soon (coalesced, at most every SENTINEL_RECHECK_MS)
+ *    when upstream.c suspects the node it reached is no primary (ROLE says
+ *    replica, -READONLY, a failed connect);
+ *  - one connection SUBSCRIBEd to `+switch-master` on one sentinel (the
+ *    next one after a loss), so a failover is seen as the sentinels
+ *    announce it.
+ * The answer is the upstream address (srv->conf.upstream*, a runtime value
+ * in this mode): when it changes, upstream_primary_moved() retires the
+ * shared connections and closes clients' own connections (after their
+ * owed replies), and the readiness probe follows.
+ *
+ * Sentinel connections are plain TCP (hiredis 0.14 has no TLS), whatever
+ * upstream-tls says; the data nodes get upstream-tls and the upstream
+ * credentials as a standalone upstream does. */
+#ifndef VP_SENTINEL_H
+#define VP_SENTINEL_H
+
+struct vp_server;
+
+#define SENTINEL_POLL_MS 1000   /* ask even when nothing seems wrong */
+#define SENTINEL_RECHECK_MS 100 /* at most this often when upstream.c asks */
+#define SENTINEL_TICK_MS 100    /* deadlines and retries are checked this often */
+
+/* Start discovery (upstream-mode sentinel only; no-op otherwise). */
+void sentinel_start(struct vp_server *srv);
+/* Close every control connection (shutdown). */
+void sentinel_stop(struct vp_server *srv);
+/* The node reached may not be the primary (why: for the debug log): ask
+ * the sentinels again soon. No-op outside sentinel mode. */
+void sentinel_recheck(struct vp_server *srv, const char *why);
+/* Why no primary is known ("" once one is), for errors and /readyz. */
+const char *sentinel_error(const struct vp_server *srv);
+/* Primary changes seen since start (not counting the first discovery). */
+unsigned long long sentinel_switches(const struct vp_server *srv);
+
+#endif
