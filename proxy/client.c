@@ -1,9 +1,11 @@
 #include "proxy/client.h"
 
+#include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include <openssl/crypto.h>
 
@@ -474,6 +476,11 @@ static void client_leave_retired(client_session *c)
 
 /* ---- input ---- */
 
+/* A client not read has no read watching its socket: unless a write to it
+ * is in flight, the proxy would hear nothing of its death (a reset leaves
+ * it waiting, and its upstream connection open with it, for good if it is
+ * owed a reply that never comes: a BLPOP with a command held behind it).
+ * So the paused are counted, and client_cron looks at their sockets. */
 static void client_stop_reading(client_session *c)
 {
     if (c->reading) {
@@ -482,6 +489,18 @@ static void client_stop_reading(client_session *c)
         else
             uv_read_stop(&c->h.stream);
         c->reading = 0;
+        if (!c->paused) {
+            c->paused = 1;
+            c->srv->clients_paused++;
+        }
+    }
+}
+
+static void client_unpause(client_session *c)
+{
+    if (c->paused) {
+        c->paused = 0;
+        c->srv->clients_paused--;
     }
 }
 
@@ -500,6 +519,7 @@ static void client_start_reading(client_session *c)
     if (c->shared_wait || c->output_held || c->owed_wait) return; /* resumed when that is over */
     if (!c->reading && !c->eof_at && !c->closing) {
         c->reading = 1;
+        client_unpause(c);
         if (c->tls)
             vp_tls_read_start(c->tls, client_alloc, client_on_read);
         else
@@ -1041,6 +1061,26 @@ static int client_idle(client_session *c)
            !c->settling && !c->shared_wait && !c->owed_wait;
 }
 
+/* End of input (read, or seen by client_check_paused). */
+static void client_input_ended(client_session *c)
+{
+    /* (shut: the drain's FIN went out, this EOF is the answer to it) */
+    if (client_idle(c) || c->shut) {
+        vp_log(VP_LOG_DEBUG, "client %llu %s: closed the connection", c->id, c->addr);
+        client_close(c);
+        return;
+    }
+    /* End of input with replies still owed: a client that half-closed
+     * (printf ... | nc -N) still gets them, as from Redis, which answers
+     * what it read before it sees the EOF. One that is really gone is
+     * found out by the next write, or let go after a grace period
+     * (a blocked BLPOP would otherwise hold its upstream forever). */
+    client_stop_reading(c);
+    c->close_when_done = 1;
+    c->eof_at = uv_now(c->srv->loop);
+    c->srv->clients_draining++;
+}
+
 static void client_on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 {
     (void)buf;
@@ -1052,21 +1092,12 @@ static void client_on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
     }
     if (nread == 0) return;
     if (nread < 0) {
-        if (nread != UV_EOF || client_idle(c) || c->shut) {
-            vp_log(VP_LOG_DEBUG, "client %llu %s: %s", c->id, c->addr,
-                   nread == UV_EOF ? "closed the connection" : uv_strerror((int)nread));
+        if (nread != UV_EOF) {
+            vp_log(VP_LOG_DEBUG, "client %llu %s: %s", c->id, c->addr, uv_strerror((int)nread));
             client_close(c);
             return;
         }
-        /* End of input with replies still owed: a client that half-closed
-         * (printf ... | nc -N) still gets them, as from Redis, which answers
-         * what it read before it sees the EOF. One that is really gone is
-         * found out by the next write, or let go after a grace period
-         * (a blocked BLPOP would otherwise hold its upstream forever). */
-        client_stop_reading(c);
-        c->close_when_done = 1;
-        c->eof_at = uv_now(c->srv->loop);
-        c->srv->clients_draining++;
+        client_input_ended(c);
         return;
     }
     if (c->input_done) {
@@ -1115,10 +1146,44 @@ static void client_close_idle(vp_server *srv, uint64_t now)
     }
 }
 
+/* Is a client the proxy does not read still there? (See
+ * client_stop_reading.) Asked of the kernel without taking anything from
+ * the socket: a reset or a full close ends it now; a half close with
+ * nothing before it unread is the end of its input, as a read would have
+ * found. (Over TLS the session may still hold requests it read: there
+ * only the reset or full close is acted on.) */
+static void client_check_paused(client_session *c)
+{
+    uv_os_fd_t fd;
+    if (uv_fileno(&c->h.handle, &fd) != 0) return;
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    if (poll(&p, 1, 0) != 1) return;
+    if (p.revents & (POLLERR | POLLHUP)) {
+        vp_log(VP_LOG_VERBOSE, "client %llu %s: gone while not read (%s); closing", c->id, c->addr,
+               p.revents & POLLERR ? "reset" : "closed");
+        client_close(c);
+        return;
+    }
+    char b;
+    if (!c->tls && (p.revents & POLLIN) && recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) == 0) {
+        vp_log(VP_LOG_DEBUG, "client %llu %s: sent EOF while not read", c->id, c->addr);
+        client_input_ended(c);
+    }
+}
+
 void client_cron(vp_server *srv)
 {
     uint64_t now = uv_now(srv->loop);
     if (srv->conf.timeout) client_close_idle(srv, now);
+    if (srv->clients_paused) {
+        /* (A write in flight would fail at a reset; one at EOF is let go
+         * by the grace below.) */
+        client_session *next;
+        for (client_session *c = srv->clients; c; c = next) {
+            next = c->next;
+            if (c->paused && !c->eof_at && !c->closing && !outq_backed_up(&c->out)) client_check_paused(c);
+        }
+    }
     if (srv->clients_draining == 0) return;
     client_session *next;
     for (client_session *c = srv->clients; c; c = next) {
@@ -1504,6 +1569,7 @@ void client_close(client_session *c)
     if (c->next) c->next->prev = c->prev;
     c->srv->stats.clients_connected--;
     if (c->eof_at) c->srv->clients_draining--;
+    client_unpause(c);
     vp_log(VP_LOG_DEBUG, "client %llu %s: closed", c->id, c->addr);
     uv_close(&c->h.handle, client_close_cb);
 }
@@ -1534,16 +1600,16 @@ static void client_describe(client_session *c, int is_unix)
  * while the default user has no password, a TCP client from anywhere but
  * 127.0.0.1 or ::1 gets this text and the close. */
 #define CLIENT_DENIED                                                                                        \
-    "-DENIED Redis is running in protected mode because protected mode is enabled and no password is set "  \
-    "for the default user. In this mode connections are only accepted from the loopback interface. If you " \
-    "want to connect from external computers to Redis you may adopt one of the following solutions: 1) "    \
-    "Just disable protected mode sending the command 'CONFIG SET protected-mode no' from the loopback "     \
-    "interface by connecting to Redis from the same host the server is running, however MAKE SURE Redis "  \
-    "is not publicly accessible from internet if you do so. Use CONFIG REWRITE to make this change "        \
-    "permanent. 2) Alternatively you can just disable the protected mode by editing the Redis "             \
-    "configuration file, and setting the protected mode option to 'no', and then restarting the server. "  \
-    "3) If you started the server manually just for testing, restart it with the '--protected-mode no' "   \
-    "option. 4) Setup a an authentication password for the default user. NOTE: You only need to do one of " \
+    "-DENIED Redis is running in protected mode because protected mode is enabled and no password is set "   \
+    "for the default user. In this mode connections are only accepted from the loopback interface. If you "  \
+    "want to connect from external computers to Redis you may adopt one of the following solutions: 1) "     \
+    "Just disable protected mode sending the command 'CONFIG SET protected-mode no' from the loopback "      \
+    "interface by connecting to Redis from the same host the server is running, however MAKE SURE Redis "    \
+    "is not publicly accessible from internet if you do so. Use CONFIG REWRITE to make this change "         \
+    "permanent. 2) Alternatively you can just disable the protected mode by editing the Redis "              \
+    "configuration file, and setting the protected mode option to 'no', and then restarting the server. "    \
+    "3) If you started the server manually just for testing, restart it with the '--protected-mode no' "     \
+    "option. 4) Setup a an authentication password for the default user. NOTE: You only need to do one of "  \
     "the above things in order for the server to start accepting connections from the outside.\r\n"
 
 static int client_protected_refusal(client_session *c)
@@ -1551,7 +1617,8 @@ static int client_protected_refusal(client_session *c)
     if (!c->srv->conf.protected_mode || !auth_default_nopass(&c->srv->conf.auth)) return 0;
     const char *colon = strrchr(c->addr, ':');
     size_t iplen = colon ? (size_t)(colon - c->addr) : strlen(c->addr);
-    if ((iplen == 9 && memcmp(c->addr, "127.0.0.1", 9) == 0) || (iplen == 3 && memcmp(c->addr, "::1", 3) == 0))
+    if ((iplen == 9 && memcmp(c->addr, "127.0.0.1", 9) == 0) ||
+        (iplen == 3 && memcmp(c->addr, "::1", 3) == 0))
         return 0;
     vp_log(VP_LOG_VERBOSE, "client %llu %s: refused: protected mode", c->id, c->addr);
     c->srv->metrics.rejected_protected_mode++;

@@ -91,6 +91,7 @@ typedef struct client_session {
     vp_buf setters[3];
 
     unsigned reading : 1;
+    unsigned paused : 1;          /* reading stopped by the proxy (counted in srv->clients_paused) */
     unsigned input_done : 1;      /* read no more (protocol error, upstream lost) */
     unsigned close_when_done : 1; /* close once every slot is answered and written */
     unsigned closing : 1;

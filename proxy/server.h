@@ -32,6 +32,7 @@ typedef struct vp_server {
     struct client_session *clients; /* intrusive list, newest first */
     unsigned long long next_client_id;
     unsigned long clients_draining; /* clients that sent EOF with replies owed */
+    unsigned long clients_paused;   /* clients not read for now (client_cron looks at their sockets) */
     uint64_t unavailable_logged_at; /* loop time of the last "upstream unavailable" line */
     /* Redis's answer to our AUTH while it refuses the upstream credentials
      * ("" while it takes them): logged when it changes, not per connection. */

@@ -155,8 +155,12 @@ Test(failures, a_client_killed_mid_pipeline_frees_its_upstream_connection)
     for (int i = 0; i < BIG_GETS; i++)
         vt_buf_cmd(&req, "GET", "f:big", NULL);
     vt_buf_cmd(&req, "BLPOP", "f:never", "0", NULL);
-    cr_assert(vt_sock_send_buf(fd, &req));
-    cr_assert(vt_sock_read_len(fd, &got, 1, VT_READ_DEADLINE_MS), "no reply at all");
+    bool sent = vt_sock_send_buf(fd, &req);
+    bool answered = sent && vt_sock_read_len(fd, &got, 1, VT_READ_DEADLINE_MS);
+    vt_buf_free(&req); /* (before the asserts that can fail: no leak reports then) */
+    vt_buf_free(&got);
+    cr_assert(sent);
+    cr_assert(answered, "no reply at all");
     /* Redis counts the probe connection, the shared one and the client's
      * own (the BLPOP is sent there once the GETs are answered) */
     long long seen;
@@ -175,8 +179,60 @@ Test(failures, a_client_killed_mid_pipeline_frees_its_upstream_connection)
               "Redis still has %lld blocked clients", seen);
 
     must_status(env.proxy->port, "PING", "PONG");
+}
+
+/* Close fd with a reset, as a killed process's socket goes. */
+static void reset_close(int fd)
+{
+    struct linger l = {.l_onoff = 1, .l_linger = 0};
+    cr_assert(setsockopt(fd, SOL_SOCKET, SO_LINGER, &l, sizeof(l)) == 0);
+    close(fd);
+}
+
+/* A client the proxy has stopped reading, with nothing to write to it,
+ * learns of no reset from the socket: the proxy must look. Here it is held
+ * for good: a BLPOP that never returns, a verb stuck behind it, then MULTI,
+ * which waits for the verb's reply (upstream_must_settle_verbs), and more
+ * than buffer-limit after it, so reading stops. Then the client dies. */
+Test(failures, a_dead_client_the_proxy_stopped_reading_frees_its_upstream_connection)
+{
+    static const char *const tight[] = {"--buffer-limit", "16kb", NULL};
+    vt_proxy *proxy = vt_proxy_start(
+        env.redis, &(vt_proxy_opts){.connect_timeout_ms = CONNECT_TIMEOUT_MS, .extra_args = tight});
+    cr_assert(proxy, "verbproxy did not start");
+    int fd = vt_must_sock(proxy->port);
+    vt_buf req = {0};
+    vt_buf_cmd(&req, "BLPOP", "f:never", "0", NULL);
+    vt_buf_cmd(&req, "LOCKRELEASE", "f:lock", "tok", NULL);
+    vt_buf_cmd(&req, "MULTI", NULL);
+    char *pad = malloc(64 * 1024);
+    memset(pad, 'p', 64 * 1024);
+    const char *set[] = {"SET", "f:pad", pad};
+    const size_t lens[] = {3, 5, 64 * 1024};
+    vt_buf_cmd_argv(&req, 3, set, lens);
+    free(pad);
+    bool sent = vt_sock_send_buf(fd, &req);
     vt_buf_free(&req);
-    vt_buf_free(&got);
+    cr_assert(sent);
+    long long seen;
+    cr_assert(vt_wait_info(env.redis->port, "clients", "blocked_clients", 1, VT_READ_DEADLINE_MS, &seen),
+              "the BLPOP is not blocked (%lld blocked clients)", seen);
+    /* (The proxy sent the BLPOP and stopped reading in one callback: the
+     * verb and MULTI came with it, the rest in at most a read or two.) */
+    redisContext *probe = vt_must_connect(env.redis->port);
+    long long before = vt_info_int(probe, "clients", "connected_clients");
+    redisFree(probe);
+    reset_close(fd);
+
+    /* (one fewer: the probe's is gone too, and the client's own goes) */
+    cr_assert(
+        vt_wait_info(env.redis->port, "clients", "connected_clients", before - 1, VT_READ_DEADLINE_MS, &seen),
+        "the dead client's upstream connection is still open (%lld connections, %lld before)", seen, before);
+    cr_assert(vt_wait_info(env.redis->port, "clients", "blocked_clients", 0, VT_READ_DEADLINE_MS, &seen),
+              "Redis still has %lld blocked clients", seen);
+    must_status(proxy->port, "PING", "PONG");
+    cr_expect(vt_proxy_stop(proxy), "verbproxy did not stop cleanly");
+    vt_proxy_free(proxy);
 }
 
 Test(failures, a_client_that_disconnects_while_blocked_frees_its_upstream_connection)
