@@ -12,7 +12,8 @@ static void build_table(void)
 {
     for (int i = 0; i < 256; i++) {
         uint16_t crc = (uint16_t)(i << 8);
-        for (int b = 0; b < 8; b++) crc = (uint16_t)(crc & 0x8000 ? (crc << 1) ^ 0x1021 : crc << 1);
+        for (int b = 0; b < 8; b++)
+            crc = (uint16_t)(crc & 0x8000 ? (crc << 1) ^ 0x1021 : crc << 1);
         table[i] = crc;
     }
     table_ready = 1;
@@ -22,7 +23,8 @@ uint16_t hashslot_crc16(const char *buf, size_t len)
 {
     if (!table_ready) build_table(); /* idempotent: a race writes the same values */
     uint16_t crc = 0;
-    for (size_t i = 0; i < len; i++) crc = (uint16_t)((crc << 8) ^ table[((crc >> 8) ^ (unsigned char)buf[i]) & 0xff]);
+    for (size_t i = 0; i < len; i++)
+        crc = (uint16_t)((crc << 8) ^ table[((crc >> 8) ^ (unsigned char)buf[i]) & 0xff]);
     return crc;
 }
 

@@ -18,7 +18,7 @@
 #include <stddef.h>
 
 typedef enum redirect_kind {
-    REDIRECT_NONE,       /* any other error (or a malformed MOVED/ASK: passed on as it is) */
+    REDIRECT_NONE, /* any other error (or a malformed MOVED/ASK: passed on as it is) */
     REDIRECT_MOVED,
     REDIRECT_ASK,
     REDIRECT_TRYAGAIN,

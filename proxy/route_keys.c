@@ -68,7 +68,8 @@ static int strict_ll(const char *s, size_t len, long long *out)
 static int c_atoi(const char *s, size_t len)
 {
     size_t i = 0;
-    while (i < len && (s[i] == ' ' || (s[i] >= '\t' && s[i] <= '\r'))) i++;
+    while (i < len && (s[i] == ' ' || (s[i] >= '\t' && s[i] <= '\r')))
+        i++;
     int neg = 0;
     if (i < len && (s[i] == '+' || s[i] == '-')) neg = s[i++] == '-';
     unsigned long v = 0;
@@ -160,7 +161,8 @@ static void numkeys_proc(int store_at, int count_at, int first_at, int argc, con
     if (count_at >= argc) return;
     int num = c_atoi(argv[count_at], lens[count_at]);
     if (num < 1 || num > argc - first_at) return;
-    for (int i = 0; i < num; i++) emit(out, first_at + i);
+    for (int i = 0; i < num; i++)
+        emit(out, first_at + i);
     if (store_at) emit(out, store_at);
 }
 
@@ -213,7 +215,8 @@ static void migrate_proc(int argc, const char *const *argv, const size_t *lens, 
                 break;
             }
     }
-    for (int i = 0; i < num && first + i < argc; i++) emit(out, first + i);
+    for (int i = 0; i < num && first + i < argc; i++)
+        emit(out, first + i);
 }
 
 static void georadius_proc(int argc, const char *const *argv, const size_t *lens, sink *out)
@@ -248,22 +251,40 @@ static void xread_proc(int argc, const char *const *argv, const size_t *lens, si
     if (streams == -1) return;
     int num = argc - streams - 1;
     if (num == 0 || num % 2 != 0) return;
-    for (int i = streams + 1; i < argc - num / 2; i++) emit(out, i);
+    for (int i = streams + 1; i < argc - num / 2; i++)
+        emit(out, i);
 }
 
 static void from_proc(const rkeys_cmd *cmd, int argc, const char *const *argv, const size_t *lens, sink *out)
 {
     out->n = 0;
     switch (cmd->proc) {
-    case RKEYS_PROC_NONE: break;
-    case RKEYS_PROC_FIRST_ONLY: emit(out, 1); break;
-    case RKEYS_PROC_NUMKEYS_AT_1: numkeys_proc(0, 1, 2, argc, argv, lens, out); break;
-    case RKEYS_PROC_NUMKEYS_AT_2: numkeys_proc(0, 2, 3, argc, argv, lens, out); break;
-    case RKEYS_PROC_ZUNIONSTORE: numkeys_proc(1, 2, 3, argc, argv, lens, out); break;
-    case RKEYS_PROC_SORT: sort_proc(argc, argv, lens, out); break;
-    case RKEYS_PROC_MIGRATE: migrate_proc(argc, argv, lens, out); break;
-    case RKEYS_PROC_GEORADIUS: georadius_proc(argc, argv, lens, out); break;
-    case RKEYS_PROC_XREAD: xread_proc(argc, argv, lens, out); break;
+    case RKEYS_PROC_NONE:
+        break;
+    case RKEYS_PROC_FIRST_ONLY:
+        emit(out, 1);
+        break;
+    case RKEYS_PROC_NUMKEYS_AT_1:
+        numkeys_proc(0, 1, 2, argc, argv, lens, out);
+        break;
+    case RKEYS_PROC_NUMKEYS_AT_2:
+        numkeys_proc(0, 2, 3, argc, argv, lens, out);
+        break;
+    case RKEYS_PROC_ZUNIONSTORE:
+        numkeys_proc(1, 2, 3, argc, argv, lens, out);
+        break;
+    case RKEYS_PROC_SORT:
+        sort_proc(argc, argv, lens, out);
+        break;
+    case RKEYS_PROC_MIGRATE:
+        migrate_proc(argc, argv, lens, out);
+        break;
+    case RKEYS_PROC_GEORADIUS:
+        georadius_proc(argc, argv, lens, out);
+        break;
+    case RKEYS_PROC_XREAD:
+        xread_proc(argc, argv, lens, out);
+        break;
     }
 }
 

@@ -104,9 +104,9 @@ typedef enum rkeys_proc {
 
 /* One command (or one subcommand: "object|encoding"). Static data. */
 typedef struct rkeys_cmd {
-    const char *name; /* lower case, as COMMAND INFO */
-    int arity;        /* Redis's: > 0 exactly, < 0 at least -arity arguments (name included) */
-    uint64_t flags;   /* RKEYS_CMD_*, RKEYS_TIP_*, RKEYS_REQ_*, RKEYS_RESP_* */
+    const char *name;      /* lower case, as COMMAND INFO */
+    int arity;             /* Redis's: > 0 exactly, < 0 at least -arity arguments (name included) */
+    uint64_t flags;        /* RKEYS_CMD_*, RKEYS_TIP_*, RKEYS_REQ_*, RKEYS_RESP_* */
     int first, last, step; /* COMMAND INFO's legacy key range */
     rkeys_proc proc;
     int nspecs;
@@ -130,6 +130,7 @@ const rkeys_cmd *rkeys_lookup(int argc, const char *const *argv, const size_t *l
  * without keys and for arguments Redis would refuse (a wrong arity, a
  * numkeys that is no number or too big): Redis answers those with an error
  * whichever node gets them. */
-int rkeys_find(const rkeys_cmd *cmd, int argc, const char *const *argv, const size_t *lens, int *pos, int cap);
+int rkeys_find(const rkeys_cmd *cmd, int argc, const char *const *argv, const size_t *lens, int *pos,
+               int cap);
 
 #endif

@@ -10,7 +10,8 @@
 void slotmap_init(slotmap *m)
 {
     memset(m, 0, sizeof(*m));
-    for (int i = 0; i < HASHSLOT_COUNT; i++) m->slot[i] = SLOTMAP_NONE;
+    for (int i = 0; i < HASHSLOT_COUNT; i++)
+        m->slot[i] = SLOTMAP_NONE;
 }
 
 void slotmap_free(slotmap *m)
@@ -143,7 +144,8 @@ static int string(rd *r, const char **s, size_t *len)
         *len = 0;
         return 1;
     }
-    if (t != '$' || (size_t)n > r->len - r->off || r->len - r->off - (size_t)n < 2) return r->err = "bad string", 0;
+    if (t != '$' || (size_t)n > r->len - r->off || r->len - r->off - (size_t)n < 2)
+        return r->err = "bad string", 0;
     *s = r->p + r->off;
     *len = (size_t)n;
     r->off += (size_t)n + 2;
@@ -173,7 +175,8 @@ static int node(rd *r, slotmap *m, const char *from_host)
     return i;
 }
 
-int slotmap_parse_slots(slotmap *m, const char *reply, size_t len, const char *from_host, char *err, size_t errlen)
+int slotmap_parse_slots(slotmap *m, const char *reply, size_t len, const char *from_host, char *err,
+                        size_t errlen)
 {
     rd r = {reply, len, 0, NULL};
     long long nranges;

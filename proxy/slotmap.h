@@ -19,8 +19,8 @@
 
 #include "proxy/hashslot.h"
 
-#define SLOTMAP_NONE 0xFFFF /* a slot no node serves */
-#define SLOTMAP_HOST_MAX 256  /* a DNS name's 253 bytes, NUL included */
+#define SLOTMAP_NONE 0xFFFF  /* a slot no node serves */
+#define SLOTMAP_HOST_MAX 256 /* a DNS name's 253 bytes, NUL included */
 #define SLOTMAP_ID_LEN 40
 
 typedef struct slotmap_node {
@@ -49,7 +49,8 @@ void slotmap_replace(slotmap *a, slotmap *b);
  * endpoint is "?" cannot be reached and its slots stay uncovered. 0, or -1
  * with err filled (an error reply, not the reply's shape, overlapping
  * ranges, out of memory); the map is then left empty. */
-int slotmap_parse_slots(slotmap *m, const char *reply, size_t len, const char *from_host, char *err, size_t errlen);
+int slotmap_parse_slots(slotmap *m, const char *reply, size_t len, const char *from_host, char *err,
+                        size_t errlen);
 
 /* The node at host:port, or -1. */
 int slotmap_find(const slotmap *m, const char *host, size_t hostlen, int port);

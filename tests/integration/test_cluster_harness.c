@@ -104,27 +104,30 @@ static void check_against_cluster_nodes(const slotmap *m)
     for (char *save = NULL, *line = strtok_r(r->str, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
         char id[41], addr[64], flags[64], master[41];
         int used = 0;
-        cr_assert_eq(sscanf(line, "%40s %63s %63s %40s %*s %*s %*s %*s%n", id, addr, flags, master, &used), 4, "%s",
-                     line);
+        cr_assert_eq(sscanf(line, "%40s %63s %63s %40s %*s %*s %*s %*s%n", id, addr, flags, master, &used), 4,
+                     "%s", line);
         int port = atoi(strchr(addr, ':') + 1);
         int n = slotmap_find(m, "127.0.0.1", 9, port);
         cr_assert_geq(n, 0, "%s is not in the map", addr);
         cr_assert_str_eq(m->nodes[n].id, id);
         lines++;
         if (strstr(flags, "slave")) {
-            cr_assert_geq(m->nodes[n].primary, 0, "%s: a replica in CLUSTER NODES, a primary in the map", addr);
+            cr_assert_geq(m->nodes[n].primary, 0, "%s: a replica in CLUSTER NODES, a primary in the map",
+                          addr);
             cr_assert_str_eq(m->nodes[m->nodes[n].primary].id, master);
             continue;
         }
         cr_assert_eq(m->nodes[n].primary, -1);
         /* slot ranges: "0-5460" or "5461" */
         for (char *p = line + used; *p;) {
-            while (*p == ' ') p++;
+            while (*p == ' ')
+                p++;
             if (!*p) break;
             int a, b = -1, k = 0;
             cr_assert_geq(sscanf(p, "%d-%d%n", &a, &b, &k), 1, "%s", p);
             if (b < 0) b = a, sscanf(p, "%d%n", &a, &k);
-            for (int s = a; s <= b; s++, slots++) cr_assert_eq(slotmap_owner(m, s), n, "slot %d", s);
+            for (int s = a; s <= b; s++, slots++)
+                cr_assert_eq(slotmap_owner(m, s), n, "slot %d", s);
             p += k;
         }
     }
@@ -224,7 +227,8 @@ Test(cluster_harness, a_moving_slot_answers_ask_then_moved)
     fetch_map(to, 0, &fresh);
     cr_assert_eq(fresh.covered, HASHSLOT_COUNT);
     for (int s = 0; s < HASHSLOT_COUNT; s++)
-        cr_assert_eq(index_of(&m, slotmap_owner(&m, s)), index_of(&fresh, slotmap_owner(&fresh, s)), "slot %d", s);
+        cr_assert_eq(index_of(&m, slotmap_owner(&m, s)), index_of(&fresh, slotmap_owner(&fresh, s)),
+                     "slot %d", s);
     cr_assert_eq(ask_node(to, &rd, "GET %s", key), REDIRECT_NONE);
     slotmap_free(&fresh);
     slotmap_free(&m);
@@ -255,7 +259,8 @@ Test(cluster_harness, a_failover_shows_in_the_map_and_in_moved)
     char key[32];
     for (int k = 0;; k++) {
         snprintf(key, sizeof(key), "fo:%d", k);
-        if (hashslot_of(key, strlen(key)) != slot && slotmap_owner(&m, hashslot_of(key, strlen(key))) != r) continue;
+        if (hashslot_of(key, strlen(key)) != slot && slotmap_owner(&m, hashslot_of(key, strlen(key))) != r)
+            continue;
         break;
     }
     redirect rd;

@@ -174,8 +174,8 @@ int vt_cluster_index_of_port(const vt_cluster *c, int port)
 bool vt_cluster_is_primary(vt_cluster *c, int i)
 {
     redisReply *r = node_cmd(c, i, "ROLE");
-    bool p = r && r->type == REDIS_REPLY_ARRAY && r->elements > 0 && r->element[0]->type == REDIS_REPLY_STRING &&
-             strcmp(r->element[0]->str, "master") == 0;
+    bool p = r && r->type == REDIS_REPLY_ARRAY && r->elements > 0 &&
+             r->element[0]->type == REDIS_REPLY_STRING && strcmp(r->element[0]->str, "master") == 0;
     if (r) freeReplyObject(r);
     return p;
 }
@@ -186,7 +186,8 @@ static bool slots_view_listed(vt_cluster *c, int i, int *owner, int *listed)
 {
     bool seen[VT_CLUSTER_NODES] = {false};
     if (listed) *listed = 0;
-    for (int s = 0; s < 16384; s++) owner[s] = -1;
+    for (int s = 0; s < 16384; s++)
+        owner[s] = -1;
     redisReply *r = node_cmd(c, i, "CLUSTER SLOTS");
     bool ok = r && r->type == REDIS_REPLY_ARRAY;
     for (size_t k = 0; ok && k < r->elements; k++) {
@@ -197,12 +198,14 @@ static bool slots_view_listed(vt_cluster *c, int i, int *owner, int *listed)
             break;
         }
         for (size_t n = 2; listed && n < e->elements; n++) {
-            int x = e->element[n]->elements >= 2 ? vt_cluster_index_of_port(c, (int)e->element[n]->element[1]->integer)
-                                                  : -1;
+            int x = e->element[n]->elements >= 2
+                        ? vt_cluster_index_of_port(c, (int)e->element[n]->element[1]->integer)
+                        : -1;
             if (x >= 0 && !seen[x]) seen[x] = true, (*listed)++;
         }
         int node = vt_cluster_index_of_port(c, (int)e->element[2]->element[1]->integer);
-        for (long long s = e->element[0]->integer; s <= e->element[1]->integer && s < 16384; s++) owner[s] = node;
+        for (long long s = e->element[0]->integer; s <= e->element[1]->integer && s < 16384; s++)
+            owner[s] = node;
     }
     if (r) freeReplyObject(r);
     return ok;
@@ -248,7 +251,8 @@ static bool all_ok(void *arg)
         if (!ok) return false;
         int listed;
         /* every replica attached and known to every node, too */
-        if (!slots_view_listed(c, i, i == 0 ? first : view, &listed) || listed != VT_CLUSTER_NODES) return false;
+        if (!slots_view_listed(c, i, i == 0 ? first : view, &listed) || listed != VT_CLUSTER_NODES)
+            return false;
         if (i && memcmp(first, view, sizeof(view)) != 0) return false;
     }
     for (int s = 0; s < 16384; s++)
@@ -259,7 +263,8 @@ static bool all_ok(void *arg)
 bool vt_cluster_wait_ok(vt_cluster *c, int timeout_ms)
 {
     if (vt_wait_until(all_ok, c, timeout_ms)) return true;
-    fprintf(stderr, "vt cluster: not every node reached cluster_state:ok with one view of the slots in %d ms\n",
+    fprintf(stderr,
+            "vt cluster: not every node reached cluster_state:ok with one view of the slots in %d ms\n",
             timeout_ms);
     return false;
 }
@@ -277,8 +282,10 @@ bool vt_cluster_move_begin(vt_cluster *c, int slot, int to)
 {
     int from = owner_or_fail(c, slot, to);
     if (from < 0 || from == to) return false;
-    return node_ok(c, to, "SETSLOT IMPORTING", node_cmd(c, to, "CLUSTER SETSLOT %d IMPORTING %s", slot, c->id[from])) &&
-           node_ok(c, from, "SETSLOT MIGRATING", node_cmd(c, from, "CLUSTER SETSLOT %d MIGRATING %s", slot, c->id[to]));
+    return node_ok(c, to, "SETSLOT IMPORTING",
+                   node_cmd(c, to, "CLUSTER SETSLOT %d IMPORTING %s", slot, c->id[from])) &&
+           node_ok(c, from, "SETSLOT MIGRATING",
+                   node_cmd(c, from, "CLUSTER SETSLOT %d MIGRATING %s", slot, c->id[to]));
 }
 
 bool vt_cluster_move_keys(vt_cluster *c, int slot, int to)
@@ -301,8 +308,10 @@ bool vt_cluster_move_keys(vt_cluster *c, int slot, int to)
         snprintf(port, sizeof(port), "%d", c->node[to]->port);
         int n = 0;
         const char *head[] = {"MIGRATE", "127.0.0.1", port, "", "0", "5000", "REPLACE", "KEYS"};
-        for (int k = 0; k < 8; k++) argv[n] = head[k], lens[n++] = strlen(head[k]);
-        for (size_t k = 0; k < keys->elements; k++) argv[n] = keys->element[k]->str, lens[n++] = keys->element[k]->len;
+        for (int k = 0; k < 8; k++)
+            argv[n] = head[k], lens[n++] = strlen(head[k]);
+        for (size_t k = 0; k < keys->elements; k++)
+            argv[n] = keys->element[k]->str, lens[n++] = keys->element[k]->len;
         redisContext *ctx = vt_connect(c->node[from]->port);
         redisReply *r = ctx ? vt_cmd_argv(ctx, n, argv, lens) : NULL;
         if (ctx) redisFree(ctx);
@@ -330,7 +339,8 @@ bool vt_cluster_move_finish(vt_cluster *c, int slot, int to)
     if (from < 0) return false;
     /* the target first (it bumps its epoch and owns the slot), then the
      * source (it stops answering ASK), then every other primary */
-    if (!node_ok(c, to, "SETSLOT NODE", node_cmd(c, to, "CLUSTER SETSLOT %d NODE %s", slot, c->id[to]))) return false;
+    if (!node_ok(c, to, "SETSLOT NODE", node_cmd(c, to, "CLUSTER SETSLOT %d NODE %s", slot, c->id[to])))
+        return false;
     if (from != to &&
         !node_ok(c, from, "SETSLOT NODE", node_cmd(c, from, "CLUSTER SETSLOT %d NODE %s", slot, c->id[to])))
         return false;

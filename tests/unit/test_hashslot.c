@@ -52,11 +52,35 @@ Test(hashslot, crc16_xmodem_check_value)
 
 Test(hashslot, brace_cases_agree_with_cluster_keyslot)
 {
-    static const char *keys[] = {"",        "a",      "{",        "}",       "{}",     "}{",       "{a",
-                                 "a}",      "{a}",    "a{b}c",    "{}a",     "a{}",    "a{}{b}",   "{a}{b}",
-                                 "{{a}}",   "{{}}",   "a{b{c}d}", "{}{a}",   "{a}}",   "}{a}",     "{ }",
-                                 "{user1000}.following", "{user1000}.followers", "foo{}{bar}", "foo{{bar}}zap",
-                                 "foo{bar}{zap}", "123456789", "{123456789}", "x{123456789"};
+    static const char *keys[] = {"",
+                                 "a",
+                                 "{",
+                                 "}",
+                                 "{}",
+                                 "}{",
+                                 "{a",
+                                 "a}",
+                                 "{a}",
+                                 "a{b}c",
+                                 "{}a",
+                                 "a{}",
+                                 "a{}{b}",
+                                 "{a}{b}",
+                                 "{{a}}",
+                                 "{{}}",
+                                 "a{b{c}d}",
+                                 "{}{a}",
+                                 "{a}}",
+                                 "}{a}",
+                                 "{ }",
+                                 "{user1000}.following",
+                                 "{user1000}.followers",
+                                 "foo{}{bar}",
+                                 "foo{{bar}}zap",
+                                 "foo{bar}{zap}",
+                                 "123456789",
+                                 "{123456789}",
+                                 "x{123456789"};
     for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
         cr_assert_eq(hashslot_of(keys[i], strlen(keys[i])), keyslot(keys[i], strlen(keys[i])), "key '%s'",
                      keys[i]);
@@ -71,7 +95,8 @@ Test(hashslot, brace_cases_agree_with_cluster_keyslot)
 
 Test(hashslot, random_keys_agree_with_cluster_keyslot)
 {
-    uint64_t seed = getenv("VP_TEST_SEED") ? strtoull(getenv("VP_TEST_SEED"), NULL, 10) : (uint64_t)time(NULL);
+    uint64_t seed =
+        getenv("VP_TEST_SEED") ? strtoull(getenv("VP_TEST_SEED"), NULL, 10) : (uint64_t)time(NULL);
     fprintf(stderr, "hashslot random keys: VP_TEST_SEED=%llu\n", (unsigned long long)seed);
     vt_rng g = vt_rng_seeded(seed);
     enum { KEYS = 20000, BATCH = 1000, MAXLEN = 40 };
@@ -91,8 +116,8 @@ Test(hashslot, random_keys_agree_with_cluster_keyslot)
             redisReply *r = vt_get_reply(rc);
             cr_assert(r && r->type == REDIS_REPLY_INTEGER);
             int mine = hashslot_of(key[i], len[i]);
-            cr_assert_eq(mine, r->integer, "key '%s' (%zu bytes): ours %d, Redis %lld", vt_escape(key[i], len[i]),
-                         len[i], mine, r->integer);
+            cr_assert_eq(mine, r->integer, "key '%s' (%zu bytes): ours %d, Redis %lld",
+                         vt_escape(key[i], len[i]), len[i], mine, r->integer);
             if (!seen_slots[mine]++) distinct++;
             freeReplyObject(r);
         }

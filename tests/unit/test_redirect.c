@@ -61,11 +61,31 @@ Test(redirect, other_cluster_errors)
 
 Test(redirect, anything_else_is_none)
 {
-    static const char *bad[] = {"ERR unknown command", "MOVED", "MOVED ", "MOVED 3999", "MOVED 3999 ",
-                                "MOVED 16384 h:1", "MOVED -1 h:1", "MOVED 01 h:1", "MOVED x h:1",
-                                "MOVED 1 h", "MOVED 1 h:", "MOVED 1 h:0", "MOVED 1 h:65536", "MOVED 1 h:6x",
-                                "MOVED 1 h :1", "MOVED 1 h:1 extra", "MOVEDX 1 h:1", "moved 1 h:1",
-                                "ASK 1", "ASKING", "TRYAGAINX", "CLUSTERDOWNX", "", "-", "CROSSSLOT Keys"};
+    static const char *bad[] = {"ERR unknown command",
+                                "MOVED",
+                                "MOVED ",
+                                "MOVED 3999",
+                                "MOVED 3999 ",
+                                "MOVED 16384 h:1",
+                                "MOVED -1 h:1",
+                                "MOVED 01 h:1",
+                                "MOVED x h:1",
+                                "MOVED 1 h",
+                                "MOVED 1 h:",
+                                "MOVED 1 h:0",
+                                "MOVED 1 h:65536",
+                                "MOVED 1 h:6x",
+                                "MOVED 1 h :1",
+                                "MOVED 1 h:1 extra",
+                                "MOVEDX 1 h:1",
+                                "moved 1 h:1",
+                                "ASK 1",
+                                "ASKING",
+                                "TRYAGAINX",
+                                "CLUSTERDOWNX",
+                                "",
+                                "-",
+                                "CROSSSLOT Keys"};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         redirect r;
         cr_assert_eq(redirect_parse(bad[i], strlen(bad[i]), &r), REDIRECT_NONE, "'%s'", bad[i]);

@@ -110,36 +110,145 @@ static void split(one_case *c, const char *line, char *store)
 /* Every command whose keys are not a plain range, and the neighbours of
  * each quirk. '' is an empty argument, "__" a space. */
 static const char *corpus[] = {
-    "GET k", "SET k v", "SET k v GET", "SET k v EX 10 get", "MSET a 1 b 2 c 3", "MSET a 1 b", "MGET a b c",
-    "DEL a b c", "EXISTS a", "RENAME a b", "SMOVE a b m", "BITOP AND d s1 s2 s3", "BITFIELD k GET u8 0",
-    "BITFIELD k SET u8 0 1", "BITFIELD k", "BITFIELD_RO k GET u8 0", "COPY a b", "COPY a b DB 0 REPLACE",
-    "EVAL s 0", "EVAL s 2 a b c", "EVAL s 3 a b", "EVAL s -1 a", "EVAL s x a", "EVAL s 1x a b",
-    "EVAL s __2 a b", "EVAL s +1 a", "EVAL s 01 a", "EVALSHA h 1 a", "EVAL_RO s 2 a b", "EVALSHA_RO h 1 a",
-    "FCALL f 2 a b x", "FCALL_RO f 1 a", "FCALL f 0", "ZUNIONSTORE d 2 a b", "ZUNIONSTORE d 2 a b WEIGHTS 1 2",
-    "ZUNIONSTORE d 3 a b", "ZUNIONSTORE d 2x a b", "ZUNIONSTORE d 0 a", "ZINTERSTORE d 1 a", "ZDIFFSTORE d 2 a b",
-    "ZUNION 2 a b", "ZUNION 2x a b WITHSCORES", "ZINTER 1 a", "ZDIFF 3 a b c", "ZDIFF 4 a b c",
-    "SINTERCARD 2 a b", "SINTERCARD 2 a b LIMIT 1", "ZINTERCARD 1 a", "LMPOP 2 a b LEFT", "LMPOP 1 a RIGHT COUNT 2",
-    "ZMPOP 2 a b MIN", "BLMPOP 0 2 a b LEFT", "BZMPOP 1.5 1 a MAX", "BLMPOP 0 9 a b LEFT",
-    "XREAD STREAMS a b 0 0", "XREAD COUNT 2 STREAMS a 0", "XREAD BLOCK 0 STREAMS a b 0", "XREAD STREAMS a",
-    "XREAD STREAMS streams 0", "XREAD COUNT streams STREAMS a 0", "XREADGROUP GROUP g c STREAMS a b 0 0",
-    "XREADGROUP GROUP g c COUNT 1 NOACK STREAMS a >", "XREADGROUP GROUP streams c STREAMS a >",
-    "SORT k", "SORT k STORE d", "SORT k BY w GET g STORE d", "SORT k LIMIT 0 10 STORE d", "SORT k GET store STORE d",
-    "SORT k STORE d1 STORE d2", "SORT k STORE", "SORT k LIMIT store 1 STORE d", "SORT_RO k BY w",
-    "MIGRATE h 1 k 0 100", "MIGRATE h 1 '' 0 100 KEYS a b", "MIGRATE h 1 k 0 100 KEYS a b",
-    "MIGRATE h 1 '' 0 100 COPY REPLACE KEYS a", "MIGRATE h 1 '' 0 100 AUTH keys KEYS a b",
-    "MIGRATE h 1 '' 0 100 AUTH2 u keys KEYS a", "MIGRATE h 1 '' 0 100 AUTH2 keys p KEYS a",
-    "GEORADIUS k 0 0 1 km", "GEORADIUS k 0 0 1 km STORE d", "GEORADIUS k 0 0 1 km STOREDIST d",
-    "GEORADIUS k 0 0 1 km STORE d STOREDIST e", "GEORADIUS k 0 0 1 km STORE", "GEORADIUSBYMEMBER k m 1 km STORE d",
-    "GEORADIUS_RO k 0 0 1 km", "GEOSEARCHSTORE d s FROMMEMBER m BYRADIUS 1 km", "OBJECT ENCODING k",
-    "OBJECT FREQ k", "OBJECT HELP", "object encoding k", "MEMORY USAGE k", "MEMORY USAGE k SAMPLES 5",
-    "MEMORY STATS", "XINFO STREAM k", "XINFO GROUPS k", "XINFO CONSUMERS k g", "XGROUP CREATE k g $",
-    "XGROUP CREATECONSUMER k g c", "CLIENT LIST", "CONFIG GET x", "PUBLISH ch m", "SUBSCRIBE a b",
-    "SPUBLISH ch m", "PING", "DBSIZE", "KEYS *", "SCAN 0", "FLUSHALL", "WATCH a b", "UNLINK a b",
-    "TOUCH a", "LCS a b", "BLPOP a b 0", "BRPOPLPUSH a b 0", "BLMOVE a b LEFT RIGHT 0", "RPOPLPUSH a b",
-    "PFCOUNT a b", "PFMERGE d a b", "SUNIONSTORE d a b", "SDIFF a b", "SMISMEMBER k a b",
-    "ZRANGESTORE d s 0 -1", "RESTORE k 0 x", "DUMP k", "EXPIRE k 10", "GETEX k PERSIST",
-    "XADD k * f v", "XAUTOCLAIM k g c 0 0", "XCLAIM k g c 0 1-1", "WAIT 0 0", "NOSUCHCOMMAND a",
-    "OBJECT NOSUCH k", "GET", "GET a b", "MSET a", "EVAL s", "ZUNIONSTORE d", "COMMAND GETKEYS GET k",
+    "GET k",
+    "SET k v",
+    "SET k v GET",
+    "SET k v EX 10 get",
+    "MSET a 1 b 2 c 3",
+    "MSET a 1 b",
+    "MGET a b c",
+    "DEL a b c",
+    "EXISTS a",
+    "RENAME a b",
+    "SMOVE a b m",
+    "BITOP AND d s1 s2 s3",
+    "BITFIELD k GET u8 0",
+    "BITFIELD k SET u8 0 1",
+    "BITFIELD k",
+    "BITFIELD_RO k GET u8 0",
+    "COPY a b",
+    "COPY a b DB 0 REPLACE",
+    "EVAL s 0",
+    "EVAL s 2 a b c",
+    "EVAL s 3 a b",
+    "EVAL s -1 a",
+    "EVAL s x a",
+    "EVAL s 1x a b",
+    "EVAL s __2 a b",
+    "EVAL s +1 a",
+    "EVAL s 01 a",
+    "EVALSHA h 1 a",
+    "EVAL_RO s 2 a b",
+    "EVALSHA_RO h 1 a",
+    "FCALL f 2 a b x",
+    "FCALL_RO f 1 a",
+    "FCALL f 0",
+    "ZUNIONSTORE d 2 a b",
+    "ZUNIONSTORE d 2 a b WEIGHTS 1 2",
+    "ZUNIONSTORE d 3 a b",
+    "ZUNIONSTORE d 2x a b",
+    "ZUNIONSTORE d 0 a",
+    "ZINTERSTORE d 1 a",
+    "ZDIFFSTORE d 2 a b",
+    "ZUNION 2 a b",
+    "ZUNION 2x a b WITHSCORES",
+    "ZINTER 1 a",
+    "ZDIFF 3 a b c",
+    "ZDIFF 4 a b c",
+    "SINTERCARD 2 a b",
+    "SINTERCARD 2 a b LIMIT 1",
+    "ZINTERCARD 1 a",
+    "LMPOP 2 a b LEFT",
+    "LMPOP 1 a RIGHT COUNT 2",
+    "ZMPOP 2 a b MIN",
+    "BLMPOP 0 2 a b LEFT",
+    "BZMPOP 1.5 1 a MAX",
+    "BLMPOP 0 9 a b LEFT",
+    "XREAD STREAMS a b 0 0",
+    "XREAD COUNT 2 STREAMS a 0",
+    "XREAD BLOCK 0 STREAMS a b 0",
+    "XREAD STREAMS a",
+    "XREAD STREAMS streams 0",
+    "XREAD COUNT streams STREAMS a 0",
+    "XREADGROUP GROUP g c STREAMS a b 0 0",
+    "XREADGROUP GROUP g c COUNT 1 NOACK STREAMS a >",
+    "XREADGROUP GROUP streams c STREAMS a >",
+    "SORT k",
+    "SORT k STORE d",
+    "SORT k BY w GET g STORE d",
+    "SORT k LIMIT 0 10 STORE d",
+    "SORT k GET store STORE d",
+    "SORT k STORE d1 STORE d2",
+    "SORT k STORE",
+    "SORT k LIMIT store 1 STORE d",
+    "SORT_RO k BY w",
+    "MIGRATE h 1 k 0 100",
+    "MIGRATE h 1 '' 0 100 KEYS a b",
+    "MIGRATE h 1 k 0 100 KEYS a b",
+    "MIGRATE h 1 '' 0 100 COPY REPLACE KEYS a",
+    "MIGRATE h 1 '' 0 100 AUTH keys KEYS a b",
+    "MIGRATE h 1 '' 0 100 AUTH2 u keys KEYS a",
+    "MIGRATE h 1 '' 0 100 AUTH2 keys p KEYS a",
+    "GEORADIUS k 0 0 1 km",
+    "GEORADIUS k 0 0 1 km STORE d",
+    "GEORADIUS k 0 0 1 km STOREDIST d",
+    "GEORADIUS k 0 0 1 km STORE d STOREDIST e",
+    "GEORADIUS k 0 0 1 km STORE",
+    "GEORADIUSBYMEMBER k m 1 km STORE d",
+    "GEORADIUS_RO k 0 0 1 km",
+    "GEOSEARCHSTORE d s FROMMEMBER m BYRADIUS 1 km",
+    "OBJECT ENCODING k",
+    "OBJECT FREQ k",
+    "OBJECT HELP",
+    "object encoding k",
+    "MEMORY USAGE k",
+    "MEMORY USAGE k SAMPLES 5",
+    "MEMORY STATS",
+    "XINFO STREAM k",
+    "XINFO GROUPS k",
+    "XINFO CONSUMERS k g",
+    "XGROUP CREATE k g $",
+    "XGROUP CREATECONSUMER k g c",
+    "CLIENT LIST",
+    "CONFIG GET x",
+    "PUBLISH ch m",
+    "SUBSCRIBE a b",
+    "SPUBLISH ch m",
+    "PING",
+    "DBSIZE",
+    "KEYS *",
+    "SCAN 0",
+    "FLUSHALL",
+    "WATCH a b",
+    "UNLINK a b",
+    "TOUCH a",
+    "LCS a b",
+    "BLPOP a b 0",
+    "BRPOPLPUSH a b 0",
+    "BLMOVE a b LEFT RIGHT 0",
+    "RPOPLPUSH a b",
+    "PFCOUNT a b",
+    "PFMERGE d a b",
+    "SUNIONSTORE d a b",
+    "SDIFF a b",
+    "SMISMEMBER k a b",
+    "ZRANGESTORE d s 0 -1",
+    "RESTORE k 0 x",
+    "DUMP k",
+    "EXPIRE k 10",
+    "GETEX k PERSIST",
+    "XADD k * f v",
+    "XAUTOCLAIM k g c 0 0",
+    "XCLAIM k g c 0 1-1",
+    "WAIT 0 0",
+    "NOSUCHCOMMAND a",
+    "OBJECT NOSUCH k",
+    "GET",
+    "GET a b",
+    "MSET a",
+    "EVAL s",
+    "ZUNIONSTORE d",
+    "COMMAND GETKEYS GET k",
 };
 
 Test(route_keys, corpus_agrees_with_command_getkeys)
@@ -169,10 +278,11 @@ Test(route_keys, corpus_agrees_with_command_getkeys)
 }
 
 /* Words that steer key finding, and a few plain ones. */
-static const char *words[] = {"STREAMS", "streams", "KEYS", "STORE", "STOREDIST", "BY", "GET", "LIMIT",
-                              "COUNT", "BLOCK", "GROUP", "NOACK", "AUTH", "AUTH2", "COPY", "REPLACE", "SET",
-                              "INCRBY", "OVERFLOW", "WEIGHTS", "0", "1", "2", "3", "4", "-1", "2x", " 1", "",
-                              "k1", "k2", "k3", "{t}a", "x", "LEFT", "MIN", "SAMPLES", "5"};
+static const char *words[] = {
+    "STREAMS", "streams", "KEYS", "STORE", "STOREDIST", "BY",      "GET",     "LIMIT",  "COUNT",    "BLOCK",
+    "GROUP",   "NOACK",   "AUTH", "AUTH2", "COPY",      "REPLACE", "SET",     "INCRBY", "OVERFLOW", "WEIGHTS",
+    "0",       "1",       "2",    "3",     "4",         "-1",      "2x",      " 1",     "",         "k1",
+    "k2",      "k3",      "{t}a", "x",     "LEFT",      "MIN",     "SAMPLES", "5"};
 
 static void random_case(vt_rng *g, const rkeys_cmd *cmd, one_case *c, int sub)
 {
@@ -197,7 +307,8 @@ static void random_case(vt_rng *g, const rkeys_cmd *cmd, one_case *c, int sub)
 
 Test(route_keys, every_command_with_random_arguments_agrees_with_command_getkeys)
 {
-    uint64_t seed = getenv("VP_TEST_SEED") ? strtoull(getenv("VP_TEST_SEED"), NULL, 10) : (uint64_t)time(NULL);
+    uint64_t seed =
+        getenv("VP_TEST_SEED") ? strtoull(getenv("VP_TEST_SEED"), NULL, 10) : (uint64_t)time(NULL);
     fprintf(stderr, "route_keys random cases: VP_TEST_SEED=%llu\n", (unsigned long long)seed);
     vt_rng g = vt_rng_seeded(seed);
     enum { PER_COMMAND = 40, BATCH = 512 };
@@ -208,19 +319,22 @@ Test(route_keys, every_command_with_random_arguments_agrees_with_command_getkeys
         int nvariants = base->nsubs ? base->nsubs : 1;
         for (int v = 0; v < nvariants; v++) {
             const rkeys_cmd *cmd = base->nsubs ? &base->subs[v] : base;
-            if (strcmp(base->name, "command") == 0) continue; /* COMMAND GETKEYS COMMAND ...: not a routing case */
+            if (strcmp(base->name, "command") == 0)
+                continue; /* COMMAND GETKEYS COMMAND ...: not a routing case */
             for (int k = 0; k < PER_COMMAND; k++) {
                 random_case(&g, cmd, &batch[pending], base->nsubs != 0);
                 send_getkeys(&batch[pending++]);
                 if (pending == BATCH) {
-                    for (int i = 0; i < pending; i++) with_keys += check_reply(&batch[i], vt_get_reply(rc));
+                    for (int i = 0; i < pending; i++)
+                        with_keys += check_reply(&batch[i], vt_get_reply(rc));
                     total += pending;
                     pending = 0;
                 }
             }
         }
     }
-    for (int i = 0; i < pending; i++) with_keys += check_reply(&batch[i], vt_get_reply(rc));
+    for (int i = 0; i < pending; i++)
+        with_keys += check_reply(&batch[i], vt_get_reply(rc));
     total += pending;
     fprintf(stderr, "route_keys: %d random cases, %d with keys\n", total, with_keys);
     cr_assert_gt(with_keys, total / 3, "too few random cases found keys (%d of %d)", with_keys, total);

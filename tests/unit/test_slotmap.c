@@ -32,14 +32,15 @@ TestSuite(slotmap, .init = setup, .fini = teardown);
 /* Two ranges, each a primary and a replica, RESP2. */
 static const char two_ranges[] =
     "*2\r\n"
-    "*4\r\n:0\r\n:8191\r\n" NODE2("127.0.0.1", "7000", ID_A) NODE2("127.0.0.1", "7003", ID_C)
-    "*4\r\n:8192\r\n:16383\r\n" NODE2("127.0.0.1", "7001", ID_B) NODE2("127.0.0.1", "7004", ID_D);
+    "*4\r\n:0\r\n:8191\r\n" NODE2("127.0.0.1", "7000", ID_A)
+        NODE2("127.0.0.1", "7003", ID_C) "*4\r\n:8192\r\n:16383\r\n" NODE2("127.0.0.1", "7001", ID_B)
+            NODE2("127.0.0.1", "7004", ID_D);
 
 Test(slotmap, two_ranges_with_replicas)
 {
     char err[128];
-    cr_assert_eq(slotmap_parse_slots(&m, two_ranges, sizeof(two_ranges) - 1, "seed", err, sizeof(err)), 0, "%s",
-                 err);
+    cr_assert_eq(slotmap_parse_slots(&m, two_ranges, sizeof(two_ranges) - 1, "seed", err, sizeof(err)), 0,
+                 "%s", err);
     cr_assert_eq(m.covered, HASHSLOT_COUNT);
     cr_assert_eq(m.nnodes, 4);
     int a = slotmap_find(&m, "127.0.0.1", 9, 7000), b = slotmap_find(&m, "127.0.0.1", 9, 7001);
@@ -70,11 +71,11 @@ Test(slotmap, resp3_metadata_map_and_unknown_endpoints)
 {
     /* RESP3: node metadata as a map; a NULL endpoint and "" mean the host we
      * asked; "?" cannot be reached: its range stays uncovered */
-    static const char r3[] = "*3\r\n"
-                             "*3\r\n:0\r\n:99\r\n*4\r\n_\r\n:7000\r\n$40\r\n" ID_A
-                             "\r\n%1\r\n$8\r\nhostname\r\n$5\r\nnode0\r\n"
-                             "*3\r\n:100\r\n:199\r\n*3\r\n$0\r\n\r\n:7001\r\n$40\r\n" ID_B "\r\n"
-                             "*3\r\n:200\r\n:299\r\n*3\r\n$1\r\n?\r\n:7002\r\n$40\r\n" ID_C "\r\n";
+    static const char r3[] =
+        "*3\r\n"
+        "*3\r\n:0\r\n:99\r\n*4\r\n_\r\n:7000\r\n$40\r\n" ID_A "\r\n%1\r\n$8\r\nhostname\r\n$5\r\nnode0\r\n"
+        "*3\r\n:100\r\n:199\r\n*3\r\n$0\r\n\r\n:7001\r\n$40\r\n" ID_B "\r\n"
+        "*3\r\n:200\r\n:299\r\n*3\r\n$1\r\n?\r\n:7002\r\n$40\r\n" ID_C "\r\n";
     char err[128];
     cr_assert_eq(slotmap_parse_slots(&m, r3, sizeof(r3) - 1, "10.0.0.9", err, sizeof(err)), 0, "%s", err);
     cr_assert_eq(m.covered, 200);
@@ -85,8 +86,8 @@ Test(slotmap, resp3_metadata_map_and_unknown_endpoints)
 
 Test(slotmap, several_ranges_of_one_primary_make_one_node)
 {
-    static const char r[] = "*2\r\n*3\r\n:0\r\n:0\r\n" NODE2("127.0.0.1", "7000", ID_A)
-                            "*3\r\n:2\r\n:3\r\n" NODE2("127.0.0.1", "7000", ID_A);
+    static const char r[] = "*2\r\n*3\r\n:0\r\n:0\r\n" NODE2(
+        "127.0.0.1", "7000", ID_A) "*3\r\n:2\r\n:3\r\n" NODE2("127.0.0.1", "7000", ID_A);
     char err[128];
     cr_assert_eq(slotmap_parse_slots(&m, r, sizeof(r) - 1, "x", err, sizeof(err)), 0, "%s", err);
     cr_assert_eq(m.nnodes, 1);
@@ -105,7 +106,8 @@ Test(slotmap, malformed_replies_are_refused_and_leave_the_map_empty)
         "*1\r\n*3\r\n:0\r\n:16384\r\n" NODE2("127.0.0.1", "7000", ID_A),
         "*1\r\n*3\r\n:0\r\n:10\r\n*2\r\n$9\r\n127.0.0.1\r\n:0\r\n",
         "*1\r\n*3\r\n:0\r\n:10\r\n*1\r\n$9\r\n127.0.0.1\r\n",
-        "*2\r\n*3\r\n:0\r\n:10\r\n" NODE2("127.0.0.1", "7000", ID_A) "*3\r\n:10\r\n:11\r\n" NODE2("127.0.0.1", "7001", ID_B),
+        "*2\r\n*3\r\n:0\r\n:10\r\n" NODE2("127.0.0.1", "7000",
+                                          ID_A) "*3\r\n:10\r\n:11\r\n" NODE2("127.0.0.1", "7001", ID_B),
         "*1\r\n*3\r\n:0\r\n:10\r\n" NODE2("127.0.0.1", "7000", ID_A) "extra",
         "*1\r\n*3\r\n:0\r\n:10\r\n*4\r\n$9\r\n127.0.0.1\r\n:7000\r\n$40\r\n" ID_A "\r\n*1\r\n",
         "*1\r\n*3\r\n:0\r\n:10\r\n*2\r\n$99\r\n127.0.0.1\r\n:7000\r\n",
@@ -113,12 +115,14 @@ Test(slotmap, malformed_replies_are_refused_and_leave_the_map_empty)
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         char err[128] = "";
         slotmap_init(&m);
-        cr_assert_eq(slotmap_parse_slots(&m, bad[i], strlen(bad[i]), "x", err, sizeof(err)), -1, "case %zu", i);
+        cr_assert_eq(slotmap_parse_slots(&m, bad[i], strlen(bad[i]), "x", err, sizeof(err)), -1, "case %zu",
+                     i);
         cr_assert(strncmp(err, "CLUSTER SLOTS: ", 15) == 0, "case %zu: %s", i, err);
         cr_assert_eq(m.covered, 0);
         cr_assert_eq(m.nnodes, 0);
         cr_assert_null(m.nodes);
-        for (int s = 0; s < HASHSLOT_COUNT; s += 97) cr_assert_eq(slotmap_owner(&m, s), -1);
+        for (int s = 0; s < HASHSLOT_COUNT; s += 97)
+            cr_assert_eq(slotmap_owner(&m, s), -1);
     }
     /* every prefix of a good reply is refused (truncated), never read past */
     for (size_t n = 0; n < sizeof(two_ranges) - 1; n++) {

@@ -19,7 +19,8 @@ Test(topology, start_fetches_at_once_then_only_periodically)
     now += 20;
     cr_assert_eq(topo_fetched(&t, now, 0, FULL), TOPO_ACCEPT);
     cr_assert_eq(topo_next_ms(&t, now), TOPO_PERIOD_MS);
-    for (uint64_t ms = now; ms < now + TOPO_PERIOD_MS; ms += 100) cr_assert_not(topo_should_fetch(&t, ms));
+    for (uint64_t ms = now; ms < now + TOPO_PERIOD_MS; ms += 100)
+        cr_assert_not(topo_should_fetch(&t, ms));
     now += TOPO_PERIOD_MS;
     cr_assert(topo_should_fetch(&t, now));
     cr_assert(t.fetching & TOPO_PERIODIC);
