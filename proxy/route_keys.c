@@ -137,9 +137,14 @@ static int from_specs(const rkeys_cmd *cmd, int argc, const char *const *argv, c
             int at = first + sp->fk_arg[0];
             /* Redis checks keynumidx alone (its arity check covers the rest) */
             if (sp->fk_arg[0] >= argc || at >= argc) return -1;
-            if (!strict_ll(argv[at], lens[at], &numkeys) || numkeys < 0 || numkeys > INT_MAX) return -1;
+            if (!strict_ll(argv[at], lens[at], &numkeys) || numkeys < 0) return -1;
             first += sp->fk_arg[1];
-            last = first + (int)numkeys - 1;
+            /* Redis adds (int)numkeys: 4294967297 counts as 1 key there,
+             * so here too (the sum in long long, where Redis's int may
+             * overflow into a negative `last`: invalid either way) */
+            long long end = (long long)first + (int)(uint32_t)(uint64_t)numkeys - 1;
+            if (end >= argc || end < first) return -1;
+            last = (int)end;
         } else {
             return -1;
         }
