@@ -283,11 +283,12 @@ Test(route_keys, corpus_agrees_with_command_getkeys)
 }
 
 /* Words that steer key finding, and a few plain ones. */
-static const char *words[] = {
-    "STREAMS", "streams", "KEYS", "STORE", "STOREDIST", "BY",      "GET",     "LIMIT",  "COUNT",    "BLOCK",
-    "GROUP",   "NOACK",   "AUTH", "AUTH2", "COPY",      "REPLACE", "SET",     "INCRBY", "OVERFLOW", "WEIGHTS",
-    "0",       "1",       "2",    "3",     "4",         "-1",      "2x",      " 1",     "",         "k1",
-    "k2",      "k3",      "{t}a", "x",     "LEFT",      "MIN",     "SAMPLES", "5"};
+static const char *words[] = {"STREAMS", "streams", "KEYS",  "STORE",     "STOREDIST", "BY",      "GET",
+                              "LIMIT",   "COUNT",   "BLOCK", "GROUP",     "NOACK",     "AUTH",    "AUTH2",
+                              "COPY",    "REPLACE", "SET",   "INCRBY",    "OVERFLOW",  "WEIGHTS", "0",
+                              "1",       "2",       "3",     "4",         "-1",        "2x",      " 1",
+                              "",        "k1",      "k2",    "k3",        "{t}a",      "x",       "LEFT",
+                              "MIN",     "SAMPLES", "5",     "4294967297"};
 
 static void random_case(vt_rng *g, const rkeys_cmd *cmd, one_case *c, int sub)
 {
