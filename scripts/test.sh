@@ -4,7 +4,8 @@
 #     real redis-server and the real verbproxy binary (the tests start both),
 #     and the same stories told by real clients (redis-py, ioredis: tests/clients);
 #  2. the same suite built with AddressSanitizer + UBSan;
-#  3. the libFuzzer targets for the request parser and the reply framer, for
+#  3. the libFuzzer targets for the request parser, the reply framer and the
+#     cluster routing parsers (CLUSTER SLOTS, MOVED/ASK, key positions), for
 #     VP_FUZZ_SECONDS each (default 30).
 # Exit status is non-zero if anything failed.
 set -euo pipefail
@@ -64,8 +65,8 @@ ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
 
 echo "==> [fuzz] build"
 CC=clang cmake -S . -B build-fuzz -DVP_FUZZ=ON -DVP_TESTS=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-cmake --build build-fuzz -j"$jobs" --target fuzz_resp_request fuzz_resp_frame >/dev/null
-for f in fuzz_resp_request fuzz_resp_frame; do
+cmake --build build-fuzz -j"$jobs" --target fuzz_resp_request fuzz_resp_frame fuzz_cluster >/dev/null
+for f in fuzz_resp_request fuzz_resp_frame fuzz_cluster; do
     corpus=$(mktemp -d)
     [ -d "tests/fuzz/corpus/$f" ] && cp -r "tests/fuzz/corpus/$f/." "$corpus/"
     echo "==> [fuzz] $f for ${fuzz_seconds}s"

@@ -1,0 +1,68 @@
+/* cluster.h - a real Redis Cluster for tests: 3 primaries + 3 replicas.
+ *
+ * Six redis-servers (servers.h: free ports, temp dirs, killed with the
+ * test) with --cluster-enabled yes, each with its nodes.conf in its own dir,
+ * a cluster bus port of its own (--cluster-port: port + 10000 may be taken
+ * or out of range) and a low cluster-node-timeout; then `redis-cli --cluster
+ * create ... --cluster-replicas 1 --cluster-yes`, and a wait (deadline,
+ * polling) until every node says cluster_state:ok, 16384 slots assigned,
+ * the same owner for every slot, and every replica attached. Creation
+ * takes a few seconds.
+ *
+ * Helpers look at the cluster with hiredis straight on the nodes' plain
+ * ports (no TLS). Errors are returned (false / -1 / NULL) with a line on
+ * stderr; the test decides. */
+#ifndef VT_CLUSTER_H
+#define VT_CLUSTER_H
+
+#include <stdbool.h>
+
+#include "tests/support/servers.h"
+
+#define VT_CLUSTER_NODES 6
+#define VT_CLUSTER_NODE_TIMEOUT_MS 2000 /* low, but above a loaded CI machine's hiccups */
+#define VT_CLUSTER_DEADLINE_MS 20000    /* creation, a failover, a slot's move to be seen by all */
+
+typedef struct vt_cluster {
+    vt_redis *node[VT_CLUSTER_NODES];
+    int bus_port[VT_CLUSTER_NODES];
+    char id[VT_CLUSTER_NODES][41]; /* CLUSTER MYID */
+    char cli_log[160];             /* redis-cli --cluster create's output (in node 0's dir) */
+} vt_cluster;
+
+/* Start six nodes and create the cluster; NULL on failure. */
+vt_cluster *vt_cluster_start(void);
+void vt_cluster_free(vt_cluster *c);
+
+/* Every node: cluster_state:ok, all slots assigned, and every node's
+ * CLUSTER SLOTS agrees with node 0's and names all six nodes (each
+ * replica attached). */
+bool vt_cluster_wait_ok(vt_cluster *c, int timeout_ms);
+/* The index of the node on `port`, or -1. */
+int vt_cluster_index_of_port(const vt_cluster *c, int port);
+/* Is node i a primary now (ROLE)? */
+bool vt_cluster_is_primary(vt_cluster *c, int i);
+/* The node (index) serving a slot, as node `asked` sees it (CLUSTER
+ * SLOTS); -1 when none does. */
+int vt_cluster_slot_owner(vt_cluster *c, int asked, int slot);
+/* CLUSTER KEYSLOT of a key (asked of node 0). */
+int vt_cluster_keyslot(vt_cluster *c, const char *key);
+/* The node serving a key's slot (as node 0 sees it). */
+int vt_cluster_key_node(vt_cluster *c, const char *key);
+
+/* Moving a slot as redis-cli --cluster reshard does, in steps a test can
+ * stop between: begin (the target IMPORTING, the source MIGRATING: keys
+ * not yet moved are served by the source, moved ones answer -ASK), migrate
+ * the keys (MIGRATE ... KEYS, in batches), finish (SETSLOT NODE on both,
+ * then on every primary; waits until every node sees the new owner). */
+bool vt_cluster_move_begin(vt_cluster *c, int slot, int to);
+bool vt_cluster_move_keys(vt_cluster *c, int slot, int to);
+bool vt_cluster_move_finish(vt_cluster *c, int slot, int to);
+/* All three. */
+bool vt_cluster_move_slot(vt_cluster *c, int slot, int to);
+
+/* CLUSTER FAILOVER on replica i; waits until it is a primary and every
+ * node agrees on the slots again. */
+bool vt_cluster_failover(vt_cluster *c, int replica);
+
+#endif
