@@ -397,6 +397,10 @@ TestSuite(route_plan_oracle, .init = cluster_setup, .fini = cluster_teardown, .t
 static const char *const templates[] = {
     "MGET K K",
     "MGET K K K K",
+    "MGET A B A K B A",
+    "DEL A B B A",
+    "EXISTS A A B",
+    "MSET A v B v A v",
     "DEL K K K",
     "UNLINK K K",
     "EXISTS K K K",
@@ -431,21 +435,31 @@ static const char *const templates[] = {
     "GET K",
 };
 
+/* A hash tag whose slot node `node` owns. */
+static void tag_on(int node, vt_rng *g, char *tag, size_t cap)
+{
+    for (;;) {
+        snprintf(tag, cap, "t%d", vt_rng_pick(g, 100000));
+        char probe[48];
+        if (key_on(node, g, tag, probe, sizeof(probe))) return;
+    }
+}
+
+/* K: a key of the node (all under one tag when same_slot); A, B: keys
+ * under two tags of the node (so that SPLIT groups hold several keys). */
 static void build_case(vt_rng *g, const char *tmpl, int node, int same_slot, one_cmd *c, char keys[][48])
 {
-    char tag[16] = "";
-    if (same_slot) {
-        for (;;) {
-            snprintf(tag, sizeof(tag), "t%d", vt_rng_pick(g, 100000));
-            char probe[48];
-            if (key_on(node, g, tag, probe, sizeof(probe))) break;
-        }
-    }
+    char tag[16], tag_a[16], tag_b[16];
+    tag_on(node, g, tag, sizeof(tag));
+    tag_on(node, g, tag_a, sizeof(tag_a));
+    tag_on(node, g, tag_b, sizeof(tag_b));
     *c = words(tmpl);
     int nk = 0;
     for (int i = 0; i < c->argc; i++) {
-        if (strcmp(c->argv[i], "K") != 0) continue;
-        key_on(node, g, same_slot ? tag : NULL, keys[nk], 48);
+        const char *a = c->argv[i];
+        if (strcmp(a, "K") != 0 && strcmp(a, "A") != 0 && strcmp(a, "B") != 0) continue;
+        const char *t = a[0] == 'A' ? tag_a : a[0] == 'B' ? tag_b : same_slot ? tag : NULL;
+        key_on(node, g, t, keys[nk], 48);
         c->argv[i] = keys[nk];
         c->lens[i] = strlen(keys[nk]);
         nk++;
