@@ -97,7 +97,8 @@ static int plan_local(rplan *p, const rkeys_cmd *cmd, int argc, const char *cons
     if (is(cmd, "readonly") || is(cmd, "readwrite")) return local_reply(p, RPLAN_LOCAL_OK, NULL);
     if (is(cmd, "select")) {
         long long db;
-        if (parse_ll(argv[1], lens[1], &db) < 0) return local_reply(p, RPLAN_LOCAL_ERROR, RPLAN_ERR_NOT_INTEGER);
+        if (parse_ll(argv[1], lens[1], &db) < 0)
+            return local_reply(p, RPLAN_LOCAL_ERROR, RPLAN_ERR_NOT_INTEGER);
         if (db < INT_MIN || db > INT_MAX) return local_reply(p, RPLAN_LOCAL_ERROR, RPLAN_ERR_INT_RANGE);
         if (db != 0) return local_reply(p, RPLAN_LOCAL_ERROR, RPLAN_ERR_SELECT);
         return local_reply(p, RPLAN_LOCAL_OK, NULL);
@@ -115,8 +116,8 @@ static int plan_local(rplan *p, const rkeys_cmd *cmd, int argc, const char *cons
 /* The keyless commands every primary runs, and how their replies merge:
  * the table's response_policy tip where it has one, else the rule the
  * command's meaning asks for (KEYS, RANDOMKEY, SCAN have no tip). */
-static const char *const fanout_names[] = {"dbsize",       "keys",          "flushall",     "flushdb",
-                                           "randomkey",    "scan",          "script|load",  "script|flush",
+static const char *const fanout_names[] = {"dbsize",        "keys",       "flushall",    "flushdb",
+                                           "randomkey",     "scan",       "script|load", "script|flush",
                                            "script|exists", "script|kill"};
 
 static rplan_merge merge_from_tips(const rkeys_cmd *cmd)

@@ -54,7 +54,8 @@ static one_cmd words(const char *line)
 static rplan plan_of(const one_cmd *c, unsigned opts)
 {
     rplan p;
-    rplan_make(&p, rkeys_lookup(c->argc, c->argv, c->lens), c->argc, c->argv, c->lens, opts, &space, &scratch);
+    rplan_make(&p, rkeys_lookup(c->argc, c->argv, c->lens), c->argc, c->argv, c->lens, opts, &space,
+               &scratch);
     return p;
 }
 
@@ -84,13 +85,15 @@ Test(route_plan, local_commands)
     cr_assert(p.kind == RPLAN_LOCAL && p.local == RPLAN_LOCAL_OK);
     p = plan_line("select 0", 0);
     cr_assert(p.kind == RPLAN_LOCAL && p.local == RPLAN_LOCAL_OK);
-    const char *bad_select[] = {"select 1", "select -1", "select 15", "select 2147483647", "select -2147483648"};
+    const char *bad_select[] = {"select 1", "select -1", "select 15", "select 2147483647",
+                                "select -2147483648"};
     for (size_t i = 0; i < sizeof(bad_select) / sizeof(bad_select[0]); i++) {
         p = plan_line(bad_select[i], 0);
         cr_assert(p.kind == RPLAN_LOCAL && p.local == RPLAN_LOCAL_ERROR, "%s", bad_select[i]);
         cr_assert_str_eq(p.error, RPLAN_ERR_SELECT, "%s", bad_select[i]);
     }
-    const char *bad_index[] = {"select x", "select 00", "select -0", "select +1", "select 9223372036854775808"};
+    const char *bad_index[] = {"select x", "select 00", "select -0", "select +1",
+                               "select 9223372036854775808"};
     for (size_t i = 0; i < sizeof(bad_index) / sizeof(bad_index[0]); i++) {
         p = plan_line(bad_index[i], 0);
         cr_assert(p.kind == RPLAN_LOCAL && p.local == RPLAN_LOCAL_ERROR, "%s", bad_index[i]);
@@ -107,8 +110,9 @@ Test(route_plan, local_commands)
     cr_assert_eq(p.integer, hashslot_of("user1000", 8));
     p = plan_line("CLUSTER KEYSLOT 123456789", 0);
     cr_assert_eq(p.integer, 12739); /* CRC16/XMODEM check value 0x31C3 % 16384 */
-    const char *disabled[] = {"cluster info", "cluster slots", "cluster nodes", "CLUSTER SHARDS", "cluster myid",
-                              "cluster countkeysinslot 1", "cluster help"};
+    const char *disabled[] = {"cluster info",   "cluster slots", "cluster nodes",
+                              "CLUSTER SHARDS", "cluster myid",  "cluster countkeysinslot 1",
+                              "cluster help"};
     for (size_t i = 0; i < sizeof(disabled) / sizeof(disabled[0]); i++) {
         p = plan_line(disabled[i], 0);
         cr_assert(p.kind == RPLAN_LOCAL && p.local == RPLAN_LOCAL_ERROR, "%s", disabled[i]);
@@ -169,11 +173,21 @@ Test(route_plan, single_and_any)
 
 Test(route_plan, crossslot_for_commands_that_cannot_split)
 {
-    const char *lines[] = {"msetnx a 1 b 2",    "rename a b",           "renamenx a b",
-                           "sunionstore d a b", "zunionstore d 2 a b",  "eval return 2 a b",
-                           "evalsha abc 2 a b", "fcall f 2 a b",         "mset a 1 b 2",
-                           "smove a b m",       "lmove a b left right", "sinter a b",
-                           "pfmerge d a",       "copy a b",             "sort a by nosort store b"};
+    const char *lines[] = {"msetnx a 1 b 2",
+                           "rename a b",
+                           "renamenx a b",
+                           "sunionstore d a b",
+                           "zunionstore d 2 a b",
+                           "eval return 2 a b",
+                           "evalsha abc 2 a b",
+                           "fcall f 2 a b",
+                           "mset a 1 b 2",
+                           "smove a b m",
+                           "lmove a b left right",
+                           "sinter a b",
+                           "pfmerge d a",
+                           "copy a b",
+                           "sort a by nosort store b"};
     for (size_t i = 0; i < sizeof(lines) / sizeof(lines[0]); i++) {
         rplan p = plan_line(lines[i], 0);
         cr_assert_eq(p.kind, RPLAN_ERROR, "%s: kind %d", lines[i], p.kind);
@@ -236,7 +250,8 @@ Test(route_plan, more_keys_than_the_inline_space)
  * original order, the merge map (group, pos) naming each key's place. */
 Test(route_plan, split_properties_over_random_keys)
 {
-    uint64_t seed = getenv("VP_TEST_SEED") ? strtoull(getenv("VP_TEST_SEED"), NULL, 10) : (uint64_t)time(NULL);
+    uint64_t seed =
+        getenv("VP_TEST_SEED") ? strtoull(getenv("VP_TEST_SEED"), NULL, 10) : (uint64_t)time(NULL);
     fprintf(stderr, "route_plan random key sets: VP_TEST_SEED=%llu\n", (unsigned long long)seed);
     vt_rng g = vt_rng_seeded(seed);
     static int mem[MAX_ARGS * 8];
@@ -515,7 +530,8 @@ Test(route_plan_oracle, crossslot_decision_agrees_with_a_cluster_node)
     cr_assert_geq(node, 0);
     redisContext *rc = vt_connect(cluster->node[node]->port);
     cr_assert_not_null(rc);
-    uint64_t seed = getenv("VP_TEST_SEED") ? strtoull(getenv("VP_TEST_SEED"), NULL, 10) : (uint64_t)time(NULL);
+    uint64_t seed =
+        getenv("VP_TEST_SEED") ? strtoull(getenv("VP_TEST_SEED"), NULL, 10) : (uint64_t)time(NULL);
     fprintf(stderr, "route_plan oracle: VP_TEST_SEED=%llu\n", (unsigned long long)seed);
     vt_rng g = vt_rng_seeded(seed);
     static char keys[MAX_ARGS][48];
@@ -566,8 +582,8 @@ Test(route_plan_oracle, local_error_texts_are_redis_texts)
 {
     redisContext *rc = vt_connect(cluster->node[0]->port);
     cr_assert_not_null(rc);
-    const char *selects[] = {"select 1",          "select -1",         "select x",
-                             "select 00",         "select -0",         "select 9223372036854775808",
+    const char *selects[] = {"select 1",          "select -1",          "select x",
+                             "select 00",         "select -0",          "select 9223372036854775808",
                              "select 2147483648", "select -2147483649", "select 9223372036854775807",
                              "select 2147483647"};
     for (size_t i = 0; i < sizeof(selects) / sizeof(selects[0]); i++) {
@@ -592,8 +608,14 @@ Test(route_plan_oracle, local_error_texts_are_redis_texts)
     cr_assert_not_null(plain);
     rc = vt_connect(plain->port);
     cr_assert_not_null(rc);
-    const char *clusters[] = {"cluster info", "cluster slots", "cluster nodes", "cluster shards", "cluster myid",
-                              "cluster keyslot x", "cluster countkeysinslot 1", "cluster help"};
+    const char *clusters[] = {"cluster info",
+                              "cluster slots",
+                              "cluster nodes",
+                              "cluster shards",
+                              "cluster myid",
+                              "cluster keyslot x",
+                              "cluster countkeysinslot 1",
+                              "cluster help"};
     for (size_t i = 0; i < sizeof(clusters) / sizeof(clusters[0]); i++) {
         one_cmd c = words(clusters[i]);
         r = vt_cmd_argv(rc, c.argc, c.argv, c.lens);
