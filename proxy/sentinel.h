@@ -2,9 +2,10 @@
  *
  * The proxy's own control connections to the sentinels (hiredis's async
  * client on the libuv adapter; the data path stays upstream.c's):
- *  - asking: `SENTINEL get-master-addr-by-name <sentinel-master>` of each
- *    sentinel in turn until one answers with an address (AUTH first with
- *    sentinel-user/sentinel-pass), at start, every SENTINEL_POLL_MS as a
+ *  - asking: `SENTINEL MASTER <sentinel-master>` of each sentinel in turn
+ *    until one answers with an address and a config-epoch the proxy can
+ *    take (never lower than the one it holds: sentinel.c), AUTH first with
+ *    sentinel-user/sentinel-pass, at start, every SENTINEL_POLL_MS as a
  *    safety net, and soon (coalesced, at most every SENTINEL_RECHECK_MS)
  *    when upstream.c suspects the node it reached is no primary (ROLE says
  *    replica, -READONLY, a failed connect);

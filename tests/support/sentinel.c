@@ -108,6 +108,41 @@ int vt_sentinel_primary_port(vt_sentinel_set *s, int i)
     return port;
 }
 
+bool vt_sentinel_master_at(vt_sentinel_set *s, int sentinel_port, int *port, long long *epoch)
+{
+    redisContext *c = vt_sentinel_connect(s, sentinel_port);
+    if (!c) return false;
+    redisReply *r = redisCommand(c, "SENTINEL MASTER " VT_SENTINEL_MASTER);
+    bool got_port = false, got_epoch = false;
+    for (size_t i = 0; r && r->type == REDIS_REPLY_ARRAY && i + 1 < r->elements; i += 2) {
+        const char *k = r->element[i]->str, *v = r->element[i + 1]->str;
+        if (!k || !v) continue;
+        if (!strcmp(k, "port")) {
+            *port = atoi(v);
+            got_port = true;
+        } else if (!strcmp(k, "config-epoch")) {
+            *epoch = atoll(v);
+            got_epoch = true;
+        }
+    }
+    if (r) freeReplyObject(r);
+    redisFree(c);
+    return got_port && got_epoch;
+}
+
+vt_redis *vt_sentinel_new_lagging(vt_sentinel_set *s, int primary_port)
+{
+    char conf[512];
+    snprintf(conf, sizeof(conf),
+             "sentinel monitor %s 127.0.0.1 %d 2\n"
+             "sentinel down-after-milliseconds %s %d\n"
+             "%s%s%s",
+             VT_SENTINEL_MASTER, primary_port, VT_SENTINEL_MASTER, VT_SENTINEL_DOWN_AFTER_MS,
+             s->pass[0] ? "requirepass \"" : "", s->pass, s->pass[0] ? "\"\n" : "");
+    vt_redis_opts o = {.tls = VT_REDIS_TLS_NONE, .config_text = conf, .sentinel = true};
+    return vt_redis_new(&o);
+}
+
 vt_redis *vt_sentinel_node(vt_sentinel_set *s, int port)
 {
     for (int i = 0; i < 2; i++)
@@ -172,13 +207,14 @@ int vt_sentinel_wait_switch(vt_sentinel_set *s, int old_port, int timeout_ms)
     return vt_wait_until(vt_switched, &w, timeout_ms) ? w.new_port : -1;
 }
 
-void vt_sentinel_proxy_args(const vt_sentinel_set *s, const char **args, char ports[VT_SENTINELS][32])
+void vt_sentinel_proxy_args(const vt_sentinel_set *s, const char *host, const char **args,
+                            char ports[VT_SENTINELS][32])
 {
     int n = 0;
     args[n++] = "--upstream-mode";
     args[n++] = "sentinel";
     for (int i = 0; i < VT_SENTINELS; i++) {
-        snprintf(ports[i], 32, "127.0.0.1:%d", s->sentinels[i]->port);
+        snprintf(ports[i], 32, "%s:%d", host, s->sentinels[i]->port);
         args[n++] = "--sentinel";
         args[n++] = ports[i];
     }

@@ -31,6 +31,17 @@ typedef struct vt_sentinel_set {
 vt_sentinel_set *vt_sentinel_start(const char *sentinel_pass);
 /* The primary's port as sentinel `i` says (-1 if it cannot tell). */
 int vt_sentinel_primary_port(vt_sentinel_set *s, int i);
+/* SENTINEL MASTER of the sentinel on sentinel_port (one of the set's or
+ * another): the primary's port and its config-epoch. false if it cannot
+ * tell. */
+bool vt_sentinel_master_at(vt_sentinel_set *s, int sentinel_port, int *port, long long *epoch);
+/* A 4th sentinel, allocated (vt_redis_new) but not started: `sentinel
+ * monitor` of the master at primary_port, alone (no other sentinel is told
+ * of it, quorum 2: it can never fail anything over). Launched after that
+ * node has died (vt_redis_launch), it has nobody to hear a failover from
+ * and names that node with config-epoch 0 for good: a lagging sentinel.
+ * The test frees it (vt_redis_free). */
+vt_redis *vt_sentinel_new_lagging(vt_sentinel_set *s, int primary_port);
 /* The node on that port (NULL if none). */
 vt_redis *vt_sentinel_node(vt_sentinel_set *s, int port);
 /* Does the node on `port` say ROLE master? */
@@ -41,9 +52,11 @@ bool vt_sentinel_failover(vt_sentinel_set *s, int timeout_ms);
 /* Until every sentinel names a primary other than old_port, and that node
  * says ROLE master. Returns its port, or -1 at the timeout. */
 int vt_sentinel_wait_switch(vt_sentinel_set *s, int old_port, int timeout_ms);
-/* "--sentinel 127.0.0.1:P" x3, "--sentinel-master NAME" as proxy flags
- * (NULL-terminated, into args, which has room for 16). */
-void vt_sentinel_proxy_args(const vt_sentinel_set *s, const char **args, char ports[VT_SENTINELS][32]);
+/* "--sentinel HOST:P" x3, "--sentinel-master NAME" as proxy flags
+ * (NULL-terminated, into args, which has room for 16); host "127.0.0.1" or
+ * a name ("localhost"). */
+void vt_sentinel_proxy_args(const vt_sentinel_set *s, const char *host, const char **args,
+                            char ports[VT_SENTINELS][32]);
 void vt_sentinel_free(vt_sentinel_set *s);
 
 #endif

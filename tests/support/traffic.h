@@ -40,12 +40,17 @@
 #define VT_TRAFFIC_BIG_MIN (16 * 1024 + 1)   /* the smallest big value: over the proxy's streaming size */
 
 typedef struct vt_traffic_opts {
-    int workers;             /* threads (1..VT_TRAFFIC_MAX_WORKERS) */
-    int tx_workers;          /* of those, how many also send MULTI ... EXEC in each round */
-    int sessions;            /* per worker; 0: until vt_traffic_stop() */
-    int rounds;              /* command groups per session (0: 4); about 15 commands each */
-    bool verbs;              /* ZTICK, QPOP, LOCKRELEASE: needs verbproxy in front */
-    bool allow_unavailable;  /* "-ERR upstream unavailable" ends a session without failing it */
+    int workers;            /* threads (1..VT_TRAFFIC_MAX_WORKERS) */
+    int tx_workers;         /* of those, how many also send MULTI ... EXEC in each round */
+    int sessions;           /* per worker; 0: until vt_traffic_stop() */
+    int rounds;             /* command groups per session (0: 4); about 15 commands each */
+    bool verbs;             /* ZTICK, QPOP, LOCKRELEASE: needs verbproxy in front */
+    bool allow_unavailable; /* "-ERR upstream unavailable" ends a session without failing it */
+    /* With allow_unavailable: the upstream may come back within a session
+     * (a Sentinel failover): after the first "unavailable" the session's
+     * later replies are only framed and counted, not checked (the requests
+     * answered "unavailable" were never sent, so later values differ). */
+    bool allow_recovery;
     int session_deadline_ms; /* 0: VT_TRAFFIC_SESSION_DEADLINE_MS */
 } vt_traffic_opts;
 
