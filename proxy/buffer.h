@@ -16,6 +16,8 @@ typedef struct vp_buf {
  * Redis does: a proxy that half-handles OOM is worse than one that restarts. */
 void vp_buf_reserve(vp_buf *b, size_t extra);
 void vp_buf_append(vp_buf *b, const void *p, size_t n);
+/* Append printf-formatted text, cut at 511 bytes (report lines: INFO, Prometheus). */
+void vp_buf_appendf(vp_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Drop the first n bytes, moving the rest to the front. */
 void vp_buf_consume(vp_buf *b, size_t n);
 /* Give memory back after a large value went through, keeping `keep` bytes

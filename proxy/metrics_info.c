@@ -1,6 +1,5 @@
 #include "proxy/metrics_info.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
@@ -10,32 +9,21 @@
 #include "proxy/sentinel.h"
 #include "proxy/server.h"
 
-static void put(vp_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void put(vp_buf *b, const char *fmt, ...)
-{
-    char line[512];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(line, sizeof(line), fmt, ap);
-    va_end(ap);
-    if (n < 0) return;
-    if ((size_t)n >= sizeof(line)) n = (int)sizeof(line) - 1;
-    vp_buf_append(b, line, (size_t)n);
-}
-
 static void info_server(const vp_server *srv, vp_buf *b)
 {
     const vp_metrics *m = &srv->metrics;
-    put(b, "# Server\r\nverbproxy_version:%s\r\nprocess_id:%d\r\n", VP_VERSION, (int)getpid());
-    put(b, "uptime_in_seconds:%llu\r\n", (unsigned long long)((uv_hrtime() - m->start_hr) / 1000000000ULL));
-    put(b, "metrics_port:%d\r\nmetrics_bind:%s\r\nadmin_connections:%d\r\n", srv->conf.metrics_port,
-        srv->conf.metrics_bind, admin_http_connections());
-    put(b, "draining:%d\r\n", srv->draining != 0);
+    vp_buf_appendf(b, "# Server\r\nverbproxy_version:%s\r\nprocess_id:%d\r\n", VP_VERSION, (int)getpid());
+    vp_buf_appendf(b, "uptime_in_seconds:%llu\r\n",
+                   (unsigned long long)((uv_hrtime() - m->start_hr) / 1000000000ULL));
+    vp_buf_appendf(b, "metrics_port:%d\r\nmetrics_bind:%s\r\nadmin_connections:%d\r\n",
+                   srv->conf.metrics_port, srv->conf.metrics_bind, admin_http_connections());
+    vp_buf_appendf(b, "draining:%d\r\n", srv->draining != 0);
 }
 
 static void info_clients(const vp_server *srv, vp_buf *b)
 {
-    put(b, "# Clients\r\nconnected_clients:%llu\r\nmaxclients:%lld\r\nown_upstream_connections:%lu\r\n",
+    vp_buf_appendf(
+        b, "# Clients\r\nconnected_clients:%llu\r\nmaxclients:%lld\r\nown_upstream_connections:%lu\r\n",
         srv->stats.clients_connected, srv->conf.maxclients, srv->own_upstreams);
 }
 
@@ -44,59 +32,67 @@ static void info_stats(const vp_server *srv, vp_buf *b)
     const vp_metrics *m = &srv->metrics;
     char text[3072];
     size_t n = stats_format(&srv->stats, text, sizeof(text), ":", "\r\n");
-    put(b, "# Stats\r\n");
+    vp_buf_appendf(b, "# Stats\r\n");
     vp_buf_append(b, text, n);
     unsigned long long no_fd = m->rejected_no_descriptor, rej = srv->stats.rejected_connections;
-    put(b, "rejected_maxclients:%llu\r\nrejected_no_descriptor:%llu\r\nrejected_protected_mode:%llu\r\n",
+    vp_buf_appendf(
+        b, "rejected_maxclients:%llu\r\nrejected_no_descriptor:%llu\r\nrejected_protected_mode:%llu\r\n",
         rej >= no_fd ? rej - no_fd : 0, no_fd, m->rejected_protected_mode);
-    put(b, "total_net_input_bytes:%llu\r\ntotal_net_output_bytes:%llu\r\n", m->net_input_bytes,
-        m->net_output_bytes);
+    vp_buf_appendf(b, "total_net_input_bytes:%llu\r\ntotal_net_output_bytes:%llu\r\n", m->net_input_bytes,
+                   m->net_output_bytes);
 }
 
 static void info_upstream(const vp_server *srv, vp_buf *b)
 {
     const vp_metrics *m = &srv->metrics;
-    put(b, "# Upstream\r\nupstream:%s\r\nupstream_tls:%d\r\n", srv->conf.upstream, srv->conf.upstream_tls);
+    vp_buf_appendf(b, "# Upstream\r\nupstream:%s\r\nupstream_tls:%d\r\n", srv->conf.upstream,
+                   srv->conf.upstream_tls);
     if (srv->conf.upstream_mode == CONF_MODE_SENTINEL)
-        put(b, "upstream_mode:sentinel\r\nsentinel_master:%s\r\nsentinel_switches:%llu\r\nsentinel_error:%s\r\n",
+        vp_buf_appendf(
+            b,
+            "upstream_mode:sentinel\r\nsentinel_master:%s\r\nsentinel_switches:%llu\r\nsentinel_error:%s\r\n",
             srv->conf.sentinel_master, sentinel_switches(srv), sentinel_error(srv));
-    put(b, "upstream_connects:%llu\r\n", srv->stats.upstream_connects);
+    vp_buf_appendf(b, "upstream_connects:%llu\r\n", srv->stats.upstream_connects);
     for (int r = 0; r < METRICS_FAIL_N; r++)
-        put(b, "upstream_connect_failures_%s:%llu\r\n", metrics_fail_names[r], m->connect_failures[r]);
+        vp_buf_appendf(b, "upstream_connect_failures_%s:%llu\r\n", metrics_fail_names[r],
+                       m->connect_failures[r]);
     if (srv->conf.metrics_port) {
         /* (Checked only while the admin endpoint runs.) */
         const ready_state *r = &m->ready;
-        put(b, "upstream_ready:%s\r\n", !r->checked ? "unknown" : r->ok ? "yes" : "no");
-        if (r->checked && !r->ok) put(b, "upstream_not_ready_reason:%s\r\n", r->reason);
-        put(b, "readiness_checks:%llu\r\nreadiness_check_failures:%llu\r\n", r->checks, r->failures);
+        vp_buf_appendf(b, "upstream_ready:%s\r\n", !r->checked ? "unknown" : r->ok ? "yes" : "no");
+        if (r->checked && !r->ok) vp_buf_appendf(b, "upstream_not_ready_reason:%s\r\n", r->reason);
+        vp_buf_appendf(b, "readiness_checks:%llu\r\nreadiness_check_failures:%llu\r\n", r->checks,
+                       r->failures);
     }
 }
 
 static void info_commandstats(const vp_server *srv, vp_buf *b)
 {
     const vp_metrics *m = &srv->metrics;
-    put(b, "# Commandstats\r\n");
+    vp_buf_appendf(b, "# Commandstats\r\n");
     for (int i = 0; i < m->ids.count; i++) {
         if (!m->calls[i] && !m->failed[i]) continue;
-        put(b, "cmdstat_%s:calls=%llu,failed_calls=%llu", m->ids.name[i], m->calls[i], m->failed[i]);
+        vp_buf_appendf(b, "cmdstat_%s:calls=%llu,failed_calls=%llu", m->ids.name[i], m->calls[i],
+                       m->failed[i]);
         if (m->timing) {
-            put(b, ",usec=%llu,usec_per_call=%.2f", m->ns[i] / 1000,
-                m->calls[i] ? (double)m->ns[i] / 1000.0 / (double)m->calls[i] : 0.0);
+            vp_buf_appendf(b, ",usec=%llu,usec_per_call=%.2f", m->ns[i] / 1000,
+                           m->calls[i] ? (double)m->ns[i] / 1000.0 / (double)m->calls[i] : 0.0);
         }
-        put(b, "\r\n");
+        vp_buf_appendf(b, "\r\n");
     }
 }
 
 static void info_latencystats(const vp_server *srv, vp_buf *b)
 {
     const vp_metrics *m = &srv->metrics;
-    put(b, "# Latencystats\r\n");
+    vp_buf_appendf(b, "# Latencystats\r\n");
     if (!m->timing) return;
     for (int f = 0; f < m->ids.nfamilies; f++) {
         const metrics_hist *h = &m->hist[f];
         if (!h->count) continue;
-        put(b, "latency_%s%s:calls=%llu,usec=%llu,usec_per_call=%.2f\r\n", m->ids.family_is_verb[f] ? "verb_" : "",
-            m->ids.family_name[f], h->count, h->sum_ns / 1000, (double)h->sum_ns / 1000.0 / (double)h->count);
+        vp_buf_appendf(b, "latency_%s%s:calls=%llu,usec=%llu,usec_per_call=%.2f\r\n",
+                       m->ids.family_is_verb[f] ? "verb_" : "", m->ids.family_name[f], h->count,
+                       h->sum_ns / 1000, (double)h->sum_ns / 1000.0 / (double)h->count);
     }
 }
 
@@ -128,7 +124,7 @@ void metrics_info_write(const vp_server *srv, const char *section, size_t len, v
     for (size_t i = 0; i < sizeof(sections) / sizeof(sections[0]); i++) {
         const info_section *s = &sections[i];
         if (!(all || (dflt && s->in_default) || (section && word_is(section, len, s->name)))) continue;
-        if (!first) put(out, "\r\n");
+        if (!first) vp_buf_appendf(out, "\r\n");
         first = 0;
         s->write(srv, out);
     }

@@ -1,28 +1,14 @@
 #include "proxy/metrics_prom.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "proxy/sentinel.h"
 #include "proxy/server.h"
 
-static void put(vp_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void put(vp_buf *b, const char *fmt, ...)
-{
-    char line[512];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(line, sizeof(line), fmt, ap);
-    va_end(ap);
-    if (n < 0) return;
-    if ((size_t)n >= sizeof(line)) n = (int)sizeof(line) - 1;
-    vp_buf_append(b, line, (size_t)n);
-}
-
 static void family(vp_buf *b, const char *name, const char *type, const char *help)
 {
-    put(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+    vp_buf_appendf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
 /* A label value as the format wants it: backslash, double quote and line
@@ -44,21 +30,21 @@ static void put_label_value(vp_buf *b, const char *v)
 static void sample_labeled(vp_buf *b, const char *name, const char *label, const char *value,
                            unsigned long long v)
 {
-    put(b, "%s{%s=\"", name, label);
+    vp_buf_appendf(b, "%s{%s=\"", name, label);
     put_label_value(b, value);
-    put(b, "\"} %llu\n", v);
+    vp_buf_appendf(b, "\"} %llu\n", v);
 }
 
 static void counter(vp_buf *b, const char *name, const char *help, unsigned long long v)
 {
     family(b, name, "counter", help);
-    put(b, "%s %llu\n", name, v);
+    vp_buf_appendf(b, "%s %llu\n", name, v);
 }
 
 static void gauge(vp_buf *b, const char *name, const char *help, long long v)
 {
     family(b, name, "gauge", help);
-    put(b, "%s %lld\n", name, v);
+    vp_buf_appendf(b, "%s %lld\n", name, v);
 }
 
 static void write_commands(const vp_server *srv, vp_buf *b)
@@ -90,12 +76,12 @@ static void write_commands(const vp_server *srv, vp_buf *b)
         unsigned long long cum = 0;
         for (int k = 0; k < METRICS_NBOUNDS; k++) {
             cum += hs->bucket[k];
-            put(b, "%s_bucket{%s,le=\"%s\"} %llu\n", h, labels, metrics_bounds_text[k], cum);
+            vp_buf_appendf(b, "%s_bucket{%s,le=\"%s\"} %llu\n", h, labels, metrics_bounds_text[k], cum);
         }
         cum += hs->bucket[METRICS_NBOUNDS];
-        put(b, "%s_bucket{%s,le=\"+Inf\"} %llu\n", h, labels, cum);
-        put(b, "%s_sum{%s} %.9f\n", h, labels, (double)hs->sum_ns / 1e9);
-        put(b, "%s_count{%s} %llu\n", h, labels, hs->count);
+        vp_buf_appendf(b, "%s_bucket{%s,le=\"+Inf\"} %llu\n", h, labels, cum);
+        vp_buf_appendf(b, "%s_sum{%s} %.9f\n", h, labels, (double)hs->sum_ns / 1e9);
+        vp_buf_appendf(b, "%s_count{%s} %llu\n", h, labels, hs->count);
     }
 }
 
@@ -157,7 +143,8 @@ void metrics_prom_write(const vp_server *srv, vp_buf *b)
     counter(b, "verbproxy_shared_commands_total", "Requests sent on a shared upstream connection.",
             s->shared_commands);
     counter(b, "verbproxy_shared_batch_holds_total",
-            "Shared batches that waited (shared-batch-hold) for more clients' requests.", s->shared_batch_holds);
+            "Shared batches that waited (shared-batch-hold) for more clients' requests.",
+            s->shared_batch_holds);
     counter(b, "verbproxy_local_replies_total", "Replies made by the proxy itself.", s->local_replies);
     counter(b, "verbproxy_barriers_sent_total", "Barrier PINGs sent to place a reply of the proxy's own.",
             s->barriers_sent);
@@ -197,12 +184,12 @@ void metrics_prom_write(const vp_server *srv, vp_buf *b)
     metrics_process p;
     metrics_process_read(&p);
     family(b, "process_cpu_seconds_total", "counter", "Total user and system CPU time spent in seconds.");
-    put(b, "process_cpu_seconds_total %.6f\n", p.cpu_seconds);
+    vp_buf_appendf(b, "process_cpu_seconds_total %.6f\n", p.cpu_seconds);
     if (p.resident_bytes >= 0)
         gauge(b, "process_resident_memory_bytes", "Resident memory size in bytes.", p.resident_bytes);
     if (p.open_fds >= 0) gauge(b, "process_open_fds", "Number of open file descriptors.", p.open_fds);
     if (p.max_fds >= 0) gauge(b, "process_max_fds", "Maximum number of open file descriptors.", p.max_fds);
     family(b, "process_start_time_seconds", "gauge",
            "Start time of the process since unix epoch in seconds.");
-    put(b, "process_start_time_seconds %.3f\n", m->start_time);
+    vp_buf_appendf(b, "process_start_time_seconds %.3f\n", m->start_time);
 }
