@@ -889,7 +889,7 @@ static void client_stream_error(client_session *c, const char *msg)
  * in a transaction (Redis would run it at EXEC) or while replies are not
  * counted. */
 #define CLIENT_AUTH_NOT_HERE                                                                                 \
-    "ERR AUTH and HELLO AUTH are answered by verbproxy itself, which cannot do so inside MULTI or while "  \
+    "ERR AUTH and HELLO AUTH are answered by verbproxy itself, which cannot do so inside MULTI or while "    \
     "replies are not counted (subscribe mode, MONITOR, CLIENT REPLY OFF|SKIP)"
 
 /* The proxy has users of its own (auth.h): AUTH and HELLO ... AUTH are
@@ -1139,8 +1139,8 @@ static void client_close_idle(vp_server *srv, uint64_t now)
         if (c->slot_len || c->pubsub || c->monitor || c->opaque || c->eof_at || c->settling || c->closing ||
             c->in_pos < c->in.len || now - c->last_io <= limit)
             continue;
-        vp_log(VP_LOG_VERBOSE, "client %llu %s: closing: idle for over %lld seconds (timeout)", c->id, c->addr,
-               srv->conf.timeout);
+        vp_log(VP_LOG_VERBOSE, "client %llu %s: closing: idle for over %lld seconds (timeout)", c->id,
+               c->addr, srv->conf.timeout);
         srv->stats.clients_timed_out++;
         client_close(c);
     }
@@ -1482,7 +1482,8 @@ void client_shared_retired(vp_server *srv, upstream_conn *up, int all)
  * verb where a name was asked for). */
 static void client_remap_patch(client_slot *s, const verb_table *old, const verb_table *now)
 {
-    int listing = s->patch == ADMIN_PATCH_INFO_ALL || s->patch == ADMIN_PATCH_LIST || s->patch == ADMIN_PATCH_COUNT;
+    int listing =
+        s->patch == ADMIN_PATCH_INFO_ALL || s->patch == ADMIN_PATCH_LIST || s->patch == ADMIN_PATCH_COUNT;
     if (listing) {
         /* The whole listing: the verbs there are now. */
         free(s->verb_ids);
@@ -1523,6 +1524,11 @@ void client_shared_drained(vp_server *srv, upstream_conn *up)
 }
 
 /* ---- lifetime ---- */
+
+int client_used_shared(const client_session *c)
+{
+    return c->used_shared;
+}
 
 void client_drain_close(client_session *c)
 {

@@ -141,6 +141,8 @@ void client_close(client_session *c);
  * read but not sent upstream, and close once every reply owed for what was
  * sent is written. */
 void client_drain_close(client_session *c);
+/* Has it sent commands on a shared upstream connection (this session)? */
+int client_used_shared(const client_session *c);
 /* Once a second: let go of clients that left with replies still owed, and
  * close those idle past `timeout`. */
 void client_cron(vp_server *srv);

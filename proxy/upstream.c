@@ -225,11 +225,21 @@ static void up_retire(upstream_conn *up)
 
 void upstream_primary_moved(vp_server *srv)
 {
+    /* Every client that sent commands through the old primary is closed
+     * once it has its replies, as Sentinel's CLIENT KILL TYPE normal on the
+     * demoted node closes a direct client: writes the old primary took
+     * after the promotion are lost, and a client moved on silently would
+     * see its own writes vanish (an INCR going back). One that never sent
+     * anything moves on. */
+    struct client_session *next;
+    for (struct client_session *c = srv->clients; c; c = next) {
+        next = c->next; /* (client_drain_close may close c, never another) */
+        if (c->up && c->up->shared && client_used_shared(c)) client_drain_close(c);
+    }
     /* Clients owing the retired connections nothing move now; the ones
      * left on them have requests in flight on the old primary. */
     upstream_retire_shared(srv);
     srv->upstream_auth_failure[0] = '\0';
-    struct client_session *next;
     for (struct client_session *c = srv->clients; c; c = next) {
         next = c->next; /* (client_drain_close may close c, never another) */
         if (c->up && (!c->up->shared || c->up->retired)) client_drain_close(c);
@@ -777,8 +787,8 @@ static void up_role_answered(upstream_conn *up, const char *p, size_t n, int don
             /* "*N\r\n$L\r\n<role>\r\n": the role is the line after the length. */
             const char *name = end ? end + 1 : NULL;
             const char *name_end = name ? memchr(name, '\r', n - (size_t)(name - p)) : NULL;
-            snprintf(why, sizeof(why), "not the primary: ROLE says %.*s", name_end ? (int)(name_end - name) : 7,
-                     name_end ? name : "unknown");
+            snprintf(why, sizeof(why), "not the primary: ROLE says %.*s",
+                     name_end ? (int)(name_end - name) : 7, name_end ? name : "unknown");
         }
         up->role_check = ok ? 2 : 3;
         if (!ok) snprintf(up->error, sizeof(up->error), "%.120s", why);
