@@ -20,25 +20,20 @@ const char *const metrics_bounds_text[METRICS_NBOUNDS] = {
 const char *const metrics_fail_names[METRICS_FAIL_N] = {"refused", "timeout", "tls",
                                                         "auth",    "resolve", "other"};
 
-int metrics_init(vp_metrics *m, const verb_table *verbs, int timing, char *err, size_t errlen)
+/* The per-command counts and per-family histograms of m->ids' numbering,
+ * zeroed. */
+static void metrics_counts_alloc(vp_metrics *m)
 {
-    memset(m, 0, sizeof(*m));
-    if (cmdid_build(&m->ids, verbs, err, errlen) < 0) return -1;
     size_t n = (size_t)m->ids.count;
     m->calls = calloc(n, sizeof(*m->calls));
     m->failed = calloc(n, sizeof(*m->failed));
     m->ns = calloc(n, sizeof(*m->ns));
     m->hist = calloc((size_t)m->ids.nfamilies, sizeof(*m->hist));
     if (!m->calls || !m->failed || !m->ns || !m->hist) abort();
-    m->timing = timing;
-    struct timeval tv;
-    gettimeofday(&tv, NULL);
-    m->start_time = (double)tv.tv_sec + (double)tv.tv_usec / 1e6;
-    m->start_hr = uv_hrtime();
-    return 0;
 }
 
-void metrics_free(vp_metrics *m)
+/* ... and the numbering with them. */
+static void metrics_counts_free(vp_metrics *m)
 {
     free(m->calls);
     free(m->failed);
@@ -49,43 +44,53 @@ void metrics_free(vp_metrics *m)
     m->hist = NULL;
 }
 
+int metrics_init(vp_metrics *m, const verb_table *verbs, int timing, char *err, size_t errlen)
+{
+    memset(m, 0, sizeof(*m));
+    if (cmdid_build(&m->ids, verbs, err, errlen) < 0) return -1;
+    metrics_counts_alloc(m);
+    m->timing = timing;
+    struct timeval tv;
+    gettimeofday(&tv, NULL);
+    m->start_time = (double)tv.tv_sec + (double)tv.tv_usec / 1e6;
+    m->start_hr = uv_hrtime();
+    return 0;
+}
+
+void metrics_free(vp_metrics *m)
+{
+    metrics_counts_free(m);
+}
+
 int metrics_verbs_replaced(vp_metrics *m, const verb_table *verbs, char *err, size_t errlen)
 {
-    cmdid_table t;
-    if (cmdid_build(&t, verbs, err, errlen) < 0) return -1;
-    size_t n = (size_t)t.count;
-    unsigned long long *calls = calloc(n, sizeof(*calls)), *failed = calloc(n, sizeof(*failed)),
-                       *ns = calloc(n, sizeof(*ns));
-    metrics_hist *hist = calloc((size_t)t.nfamilies, sizeof(*hist));
-    if (!calls || !failed || !ns || !hist) abort();
-    const cmdid_table *o = &m->ids;
+    vp_metrics fresh = {0};
+    if (cmdid_build(&fresh.ids, verbs, err, errlen) < 0) return -1;
+    metrics_counts_alloc(&fresh);
+    const cmdid_table *t = &fresh.ids, *o = &m->ids;
     for (int id = 0; id < o->count; id++) {
-        int to = cmdid_lookup(&t, o->name[id], strlen(o->name[id]));
+        int to = cmdid_lookup(t, o->name[id], strlen(o->name[id]));
         /* a verb that is gone has no series any more (not added to `other`) */
-        if (to == t.other && id != o->other) continue;
-        calls[to] += m->calls[id];
-        failed[to] += m->failed[id];
-        ns[to] += m->ns[id];
+        if (to == t->other && id != o->other) continue;
+        fresh.calls[to] += m->calls[id];
+        fresh.failed[to] += m->failed[id];
+        fresh.ns[to] += m->ns[id];
     }
-    for (int f = 0; f < t.nfamilies; f++) {
+    for (int f = 0; f < t->nfamilies; f++) {
         for (int g = 0; g < o->nfamilies; g++) {
-            if (t.family_is_verb[f] == o->family_is_verb[g] &&
-                strcmp(t.family_name[f], o->family_name[g]) == 0) {
-                hist[f] = m->hist[g];
+            if (t->family_is_verb[f] == o->family_is_verb[g] &&
+                strcmp(t->family_name[f], o->family_name[g]) == 0) {
+                fresh.hist[f] = m->hist[g];
                 break;
             }
         }
     }
-    free(m->calls);
-    free(m->failed);
-    free(m->ns);
-    free(m->hist);
-    cmdid_free(&m->ids);
-    m->ids = t;
-    m->calls = calls;
-    m->failed = failed;
-    m->ns = ns;
-    m->hist = hist;
+    metrics_counts_free(m);
+    m->ids = fresh.ids;
+    m->calls = fresh.calls;
+    m->failed = fresh.failed;
+    m->ns = fresh.ns;
+    m->hist = fresh.hist;
     return 0;
 }
 
