@@ -180,6 +180,11 @@ static bool someone_owed(void *t)
     return vt_traffic_owed(t) > 0;
 }
 
+static bool someone_owed_through_fp(void *t)
+{
+    return vt_traffic_owed(t) > 0 && vt_faultproxy_stats(fp).open > 0;
+}
+
 /* The test cuts, then resets, every upstream connection at moments of its
  * choosing while replies stream. */
 Test(faults, connections_cut_and_reset_by_the_test_mid_traffic)
@@ -190,10 +195,20 @@ Test(faults, connections_cut_and_reset_by_the_test_mid_traffic)
     long long fired = 0;
     for (size_t i = 0; i < sizeof(actions) / sizeof(actions[0]); i++) {
         cr_assert(vt_traffic_wait_replies(t, 400, STORY_MS), "traffic stopped before fault %zu", i);
-        cr_assert(vt_wait_until(someone_owed, t, STORY_MS), "no client is owed replies");
-        int id = vt_faultproxy_arm(fp, &(vt_fault){.action = actions[i], .scope = VT_FP_OPEN});
-        cr_assert(id >= 0);
-        fired += vt_faultproxy_fired(fp, id);
+        /* A client owed replies may have no upstream connection open at
+         * that instant (with own connections: a session that just started,
+         * its connection still being made), so an arming can hit none; arm
+         * again, with a deadline, until one is hit. */
+        long long hit = 0;
+        for (int tries = 0; hit == 0 && tries < 6; tries++) { /* 4 x 6 < VT_FP_MAX_FAULTS */
+            cr_assert(vt_wait_until(someone_owed_through_fp, t, STORY_MS),
+                      "no client is owed replies with an upstream connection open");
+            int id = vt_faultproxy_arm(fp, &(vt_fault){.action = actions[i], .scope = VT_FP_OPEN});
+            cr_assert(id >= 0);
+            hit = vt_faultproxy_fired(fp, id);
+            vt_faultproxy_disarm(fp, id);
+        }
+        fired += hit;
     }
     cr_assert(vt_traffic_wait_replies(t, 400, STORY_MS), "traffic stopped after the faults");
     vt_traffic_result r;
