@@ -22,13 +22,14 @@
 
 #include "proxy/client.h"
 #include "proxy/log.h"
+#include "proxy/route.h"
 #include "proxy/upstream.h"
 #include "proxy/upstream_internal.h"
 
 static upstream_conn *up_side_get(vp_server *srv)
 {
     if (!srv->side) {
-        upstream_conn *up = upstream_open(srv, NULL);
+        upstream_conn *up = upstream_open(srv, route_primary(srv), NULL);
         up->shared = 1; /* entries name many clients; written with the shared ones */
         up->side = 1;
         up->shared_index = -1;
