@@ -38,6 +38,9 @@ typedef struct route_node {
      * demand by upstream_shared; NULL when not open). A connection clears
      * its own slot when it goes (upstream.c). */
     struct upstream_conn *shared[VP_MAX_SHARED_UPSTREAMS];
+    /* The side connection to it (upstream_side.c): SCRIPT KILL and the
+     * like from clients on a shared connection. NULL when not open. */
+    struct upstream_conn *side;
 } route_node;
 
 /* The node table: one node, built from the settings. */

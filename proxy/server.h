@@ -55,9 +55,6 @@ typedef struct vp_server {
      * iteration and written once per iteration, just before the loop waits
      * for I/O again (`flush_prepare`). */
     uv_prepare_t flush_prepare;
-    /* The side connection (upstream_side.c): SCRIPT KILL and the like from
-     * clients on a shared connection. NULL when not open. */
-    struct upstream_conn *side;
     /* Shared and side connections a reload replaced, still owed replies
      * (upstream_retire_shared), linked through retired_next. */
     struct upstream_conn *retired;

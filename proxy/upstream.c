@@ -149,8 +149,8 @@ void upstream_close(upstream_conn *up)
             p = &(*p)->retired_next;
         if (*p) *p = up->retired_next;
     }
-    if (up->side && up->srv->side == up)
-        up->srv->side = NULL;
+    if (up->side && up->node->side == up)
+        up->node->side = NULL;
     else if (up->shared && !up->side && up->node->shared[up->shared_index] == up)
         up->node->shared[up->shared_index] = NULL;
     uv_timer_stop(&up->timer);
@@ -192,10 +192,11 @@ static void up_keep_verbs(upstream_conn *up, verb_table *old, int *kept)
 int upstream_keep_verbs(vp_server *srv, verb_table *old)
 {
     int kept = 0;
-    for (int n = 0; n < srv->nnodes; n++)
+    for (int n = 0; n < srv->nnodes; n++) {
         for (int i = 0; i < VP_MAX_SHARED_UPSTREAMS; i++)
             up_keep_verbs(srv->nodes[n].shared[i], old, &kept);
-    up_keep_verbs(srv->side, old, &kept);
+        up_keep_verbs(srv->nodes[n].side, old, &kept);
+    }
     for (upstream_conn *up = srv->retired; up; up = up->retired_next)
         up_keep_verbs(up, old, &kept);
     for (struct client_session *c = srv->clients; c; c = c->next)
@@ -248,11 +249,11 @@ void upstream_retire_shared(vp_server *srv)
             node->shared[i] = NULL;
             up_retire(up);
         }
-    }
-    if (srv->side) {
-        upstream_conn *up = srv->side;
-        srv->side = NULL;
-        up_retire(up);
+        if (node->side) {
+            upstream_conn *up = node->side;
+            node->side = NULL;
+            up_retire(up);
+        }
     }
 }
 
@@ -597,12 +598,14 @@ static void up_shared_flush(upstream_conn *up)
 
 void upstream_flush_shared(vp_server *srv)
 {
-    for (int n = 0; n < srv->nnodes; n++)
+    for (int n = 0; n < srv->nnodes; n++) {
+        route_node *node = &srv->nodes[n];
         for (int i = 0; i < srv->conf.shared_upstreams; i++) {
-            upstream_conn *up = srv->nodes[n].shared[i];
+            upstream_conn *up = node->shared[i];
             if (up && up->state == UPSTREAM_READY) up_shared_flush(up);
         }
-    if (srv->side && srv->side->state == UPSTREAM_READY) up_shared_flush(srv->side);
+        if (node->side && node->side->state == UPSTREAM_READY) up_shared_flush(node->side);
+    }
     /* A retired one may hold requests queued before the reload retired it
      * (in this very iteration): they go too. */
     upstream_conn *next;
@@ -614,10 +617,11 @@ void upstream_flush_shared(vp_server *srv)
 
 void upstream_close_shared(vp_server *srv)
 {
-    for (int n = 0; n < srv->nnodes; n++)
+    for (int n = 0; n < srv->nnodes; n++) {
         for (int i = 0; i < VP_MAX_SHARED_UPSTREAMS; i++)
             if (srv->nodes[n].shared[i]) upstream_close(srv->nodes[n].shared[i]);
-    if (srv->side) upstream_close(srv->side);
+        if (srv->nodes[n].side) upstream_close(srv->nodes[n].side);
+    }
     while (srv->retired)
         upstream_close(srv->retired); /* (unlinks it) */
     up_hold_close();

@@ -122,7 +122,7 @@ typedef struct upstream_conn {
     upstream_state state;
     int shared;         /* one of its node's shared[]: its entries name many clients */
     int shared_index;   /* its place there (-1: the side connection) */
-    int side;           /* srv->side (upstream_side.c): shared, for out-of-band commands only */
+    int side;           /* its node's side (upstream_side.c): shared, for out-of-band commands only */
     unsigned waiters;   /* clients not read until its backlog drains (client shared_wait) */
     int flush_error;    /* a shared connection's early write failed: reported by the next flush */
     int setting_up;     /* a shared connection waits for its output-limit probe before clients use it */
