@@ -14,9 +14,10 @@
  * (still owed by the busy shared connection) are answered, so the client
  * sees its replies in request order.
  *
- * One per node, opened on first use and kept (route_node.side); if it fails to connect, each
- * request on it is answered "upstream unavailable"; if it is lost, a client
- * owed a reply there is closed after what arrived, as on a shared one. */
+ * One per node, opened on first use and kept (route_node.side); if it
+ * fails to connect, each request on it is answered "upstream unavailable";
+ * if it is lost, a client owed a reply there is closed after what arrived,
+ * as on a shared one. */
 #include <stdio.h>
 #include <string.h>
 
