@@ -12,6 +12,18 @@
  * (client_connect): the client then keeps its c->up pointer, and the
  * per-command path (parse, forward, frame) never looks here.
  *
+ * Cluster mode (next): route_init builds one node per primary from the
+ * slot map (slotmap.h); a refresh (topology.h) adds nodes and retires the
+ * connections of the ones gone, which stay allocated until those close. A
+ * client's command is planned (route_plan.h) before it is forwarded: a
+ * SINGLE plan's slot names the node; while that node is the one c->up goes
+ * to, nothing changes per command (the common case, and standalone's only
+ * case). Another node: the client takes that node's shared connection (or
+ * its own to it), its reply slots keeping the order across connections
+ * (client_reply fills slots by seq, whichever connection answers). SPLIT
+ * and FANOUT plans send sub-commands to several nodes and merge into one
+ * slot. -MOVED/-ASK (redirect.h) are handled where replies are framed.
+ *
  * Lifetime: the table is built once at start (route_init) and freed at
  * exit (route_free), after every connection is gone. A node is never freed
  * before: connections point at theirs (upstream_conn.node), retired ones
