@@ -14,6 +14,7 @@
 #include "proxy/limits.h"
 #include "proxy/log.h"
 #include "proxy/pool.h"
+#include "proxy/route.h"
 #include "proxy/tls.h"
 
 /* Read size per uv read, Redis's PROTO_IOBUF_LEN: a pool block
@@ -392,7 +393,7 @@ static void client_release_upstream(client_session *c)
  * connection it opens (a failed connect is retried with its next command). */
 static upstream_conn *client_open_own(client_session *c)
 {
-    upstream_conn *up = upstream_open(c->srv, c);
+    upstream_conn *up = upstream_open(c->srv, route_node_for(c->srv, c), c);
     /* WAIT counts replicas that have the connection's last write: make
      * that at least everything it wrote on the shared one (a PUBLISH is
      * replicated and changes nothing). */
@@ -423,7 +424,7 @@ static void client_refuse_no_descriptor(client_session *c)
 static upstream_conn *client_connect(client_session *c)
 {
     if (c->own_upstream) return client_open_own(c);
-    if (c->srv->conf.shared_upstreams == 0) return upstream_open(c->srv, c);
+    if (c->srv->conf.shared_upstreams == 0) return upstream_open(c->srv, route_node_for(c->srv, c), c);
     if (c->srv->sharing_off) {
         /* Redis limits a client's output (upstream_outlimit.c). */
         if (!limits_may_open_own(c->srv)) {
@@ -433,7 +434,7 @@ static upstream_conn *client_connect(client_session *c)
         c->own_upstream = 1;
         return client_open_own(c);
     }
-    return upstream_shared(c->srv, c->id);
+    return route_shared_for(c->srv, c);
 }
 
 /* Leave the shared connection for one of its own. Only once nothing is

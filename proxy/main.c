@@ -17,6 +17,7 @@
 #include "proxy/listener.h"
 #include "proxy/log.h"
 #include "proxy/pool.h"
+#include "proxy/route.h"
 #include "proxy/sentinel.h"
 #include "proxy/server.h"
 #include "proxy/tls.h"
@@ -125,6 +126,7 @@ static int fail_start(vp_server *srv, const char *why)
     vp_tls_ctx_free(srv->tls_upstream);
     vp_tls_ctx_free(srv->tls_clients);
     verbs_free(&srv->verbs);
+    route_free(srv); /* (NULL before route_init) */
     conf_free(&srv->conf);
     reload_source_free(&source);
     return 1;
@@ -179,6 +181,7 @@ int main(int argc, char **argv)
     srv.limits.max_multibulk_len = srv.conf.proto_max_multibulk_len;
     srv.loop = uv_default_loop();
     signal(SIGPIPE, SIG_IGN);
+    route_init(&srv); /* the upstream node(s): before anything opens a connection */
 
     /* Signals first: once the socket listens, a supervisor may already
      * send SIGTERM, and that must be a clean drain. */
@@ -212,7 +215,8 @@ int main(int argc, char **argv)
 
     uv_run(srv.loop, UV_RUN_DEFAULT);
     uv_loop_close(srv.loop);
-    vp_pool_drain(); /* every session is freed: its blocks are all back */
+    route_free(&srv); /* (every connection is freed: none points at a node) */
+    vp_pool_drain();  /* every session is freed: its blocks are all back */
     vp_tls_ctx_free(srv.tls_upstream);
     vp_tls_ctx_free(srv.tls_clients);
     metrics_free(&srv.metrics);

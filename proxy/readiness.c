@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "proxy/log.h"
+#include "proxy/route.h"
 #include "proxy/server.h"
 #include "proxy/upstream.h"
 #include "proxy/upstream_internal.h"
@@ -62,7 +63,7 @@ void ready_tick(vp_server *srv)
     int fresh = 0;
     if (r->conn && now - r->conn_opened >= READY_REAUTH_MS) ready_drop_conn(srv);
     if (!r->conn) {
-        r->conn = upstream_open(srv, NULL);
+        r->conn = upstream_open(srv, route_primary(srv), NULL);
         r->conn->probe = 1;
         r->conn_opened = now;
         fresh = 1;

@@ -13,6 +13,7 @@
 #include "proxy/config_env.h"
 #include "proxy/limits.h"
 #include "proxy/log.h"
+#include "proxy/route.h"
 #include "proxy/tls.h"
 #include "proxy/upstream.h"
 
@@ -366,6 +367,7 @@ void reload_apply(vp_server *srv, const vp_conf_source *src)
      * address and verbs: the shared ones are replaced once what they owe
      * is in; clients' own connections stay as they are (authenticated,
      * in their state) until the client leaves. */
+    route_config_changed(srv);
     if (verbs_changed || creds_changed || upstream_changed || up_tls || polyfill_changed) {
         upstream_retire_shared(srv);
         if (srv->upstream_auth_failure[0] && creds_changed) srv->upstream_auth_failure[0] = '\0';

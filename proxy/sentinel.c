@@ -48,6 +48,7 @@
 #include "proxy/buffer.h"
 #include "proxy/log.h"
 #include "proxy/readiness.h"
+#include "proxy/route.h"
 #include "proxy/server.h"
 #include "proxy/upstream.h"
 
@@ -311,7 +312,7 @@ static void sentinel_set_primary(vp_sentinel *s, const char *addr, const char *s
         vp_log(VP_LOG_WARNING, "sentinel: primary of %s moved %s -> %s (%s): new requests go there",
                c->sentinel_master, old, addr, source);
     }
-    upstream_primary_moved(srv);
+    route_node_moved(srv, route_primary(srv));
 }
 
 static void format_addr(char *out, size_t outlen, const char *host, const char *port)

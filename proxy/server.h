@@ -9,14 +9,13 @@
 #include "protocol/resp_request.h"
 #include "proxy/config.h"
 #include "proxy/metrics.h"
+#include "proxy/route.h"
 #include "proxy/stats.h"
 
 struct client_session;
 struct upstream_conn;
 struct vp_tls_ctx;
 struct vp_sentinel;
-
-#define VP_MAX_SHARED_UPSTREAMS 64
 
 typedef struct vp_server {
     uv_loop_t *loop;
@@ -47,15 +46,15 @@ typedef struct vp_server {
     long long client_fds;
     unsigned long own_upstreams;
 
-    /* Shared upstream connections (conf.shared_upstreams of them, opened on
-     * demand; NULL when not open). Requests for them are gathered during a
-     * loop iteration and written once per iteration, just before the loop
-     * waits for I/O again (`flush_prepare`). */
-    struct upstream_conn *shared[VP_MAX_SHARED_UPSTREAMS];
+    /* The upstream nodes (proxy/route.h): today one, the upstream or the
+     * sentinels' primary; each holds its shared connections. Owned here,
+     * built by route_init, freed by route_free. */
+    route_node *nodes;
+    int nnodes;
+    /* Requests for the shared connections are gathered during a loop
+     * iteration and written once per iteration, just before the loop waits
+     * for I/O again (`flush_prepare`). */
     uv_prepare_t flush_prepare;
-    /* The side connection (upstream_side.c): SCRIPT KILL and the like from
-     * clients on a shared connection. NULL when not open. */
-    struct upstream_conn *side;
     /* Shared and side connections a reload replaced, still owed replies
      * (upstream_retire_shared), linked through retired_next. */
     struct upstream_conn *retired;

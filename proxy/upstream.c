@@ -149,10 +149,10 @@ void upstream_close(upstream_conn *up)
             p = &(*p)->retired_next;
         if (*p) *p = up->retired_next;
     }
-    if (up->side && up->srv->side == up)
-        up->srv->side = NULL;
-    else if (up->shared && !up->side && up->srv->shared[up->shared_index] == up)
-        up->srv->shared[up->shared_index] = NULL;
+    if (up->side && up->node->side == up)
+        up->node->side = NULL;
+    else if (up->shared && !up->side && up->node->shared[up->shared_index] == up)
+        up->node->shared[up->shared_index] = NULL;
     uv_timer_stop(&up->timer);
     up_release_handle((uv_handle_t *)&up->timer);
     if (up->resolving) uv_cancel((uv_req_t *)&up->resolve_req); /* its callback drops the last ref */
@@ -192,9 +192,11 @@ static void up_keep_verbs(upstream_conn *up, verb_table *old, int *kept)
 int upstream_keep_verbs(vp_server *srv, verb_table *old)
 {
     int kept = 0;
-    for (int i = 0; i < VP_MAX_SHARED_UPSTREAMS; i++)
-        up_keep_verbs(srv->shared[i], old, &kept);
-    up_keep_verbs(srv->side, old, &kept);
+    for (int n = 0; n < srv->nnodes; n++) {
+        for (int i = 0; i < VP_MAX_SHARED_UPSTREAMS; i++)
+            up_keep_verbs(srv->nodes[n].shared[i], old, &kept);
+        up_keep_verbs(srv->nodes[n].side, old, &kept);
+    }
     for (upstream_conn *up = srv->retired; up; up = up->retired_next)
         up_keep_verbs(up, old, &kept);
     for (struct client_session *c = srv->clients; c; c = c->next)
@@ -249,16 +251,19 @@ void upstream_primary_moved(vp_server *srv)
 
 void upstream_retire_shared(vp_server *srv)
 {
-    for (int i = 0; i < VP_MAX_SHARED_UPSTREAMS; i++) {
-        upstream_conn *up = srv->shared[i];
-        if (!up) continue;
-        srv->shared[i] = NULL;
-        up_retire(up);
-    }
-    if (srv->side) {
-        upstream_conn *up = srv->side;
-        srv->side = NULL;
-        up_retire(up);
+    for (int n = 0; n < srv->nnodes; n++) {
+        route_node *node = &srv->nodes[n];
+        for (int i = 0; i < VP_MAX_SHARED_UPSTREAMS; i++) {
+            upstream_conn *up = node->shared[i];
+            if (!up) continue;
+            node->shared[i] = NULL;
+            up_retire(up);
+        }
+        if (node->side) {
+            upstream_conn *up = node->side;
+            node->side = NULL;
+            up_retire(up);
+        }
     }
 }
 
@@ -436,11 +441,12 @@ static void up_queue_role(upstream_conn *up)
     up->role_check = 1;
 }
 
-upstream_conn *upstream_open(vp_server *srv, struct client_session *client)
+upstream_conn *upstream_open(vp_server *srv, route_node *node, struct client_session *client)
 {
     upstream_conn *up = vp_malloc(sizeof(*up));
     memset(up, 0, sizeof(*up));
     up->srv = srv;
+    up->node = node;
     up->client = client;
     up->hold_batch = 1; /* (a client that never joined one has 0) */
     up->state = UPSTREAM_CONNECTING;
@@ -458,32 +464,31 @@ upstream_conn *upstream_open(vp_server *srv, struct client_session *client)
 
     const vp_config *conf = &srv->conf;
     int rc = 0;
-    if (!conf->upstream_host[0]) {
+    if (!node->host[0]) {
         /* Sentinel mode before any sentinel named a primary: failed from
          * the loop, with the sentinels' reason. */
         snprintf(up->error, sizeof(up->error), "no primary known: %.108s", sentinel_error(srv));
         uv_timer_start(&up->timer, up_on_timeout, 0, 0);
         return up;
     }
-    if (conf->upstream_port == 0) {
+    if (node->port == 0) {
         rc = uv_pipe_init(srv->loop, &up->h.pipe, 0);
         if (rc == 0) {
             up->h.handle.data = up;
             up->stream_inited = 1;
             up->handles_open++;
-            uv_pipe_connect(&up->connect_req, &up->h.pipe, conf->upstream_host, up_on_connect);
+            uv_pipe_connect(&up->connect_req, &up->h.pipe, node->host, up_on_connect);
         }
     } else {
         struct sockaddr_storage ss;
-        if (uv_ip4_addr(conf->upstream_host, conf->upstream_port, (struct sockaddr_in *)&ss) == 0 ||
-            uv_ip6_addr(conf->upstream_host, conf->upstream_port, (struct sockaddr_in6 *)&ss) == 0) {
+        if (uv_ip4_addr(node->host, node->port, (struct sockaddr_in *)&ss) == 0 ||
+            uv_ip6_addr(node->host, node->port, (struct sockaddr_in6 *)&ss) == 0) {
             rc = up_start_connect(up, (struct sockaddr *)&ss);
         } else {
             char port[16];
-            snprintf(port, sizeof(port), "%d", conf->upstream_port);
+            snprintf(port, sizeof(port), "%d", node->port);
             struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
-            rc = uv_getaddrinfo(srv->loop, &up->resolve_req, up_on_resolved, conf->upstream_host, port,
-                                &hints);
+            rc = uv_getaddrinfo(srv->loop, &up->resolve_req, up_on_resolved, node->host, port, &hints);
             if (rc == 0) up->resolving = 1;
         }
     }
@@ -515,14 +520,14 @@ int upstream_requires_auth(const upstream_conn *up)
 
 /* ---- shared connections ---- */
 
-upstream_conn *upstream_shared(vp_server *srv, unsigned long long client_id)
+upstream_conn *upstream_shared(vp_server *srv, route_node *node, unsigned long long client_id)
 {
     int i = (int)(client_id % (unsigned long long)srv->conf.shared_upstreams);
-    if (!srv->shared[i]) {
-        upstream_conn *up = upstream_open(srv, NULL);
+    if (!node->shared[i]) {
+        upstream_conn *up = upstream_open(srv, node, NULL);
         up->shared = 1;
         up->shared_index = i;
-        srv->shared[i] = up;
+        node->shared[i] = up;
         /* Many clients' replies queue on it: under maxmemory-clients Redis
          * must not take it for one big client and evict it. (Refused by a
          * Redis before 7.0 or an ACL: then nothing changes.) */
@@ -536,7 +541,7 @@ upstream_conn *upstream_shared(vp_server *srv, unsigned long long client_id)
         up->setting_up = 1;
         upstream_probe_output_limit(up);
     }
-    return srv->shared[i];
+    return node->shared[i];
 }
 
 void upstream_detach_client(upstream_conn *up, struct client_session *c)
@@ -603,11 +608,14 @@ static void up_shared_flush(upstream_conn *up)
 
 void upstream_flush_shared(vp_server *srv)
 {
-    for (int i = 0; i < srv->conf.shared_upstreams; i++) {
-        upstream_conn *up = srv->shared[i];
-        if (up && up->state == UPSTREAM_READY) up_shared_flush(up);
+    for (int n = 0; n < srv->nnodes; n++) {
+        route_node *node = &srv->nodes[n];
+        for (int i = 0; i < srv->conf.shared_upstreams; i++) {
+            upstream_conn *up = node->shared[i];
+            if (up && up->state == UPSTREAM_READY) up_shared_flush(up);
+        }
+        if (node->side && node->side->state == UPSTREAM_READY) up_shared_flush(node->side);
     }
-    if (srv->side && srv->side->state == UPSTREAM_READY) up_shared_flush(srv->side);
     /* A retired one may hold requests queued before the reload retired it
      * (in this very iteration): they go too. */
     upstream_conn *next;
@@ -619,9 +627,11 @@ void upstream_flush_shared(vp_server *srv)
 
 void upstream_close_shared(vp_server *srv)
 {
-    for (int i = 0; i < VP_MAX_SHARED_UPSTREAMS; i++)
-        if (srv->shared[i]) upstream_close(srv->shared[i]);
-    if (srv->side) upstream_close(srv->side);
+    for (int n = 0; n < srv->nnodes; n++) {
+        for (int i = 0; i < VP_MAX_SHARED_UPSTREAMS; i++)
+            if (srv->nodes[n].shared[i]) upstream_close(srv->nodes[n].shared[i]);
+        if (srv->nodes[n].side) upstream_close(srv->nodes[n].side);
+    }
     while (srv->retired)
         upstream_close(srv->retired); /* (unlinks it) */
     up_hold_close();
@@ -1166,14 +1176,13 @@ static void up_on_connect(uv_connect_t *req, int status)
         up_fail(up, uv_strerror(status));
         return;
     }
-    if (up->srv->conf.upstream_port) limits_tcp_keepalive(&up->h.tcp, up->srv->conf.tcp_keepalive);
+    if (up->node->port) limits_tcp_keepalive(&up->h.tcp, up->srv->conf.tcp_keepalive);
     if (!up->srv->tls_upstream) {
         up_transport_ready(up);
         return;
     }
     /* TLS: the handshake first, within the connect timeout. */
-    up->tls = vp_tls_new(up->srv->tls_upstream, &up->h.stream, &up->out, up->srv->conf.upstream_host,
-                         up_on_tls_raw_read);
+    up->tls = vp_tls_new(up->srv->tls_upstream, &up->h.stream, &up->out, up->node->host, up_on_tls_raw_read);
     vp_tls_set_data(up->tls, up);
     int rc = vp_tls_handshake(up->tls, up_on_tls_handshake);
     if (rc < 0) {

@@ -21,7 +21,7 @@
  *
  * Shared connections. With `shared-upstreams` > 0, clients without
  * connection state of their own send their commands on one of a few shared
- * connections (srv->shared), whose FIFO entries then name many clients.
+ * connections (each node's shared[], proxy/route.h), whose FIFO entries then name many clients.
  * Their requests are copied (the client's buffer moves on at once) and all
  * written once per loop iteration (upstream_flush_shared), sooner when 8 KiB
  * gathers, later while two writes are unanswered (up_shared_write); replies
@@ -117,11 +117,12 @@ typedef enum up_auth { UP_AUTH_UNKNOWN, UP_AUTH_REQUIRED, UP_AUTH_NOT_REQUIRED }
 
 typedef struct upstream_conn {
     vp_server *srv;
+    route_node *node;              /* where it connects (proxy/route.h); the node outlives it */
     struct client_session *client; /* its one client; NULL once detached, and when shared */
     upstream_state state;
-    int shared;         /* one of srv->shared: its entries name many clients */
+    int shared;         /* one of its node's shared[]: its entries name many clients */
     int shared_index;   /* its place there (-1: the side connection) */
-    int side;           /* srv->side (upstream_side.c): shared, for out-of-band commands only */
+    int side;           /* its node's side (upstream_side.c): shared, for out-of-band commands only */
     unsigned waiters;   /* clients not read until its backlog drains (client shared_wait) */
     int flush_error;    /* a shared connection's early write failed: reported by the next flush */
     int setting_up;     /* a shared connection waits for its output-limit probe before clients use it */
@@ -238,9 +239,10 @@ typedef struct upstream_conn {
     char barrier_reply[64]; /* its answer */
 } upstream_conn;
 
-/* Start connecting for `client`. Never fails synchronously: a failure is
- * reported through client_upstream_failed() from the loop. */
-upstream_conn *upstream_open(vp_server *srv, struct client_session *client);
+/* Start connecting to `node` (its address as it is now) for `client`
+ * (NULL: a shared, side or probe connection). Never fails synchronously: a
+ * failure is reported through client_upstream_failed() from the loop. */
+upstream_conn *upstream_open(vp_server *srv, route_node *node, struct client_session *client);
 /* Connected, and may take requests: a shared connection only once its
  * setup is answered: CLIENT NO-EVICT's reply said whether Redis requires
  * AUTH of it, and the output-limit probe whether clients may share. */
@@ -251,9 +253,9 @@ int upstream_requires_auth(const upstream_conn *up);
 /* Did it ever get as far as serving clients (its setup answered)? A shared
  * connection lost before that is a failed connect for its clients. */
 int upstream_was_set_up(const upstream_conn *up);
-/* The shared connection for a client with this id: the open one, or a new
- * one (connecting). */
-upstream_conn *upstream_shared(vp_server *srv, unsigned long long client_id);
+/* The shared connection to `node` for a client with this id: the open one,
+ * or a new one (connecting). Clients get theirs through route_shared_for. */
+upstream_conn *upstream_shared(vp_server *srv, route_node *node, unsigned long long client_id);
 /* The client leaves a shared connection: replies still owed to it are
  * dropped when they come. */
 void upstream_detach_client(upstream_conn *up, struct client_session *c);

@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "proxy/log.h"
+#include "proxy/route.h"
 #include "proxy/upstream_internal.h"
 
 static const char probe_cmd[] = "*3\r\n$6\r\nCONFIG\r\n$3\r\nGET\r\n$26\r\nclient-output-buffer-limit\r\n";
@@ -44,15 +45,17 @@ void upstream_cron(vp_server *srv)
     if (now - srv->output_probed_at < UP_OUTPUT_PROBE_MS) return;
     srv->output_probed_at = now;
     int any = 0;
-    for (int i = 0; i < srv->conf.shared_upstreams; i++) {
-        upstream_conn *up = srv->shared[i];
-        if (!up || up->state != UPSTREAM_READY || up->setting_up) continue;
-        upstream_probe_output_limit(up); /* written with the next shared flush */
-        any = 1;
-    }
+    for (int n = 0; n < srv->nnodes; n++)
+        for (int i = 0; i < srv->conf.shared_upstreams; i++) {
+            upstream_conn *up = srv->nodes[n].shared[i];
+            if (!up || up->state != UPSTREAM_READY || up->setting_up) continue;
+            upstream_probe_output_limit(up); /* written with the next shared flush */
+            any = 1;
+        }
     /* While nobody shares, a shared connection is kept (or opened again)
      * only to ask, so the proxy notices when the limit is lifted. */
-    if (!any && srv->sharing_off && srv->conf.shared_upstreams > 0) upstream_shared(srv, 0);
+    if (!any && srv->sharing_off && srv->conf.shared_upstreams > 0)
+        upstream_shared(srv, route_primary(srv), 0);
 }
 
 /* The numbers after "normal" in the value: hard and soft limit (bytes). */

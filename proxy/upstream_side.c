@@ -14,32 +14,35 @@
  * (still owed by the busy shared connection) are answered, so the client
  * sees its replies in request order.
  *
- * Opened on first use and kept (srv->side); if it fails to connect, each
- * request on it is answered "upstream unavailable"; if it is lost, a client
- * owed a reply there is closed after what arrived, as on a shared one. */
+ * One per node, opened on first use and kept (route_node.side); if it
+ * fails to connect, each request on it is answered "upstream unavailable";
+ * if it is lost, a client owed a reply there is closed after what arrived,
+ * as on a shared one. */
 #include <stdio.h>
 #include <string.h>
 
 #include "proxy/client.h"
 #include "proxy/log.h"
+#include "proxy/route.h"
 #include "proxy/upstream.h"
 #include "proxy/upstream_internal.h"
 
-static upstream_conn *up_side_get(vp_server *srv)
+static upstream_conn *up_side_get(vp_server *srv, route_node *node)
 {
-    if (!srv->side) {
-        upstream_conn *up = upstream_open(srv, NULL);
+    if (!node->side) {
+        upstream_conn *up = upstream_open(srv, node, NULL);
         up->shared = 1; /* entries name many clients; written with the shared ones */
         up->side = 1;
         up->shared_index = -1;
-        srv->side = up;
+        node->side = up;
     }
-    return srv->side;
+    return node->side;
 }
 
 int upstream_side_forward(vp_server *srv, struct client_session *c, const char *p, size_t n)
 {
-    upstream_conn *up = up_side_get(srv);
+    /* (The node whose script is busy: the client's.) */
+    upstream_conn *up = up_side_get(srv, route_node_for(srv, c));
     srv->stats.commands_forwarded++;
     outq_add_copy(&up->out, p, n); /* the client's buffer moves on before the write */
     up_fifo_push(up, c, UP_REPLY);
@@ -48,7 +51,8 @@ int upstream_side_forward(vp_server *srv, struct client_session *c, const char *
 
 void upstream_side_detach(vp_server *srv, struct client_session *c)
 {
-    if (srv->side) upstream_detach_client(srv->side, c);
+    for (int i = 0; i < srv->nnodes; i++)
+        if (srv->nodes[i].side) upstream_detach_client(srv->nodes[i].side, c);
 }
 
 /* The entry at position i of the FIFO (0: oldest). */

@@ -16,6 +16,7 @@
 #include "tests/support/prom.h"
 
 static vt_env env;
+static vt_redis *other; /* upstream_moved_by_a_reload: the Redis the reload names */
 static char dir[64];
 static char conf_path[128];
 
@@ -32,6 +33,8 @@ static void write_file(const char *name, const char *text)
 static void teardown(void)
 {
     vt_env_stop(&env);
+    vt_redis_free(other);
+    other = NULL;
     if (!dir[0]) return;
     const char *names[] = {"proxy.conf", "echo.lua", "gone.lua", "new.lua"};
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
@@ -243,6 +246,75 @@ Test(reload, verbs_loglevel_password_and_a_broken_file)
     redisFree(c1);
     redisFree(c2);
     redisFree(admin);
+}
+
+/* ---- the upstream address ---- */
+
+/* Where the proxy reaches r (its TLS port in the integration-tls variant). */
+static void upstream_of(const vt_redis *r, char *out, size_t n)
+{
+    snprintf(out, n, "127.0.0.1:%d", vt_upstream_tls_mode() && r->tls_port ? r->tls_port : r->port);
+}
+
+static void expect_nil(redisContext *c, const char *cmd)
+{
+    redisReply *r = vt_cmd(c, cmd);
+    vt_assert_reply(r, c);
+    cr_assert_eq(r->type, REDIS_REPLY_NIL, "%s: %s", cmd, VT_DESCRIBE(r));
+    freeReplyObject(r);
+}
+
+/* The `upstream` line changed by a reload (standalone): new connections go
+ * to the new Redis (route.c's node takes the new address). A client on a
+ * shared connection owing it nothing moves with it; a client's own
+ * connection stays on the old Redis, with its state, until it leaves. */
+Test(reload, upstream_moved_by_a_reload)
+{
+    VT_SKIP_IF_DIRECT();
+    snprintf(dir, sizeof(dir), "/tmp/vt-reload-XXXXXX");
+    cr_assert(mkdtemp(dir) != NULL);
+    snprintf(conf_path, sizeof(conf_path), "%s/proxy.conf", dir);
+    env.redis = vt_redis_start(NULL);
+    other = vt_redis_start(NULL);
+    cr_assert(env.redis && other, "redis-server did not start");
+    char addr[64], text[128];
+    upstream_of(env.redis, addr, sizeof(addr));
+    snprintf(text, sizeof(text), "upstream %s\n", addr);
+    write_file("proxy.conf", text);
+    const char *args[] = {"--config", conf_path, NULL};
+    vt_proxy_opts po = {.extra_args = args, .upstream_in_config = true, .no_loglevel = true};
+    env.proxy = vt_proxy_start(env.redis, &po);
+    cr_assert(env.proxy != NULL, "verbproxy did not start");
+
+    redisContext *c1 = vt_must_connect(env.proxy->port);
+    redisReply *r = vt_cmd(c1, "SET where first");
+    vt_assert_status(r, "OK");
+    freeReplyObject(r);
+    expect_str(c1, "first", "GET where");
+
+    upstream_of(other, addr, sizeof(addr));
+    snprintf(text, sizeof(text), "upstream %s\n", addr);
+    write_file("proxy.conf", text);
+    reload("config reloaded", 1);
+
+    /* A new client: the other Redis, which has no such key. */
+    redisContext *c2 = vt_must_connect(env.proxy->port);
+    expect_nil(c2, "GET where");
+    r = vt_cmd(c2, "SET where second");
+    vt_assert_status(r, "OK");
+    freeReplyObject(r);
+    /* The client from before: moved with the shared connections, or on
+     * its own connection to the first Redis still. */
+    expect_str(c1, vt_proxy_shared_upstreams(env.proxy) > 0 ? "second" : "first", "GET where");
+
+    /* Each Redis, asked directly. */
+    redisContext *d1 = vt_must_connect(env.redis->port), *d2 = vt_must_connect(other->port);
+    expect_str(d1, "first", "GET where");
+    expect_str(d2, "second", "GET where");
+    redisFree(d1);
+    redisFree(d2);
+    redisFree(c1);
+    redisFree(c2);
 }
 
 /* ---- log-format json ---- */

@@ -643,9 +643,16 @@ static bool proxy_launch_once(vt_proxy *p)
 {
     char port[16], timeout[16];
     snprintf(port, sizeof(port), "%d", p->port);
-    char *argv[64] = {VP_BINARY,    "--port",    port,         "--bind", "127.0.0.1",
-                      "--upstream", p->upstream, "--loglevel", "warning"};
-    int n = p->opts.no_loglevel ? 7 : 9;
+    char *argv[64] = {VP_BINARY, "--port", port, "--bind", "127.0.0.1"};
+    int n = 5;
+    if (!p->opts.upstream_in_config) {
+        argv[n++] = "--upstream";
+        argv[n++] = p->upstream;
+    }
+    if (!p->opts.no_loglevel) {
+        argv[n++] = "--loglevel";
+        argv[n++] = "warning";
+    }
     if (p->upstream_tls) {
         argv[n++] = "--upstream-tls";
         argv[n++] = "yes";

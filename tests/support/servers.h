@@ -97,6 +97,8 @@ typedef struct vt_proxy_opts {
     long nofile;                   /* > 0: the proxy's open-file limit, soft and hard (ulimit -n) */
     bool upstream_tls;             /* to the redis's TLS port even without VP_TEST_UPSTREAM_TLS */
     bool no_loglevel;              /* no --loglevel warning flag (a --config file's loglevel is to count) */
+    bool upstream_in_config;       /* no --upstream flag: the test's --config file names the upstream
+                                      (a flag would override the file's line, at start and at SIGHUP) */
 } vt_proxy_opts;
 
 /* One verbproxy in front of one redis. In direct mode (VP_TEST_DIRECT=1) no
