@@ -15,12 +15,18 @@
 # interrupt), VP_BIN (set by build_verbproxy), REDIS_PID/RPORT (start_redis).
 
 LOG_TAG=${LOG_TAG:-bench}
+# LOG_FILE (set by the script after sourcing, empty by default): log and die
+# also append their lines there, so a run leaves its progress in bench/out/.
+LOG_FILE=""
 # VERBPROXY_BIN names the binary to bench; it is no directive, and verbproxy
 # refuses every VERBPROXY_* variable that names none (README, Configuration):
 # kept as a shell variable, not passed on to the processes started here.
 export -n VERBPROXY_BIN 2>/dev/null || true
-log() { printf '[%s] %s\n' "$LOG_TAG" "$*" >&2; }
-die() { printf '[%s] ERROR: %s\n' "$LOG_TAG" "$*" >&2; exit 1; }
+log() {
+    printf '[%s] %s\n' "$LOG_TAG" "$*" >&2
+    [ -z "$LOG_FILE" ] || printf '[%s] %s\n' "$LOG_TAG" "$*" >>"$LOG_FILE"
+}
+die() { log "ERROR: $*"; exit 1; }
 
 # ---------------------------------------------------------------- cleanup
 TMP=""
@@ -158,6 +164,16 @@ cpu_ticks() {   # cpu_ticks pid [user] -> utime+stime (or utime only) of all thr
     awk -v f="${2:-}" '{print (f == "user") ? $12 : $12 + $13}' <<<"$s"
 }
 
+cpu_ticks_sum() {   # cpu_ticks_sum pid... -> utime+stime of them all, in clock ticks (empty if one is gone)
+    local p t sum=0
+    for p in "$@"; do
+        t=$(cpu_ticks "$p")
+        [ -n "$t" ] || { echo ""; return 0; }
+        sum=$((sum + t))
+    done
+    echo "$sum"
+}
+
 wait_ready() {  # wait_ready name pid port
     for _ in $(seq 1 100); do
         kill -0 "$2" 2>/dev/null || return 1
@@ -177,6 +193,76 @@ start_redis() {
     REDIS_PID=$!; PIDS+=("$REDIS_PID")
     wait_ready redis "$REDIS_PID" "$RPORT" || { cat "$TMP/redis.log" >&2; die "redis-server did not start"; }
     log "redis-server pid $REDIS_PID on 127.0.0.1:$RPORT"
+}
+
+# ---------------------------------------------------------------- redis cluster
+# start_cluster: a real Redis Cluster of CLUSTER_NODES (default 6) nodes,
+# CLUSTER_REPLICAS (default 1) replica per primary, as the tests make it
+# (tests/support/cluster.c): each node in its own dir under $TMP with its own
+# nodes.conf and an explicit bus port, then `redis-cli --cluster create`, then
+# a wait (deadline CLUSTER_DEADLINE_S, default 30 s) until every node agrees.
+# Sets CL_PORTS and CL_PIDS (every node, in creation order) and CL_PRIMARIES
+# (the ports of the primaries). Dies on failure, with the logs.
+CL_PORTS=(); CL_PIDS=(); CL_PRIMARIES=()
+start_cluster() {
+    local n=${CLUSTER_NODES:-6} reps=${CLUSTER_REPLICAS:-1} i port bus dir addrs=()
+    [ -n "$TMP" ] || TMP=$(mktemp -d /tmp/verbproxy-bench.XXXXXX)
+    for i in $(seq 0 $((n - 1))); do
+        port=$(free_port) || die "no free port"
+        bus=$(free_port) || die "no free port"
+        dir="$TMP/node$i"
+        mkdir -p "$dir"
+        # diskless sync at once: a replica is attached (and CLUSTER SLOTS
+        # lists it) within a second, not after the 5 s wait for more replicas
+        "${TS_SERVER[@]}" redis-server --port "$port" --bind 127.0.0.1 --save "" --appendonly no \
+            --dir "$dir" --daemonize no --protected-mode no --logfile "$dir/redis.log" \
+            --cluster-enabled yes --cluster-config-file nodes.conf --cluster-port "$bus" \
+            --cluster-node-timeout 5000 --repl-diskless-sync-delay 0 &
+        CL_PIDS+=($!); PIDS+=($!); CL_PORTS+=("$port")
+        addrs+=("127.0.0.1:$port")
+    done
+    for i in $(seq 0 $((n - 1))); do
+        wait_ready "node$i" "${CL_PIDS[$i]}" "${CL_PORTS[$i]}" \
+            || { tail -n 20 "$TMP/node$i/redis.log" >&2; die "cluster node $i (port ${CL_PORTS[$i]}) did not start"; }
+    done
+    # </dev/null: --cluster-yes answers the one question; nothing may wait on a tty
+    timeout "${CLUSTER_DEADLINE_S:-30}" redis-cli --cluster create "${addrs[@]}" --cluster-replicas "$reps" \
+        --cluster-yes </dev/null >"$TMP/cluster-create.log" 2>&1 \
+        || { tail -n 30 "$TMP/cluster-create.log" >&2; die "redis-cli --cluster create failed"; }
+    cluster_wait_ok "${CLUSTER_DEADLINE_S:-30}" \
+        || die "the cluster did not reach cluster_state:ok on every node within ${CLUSTER_DEADLINE_S:-30} s"
+    log "redis cluster: primaries ${CL_PRIMARIES[*]}, all nodes ${CL_PORTS[*]} (pids ${CL_PIDS[*]})"
+}
+
+# cluster_ready: every node says cluster_state:ok with all 16384 slots ok and
+# knows every node, there are nodes/(replicas+1) primaries, and every replica's
+# link to its primary is up. Sets CL_PRIMARIES.
+cluster_ready() {
+    local n=${#CL_PORTS[@]} reps=${CLUSTER_REPLICAS:-1} port info prim=() role
+    for port in "${CL_PORTS[@]}"; do
+        info=$(redis-cli -h 127.0.0.1 -p "$port" CLUSTER INFO 2>/dev/null | tr -d '\r')
+        grep -qx 'cluster_state:ok' <<<"$info" || return 1
+        grep -qx 'cluster_slots_ok:16384' <<<"$info" || return 1
+        grep -qx "cluster_known_nodes:$n" <<<"$info" || return 1
+        info=$(redis-cli -h 127.0.0.1 -p "$port" INFO replication 2>/dev/null | tr -d '\r')
+        role=$(awk -F: '$1 == "role" {print $2}' <<<"$info")
+        case $role in
+            master) grep -qx "connected_slaves:$reps" <<<"$info" || return 1; prim+=("$port") ;;
+            slave) grep -qx 'master_link_status:up' <<<"$info" || return 1 ;;
+            *) return 1 ;;
+        esac
+    done
+    [ "${#prim[@]}" = $((n / (reps + 1))) ] || return 1
+    CL_PRIMARIES=("${prim[@]}")
+}
+
+cluster_wait_ok() {   # cluster_wait_ok seconds -> 0 once cluster_ready, 1 at the deadline
+    local end=$((SECONDS + $1))
+    while [ "$SECONDS" -lt "$end" ]; do
+        cluster_ready && return 0
+        sleep 0.2
+    done
+    cluster_ready
 }
 
 # start_verbproxy: VP_BIN in front of RPORT, with BENCH_VP_ARGS (extra flags,
