@@ -51,6 +51,9 @@ int cmd_changes_session(const resp_arg *name);
  * (a PSYNC with extra arguments is still a replica's). Everything else is
  * stateless and may share. */
 int cmd_needs_own_connection(int argc, const resp_arg *argv);
+/* A blocking command (BLPOP & co., XREAD ... BLOCK): it needs a connection
+ * of its own while it waits, but leaves no state there. */
+int cmd_is_blocking(int argc, const resp_arg *argv);
 
 /* SCRIPT KILL, FUNCTION KILL, FUNCTION STATS: what Redis 7.0 answers at
  * once while a script or function is busy (CMD_ALLOW_BUSY) and an operator

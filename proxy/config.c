@@ -178,6 +178,79 @@ int conf_parse_hostport(const char *value, char *host, int *port)
     return 0;
 }
 
+/* `upstream ADDR [ADDR...]`: the first address is the upstream (a later
+ * line replaces it, as any directive); every one is also a cluster seed
+ * (conf_finish_cluster decides whether that is allowed). */
+static int conf_add_upstream(vp_config *c, const char *value, char *err, size_t errlen)
+{
+    char item[CONF_ADDR_MAX];
+    int items = 0;
+    for (const char *s = value; *s;) {
+        size_t skip = strspn(s, " ,\t");
+        s += skip;
+        size_t len = strcspn(s, " ,\t");
+        if (!len) break;
+        if (len >= sizeof(item)) {
+            snprintf(err, errlen, "upstream address too long");
+            return -1;
+        }
+        memcpy(item, s, len);
+        item[len] = '\0';
+        s += len;
+        if (items == 0 && conf_parse_upstream(c, item, err, errlen) < 0) return -1;
+        items++;
+        if (c->ncluster_seeds == CONF_MAX_SEEDS) continue; /* (refused in cluster mode: conf_finish_cluster) */
+        int i = c->ncluster_seeds;
+        if (conf_parse_hostport(item, c->cluster_seed_hosts[i], &c->cluster_seed_ports[i]) < 0)
+            c->cluster_seed_ports[i] = 0; /* a socket path: refused in cluster mode */
+        c->ncluster_seeds++;
+    }
+    if (!items) {
+        snprintf(err, errlen, "upstream needs an address");
+        return -1;
+    }
+    c->upstream_items = items;
+    return 0;
+}
+
+/* Cluster mode: the seeds are host:port, at least one (the default
+ * `upstream` when none was given); the other modes take one address. */
+static int conf_finish_cluster(vp_config *c, char *err, size_t errlen)
+{
+    if (c->upstream_mode != CONF_MODE_CLUSTER) {
+        if (c->upstream_items > 1) {
+            snprintf(err, errlen, "several upstream addresses need upstream-mode cluster");
+            return -1;
+        }
+        if (c->cluster_split_writes) {
+            snprintf(err, errlen, "cluster-split-writes needs upstream-mode cluster");
+            return -1;
+        }
+        return 0;
+    }
+    if (c->ncluster_seeds == 0) {
+        snprintf(c->cluster_seed_hosts[0], CONF_ADDR_MAX, "%s", c->upstream_host);
+        c->cluster_seed_ports[0] = c->upstream_port;
+        c->ncluster_seeds = 1;
+    }
+    if (c->ncluster_seeds == CONF_MAX_SEEDS && c->upstream_items > CONF_MAX_SEEDS) {
+        snprintf(err, errlen, "at most %d seed nodes in upstream", CONF_MAX_SEEDS);
+        return -1;
+    }
+    for (int i = 0; i < c->ncluster_seeds; i++) {
+        if (c->cluster_seed_ports[i] == 0) {
+            snprintf(err, errlen, "upstream-mode cluster: seed nodes are host:port, got '%s'",
+                     c->cluster_seed_hosts[i][0] ? c->cluster_seed_hosts[i] : c->upstream);
+            return -1;
+        }
+    }
+    if (c->shared_upstreams == 0) {
+        snprintf(err, errlen, "upstream-mode cluster needs shared-upstreams of at least 1");
+        return -1;
+    }
+    return 0;
+}
+
 /* `sentinel host:port`: may be given many times. */
 static int conf_add_sentinel(vp_config *c, const char *value, char *err, size_t errlen)
 {
@@ -232,6 +305,7 @@ static const conf_directive conf_directives[] = {
     {"tcp-backlog", T_INT, OFF(tcp_backlog), 1, 65535},
     {"upstream", T_UPSTREAM, 0, 0, 0},
     {"upstream-mode", T_MODE, OFF(upstream_mode), 0, 0},
+    {"cluster-split-writes", T_YESNO, OFF(cluster_split_writes), 0, 0},
     {"sentinel", T_SENTINEL, 0, 0, 0},
     {"sentinel-master", T_STRING, OFF(sentinel_master), 0, 0},
     {"sentinel-user", T_STRING, OFF(sentinel_user), 0, 0},
@@ -373,14 +447,10 @@ int conf_set(vp_config *c, const char *name, const char *value, char *err, size_
         return 0;
     case T_UPSTREAM:
         c->upstream_given = 1;
-        return conf_parse_upstream(c, value, err, errlen);
+        return conf_add_upstream(c, value, err, errlen);
     case T_MODE: /* conf_upstream_mode's order */
-        if (!strcasecmp(value, "cluster")) {
-            snprintf(err, errlen, "upstream-mode cluster: not supported yet");
-            return -1;
-        }
-        return conf_keyword(name, value, (const char *const[]){"standalone", "sentinel", NULL}, (int *)field,
-                            err, errlen);
+        return conf_keyword(name, value, (const char *const[]){"standalone", "sentinel", "cluster", NULL},
+                            (int *)field, err, errlen);
     case T_SENTINEL:
         return conf_add_sentinel(c, value, err, errlen);
     case T_VERB:
@@ -570,6 +640,7 @@ int conf_finish(vp_config *c, const char *env_pass, char *err, size_t errlen)
         return -1;
     }
     if (c->upstream_pass[0]) conf_build_upstream_auth(c);
+    if (conf_finish_cluster(c, err, errlen) < 0) return -1;
     return conf_finish_sentinel(c, err, errlen);
 }
 

@@ -63,7 +63,8 @@ typedef enum up_entry_kind {
     UP_HELLO,         /* the client's HELLO: its reply is the client's, and says the protocol */
     UP_AUTH,          /* our AUTH with the upstream credentials, first on the connection (up_auth_answered) */
     UP_PROBE,         /* the readiness probe's request (readiness.c): `verb` says which */
-    UP_ROLE           /* sentinel mode: our ROLE, after AUTH: the node must be the primary (up_role_answered) */
+    UP_ROLE,          /* sentinel mode: our ROLE, after AUTH: the node must be the primary (up_role_answered) */
+    UP_SLOTS          /* cluster mode: our CLUSTER SLOTS on the fetch connection (cluster.c) */
 } up_entry_kind;
 
 typedef struct up_entry {
@@ -73,6 +74,7 @@ typedef struct up_entry {
     unsigned keep;          /* bytes of `kept` this request owns, released with the entry */
     short verb;             /* UP_VERB, UP_SCRIPT_LOAD: index in the verb table */
     short retries;          /* UP_VERB: times sent again after a NOSCRIPT */
+    unsigned char redirects; /* cluster mode: times sent again after a -MOVED or -ASK */
     unsigned later_ran : 1; /* UP_VERB, retried: a later command of its client ran before the retry */
     unsigned
         flush_epoch : 31;    /* a SCRIPT FLUSH (or an EXEC running one): srv->scripts_epoch it set; else 0 */
@@ -132,6 +134,8 @@ typedef struct upstream_conn {
     int role_check;     /* sentinel mode: our ROLE is not answered yet (1), or its answer started: master (2),
                            not master (3): not ready for clients */
     int probe;          /* the readiness probe's own (readiness.h): no client; its answers go there */
+    int topo;           /* cluster mode: the slot map's fetch (cluster.c): no client; its answer goes there */
+    int own_counted;    /* counted in srv->own_upstreams (opened for a client) */
     /* A shared connection's writes not fully answered yet: the `sent` value
      * each one ended at, oldest first (see up_shared_write). */
     unsigned long long batch_end[UP_SHARED_BATCHES];
@@ -338,6 +342,10 @@ void upstream_cron(vp_server *srv);
 int upstream_side_forward(vp_server *srv, struct client_session *c, const char *p, size_t n);
 /* The client is gone: replies owed to it on the side connection are dropped. */
 void upstream_side_detach(vp_server *srv, struct client_session *c);
+/* Cluster mode: the request `e` kept (req..req+n) was redirected to this
+ * connection's node: send it again here (after ASKING when `asking`), its
+ * reply for the same client slot. */
+void upstream_resend(upstream_conn *up, const up_entry *e, const char *req, size_t n, int asking);
 /* Send one request (bytes stay the caller's until upstream_flush()). Returns 1
  * if a reply will come back for it, so the client queues a waiting slot
  * (whose sequence number the entry records: client_next_seq()). */
