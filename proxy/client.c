@@ -1507,8 +1507,10 @@ void client_reply(client_session *c, unsigned long long seq, const char *p, size
     if (c->up && c->up->shared) client_count_reply(c, n, done);
     if (s->replace) {
         if (done) s->kind = SLOT_READY;
-    } else if (idx == 0 && !s->patch) {
-        /* The common case: the front slot's reply goes straight out. */
+    } else if (idx == 0 && !s->patch && s->len == 0) {
+        /* The common case: the front slot's reply goes straight out. (Not
+         * once part of it was held: in cluster mode another node's reply
+         * can start arriving while the slot is not yet at the front.) */
         if (p) outq_add(&c->out, p, n);
         c->srv->metrics.net_output_bytes += n;
         if (!c->front_started && n) s->err = metrics_is_error(p[0]);

@@ -109,7 +109,11 @@ static void cluster_fetch_failed_now(vp_server *srv, const char *addr, const cha
     if (strcmp(cs->last_error, why) != 0)
         vp_log(VP_LOG_WARNING, "cluster: no slot map from %s: %s", addr, why);
     snprintf(cs->last_error, sizeof(cs->last_error), "%s: %s", addr, why);
-    if (!cs->ready) client_cluster_failed(srv, cs->last_error);
+    if (!cs->ready) {
+        char reason[sizeof(cs->last_error) + 16];
+        snprintf(reason, sizeof(reason), "no slot map: %s", cs->last_error);
+        client_cluster_failed(srv, reason);
+    }
 }
 
 static void cluster_tick(uv_timer_t *t)
