@@ -110,13 +110,14 @@ typedef struct client_session {
     unsigned owed_wait : 1;   /* it is owed CLIENT_SHARED_MAX_OWED replies already */
     unsigned slow_reader : 1; /* its output was held once: its next command moves it */
     unsigned used_shared : 1; /* it sent commands on a shared connection */
-    unsigned cluster_wait : 1; /* cluster mode: a command waits for the first slot map (client_cluster_ready) */
-    unsigned on_lost : 1;      /* cluster mode: owed a reply by a shared connection being lost (marker) */
-    unsigned multi_deferred : 1; /* cluster mode: its MULTI was answered, and waits for the node of the command
-                                    after it (client_route_deferred_multi) */
-    unsigned own_state : 1;      /* cluster mode: its own connection holds lasting state (client_note_own_state)
-                                    and stays on its node */
-    unsigned own_tx : 1;         /* cluster mode: ... a transaction or WATCH, until EXEC, DISCARD, UNWATCH */
+    unsigned
+        cluster_wait : 1; /* cluster mode: a command waits for the first slot map (client_cluster_ready) */
+    unsigned on_lost : 1; /* cluster mode: owed a reply by a shared connection being lost (marker) */
+    unsigned multi_deferred : 1; /* cluster mode: its MULTI was answered, and waits for the node of the
+                                    command after it (client_route_deferred_multi) */
+    unsigned own_state : 1;   /* cluster mode: its own connection holds lasting state (client_note_own_state)
+                                 and stays on its node */
+    unsigned own_tx : 1;      /* cluster mode: ... a transaction or WATCH, until EXEC, DISCARD, UNWATCH */
     unsigned big_replies : 1; /* it got a reply over CLIENT_BIG_REPLY there: its next command moves it */
     /* The proxy's own users (auth.h): has it authenticated (or needs not)? */
     unsigned authed : 1;

@@ -121,7 +121,8 @@ static void cluster_tick(uv_timer_t *t)
     vp_server *srv = t->data;
     cluster_state *cs = srv->cluster;
     uint64_t now = cluster_now(srv);
-    if (cs->fetch && now - cs->fetch_started > (uint64_t)srv->conf.connect_timeout_ms + CLUSTER_FETCH_ANSWER_MS)
+    if (cs->fetch &&
+        now - cs->fetch_started > (uint64_t)srv->conf.connect_timeout_ms + CLUSTER_FETCH_ANSWER_MS)
         cluster_fetch_failed_now(srv, cs->fetch->node->addr, "no answer to CLUSTER SLOTS in time");
     if (!cs->fetch && topo_should_fetch(&cs->policy, now)) cluster_fetch_start(srv);
 }
@@ -182,7 +183,8 @@ void cluster_slots_answered(upstream_conn *up, const char *p, size_t n)
         cluster_apply(srv, &fresh);
     } else {
         vp_log(VP_LOG_WARNING, "cluster: %s's slot map covers %d slots, the one in use %d: %s", addr,
-               fresh.covered, cs->map.covered, v == TOPO_HOLD ? "asking another node" : "kept the one in use");
+               fresh.covered, cs->map.covered,
+               v == TOPO_HOLD ? "asking another node" : "kept the one in use");
     }
     slotmap_free(&fresh);
 }
@@ -218,6 +220,12 @@ int cluster_start(vp_server *srv)
     for (int i = 0; i < srv->conf.ncluster_seeds; i++)
         route_node_add(srv, srv->conf.cluster_seed_hosts[i], strlen(srv->conf.cluster_seed_hosts[i]),
                        srv->conf.cluster_seed_ports[i]);
+    if (srv->nnodes == 0) {
+        vp_log(VP_LOG_WARNING, "cluster mode: no usable seed node (a host name too long?)");
+        srv->cluster = NULL;
+        free(cs);
+        return -1;
+    }
     topo_init(&cs->policy, cluster_now(srv));
     uv_timer_init(srv->loop, &cs->timer);
     cs->timer.data = srv;
@@ -276,7 +284,8 @@ static void go_slot(cluster_state *cs, cluster_decision *d, int slot)
 }
 
 /* A verb: every key in one slot, found from its checked call. */
-static void plan_verb(cluster_state *cs, int argc, const resp_arg *argv, const verb_def *v, cluster_decision *d)
+static void plan_verb(cluster_state *cs, int argc, const resp_arg *argv, const verb_def *v,
+                      cluster_decision *d)
 {
     verb_call call;
     char err[VERB_ERR_MAX];
@@ -342,7 +351,8 @@ void cluster_plan(vp_server *srv, int argc, const resp_arg *argv, const verb_def
     const rkeys_cmd *cmd = rkeys_lookup(argc, cs->argp, cs->lens);
     unsigned opts = srv->conf.cluster_split_writes ? RPLAN_SPLIT_WRITES : 0;
     rplan plan;
-    if (rplan_make(&plan, cmd, argc, cs->argp, cs->lens, opts, &cs->space, &cs->scratch) == RPLAN_NEED_SPACE) {
+    if (rplan_make(&plan, cmd, argc, cs->argp, cs->lens, opts, &cs->space, &cs->scratch) ==
+        RPLAN_NEED_SPACE) {
         plan_grow_space(cs, plan.nkeys);
         rplan_make(&plan, cmd, argc, cs->argp, cs->lens, opts, &cs->space, &cs->scratch);
     }

@@ -154,7 +154,8 @@ int cmd_is_blocking(int argc, const resp_arg *argv)
                cmd_arg_is(name, "blmove") || cmd_arg_is(name, "blmpop") || cmd_arg_is(name, "bzpopmin") ||
                cmd_arg_is(name, "bzpopmax") || cmd_arg_is(name, "bzmpop");
     case 'x':
-        return (cmd_arg_is(name, "xread") || cmd_arg_is(name, "xreadgroup")) && cmd_has_block_option(argc, argv);
+        return (cmd_arg_is(name, "xread") || cmd_arg_is(name, "xreadgroup")) &&
+               cmd_has_block_option(argc, argv);
     default:
         return 0;
     }
@@ -194,5 +195,6 @@ int cmd_is_quit(int argc, const resp_arg *argv)
 
 int cmd_name_unsubscribes(const resp_arg *name)
 {
-    return cmd_arg_is(name, "unsubscribe") || cmd_arg_is(name, "punsubscribe") || cmd_arg_is(name, "sunsubscribe");
+    return cmd_arg_is(name, "unsubscribe") || cmd_arg_is(name, "punsubscribe") ||
+           cmd_arg_is(name, "sunsubscribe");
 }

@@ -199,7 +199,8 @@ static int conf_add_upstream(vp_config *c, const char *value, char *err, size_t 
         s += len;
         if (items == 0 && conf_parse_upstream(c, item, err, errlen) < 0) return -1;
         items++;
-        if (c->ncluster_seeds == CONF_MAX_SEEDS) continue; /* (refused in cluster mode: conf_finish_cluster) */
+        if (c->ncluster_seeds == CONF_MAX_SEEDS)
+            continue; /* (refused in cluster mode: conf_finish_cluster) */
         int i = c->ncluster_seeds;
         if (conf_parse_hostport(item, c->cluster_seed_hosts[i], &c->cluster_seed_ports[i]) < 0)
             c->cluster_seed_ports[i] = 0; /* a socket path: refused in cluster mode */
@@ -373,15 +374,18 @@ static int conf_keyword(const char *name, const char *value, const char *const *
     }
     size_t len = (size_t)snprintf(err, errlen, "'%s' must be ", name);
     for (int i = 0; i < n && len < errlen; i++)
-        len += (size_t)snprintf(err + len, errlen - len, "%s%s", words[i], i == n - 1 ? "" : i == n - 2 ? " or " : ", ");
+        len += (size_t)snprintf(err + len, errlen - len, "%s%s", words[i],
+                                i == n - 1   ? ""
+                                : i == n - 2 ? " or "
+                                             : ", ");
     if (len < errlen) snprintf(err + len, errlen - len, ", got '%s'", value);
     return -1;
 }
 
 int conf_is_secret(const char *name)
 {
-    return !strcasecmp(name, "upstream-pass") || !strcasecmp(name, "requirepass") || !strcasecmp(name, "user") ||
-           !strcasecmp(name, "sentinel-pass") ||
+    return !strcasecmp(name, "upstream-pass") || !strcasecmp(name, "requirepass") ||
+           !strcasecmp(name, "user") || !strcasecmp(name, "sentinel-pass") ||
            !strcasecmp(name, "tls-key-file-pass");
 }
 
@@ -467,15 +471,16 @@ int conf_set(vp_config *c, const char *name, const char *value, char *err, size_
     case T_USER:
         return auth_user_line(&c->auth, value, err, errlen);
     case T_LOGFORMAT: /* vp_log_format's order */
-        return conf_keyword(name, value, (const char *const[]){"redis", "json", NULL}, (int *)field, err, errlen);
+        return conf_keyword(name, value, (const char *const[]){"redis", "json", NULL}, (int *)field, err,
+                            errlen);
     case T_POLYFILL: /* conf_polyfill's order */
         return conf_keyword(name, value, (const char *const[]){"auto", "yes", "no", NULL}, (int *)field, err,
                             errlen);
     case T_YESNO:
         return conf_keyword(name, value, (const char *const[]){"no", "yes", NULL}, (int *)field, err, errlen);
     case T_TLS_AUTH: /* conf_tls_auth's order */
-        return conf_keyword(name, value, (const char *const[]){"yes", "no", "optional", NULL}, (int *)field, err,
-                            errlen);
+        return conf_keyword(name, value, (const char *const[]){"yes", "no", "optional", NULL}, (int *)field,
+                            err, errlen);
     case T_TLS:
         if (strlen(value) >= (size_t)d->max) {
             snprintf(err, errlen, "'%s' value too long", name);
@@ -594,8 +599,8 @@ static int conf_finish_sentinel(vp_config *c, char *err, size_t errlen)
         return 0;
     }
     if (!c->nsentinels || !c->sentinel_master[0]) {
-        snprintf(err, errlen, "upstream-mode sentinel needs %s", !c->nsentinels ? "at least one 'sentinel host:port'"
-                                                                               : "'sentinel-master NAME'");
+        snprintf(err, errlen, "upstream-mode sentinel needs %s",
+                 !c->nsentinels ? "at least one 'sentinel host:port'" : "'sentinel-master NAME'");
         return -1;
     }
     /* No primary until the sentinels name one (proxy/sentinel.c). */
@@ -606,11 +611,13 @@ static int conf_finish_sentinel(vp_config *c, char *err, size_t errlen)
                              sizeof(c->sentinel_pass), err, errlen) < 0)
         return -1;
     if (c->sentinel_user[0] && !c->sentinel_pass[0]) {
-        snprintf(err, errlen, "sentinel-user '%s' is given without a password: set sentinel-pass-file or sentinel-pass",
+        snprintf(err, errlen,
+                 "sentinel-user '%s' is given without a password: set sentinel-pass-file or sentinel-pass",
                  c->sentinel_user);
         return -1;
     }
-    if (c->sentinel_pass[0]) c->sentinel_auth = conf_build_auth(c->sentinel_user, c->sentinel_pass, &c->sentinel_auth_len);
+    if (c->sentinel_pass[0])
+        c->sentinel_auth = conf_build_auth(c->sentinel_user, c->sentinel_pass, &c->sentinel_auth_len);
     return 0;
 }
 
@@ -619,8 +626,8 @@ int conf_finish(vp_config *c, const char *env_pass, char *err, size_t errlen)
     /* The file, then the environment, then the directive: the safer
      * source wins (a file or the environment stay out of `ps`). */
     if (c->upstream_pass_file[0]) {
-        if (conf_read_first_line("upstream-pass-file", c->upstream_pass_file, c->upstream_pass, sizeof(c->upstream_pass), err,
-                                 errlen) < 0)
+        if (conf_read_first_line("upstream-pass-file", c->upstream_pass_file, c->upstream_pass,
+                                 sizeof(c->upstream_pass), err, errlen) < 0)
             return -1;
         c->upstream_pass_source = "upstream-pass-file";
     } else if (env_pass && *env_pass) {
@@ -634,9 +641,10 @@ int conf_finish(vp_config *c, const char *env_pass, char *err, size_t errlen)
         c->upstream_pass_source = "upstream-pass";
     }
     if (c->upstream_user[0] && !c->upstream_pass[0]) {
-        snprintf(err, errlen,
-                 "upstream-user '%s' is given without a password: set upstream-pass-file, %s or upstream-pass",
-                 c->upstream_user, CONF_UPSTREAM_PASS_ENV);
+        snprintf(
+            err, errlen,
+            "upstream-user '%s' is given without a password: set upstream-pass-file, %s or upstream-pass",
+            c->upstream_user, CONF_UPSTREAM_PASS_ENV);
         return -1;
     }
     if (c->upstream_pass[0]) conf_build_upstream_auth(c);

@@ -71,7 +71,7 @@ typedef struct vp_config {
     int upstream_given;                /* `upstream` was set (not the default) */
     conf_upstream_mode upstream_mode;
     /* Cluster mode: every address of every `upstream` line (one line may
-     * list several, separated by spaces or commas) is a seed node; without
+     * list several, separated by commas) is a seed node; without
      * any, `upstream`'s default. `upstream_items`: how many the last line
      * listed (more than one is for cluster mode only). */
     char cluster_seed_hosts[CONF_MAX_SEEDS][CONF_ADDR_MAX];
@@ -94,18 +94,18 @@ typedef struct vp_config {
     char *sentinel_auth;
     size_t sentinel_auth_len;
     long long connect_timeout_ms;
-    int upstream_tls;       /* every upstream connection over TLS (upstream-tls yes) */
-    conf_tls upstream_tls_conf; /* upstream-tls-* */
-    int tls_port;           /* client-side TLS listener on `bind`; 0 = none */
-    conf_tls tls;           /* tls-* (client side), Redis's names */
-    long long shared_upstreams; /* connections shared by stateless clients; 0 = one per client */
+    int upstream_tls;            /* every upstream connection over TLS (upstream-tls yes) */
+    conf_tls upstream_tls_conf;  /* upstream-tls-* */
+    int tls_port;                /* client-side TLS listener on `bind`; 0 = none */
+    conf_tls tls;                /* tls-* (client side), Redis's names */
+    long long shared_upstreams;  /* connections shared by stateless clients; 0 = one per client */
     long long shared_batch_hold; /* microseconds a small shared batch may wait for more (upstream_hold.h) */
-    long long maxclients;       /* client connections taken at once (limits.h may lower it) */
-    long long timeout;          /* seconds a client may stay idle; 0 = forever (client_cron) */
-    long long tcp_keepalive;    /* SO_KEEPALIVE idle seconds on every TCP socket, both sides; 0 = off */
-    int protected_mode;         /* refuse non-loopback clients while the default user has no password */
-    int metrics_port;                  /* the admin HTTP endpoint (http_admin.h); 0 = off */
-    char metrics_bind[CONF_ADDR_MAX];  /* its address */
+    long long maxclients;        /* client connections taken at once (limits.h may lower it) */
+    long long timeout;           /* seconds a client may stay idle; 0 = forever (client_cron) */
+    long long tcp_keepalive;     /* SO_KEEPALIVE idle seconds on every TCP socket, both sides; 0 = off */
+    int protected_mode;          /* refuse non-loopback clients while the default user has no password */
+    int metrics_port;            /* the admin HTTP endpoint (http_admin.h); 0 = off */
+    char metrics_bind[CONF_ADDR_MAX]; /* its address */
 
     /* Upstream credentials. The password comes from upstream-pass-file (its
      * first line), else $VERBPROXY_UPSTREAM_PASS, else upstream-pass;

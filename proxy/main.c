@@ -183,7 +183,8 @@ int main(int argc, char **argv)
     srv.loop = uv_default_loop();
     signal(SIGPIPE, SIG_IGN);
     route_init(&srv); /* the upstream node(s): before anything opens a connection */
-    if (srv.conf.upstream_mode == CONF_MODE_CLUSTER) cluster_start(&srv); /* (its seeds are nodes) */
+    if (srv.conf.upstream_mode == CONF_MODE_CLUSTER && cluster_start(&srv) < 0) /* (its seeds are nodes) */
+        return fail_start(&srv, "upstream-mode cluster: no usable seed node");
 
     /* Signals first: once the socket listens, a supervisor may already
      * send SIGTERM, and that must be a clean drain. */

@@ -107,8 +107,8 @@ void metrics_prom_write(const vp_server *srv, vp_buf *b)
         sample_labeled(b, "verbproxy_upstream_primary", "address", srv->conf.upstream, 1);
     }
     if (srv->conf.upstream_mode == CONF_MODE_CLUSTER) {
-        counter(b, "verbproxy_cluster_slot_map_fetches_total", "CLUSTER SLOTS asked of a node (proxy/cluster.c).",
-                s->cluster_fetches);
+        counter(b, "verbproxy_cluster_slot_map_fetches_total",
+                "CLUSTER SLOTS asked of a node (proxy/cluster.c).", s->cluster_fetches);
         counter(b, "verbproxy_cluster_slot_map_fetch_failures_total",
                 "Slot map fetches that failed (no connection, no answer, an unreadable one).",
                 s->cluster_fetch_failures);

@@ -50,7 +50,7 @@ typedef struct vp_server {
      * sentinels' primary; each holds its shared connections. Owned here,
      * built by route_init, freed by route_free. */
     struct cluster_state *cluster; /* upstream-mode cluster (proxy/cluster.h); NULL otherwise */
-    route_node **nodes; /* each allocated on its own: never moves (connections point at theirs) */
+    route_node **nodes;            /* each allocated on its own: never moves (connections point at theirs) */
     int nnodes, nodes_cap;
     /* Requests for the shared connections are gathered during a loop
      * iteration and written once per iteration, just before the loop waits

@@ -739,7 +739,7 @@ static up_route up_decide(upstream_conn *up, const char *p, size_t n, int whole)
         if (e && e->kind == UP_AUTH) return ROUTE_AUTH;
         if (e && e->kind == UP_ROLE) return ROUTE_ROLE;
         if (e && e->kind == UP_PROBE) return whole ? ROUTE_PROBE : ROUTE_REPLY; /* (dropped) */
-        if (e && e->kind == UP_SLOTS) return whole ? ROUTE_SLOTS : ROUTE_REPLY;  /* (dropped: too big) */
+        if (e && e->kind == UP_SLOTS) return whole ? ROUTE_SLOTS : ROUTE_REPLY; /* (dropped: too big) */
         if (e && e->kind == UP_SCRIPT_LOAD) return ROUTE_SCRIPT_LOAD;
         if (e && e->kind == UP_OUTPUT_PROBE) return whole ? ROUTE_OUTPUT_PROBE : ROUTE_REPLY; /* (dropped) */
         if (e && e->kind == UP_SERVER_PROBE) return whole ? ROUTE_SERVER : ROUTE_REPLY;       /* (dropped) */
@@ -757,8 +757,7 @@ static up_route up_decide(upstream_conn *up, const char *p, size_t n, int whole)
         /* (Not for an error before any reply: Redis refusing the
          * connection before the proxy sent anything, see up_note_refusal.) */
         if (up->replied || !whole || p[0] != '-')
-            vp_log(VP_LOG_WARNING, "upstream %s: reply nobody asked for; passing it on",
-                   up->node->addr);
+            vp_log(VP_LOG_WARNING, "upstream %s: reply nobody asked for; passing it on", up->node->addr);
         return ROUTE_PUSH;
     }
     if (e && whole) {

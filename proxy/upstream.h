@@ -63,19 +63,19 @@ typedef enum up_entry_kind {
     UP_HELLO,         /* the client's HELLO: its reply is the client's, and says the protocol */
     UP_AUTH,          /* our AUTH with the upstream credentials, first on the connection (up_auth_answered) */
     UP_PROBE,         /* the readiness probe's request (readiness.c): `verb` says which */
-    UP_ROLE,          /* sentinel mode: our ROLE, after AUTH: the node must be the primary (up_role_answered) */
-    UP_SLOTS          /* cluster mode: our CLUSTER SLOTS on the fetch connection (cluster.c) */
+    UP_ROLE, /* sentinel mode: our ROLE, after AUTH: the node must be the primary (up_role_answered) */
+    UP_SLOTS /* cluster mode: our CLUSTER SLOTS on the fetch connection (cluster.c) */
 } up_entry_kind;
 
 typedef struct up_entry {
     struct client_session *client;
     unsigned long long seq; /* the client's reply slot */
     up_entry_kind kind;
-    unsigned keep;          /* bytes of `kept` this request owns, released with the entry */
-    short verb;             /* UP_VERB, UP_SCRIPT_LOAD: index in the verb table */
-    short retries;          /* UP_VERB: times sent again after a NOSCRIPT */
+    unsigned keep;           /* bytes of `kept` this request owns, released with the entry */
+    short verb;              /* UP_VERB, UP_SCRIPT_LOAD: index in the verb table */
+    short retries;           /* UP_VERB: times sent again after a NOSCRIPT */
     unsigned char redirects; /* cluster mode: times sent again after a -MOVED or -ASK */
-    unsigned later_ran : 1; /* UP_VERB, retried: a later command of its client ran before the retry */
+    unsigned later_ran : 1;  /* UP_VERB, retried: a later command of its client ran before the retry */
     unsigned
         flush_epoch : 31;    /* a SCRIPT FLUSH (or an EXEC running one): srv->scripts_epoch it set; else 0 */
     unsigned long long sent; /* numbers the requests in send order */
@@ -150,7 +150,7 @@ typedef struct upstream_conn {
     unsigned hold_batch_clients;
     uint64_t hold_window;
     unsigned hold_cur, hold_prev;
-    up_auth auth;              /* shared: known from the first reply on (upstream_is_ready) */
+    up_auth auth; /* shared: known from the first reply on (upstream_is_ready) */
 
     union {
         uv_handle_t handle;
@@ -173,13 +173,13 @@ typedef struct upstream_conn {
      * entries: kept[kept_head..] is live, each entry owns `keep` bytes. */
     vp_buf kept;
     size_t kept_head;
-    vp_buf scratch; /* a request built for a raw connection, copied out at once */
+    vp_buf scratch;                    /* a request built for a raw connection, copied out at once */
     unsigned long long scripts_loaded; /* bits, as of scripts_epoch (a SCRIPT FLUSH since clears them) */
     unsigned scripts_epoch;            /* srv->scripts_epoch when scripts_loaded was last right */
-    unsigned long long sent;          /* entries pushed so far */
-    int verbs_in_flight;              /* UP_VERB entries not yet answered */
-    int retries_in_flight;            /* of those, retried after a NOSCRIPT */
-    unsigned long long reloaded_from; /* `sent` when the last NOSCRIPT reload was sent */
+    unsigned long long sent;           /* entries pushed so far */
+    int verbs_in_flight;               /* UP_VERB entries not yet answered */
+    int retries_in_flight;             /* of those, retried after a NOSCRIPT */
+    unsigned long long reloaded_from;  /* `sent` when the last NOSCRIPT reload was sent */
 
     /* Replies: `in` (pooled, pool.h: empty while nothing is being read)
      * holds bytes read; in[in_pos..] is not yet handed on. A
@@ -224,12 +224,13 @@ typedef struct upstream_conn {
     up_server server;
     unsigned has_aggregate_count : 1; /* known: Redis 8.8 or later */
     unsigned resp3 : 1;
-    unsigned resp_unsure : 1;      /* a HELLO was queued in a transaction */
-    unsigned server_noauth : 1;    /* our HELLO got -NOAUTH: the client has not authenticated (own connection) */
-    int hellos_in_flight;          /* the client's HELLOs not answered yet */
+    unsigned resp_unsure : 1;   /* a HELLO was queued in a transaction */
+    unsigned server_noauth : 1; /* our HELLO got -NOAUTH: the client has not authenticated (own connection) */
+    int hellos_in_flight;       /* the client's HELLOs not answered yet */
     unsigned long long reset_sent; /* `sent` after the last RESET (HELLOs before it no longer count) */
-    unsigned long long auth_sent;  /* `sent` after the client's last AUTH or HELLO (a probe before it may be stale) */
-    char server_name[16];          /* "redis", "valkey"... */
+    unsigned long long
+        auth_sent;        /* `sent` after the client's last AUTH or HELLO (a probe before it may be stale) */
+    char server_name[16]; /* "redis", "valkey"... */
     char server_version[24];
 
     /* A config reload (proxy/reload.c): */
@@ -351,7 +352,8 @@ void upstream_resend(upstream_conn *up, const up_entry *e, const char *req, size
  * (whose sequence number the entry records: client_next_seq()). */
 int upstream_forward(upstream_conn *up, struct client_session *c, const char *p, size_t n, cmd_kind kind);
 /* The same for bytes that go away before the flush: copied. */
-int upstream_forward_copy(upstream_conn *up, struct client_session *c, const char *p, size_t n, cmd_kind kind);
+int upstream_forward_copy(upstream_conn *up, struct client_session *c, const char *p, size_t n,
+                          cmd_kind kind);
 /* Send a checked verb call as EVALSHA (or EVAL inside MULTI / uncounted).
  * Returns 1 if a reply will come back for it. */
 struct verb_def;

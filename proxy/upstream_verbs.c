@@ -78,8 +78,8 @@ void up_check_script_load(upstream_conn *up, const up_entry *e, const char *p, s
         /* Not an answer to SCRIPT LOAD at all: something is off on this
          * connection, not in the script. Load again before the next verb. */
         up->scripts_loaded = 0;
-        vp_log(VP_LOG_WARNING, "upstream %s: unexpected answer to SCRIPT LOAD %s: %.*s",
-               up->node->addr, v->name, (int)(n > 64 ? 64 : n), p);
+        vp_log(VP_LOG_WARNING, "upstream %s: unexpected answer to SCRIPT LOAD %s: %.*s", up->node->addr,
+               v->name, (int)(n > 64 ? 64 : n), p);
         return;
     }
     if (!t->broken[e->verb])
@@ -154,8 +154,8 @@ int up_retry_verb(upstream_conn *up)
 {
     up_entry old = up->fifo[up->fifo_head];
     if (up->in_multi || up->raw_tx) {
-        vp_log(VP_LOG_VERBOSE, "upstream %s: NOSCRIPT for %s inside a later MULTI: passed on",
-               up->node->addr, upstream_verbs(up)->verbs[old.verb]->name);
+        vp_log(VP_LOG_VERBOSE, "upstream %s: NOSCRIPT for %s inside a later MULTI: passed on", up->node->addr,
+               upstream_verbs(up)->verbs[old.verb]->name);
         return 0;
     }
     up->srv->stats.noscript_recoveries++;

@@ -66,23 +66,25 @@ Test(cluster, traffic_over_every_primary_gets_every_reply_in_order)
     int primaries_with_keys = 0;
     for (int i = 0; i < VT_CLUSTER_NODES; i++)
         if (vt_cluster_is_primary(cl, i) && node_dbsize(i) > 0) primaries_with_keys++;
-    cr_assert_eq(primaries_with_keys, 3, "the keys reached %d primaries, expected all 3", primaries_with_keys);
+    cr_assert_eq(primaries_with_keys, 3, "the keys reached %d primaries, expected all 3",
+                 primaries_with_keys);
 }
 
 Test(cluster, the_proxy_answers_as_one_standalone_redis)
 {
     /* a and b hash to different slots (15495, 3300). */
-    static const char req[] = "*3\r\n$7\r\nCLUSTER\r\n$7\r\nKEYSLOT\r\n$3\r\nfoo\r\n"
-                              "*2\r\n$7\r\nCLUSTER\r\n$4\r\nINFO\r\n"
-                              "*2\r\n$6\r\nSELECT\r\n$1\r\n1\r\n"
-                              "*2\r\n$6\r\nSELECT\r\n$1\r\n0\r\n"
-                              "*1\r\n$4\r\nPING\r\n"
-                              "*3\r\n$6\r\nRENAME\r\n$1\r\na\r\n$1\r\nb\r\n"
-                              "*5\r\n$6\r\nMSETNX\r\n$1\r\na\r\n$1\r\n1\r\n$1\r\nb\r\n$1\r\n2\r\n"
-                              "*6\r\n$9\r\nZSNAPSHOT\r\n$1\r\nd\r\n$4\r\n1000\r\n$1\r\n2\r\n$1\r\na\r\n$1\r\nb\r\n"
-                              "*3\r\n$3\r\nSET\r\n$4\r\n{x}a\r\n$1\r\n1\r\n"
-                              "*3\r\n$6\r\nRENAME\r\n$4\r\n{x}a\r\n$4\r\n{x}b\r\n"
-                              "*2\r\n$3\r\nGET\r\n$4\r\n{x}b\r\n";
+    static const char req[] =
+        "*3\r\n$7\r\nCLUSTER\r\n$7\r\nKEYSLOT\r\n$3\r\nfoo\r\n"
+        "*2\r\n$7\r\nCLUSTER\r\n$4\r\nINFO\r\n"
+        "*2\r\n$6\r\nSELECT\r\n$1\r\n1\r\n"
+        "*2\r\n$6\r\nSELECT\r\n$1\r\n0\r\n"
+        "*1\r\n$4\r\nPING\r\n"
+        "*3\r\n$6\r\nRENAME\r\n$1\r\na\r\n$1\r\nb\r\n"
+        "*5\r\n$6\r\nMSETNX\r\n$1\r\na\r\n$1\r\n1\r\n$1\r\nb\r\n$1\r\n2\r\n"
+        "*6\r\n$9\r\nZSNAPSHOT\r\n$1\r\nd\r\n$4\r\n1000\r\n$1\r\n2\r\n$1\r\na\r\n$1\r\nb\r\n"
+        "*3\r\n$3\r\nSET\r\n$4\r\n{x}a\r\n$1\r\n1\r\n"
+        "*3\r\n$6\r\nRENAME\r\n$4\r\n{x}a\r\n$4\r\n{x}b\r\n"
+        "*2\r\n$3\r\nGET\r\n$4\r\n{x}b\r\n";
     static const char want[] = ":12182\r\n"
                                "-ERR This instance has cluster support disabled\r\n"
                                "-ERR SELECT is not allowed in cluster mode\r\n"
@@ -193,15 +195,15 @@ static void *mover_check_run(void *arg)
                 snprintf(m->why, sizeof(m->why), "SET %s:k%d: %s", m->tag, i, VT_DESCRIBE(r));
             if (r) freeReplyObject(r);
             r = NULL;
-            if (!m->why[0] && (redisGetReply(c, (void **)&r) != REDIS_OK || !r || r->type != REDIS_REPLY_STRING ||
-                               strcmp(r->str, want) != 0))
+            if (!m->why[0] && (redisGetReply(c, (void **)&r) != REDIS_OK || !r ||
+                               r->type != REDIS_REPLY_STRING || strcmp(r->str, want) != 0))
                 snprintf(m->why, sizeof(m->why), "GET %s:k%d: expected %s, got %s", m->tag, i, want,
                          VT_DESCRIBE(r));
             if (r) freeReplyObject(r);
         }
         redisReply *r = NULL;
-        if (!m->why[0] && (redisGetReply(c, (void **)&r) != REDIS_OK || !r || r->type != REDIS_REPLY_INTEGER ||
-                           r->integer != ++counter))
+        if (!m->why[0] && (redisGetReply(c, (void **)&r) != REDIS_OK || !r ||
+                           r->type != REDIS_REPLY_INTEGER || r->integer != ++counter))
             snprintf(m->why, sizeof(m->why), "INCR %s:n: expected %lld, got %s", m->tag, counter,
                      VT_DESCRIBE(r));
         if (r) freeReplyObject(r);
@@ -255,8 +257,8 @@ Test(cluster, a_slot_moved_under_pipelines_loses_and_shows_nothing)
     /* Everything is on the new owner. */
     redisContext *c = vt_must_connect(cl->node[to]->port);
     redisReply *r = vt_cmd(c, "GET {moving}:n");
-    cr_assert(r && r->type == REDIS_REPLY_STRING && atoll(r->str) == m.rounds, "the counter on the new owner: %s",
-              VT_DESCRIBE(r));
+    cr_assert(r && r->type == REDIS_REPLY_STRING && atoll(r->str) == m.rounds,
+              "the counter on the new owner: %s", VT_DESCRIBE(r));
     freeReplyObject(r);
     redisFree(c);
 }
