@@ -11,10 +11,12 @@
 
 #include "proxy/admin.h"
 #include "proxy/auth.h"
+#include "proxy/cluster.h"
 #include "proxy/limits.h"
 #include "proxy/log.h"
 #include "proxy/pool.h"
 #include "proxy/route.h"
+#include "proxy/route_plan.h"
 #include "proxy/tls.h"
 
 /* Read size per uv read, Redis's PROTO_IOBUF_LEN: a pool block
@@ -324,6 +326,13 @@ static void client_add_error(client_session *c, const char *fmt, ...)
 
 /* ---- which upstream ---- */
 
+/* The address its requests go to, for the errors and logs that name it:
+ * cluster mode's node of the command at hand, else `upstream`. */
+static const char *client_upstream_name(const client_session *c)
+{
+    return c->srv->cluster && c->route_node ? c->route_node->addr : c->srv->conf.upstream;
+}
+
 static void client_want_own(client_session *c);
 
 /* How many replies a client on a shared connection may be owed now. One
@@ -372,11 +381,27 @@ static int client_may_share(client_session *c, int argc, const resp_arg *argv)
     return 1;
 }
 
+/* Cluster mode: a client may be owed replies on any node's shared
+ * connections (client_route): it leaves them all. */
+static void client_detach_cluster(client_session *c)
+{
+    vp_server *srv = c->srv;
+    if (!srv->cluster || !c->used_shared) return;
+    for (int n = 0; n < srv->nnodes; n++)
+        for (int i = 0; i < srv->conf.shared_upstreams; i++) {
+            upstream_conn *up = srv->nodes[n]->shared[i];
+            if (up && up != c->up) upstream_detach_client(up, c);
+        }
+    for (upstream_conn *up = srv->retired; up; up = up->retired_next)
+        if (up != c->up) upstream_detach_client(up, c);
+}
+
 /* Leave its upstream connection: close its own, or just stop being owed
  * anything on a shared one. */
 static void client_release_upstream(client_session *c)
 {
     upstream_side_detach(c->srv, c);
+    client_detach_cluster(c);
     if (!c->up) return;
     if (c->up->shared) {
         upstream_detach_client(c->up, c);
@@ -733,7 +758,7 @@ static void client_dispatch(client_session *c, const resp_arg *argv, int argc, c
     }
     if (c->answering_unavailable) {
         metrics_count(&c->srv->metrics, c->cur_cmd);
-        client_add_error(c, "ERR upstream unavailable: %s: %s", c->srv->conf.upstream, c->up_error);
+        client_add_error(c, "ERR upstream unavailable: %s: %s", client_upstream_name(c), c->up_error);
         return;
     }
     metrics_count(&c->srv->metrics, c->cur_cmd);
@@ -921,6 +946,148 @@ static int client_auth_gate(client_session *c, int argc, const resp_arg *argv)
     return 1;
 }
 
+/* Cluster mode: a MULTI from a client on a shared connection is answered
+ * +OK by the proxy and held back (multi_deferred): the transaction belongs
+ * on the node of its keys, known from the command after it, which a client
+ * may send only once it has the +OK. That command then moves the client to
+ * a connection of its own on that node, where the MULTI goes first (its +OK
+ * dropped). An empty transaction never reaches Redis. Returns 0 when the
+ * command was answered here, 1 to route it (the MULTI sent first), -1 to
+ * hold it until the client is on its own connection. */
+static int client_route_deferred_multi(client_session *c, int argc, const resp_arg *argv,
+                                       const cluster_decision *d)
+{
+    cmd_kind kind = cmd_classify(argc, argv);
+    if (kind == CMD_EXEC || kind == CMD_DISCARD) {
+        c->multi_deferred = 0;
+        metrics_count(&c->srv->metrics, c->cur_cmd);
+        if (kind == CMD_EXEC)
+            client_queue_local(c, "*0\r\n", 4);
+        else
+            client_queue_local(c, "+OK\r\n", 5);
+        return 0;
+    }
+    if (c->up->shared) {
+        c->route_node = d->kind == CLUSTER_GO && d->node ? d->node : c->up->node;
+        client_want_own(c); /* now, or once its replies are in (settling) */
+        return -1;
+    }
+    static const char multi[] = "*1\r\n$5\r\nMULTI\r\n";
+    c->multi_deferred = 0;
+    c->own_tx = 1;
+    if (upstream_forward(c->up, c, multi, sizeof(multi) - 1, CMD_MULTI)) {
+        client_slot *s = slot_push(c, SLOT_WAITING);
+        s->replace = 1; /* answered +OK already */
+        s->cmd = CMDID_NONE;
+    }
+    return 1;
+}
+
+/* Cluster mode: what a command sent on the client's own connection leaves
+ * there. A transaction (MULTI, WATCH) until EXEC, DISCARD or UNWATCH; the
+ * protocol, the user, subscriptions, CLIENT settings for good; a blocking
+ * command nothing. While anything is left, the client's commands must go to
+ * that connection's node. */
+static void client_note_own_state(client_session *c, int argc, const resp_arg *argv)
+{
+    cmd_kind kind = cmd_classify(argc, argv);
+    if (kind == CMD_MULTI || cmd_arg_is(&argv[0], "watch")) {
+        c->own_tx = 1;
+    } else if (kind == CMD_EXEC || kind == CMD_DISCARD) {
+        c->own_tx = 0;
+    } else if (cmd_arg_is(&argv[0], "unwatch")) {
+        if (upstream_local_mode(c->up) != UP_LOCAL_IN_MULTI) c->own_tx = 0;
+    } else if (cmd_needs_own_connection(argc, argv) && !cmd_is_blocking(argc, argv)) {
+        c->own_state = 1;
+    }
+}
+
+/* Cluster mode: where the command at hand goes (cluster.h). 1: on with it,
+ * c->up being its node's connection; 0: answered here; -1: held, left in
+ * the buffer until the slot map or the node's connection is ready
+ * (client_cluster_ready, client_shared_ready resume it), or until the
+ * replies it is owed are in (settling). */
+static int client_route(client_session *c, int argc, const resp_arg *argv)
+{
+    vp_server *srv = c->srv;
+    if (c->answering_unavailable) return 1;
+    cluster_decision d;
+    cluster_plan(srv, argc, argv, cmdid_verb(&srv->metrics.ids, c->cur_cmd), &d);
+    if (d.kind == CLUSTER_WAIT) {
+        c->cluster_wait = 1;
+        return -1;
+    }
+    if (c->multi_deferred && c->up) {
+        int rc = client_route_deferred_multi(c, argc, argv, &d);
+        if (rc <= 0) return rc;
+    } else if (c->up && c->up->shared && cmd_classify(argc, argv) == CMD_MULTI) {
+        metrics_count(&srv->metrics, c->cur_cmd);
+        client_queue_local(c, "+OK\r\n", 5);
+        c->multi_deferred = 1;
+        return 0;
+    }
+    int own = c->up && !c->up->shared;
+    if (d.kind == CLUSTER_ANSWER) {
+        /* On its own connection Redis answers what is no error (a PING in
+         * subscribe mode, a transaction's +QUEUED). */
+        if (own && !d.error) return 1;
+        metrics_count(&srv->metrics, c->cur_cmd);
+        if (!c->up) {
+            client_queue_local(c, d.reply, d.len);
+            return 0;
+        }
+        char err[160];
+        snprintf(err, sizeof(err), "%.*s", d.len > 3 ? (int)(d.len - 3) : 0, d.reply + 1);
+        client_answer(c, d.reply, d.len, d.error ? err : NULL, 1);
+        return 0;
+    }
+    route_node *node = d.node ? d.node : c->up ? c->up->node : cluster_any_node(srv);
+    if (!c->up || c->up->node == node) {
+        c->route_node = node;
+        if (own) client_note_own_state(c, argc, argv);
+        return 1;
+    }
+    if (own && !c->own_state && !c->own_tx) {
+        /* Nothing of the session lives on its node (it moved for a
+         * transaction now over, a blocking command, or its output): once
+         * what it is owed is in, it leaves that connection and goes on as
+         * a new client would, on the command's node (moved to its own
+         * connection again if it still needs one). */
+        if (c->slot_len) {
+            c->settling = 1;
+            return -1;
+        }
+        c->route_node = node;
+        upstream_close(c->up);
+        c->up = NULL;
+        c->own_upstream = 0;
+        c->up = client_connect(c);
+        return c->up && upstream_is_ready(c->up) ? 1 : -1;
+    }
+    if (own) {
+        /* Its connection's state (a transaction, WATCH, the protocol, the
+         * user) lives on one node. In a transaction this is Redis's -MOVED
+         * while queueing, which aborts it at EXEC: here CROSSSLOT. */
+        metrics_count(&srv->metrics, c->cur_cmd);
+        char line[320];
+        int n = upstream_local_mode(c->up) == UP_LOCAL_IN_MULTI
+                    ? snprintf(line, sizeof(line), "%s\r\n", RPLAN_ERR_CROSSSLOT)
+                    : snprintf(line, sizeof(line),
+                               "-ERR verbproxy: this connection holds state on cluster node %s; slot %d is "
+                               "served by %s\r\n",
+                               c->up->node->addr, d.slot, node->addr);
+        char err[320];
+        snprintf(err, sizeof(err), "%.*s", n - 3, line + 1);
+        client_answer(c, line, (size_t)n, err, 1);
+        return 0;
+    }
+    /* Another node's shared connection: what it was sent elsewhere stays
+     * owed there, and its slots keep the order. */
+    c->route_node = node;
+    c->up = upstream_shared(srv, node, c->id);
+    return upstream_is_ready(c->up) ? 1 : -1;
+}
+
 /* Parse and dispatch what is buffered. Returns 1 when it stopped early
  * because more than `limit` bytes wait to go upstream. */
 static int client_parse_batch(client_session *c, size_t limit)
@@ -931,6 +1098,7 @@ static int client_parse_batch(client_session *c, size_t limit)
      * next command moves it (slow_reader), where Redis holds what it does
      * not read. */
     if (c->shared_wait || c->owed_wait) return 0;
+    int routed;
     while (c->in_pos < c->in.len && !c->input_done) {
         const char *p = c->in.data + c->in_pos;
         size_t avail = c->in.len - c->in_pos;
@@ -970,6 +1138,14 @@ static int client_parse_batch(client_session *c, size_t limit)
         } else if (st == RESP_REQ_COMMAND && c->srv->conf.auth.configured &&
                    client_auth_gate(c, c->parser.argc, c->parser.argv)) {
             /* answered by the proxy's own users */
+        } else if (st == RESP_REQ_COMMAND && c->srv->cluster &&
+                   (routed = client_route(c, c->parser.argc, c->parser.argv)) <= 0) {
+            if (routed < 0) { /* held: parsed again once it may go */
+                if (c->in.len - c->in_pos > limit) client_stop_reading(c);
+                c->cur_cmd = CMDID_NONE;
+                return 0;
+            }
+            /* answered by client_route */
         } else if (st == RESP_REQ_COMMAND) {
             if (c->up && c->up->shared && !client_may_share(c, c->parser.argc, c->parser.argv)) {
                 /* Left in the buffer, parsed again once it may go. Reading
@@ -1218,7 +1394,7 @@ void client_upstream_failed(client_session *c, const char *reason)
     if (!auth_refused &&
         (c->srv->unavailable_logged_at == 0 || now - c->srv->unavailable_logged_at >= 1000)) {
         c->srv->unavailable_logged_at = now;
-        vp_log(VP_LOG_WARNING, "upstream %s unavailable: %s", c->srv->conf.upstream, reason);
+        vp_log(VP_LOG_WARNING, "upstream %s unavailable: %s", client_upstream_name(c), reason);
     }
     /* Every request already here gets the error now; later ones retry. */
     c->answering_unavailable = 1;
@@ -1331,8 +1507,10 @@ void client_reply(client_session *c, unsigned long long seq, const char *p, size
     if (c->up && c->up->shared) client_count_reply(c, n, done);
     if (s->replace) {
         if (done) s->kind = SLOT_READY;
-    } else if (idx == 0 && !s->patch) {
-        /* The common case: the front slot's reply goes straight out. */
+    } else if (idx == 0 && !s->patch && s->len == 0) {
+        /* The common case: the front slot's reply goes straight out. (Not
+         * once part of it was held: in cluster mode another node's reply
+         * can start arriving while the slot is not yet at the front.) */
         if (p) outq_add(&c->out, p, n);
         c->srv->metrics.net_output_bytes += n;
         if (!c->front_started && n) s->err = metrics_is_error(p[0]);
@@ -1424,8 +1602,32 @@ void client_shared_ready(vp_server *srv, upstream_conn *up)
     }
 }
 
+/* Cluster mode: a client may be owed replies on a shared connection it is
+ * not on (c->up went on to another node's). */
+static int client_elsewhere(const upstream_conn *up, const up_entry *e)
+{
+    return up->srv->cluster && e->client && e->client->up != up;
+}
+
+/* A shared connection that failed to connect: requests of clients now on
+ * another node's connection were never sent; each gets the error a failed
+ * connect gives, in its slot. */
+static void client_fail_elsewhere(upstream_conn *up, const char *why)
+{
+    char msg[384];
+    size_t n = client_error_linef(msg, sizeof(msg), "ERR upstream unavailable: %s: %s", up->node->addr, why);
+    for (size_t i = 0; i < up->fifo_len; i++) {
+        up_entry *e = &up->fifo[(up->fifo_head + i) % up->fifo_cap];
+        if (!client_elsewhere(up, e)) continue;
+        client_reply(e->client, e->seq, msg, n, 1); /* (only queues) */
+        client_touch(e->client);
+    }
+}
+
 void client_shared_failed(vp_server *srv, upstream_conn *up, const char *reason)
 {
+    if (srv->cluster) cluster_suspect(srv, reason);
+    client_fail_elsewhere(up, reason);
     client_session *next;
     for (client_session *c = srv->clients; c; c = next) {
         next = c->next;
@@ -1447,9 +1649,24 @@ void client_shared_lost(vp_server *srv, upstream_conn *up, const char *reason)
      * whose requests were held, a failed connect; their next request tries
      * again, so they never make the proxy reconnect in a loop. */
     int set_up = upstream_was_set_up(up);
+    if (srv->cluster) {
+        cluster_suspect(srv, reason);
+        if (!set_up) client_fail_elsewhere(up, reason);
+        /* A client owed a reply here but now on another node's connection
+         * is closed after what arrived, as one on this connection. */
+        for (size_t i = 0; set_up && i < up->fifo_len; i++) {
+            up_entry *e = &up->fifo[(up->fifo_head + i) % up->fifo_cap];
+            if (client_elsewhere(up, e)) e->client->on_lost = 1;
+        }
+    }
     client_session *next;
     for (client_session *c = srv->clients; c; c = next) {
         next = c->next;
+        if (c->on_lost) {
+            c->on_lost = 0;
+            client_upstream_lost(c, reason);
+            continue;
+        }
         if (c->up != up) continue;
         if (!set_up && !refused) {
             client_upstream_failed(c, reason);
@@ -1462,6 +1679,30 @@ void client_shared_lost(vp_server *srv, upstream_conn *up, const char *reason)
             client_process_input(c);
             client_maybe_finish(c);
         }
+    }
+}
+
+void client_cluster_ready(vp_server *srv)
+{
+    client_session *next;
+    for (client_session *c = srv->clients; c; c = next) {
+        next = c->next;
+        if (!c->cluster_wait) continue;
+        c->cluster_wait = 0;
+        client_start_reading(c);
+        client_process_input(c);
+        client_maybe_finish(c);
+    }
+}
+
+void client_cluster_failed(vp_server *srv, const char *reason)
+{
+    client_session *next;
+    for (client_session *c = srv->clients; c; c = next) {
+        next = c->next;
+        if (!c->cluster_wait) continue;
+        c->cluster_wait = 0;
+        client_upstream_failed(c, reason);
     }
 }
 

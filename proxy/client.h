@@ -73,7 +73,10 @@ typedef struct client_session {
     resp_request_parser parser;
 
     upstream_conn *up; /* its own or a shared one (up->shared); NULL between a failed connect and the next
-                          request */
+                          request. Cluster mode: the connection its last command went on; on shared
+                          connections it may be owed replies on others too (each node's), which fill
+                          its slots by sequence number as they come */
+    struct route_node *route_node; /* cluster mode: the node of the command at hand (route_node_for) */
     char up_error[160];
     int answering_unavailable; /* answer what is buffered with up_error */
 
@@ -107,6 +110,14 @@ typedef struct client_session {
     unsigned owed_wait : 1;   /* it is owed CLIENT_SHARED_MAX_OWED replies already */
     unsigned slow_reader : 1; /* its output was held once: its next command moves it */
     unsigned used_shared : 1; /* it sent commands on a shared connection */
+    unsigned
+        cluster_wait : 1; /* cluster mode: a command waits for the first slot map (client_cluster_ready) */
+    unsigned on_lost : 1; /* cluster mode: owed a reply by a shared connection being lost (marker) */
+    unsigned multi_deferred : 1; /* cluster mode: its MULTI was answered, and waits for the node of the
+                                    command after it (client_route_deferred_multi) */
+    unsigned own_state : 1;   /* cluster mode: its own connection holds lasting state (client_note_own_state)
+                                 and stays on its node */
+    unsigned own_tx : 1;      /* cluster mode: ... a transaction or WATCH, until EXEC, DISCARD, UNWATCH */
     unsigned big_replies : 1; /* it got a reply over CLIENT_BIG_REPLY there: its next command moves it */
     /* The proxy's own users (auth.h): has it authenticated (or needs not)? */
     unsigned authed : 1;
@@ -186,6 +197,10 @@ void client_shared_drained(vp_server *srv, upstream_conn *up);
  * clients owing it nothing (all: every one) leave it, and take the new one
  * with their next command. */
 void client_shared_retired(vp_server *srv, upstream_conn *up, int all);
+/* Cluster mode (cluster.c): a slot map was accepted: clients waiting for
+ * one go on; or the first fetch failed: they get the error. */
+void client_cluster_ready(vp_server *srv);
+void client_cluster_failed(vp_server *srv, const char *reason);
 /* A reload replaced srv->verbs (the old contents now at `old`): COMMAND
  * replies still owed name the new table's verbs. */
 void client_verbs_replaced(vp_server *srv, const verb_table *old);

@@ -144,6 +144,23 @@ int cmd_needs_own_connection(int argc, const resp_arg *argv)
     }
 }
 
+int cmd_is_blocking(int argc, const resp_arg *argv)
+{
+    if (argc < 1) return 0;
+    const resp_arg *name = &argv[0];
+    switch (name->ptr[0] | 0x20) {
+    case 'b':
+        return cmd_arg_is(name, "blpop") || cmd_arg_is(name, "brpop") || cmd_arg_is(name, "brpoplpush") ||
+               cmd_arg_is(name, "blmove") || cmd_arg_is(name, "blmpop") || cmd_arg_is(name, "bzpopmin") ||
+               cmd_arg_is(name, "bzpopmax") || cmd_arg_is(name, "bzmpop");
+    case 'x':
+        return (cmd_arg_is(name, "xread") || cmd_arg_is(name, "xreadgroup")) &&
+               cmd_has_block_option(argc, argv);
+    default:
+        return 0;
+    }
+}
+
 int cmd_is_out_of_band(int argc, const resp_arg *argv)
 {
     if (argc < 2) return 0;
@@ -178,5 +195,6 @@ int cmd_is_quit(int argc, const resp_arg *argv)
 
 int cmd_name_unsubscribes(const resp_arg *name)
 {
-    return cmd_arg_is(name, "unsubscribe") || cmd_arg_is(name, "punsubscribe") || cmd_arg_is(name, "sunsubscribe");
+    return cmd_arg_is(name, "unsubscribe") || cmd_arg_is(name, "punsubscribe") ||
+           cmd_arg_is(name, "sunsubscribe");
 }

@@ -41,16 +41,17 @@ int cmd_changes_session(const resp_arg *name);
 /* Does the command need a connection of its own (not a shared one)? Yes
  * when it sets or reads connection state (SELECT, AUTH, HELLO, CLIENT ... but its setters below,
  * WATCH, READONLY, SCRIPT DEBUG), may make the shared connection unsafe (CONFIG SET: an output
- * limit, upstream_outlimit.c), may need to reach a busy Redis (SHUTDOWN), changes how replies are counted (MULTI,
- * SUBSCRIBE, MONITOR, RESET, CLIENT REPLY, replication) or may block the
- * connection (BLPOP and the other blocking commands, WAIT, XREAD BLOCK,
- * SHUTDOWN: it waits for lagging replicas, and SHUTDOWN NOSAVE must reach
- * a Redis busy with a script the shared connection may be waiting on):
- * on a shared connection those would leak into other clients' commands or
- * stall them. SYNC, PSYNC and REPLCONF need one whatever their arguments
- * (a PSYNC with extra arguments is still a replica's). Everything else is
- * stateless and may share. */
+ * limit, upstream_outlimit.c), may need to reach a busy Redis (SHUTDOWN), changes how replies are counted
+ * (MULTI, SUBSCRIBE, MONITOR, RESET, CLIENT REPLY, replication) or may block the connection (BLPOP and the
+ * other blocking commands, WAIT, XREAD BLOCK, SHUTDOWN: it waits for lagging replicas, and SHUTDOWN NOSAVE
+ * must reach a Redis busy with a script the shared connection may be waiting on): on a shared connection
+ * those would leak into other clients' commands or stall them. SYNC, PSYNC and REPLCONF need one whatever
+ * their arguments (a PSYNC with extra arguments is still a replica's). Everything else is stateless and may
+ * share. */
 int cmd_needs_own_connection(int argc, const resp_arg *argv);
+/* A blocking command (BLPOP & co., XREAD ... BLOCK): it needs a connection
+ * of its own while it waits, but leaves no state there. */
+int cmd_is_blocking(int argc, const resp_arg *argv);
 
 /* SCRIPT KILL, FUNCTION KILL, FUNCTION STATS: what Redis 7.0 answers at
  * once while a script or function is busy (CMD_ALLOW_BUSY) and an operator

@@ -178,6 +178,80 @@ int conf_parse_hostport(const char *value, char *host, int *port)
     return 0;
 }
 
+/* `upstream ADDR [ADDR...]`: the first address is the upstream (a later
+ * line replaces it, as any directive); every one is also a cluster seed
+ * (conf_finish_cluster decides whether that is allowed). */
+static int conf_add_upstream(vp_config *c, const char *value, char *err, size_t errlen)
+{
+    char item[CONF_ADDR_MAX];
+    int items = 0;
+    for (const char *s = value; *s;) {
+        size_t skip = strspn(s, " ,\t");
+        s += skip;
+        size_t len = strcspn(s, " ,\t");
+        if (!len) break;
+        if (len >= sizeof(item)) {
+            snprintf(err, errlen, "upstream address too long");
+            return -1;
+        }
+        memcpy(item, s, len);
+        item[len] = '\0';
+        s += len;
+        if (items == 0 && conf_parse_upstream(c, item, err, errlen) < 0) return -1;
+        items++;
+        if (c->ncluster_seeds == CONF_MAX_SEEDS)
+            continue; /* (refused in cluster mode: conf_finish_cluster) */
+        int i = c->ncluster_seeds;
+        if (conf_parse_hostport(item, c->cluster_seed_hosts[i], &c->cluster_seed_ports[i]) < 0)
+            c->cluster_seed_ports[i] = 0; /* a socket path: refused in cluster mode */
+        c->ncluster_seeds++;
+    }
+    if (!items) {
+        snprintf(err, errlen, "upstream needs an address");
+        return -1;
+    }
+    c->upstream_items = items;
+    return 0;
+}
+
+/* Cluster mode: the seeds are host:port, at least one (the default
+ * `upstream` when none was given); the other modes take one address. */
+static int conf_finish_cluster(vp_config *c, char *err, size_t errlen)
+{
+    if (c->upstream_mode != CONF_MODE_CLUSTER) {
+        if (c->upstream_items > 1) {
+            snprintf(err, errlen, "several upstream addresses need upstream-mode cluster");
+            return -1;
+        }
+        if (c->cluster_split_writes) {
+            snprintf(err, errlen, "cluster-split-writes needs upstream-mode cluster");
+            return -1;
+        }
+        return 0;
+    }
+    if (c->ncluster_seeds == 0) {
+        snprintf(c->cluster_seed_hosts[0], CONF_ADDR_MAX, "%s", c->upstream_host);
+        c->cluster_seed_ports[0] = c->upstream_port;
+        c->ncluster_seeds = 1;
+    }
+    if (c->ncluster_seeds == CONF_MAX_SEEDS && c->upstream_items > CONF_MAX_SEEDS) {
+        snprintf(err, errlen, "at most %d seed nodes in upstream", CONF_MAX_SEEDS);
+        return -1;
+    }
+    for (int i = 0; i < c->ncluster_seeds; i++) {
+        if (c->cluster_seed_ports[i] == 0) {
+            snprintf(err, errlen, "upstream-mode cluster: seed nodes are host:port, got '%s'",
+                     c->cluster_seed_hosts[i][0] ? c->cluster_seed_hosts[i] : c->upstream);
+            return -1;
+        }
+    }
+    if (c->shared_upstreams == 0) {
+        snprintf(err, errlen, "upstream-mode cluster needs shared-upstreams of at least 1");
+        return -1;
+    }
+    return 0;
+}
+
 /* `sentinel host:port`: may be given many times. */
 static int conf_add_sentinel(vp_config *c, const char *value, char *err, size_t errlen)
 {
@@ -232,6 +306,7 @@ static const conf_directive conf_directives[] = {
     {"tcp-backlog", T_INT, OFF(tcp_backlog), 1, 65535},
     {"upstream", T_UPSTREAM, 0, 0, 0},
     {"upstream-mode", T_MODE, OFF(upstream_mode), 0, 0},
+    {"cluster-split-writes", T_YESNO, OFF(cluster_split_writes), 0, 0},
     {"sentinel", T_SENTINEL, 0, 0, 0},
     {"sentinel-master", T_STRING, OFF(sentinel_master), 0, 0},
     {"sentinel-user", T_STRING, OFF(sentinel_user), 0, 0},
@@ -299,15 +374,18 @@ static int conf_keyword(const char *name, const char *value, const char *const *
     }
     size_t len = (size_t)snprintf(err, errlen, "'%s' must be ", name);
     for (int i = 0; i < n && len < errlen; i++)
-        len += (size_t)snprintf(err + len, errlen - len, "%s%s", words[i], i == n - 1 ? "" : i == n - 2 ? " or " : ", ");
+        len += (size_t)snprintf(err + len, errlen - len, "%s%s", words[i],
+                                i == n - 1   ? ""
+                                : i == n - 2 ? " or "
+                                             : ", ");
     if (len < errlen) snprintf(err + len, errlen - len, ", got '%s'", value);
     return -1;
 }
 
 int conf_is_secret(const char *name)
 {
-    return !strcasecmp(name, "upstream-pass") || !strcasecmp(name, "requirepass") || !strcasecmp(name, "user") ||
-           !strcasecmp(name, "sentinel-pass") ||
+    return !strcasecmp(name, "upstream-pass") || !strcasecmp(name, "requirepass") ||
+           !strcasecmp(name, "user") || !strcasecmp(name, "sentinel-pass") ||
            !strcasecmp(name, "tls-key-file-pass");
 }
 
@@ -373,14 +451,10 @@ int conf_set(vp_config *c, const char *name, const char *value, char *err, size_
         return 0;
     case T_UPSTREAM:
         c->upstream_given = 1;
-        return conf_parse_upstream(c, value, err, errlen);
+        return conf_add_upstream(c, value, err, errlen);
     case T_MODE: /* conf_upstream_mode's order */
-        if (!strcasecmp(value, "cluster")) {
-            snprintf(err, errlen, "upstream-mode cluster: not supported yet");
-            return -1;
-        }
-        return conf_keyword(name, value, (const char *const[]){"standalone", "sentinel", NULL}, (int *)field,
-                            err, errlen);
+        return conf_keyword(name, value, (const char *const[]){"standalone", "sentinel", "cluster", NULL},
+                            (int *)field, err, errlen);
     case T_SENTINEL:
         return conf_add_sentinel(c, value, err, errlen);
     case T_VERB:
@@ -397,15 +471,16 @@ int conf_set(vp_config *c, const char *name, const char *value, char *err, size_
     case T_USER:
         return auth_user_line(&c->auth, value, err, errlen);
     case T_LOGFORMAT: /* vp_log_format's order */
-        return conf_keyword(name, value, (const char *const[]){"redis", "json", NULL}, (int *)field, err, errlen);
+        return conf_keyword(name, value, (const char *const[]){"redis", "json", NULL}, (int *)field, err,
+                            errlen);
     case T_POLYFILL: /* conf_polyfill's order */
         return conf_keyword(name, value, (const char *const[]){"auto", "yes", "no", NULL}, (int *)field, err,
                             errlen);
     case T_YESNO:
         return conf_keyword(name, value, (const char *const[]){"no", "yes", NULL}, (int *)field, err, errlen);
     case T_TLS_AUTH: /* conf_tls_auth's order */
-        return conf_keyword(name, value, (const char *const[]){"yes", "no", "optional", NULL}, (int *)field, err,
-                            errlen);
+        return conf_keyword(name, value, (const char *const[]){"yes", "no", "optional", NULL}, (int *)field,
+                            err, errlen);
     case T_TLS:
         if (strlen(value) >= (size_t)d->max) {
             snprintf(err, errlen, "'%s' value too long", name);
@@ -524,8 +599,8 @@ static int conf_finish_sentinel(vp_config *c, char *err, size_t errlen)
         return 0;
     }
     if (!c->nsentinels || !c->sentinel_master[0]) {
-        snprintf(err, errlen, "upstream-mode sentinel needs %s", !c->nsentinels ? "at least one 'sentinel host:port'"
-                                                                               : "'sentinel-master NAME'");
+        snprintf(err, errlen, "upstream-mode sentinel needs %s",
+                 !c->nsentinels ? "at least one 'sentinel host:port'" : "'sentinel-master NAME'");
         return -1;
     }
     /* No primary until the sentinels name one (proxy/sentinel.c). */
@@ -536,11 +611,13 @@ static int conf_finish_sentinel(vp_config *c, char *err, size_t errlen)
                              sizeof(c->sentinel_pass), err, errlen) < 0)
         return -1;
     if (c->sentinel_user[0] && !c->sentinel_pass[0]) {
-        snprintf(err, errlen, "sentinel-user '%s' is given without a password: set sentinel-pass-file or sentinel-pass",
+        snprintf(err, errlen,
+                 "sentinel-user '%s' is given without a password: set sentinel-pass-file or sentinel-pass",
                  c->sentinel_user);
         return -1;
     }
-    if (c->sentinel_pass[0]) c->sentinel_auth = conf_build_auth(c->sentinel_user, c->sentinel_pass, &c->sentinel_auth_len);
+    if (c->sentinel_pass[0])
+        c->sentinel_auth = conf_build_auth(c->sentinel_user, c->sentinel_pass, &c->sentinel_auth_len);
     return 0;
 }
 
@@ -549,8 +626,8 @@ int conf_finish(vp_config *c, const char *env_pass, char *err, size_t errlen)
     /* The file, then the environment, then the directive: the safer
      * source wins (a file or the environment stay out of `ps`). */
     if (c->upstream_pass_file[0]) {
-        if (conf_read_first_line("upstream-pass-file", c->upstream_pass_file, c->upstream_pass, sizeof(c->upstream_pass), err,
-                                 errlen) < 0)
+        if (conf_read_first_line("upstream-pass-file", c->upstream_pass_file, c->upstream_pass,
+                                 sizeof(c->upstream_pass), err, errlen) < 0)
             return -1;
         c->upstream_pass_source = "upstream-pass-file";
     } else if (env_pass && *env_pass) {
@@ -564,12 +641,14 @@ int conf_finish(vp_config *c, const char *env_pass, char *err, size_t errlen)
         c->upstream_pass_source = "upstream-pass";
     }
     if (c->upstream_user[0] && !c->upstream_pass[0]) {
-        snprintf(err, errlen,
-                 "upstream-user '%s' is given without a password: set upstream-pass-file, %s or upstream-pass",
-                 c->upstream_user, CONF_UPSTREAM_PASS_ENV);
+        snprintf(
+            err, errlen,
+            "upstream-user '%s' is given without a password: set upstream-pass-file, %s or upstream-pass",
+            c->upstream_user, CONF_UPSTREAM_PASS_ENV);
         return -1;
     }
     if (c->upstream_pass[0]) conf_build_upstream_auth(c);
+    if (conf_finish_cluster(c, err, errlen) < 0) return -1;
     return conf_finish_sentinel(c, err, errlen);
 }
 

@@ -36,13 +36,14 @@ typedef struct conf_tls {
     conf_tls_auth auth_clients;        /* client side (default yes) */
 } conf_tls;
 
-/* upstream-mode: what runs behind `upstream`. Extensible: cluster is
- * planned (issue 13) and refused until it exists. */
+/* upstream-mode: what runs behind `upstream`. */
 typedef enum conf_upstream_mode {
     CONF_MODE_STANDALONE, /* one Redis at `upstream` */
-    CONF_MODE_SENTINEL    /* the primary the sentinels name (proxy/sentinel.c) */
+    CONF_MODE_SENTINEL,   /* the primary the sentinels name (proxy/sentinel.c) */
+    CONF_MODE_CLUSTER     /* a Redis Cluster; `upstream` lines are its seed nodes (proxy/cluster.c) */
 } conf_upstream_mode;
 #define CONF_MAX_SENTINELS 16
+#define CONF_MAX_SEEDS 16
 
 /* aggregate-count-polyfill: when ZUNION, ZINTER and their STORE variants
  * with AGGREGATE COUNT run as the proxy's script instead of Redis's own
@@ -69,6 +70,15 @@ typedef struct vp_config {
     int upstream_port;                 /* 0 for a unix socket */
     int upstream_given;                /* `upstream` was set (not the default) */
     conf_upstream_mode upstream_mode;
+    /* Cluster mode: every address of every `upstream` line (one line may
+     * list several, separated by commas) is a seed node; without
+     * any, `upstream`'s default. `upstream_items`: how many the last line
+     * listed (more than one is for cluster mode only). */
+    char cluster_seed_hosts[CONF_MAX_SEEDS][CONF_ADDR_MAX];
+    int cluster_seed_ports[CONF_MAX_SEEDS];
+    int ncluster_seeds;
+    int upstream_items;
+    int cluster_split_writes; /* cluster-split-writes: MSET over several slots is split (not atomic) */
     /* Sentinel mode: `sentinel host:port` lines, `sentinel-master`, and the
      * sentinels' own credentials (sentinel-pass-file, else sentinel-pass),
      * turned by conf_finish into `sentinel_auth`, the AUTH request sent
@@ -84,18 +94,18 @@ typedef struct vp_config {
     char *sentinel_auth;
     size_t sentinel_auth_len;
     long long connect_timeout_ms;
-    int upstream_tls;       /* every upstream connection over TLS (upstream-tls yes) */
-    conf_tls upstream_tls_conf; /* upstream-tls-* */
-    int tls_port;           /* client-side TLS listener on `bind`; 0 = none */
-    conf_tls tls;           /* tls-* (client side), Redis's names */
-    long long shared_upstreams; /* connections shared by stateless clients; 0 = one per client */
+    int upstream_tls;            /* every upstream connection over TLS (upstream-tls yes) */
+    conf_tls upstream_tls_conf;  /* upstream-tls-* */
+    int tls_port;                /* client-side TLS listener on `bind`; 0 = none */
+    conf_tls tls;                /* tls-* (client side), Redis's names */
+    long long shared_upstreams;  /* connections shared by stateless clients; 0 = one per client */
     long long shared_batch_hold; /* microseconds a small shared batch may wait for more (upstream_hold.h) */
-    long long maxclients;       /* client connections taken at once (limits.h may lower it) */
-    long long timeout;          /* seconds a client may stay idle; 0 = forever (client_cron) */
-    long long tcp_keepalive;    /* SO_KEEPALIVE idle seconds on every TCP socket, both sides; 0 = off */
-    int protected_mode;         /* refuse non-loopback clients while the default user has no password */
-    int metrics_port;                  /* the admin HTTP endpoint (http_admin.h); 0 = off */
-    char metrics_bind[CONF_ADDR_MAX];  /* its address */
+    long long maxclients;        /* client connections taken at once (limits.h may lower it) */
+    long long timeout;           /* seconds a client may stay idle; 0 = forever (client_cron) */
+    long long tcp_keepalive;     /* SO_KEEPALIVE idle seconds on every TCP socket, both sides; 0 = off */
+    int protected_mode;          /* refuse non-loopback clients while the default user has no password */
+    int metrics_port;            /* the admin HTTP endpoint (http_admin.h); 0 = off */
+    char metrics_bind[CONF_ADDR_MAX]; /* its address */
 
     /* Upstream credentials. The password comes from upstream-pass-file (its
      * first line), else $VERBPROXY_UPSTREAM_PASS, else upstream-pass;

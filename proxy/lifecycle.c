@@ -3,6 +3,7 @@
 #include <signal.h>
 
 #include "proxy/client.h"
+#include "proxy/cluster.h"
 #include "proxy/http_admin.h"
 #include "proxy/log.h"
 #include "proxy/sentinel.h"
@@ -49,6 +50,7 @@ static void lifecycle_stop(vp_lifecycle *lc, const char *why)
         client_close(srv->clients);
     upstream_close_shared(srv);
     sentinel_stop(srv);
+    cluster_stop(srv);
     for (int i = 0; i < lc->nowned; i++)
         close_if_open(lc->owned[i]);
     stats_log(&srv->stats);

@@ -9,6 +9,7 @@
 
 #include "lua/verb_scripts.h"
 #include "proxy/client.h"
+#include "proxy/cluster.h"
 #include "proxy/config.h"
 #include "proxy/healthcheck.h"
 #include "proxy/http_admin.h"
@@ -182,6 +183,8 @@ int main(int argc, char **argv)
     srv.loop = uv_default_loop();
     signal(SIGPIPE, SIG_IGN);
     route_init(&srv); /* the upstream node(s): before anything opens a connection */
+    if (srv.conf.upstream_mode == CONF_MODE_CLUSTER && cluster_start(&srv) < 0) /* (its seeds are nodes) */
+        return fail_start(&srv, "upstream-mode cluster: no usable seed node");
 
     /* Signals first: once the socket listens, a supervisor may already
      * send SIGTERM, and that must be a clean drain. */
@@ -195,6 +198,9 @@ int main(int argc, char **argv)
     if (srv.conf.upstream_mode == CONF_MODE_SENTINEL)
         vp_log(VP_LOG_NOTICE, "verbproxy %s ready, upstream: the primary of %s (sentinel)", VP_VERSION,
                srv.conf.sentinel_master);
+    else if (srv.conf.upstream_mode == CONF_MODE_CLUSTER)
+        vp_log(VP_LOG_NOTICE, "verbproxy %s ready, upstream: the cluster seeded by %s", VP_VERSION,
+               srv.nodes[0]->addr);
     else
         vp_log(VP_LOG_NOTICE, "verbproxy %s ready, upstream %s", VP_VERSION, srv.conf.upstream);
     sentinel_start(&srv);

@@ -52,6 +52,8 @@ static void info_upstream(const vp_server *srv, vp_buf *b)
             b,
             "upstream_mode:sentinel\r\nsentinel_master:%s\r\nsentinel_switches:%llu\r\nsentinel_error:%s\r\n",
             srv->conf.sentinel_master, sentinel_switches(srv), sentinel_error(srv));
+    if (srv->conf.upstream_mode == CONF_MODE_CLUSTER)
+        vp_buf_appendf(b, "upstream_mode:cluster\r\ncluster_nodes:%d\r\n", srv->nnodes);
     vp_buf_appendf(b, "upstream_connects:%llu\r\n", srv->stats.upstream_connects);
     for (int r = 0; r < METRICS_FAIL_N; r++)
         vp_buf_appendf(b, "upstream_connect_failures_%s:%llu\r\n", metrics_fail_names[r],

@@ -106,6 +106,17 @@ void metrics_prom_write(const vp_server *srv, vp_buf *b)
                "Always 1; the primary the sentinels named as a label (\"\" while none is known).");
         sample_labeled(b, "verbproxy_upstream_primary", "address", srv->conf.upstream, 1);
     }
+    if (srv->conf.upstream_mode == CONF_MODE_CLUSTER) {
+        counter(b, "verbproxy_cluster_slot_map_fetches_total",
+                "CLUSTER SLOTS asked of a node (proxy/cluster.c).", s->cluster_fetches);
+        counter(b, "verbproxy_cluster_slot_map_fetch_failures_total",
+                "Slot map fetches that failed (no connection, no answer, an unreadable one).",
+                s->cluster_fetch_failures);
+        family(b, "verbproxy_cluster_redirects_total", "counter",
+               "Requests sent again to the node a -MOVED or -ASK named (the client never sees those).");
+        sample_labeled(b, "verbproxy_cluster_redirects_total", "kind", "moved", s->cluster_moved);
+        sample_labeled(b, "verbproxy_cluster_redirects_total", "kind", "ask", s->cluster_ask);
+    }
     counter(b, "verbproxy_config_reloads_total", "SIGHUP reloads that took effect.", s->reloads);
     counter(b, "verbproxy_config_reload_failures_total",
             "SIGHUP reloads refused (a bad file, script or certificate): nothing changed.",

@@ -58,6 +58,10 @@ typedef struct route_node {
 /* The node table: one node, built from the settings. */
 void route_init(struct vp_server *srv);
 void route_free(struct vp_server *srv);
+/* The node at host:port (host not NUL-terminated), added when new (cluster
+ * mode: a seed, a primary of the slot map, a node a redirect names).
+ * NULL for a host too long. */
+route_node *route_node_add(struct vp_server *srv, const char *host, size_t hostlen, int port);
 /* The node that holds every key today: standalone's `upstream`, sentinel
  * mode's primary (its address "" until a sentinel names one). */
 route_node *route_primary(struct vp_server *srv);

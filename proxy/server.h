@@ -49,8 +49,9 @@ typedef struct vp_server {
     /* The upstream nodes (proxy/route.h): today one, the upstream or the
      * sentinels' primary; each holds its shared connections. Owned here,
      * built by route_init, freed by route_free. */
-    route_node *nodes;
-    int nnodes;
+    struct cluster_state *cluster; /* upstream-mode cluster (proxy/cluster.h); NULL otherwise */
+    route_node **nodes;            /* each allocated on its own: never moves (connections point at theirs) */
+    int nnodes, nodes_cap;
     /* Requests for the shared connections are gathered during a loop
      * iteration and written once per iteration, just before the loop waits
      * for I/O again (`flush_prepare`). */

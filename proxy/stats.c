@@ -32,7 +32,11 @@
     X(clients_timed_out)                                                                                     \
     X(sharing_off)                                                                                           \
     X(reloads)                                                                                               \
-    X(reload_failures)
+    X(reload_failures)                                                                                       \
+    X(cluster_fetches)                                                                                       \
+    X(cluster_fetch_failures)                                                                                \
+    X(cluster_moved)                                                                                         \
+    X(cluster_ask)
 
 size_t stats_format(const vp_stats *s, char *buf, size_t cap, const char *sep, const char *end)
 {

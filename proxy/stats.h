@@ -9,6 +9,9 @@ typedef struct vp_stats {
     unsigned long long clients_connected;
     unsigned long long rejected_connections; /* refused at maxclients, as Redis's stat */
     unsigned long long commands_forwarded;
+    /* Cluster mode (proxy/cluster.c): slot map fetches, failed ones, and the
+     * redirects followed for clients. */
+    unsigned long long cluster_fetches, cluster_fetch_failures, cluster_moved, cluster_ask;
     unsigned long long local_replies;
     unsigned long long protocol_errors;
     unsigned long long upstream_connects;
@@ -27,11 +30,11 @@ typedef struct vp_stats {
     unsigned long long noscript_recoveries;  /* verbs answered NOSCRIPT, reloaded and retried */
     unsigned long long noscript_reordered;   /* ... where later commands had already run */
     unsigned long long upstream_auth_failures; /* our AUTH with the upstream credentials refused */
-    unsigned long long auth_failures;          /* clients' AUTH / HELLO AUTH refused by the proxy's own users */
-    unsigned long long clients_timed_out;      /* clients closed after `timeout` seconds idle */
-    unsigned long long sharing_off;          /* 1 while Redis's output limit keeps clients from sharing */
-    unsigned long long reloads;              /* SIGHUP reloads that took effect (proxy/reload.c) */
-    unsigned long long reload_failures;      /* ... refused: a bad file, script or certificate changed nothing */
+    unsigned long long auth_failures;     /* clients' AUTH / HELLO AUTH refused by the proxy's own users */
+    unsigned long long clients_timed_out; /* clients closed after `timeout` seconds idle */
+    unsigned long long sharing_off;       /* 1 while Redis's output limit keeps clients from sharing */
+    unsigned long long reloads;           /* SIGHUP reloads that took effect (proxy/reload.c) */
+    unsigned long long reload_failures;   /* ... refused: a bad file, script or certificate changed nothing */
 } vp_stats;
 
 #include <stddef.h>

@@ -8,6 +8,7 @@
 
 #include "lua/verbs.h"
 #include "proxy/client.h"
+#include "proxy/cluster.h"
 #include "proxy/limits.h"
 #include "proxy/log.h"
 #include "proxy/pool.h"
@@ -46,7 +47,9 @@ typedef enum up_route {
     ROUTE_SERVER,       /* our HELLO's answer: read, dropped */
     ROUTE_AUTH,         /* our AUTH's answer: the connection is ready, or failed */
     ROUTE_PROBE,        /* the readiness probe's answer (readiness.c) */
-    ROUTE_ROLE          /* our ROLE's answer (sentinel mode): is it the primary? */
+    ROUTE_ROLE,         /* our ROLE's answer (sentinel mode): is it the primary? */
+    ROUTE_SLOTS,        /* our CLUSTER SLOTS' answer (cluster mode) */
+    ROUTE_REDIRECT      /* a -MOVED or -ASK for a kept request (cluster mode): sent where it says */
 } up_route;
 
 static void up_close_cb(uv_handle_t *h);
@@ -194,8 +197,8 @@ int upstream_keep_verbs(vp_server *srv, verb_table *old)
     int kept = 0;
     for (int n = 0; n < srv->nnodes; n++) {
         for (int i = 0; i < VP_MAX_SHARED_UPSTREAMS; i++)
-            up_keep_verbs(srv->nodes[n].shared[i], old, &kept);
-        up_keep_verbs(srv->nodes[n].side, old, &kept);
+            up_keep_verbs(srv->nodes[n]->shared[i], old, &kept);
+        up_keep_verbs(srv->nodes[n]->side, old, &kept);
     }
     for (upstream_conn *up = srv->retired; up; up = up->retired_next)
         up_keep_verbs(up, old, &kept);
@@ -210,7 +213,7 @@ static void up_retired_check(upstream_conn *up)
 {
     if (!up->retired || up->state == UPSTREAM_CLOSED || up->fifo_len) return;
     vp_log(VP_LOG_DEBUG, "upstream %s: a connection replaced by the reload owes nothing more: closed",
-           up->srv->conf.upstream);
+           up->node->addr);
     if (!up->side) client_shared_retired(up->srv, up, 1);
     upstream_close(up);
 }
@@ -252,7 +255,7 @@ void upstream_primary_moved(vp_server *srv)
 void upstream_retire_shared(vp_server *srv)
 {
     for (int n = 0; n < srv->nnodes; n++) {
-        route_node *node = &srv->nodes[n];
+        route_node *node = srv->nodes[n];
         for (int i = 0; i < VP_MAX_SHARED_UPSTREAMS; i++) {
             upstream_conn *up = node->shared[i];
             if (!up) continue;
@@ -270,7 +273,7 @@ void upstream_retire_shared(vp_server *srv)
 static void up_maybe_free(upstream_conn *up)
 {
     if (up->handles_open > 0 || up->resolving) return;
-    if (!up->shared && !up->probe) up->srv->own_upstreams--;
+    if (up->own_counted) up->srv->own_upstreams--;
     up_release_vt(up);
     outq_free(&up->out);
     vp_tls_free(up->tls);
@@ -296,7 +299,7 @@ static void up_fail(upstream_conn *up, const char *reason)
     snprintf(why, sizeof(why), "%s", reason);
     up->srv->stats.upstream_connect_failures++;
     metrics_connect_failed(&up->srv->metrics, why, up->authing && up->state == UPSTREAM_READY);
-    vp_log(VP_LOG_VERBOSE, "upstream %s: connect failed: %s", up->srv->conf.upstream, why);
+    vp_log(VP_LOG_VERBOSE, "upstream %s: connect failed: %s", up->node->addr, why);
     sentinel_recheck(up->srv, why);
     upstream_close(up);
     if (c)
@@ -307,6 +310,8 @@ static void up_fail(upstream_conn *up, const char *reason)
         client_shared_failed(up->srv, up, why);
     else if (up->probe)
         ready_probe_failed(up, why);
+    else if (up->topo)
+        cluster_fetch_failed(up, why);
 }
 
 static void up_read_refusal(upstream_conn *up);
@@ -343,7 +348,7 @@ static void up_lost(upstream_conn *up, const char *reason)
          * e.g. SHUTDOWN: then the client sees only the close.) */
         if (refused) {
             int n = snprintf(up->refusal, sizeof(up->refusal), "-ERR upstream unavailable: %s: %s",
-                             up->srv->conf.upstream, reason);
+                             up->node->addr, reason);
             if (n > (int)sizeof(up->refusal) - 3) n = (int)sizeof(up->refusal) - 3;
             memcpy(up->refusal + n, "\r\n", 2);
             up->refusal_len = (unsigned char)(n + 2);
@@ -352,10 +357,10 @@ static void up_lost(upstream_conn *up, const char *reason)
     up->srv->stats.upstream_lost++;
     up_read_refusal(up); /* (before the close takes the socket) */
     if (up->refusal_len)
-        vp_log(VP_LOG_VERBOSE, "upstream %s: refused the connection: %.*s", up->srv->conf.upstream,
+        vp_log(VP_LOG_VERBOSE, "upstream %s: refused the connection: %.*s", up->node->addr,
                (int)up->refusal_len - 2, up->refusal);
     else
-        vp_log(VP_LOG_VERBOSE, "upstream %s: connection lost: %s", up->srv->conf.upstream, reason);
+        vp_log(VP_LOG_VERBOSE, "upstream %s: connection lost: %s", up->node->addr, reason);
     sentinel_recheck(up->srv, reason);
     upstream_close(up);
     if (c)
@@ -366,6 +371,8 @@ static void up_lost(upstream_conn *up, const char *reason)
         client_shared_lost(up->srv, up, reason);
     else if (up->probe)
         ready_probe_failed(up, reason);
+    else if (up->topo)
+        cluster_fetch_failed(up, reason);
 }
 
 static void up_on_timeout(uv_timer_t *t)
@@ -457,7 +464,10 @@ upstream_conn *upstream_open(vp_server *srv, route_node *node, struct client_ses
     up->handles_open = 1;
     outq_init(&up->out, &up->h.stream, up, up_on_written);
     srv->stats.upstream_connects++;
-    if (client) srv->own_upstreams++; /* (a shared one is opened without a client) */
+    if (client) { /* (a shared one is opened without a client) */
+        srv->own_upstreams++;
+        up->own_counted = 1;
+    }
     up_make_barrier(up);
     up_queue_auth(up);
     up_queue_role(up);
@@ -609,7 +619,7 @@ static void up_shared_flush(upstream_conn *up)
 void upstream_flush_shared(vp_server *srv)
 {
     for (int n = 0; n < srv->nnodes; n++) {
-        route_node *node = &srv->nodes[n];
+        route_node *node = srv->nodes[n];
         for (int i = 0; i < srv->conf.shared_upstreams; i++) {
             upstream_conn *up = node->shared[i];
             if (up && up->state == UPSTREAM_READY) up_shared_flush(up);
@@ -629,8 +639,8 @@ void upstream_close_shared(vp_server *srv)
 {
     for (int n = 0; n < srv->nnodes; n++) {
         for (int i = 0; i < VP_MAX_SHARED_UPSTREAMS; i++)
-            if (srv->nodes[n].shared[i]) upstream_close(srv->nodes[n].shared[i]);
-        if (srv->nodes[n].side) upstream_close(srv->nodes[n].side);
+            if (srv->nodes[n]->shared[i]) upstream_close(srv->nodes[n]->shared[i]);
+        if (srv->nodes[n]->side) upstream_close(srv->nodes[n]->side);
     }
     while (srv->retired)
         upstream_close(srv->retired); /* (unlinks it) */
@@ -700,6 +710,20 @@ static void up_learn_auth(upstream_conn *up, const up_entry *e, const char *p, s
         up->auth = UP_AUTH_NOT_REQUIRED;
 }
 
+/* Cluster mode: a client's request answered -MOVED or -ASK goes where it
+ * says, if the connection kept it (shared connections keep every request
+ * until answered) and it was not redirected too often already. A
+ * -CLUSTERDOWN goes on to the client, and the map is fetched again. */
+static up_route up_decide_redirect(upstream_conn *up, const up_entry *e, const char *p, size_t n, int whole)
+{
+    if (!up->srv->cluster || !whole || p[0] != '-') return ROUTE_REPLY;
+    if (n > 12 && memcmp(p, "-CLUSTERDOWN", 12) == 0) cluster_suspect(up->srv, "a reply said -CLUSTERDOWN");
+    if (!e->client || !e->keep || e->flush_epoch || e->redirects >= CLUSTER_MAX_REDIRECTS ||
+        !cluster_is_redirect(p, n))
+        return ROUTE_REPLY;
+    return ROUTE_REDIRECT;
+}
+
 /* Where does the reply starting at p go? `whole` says p..p+n is all of it. */
 static up_route up_decide(upstream_conn *up, const char *p, size_t n, int whole)
 {
@@ -711,10 +735,11 @@ static up_route up_decide(upstream_conn *up, const char *p, size_t n, int whole)
         up_fifo_pop(up);
     }
     if (!up->raw_rx) {
-        if (e && e->kind == UP_REPLY) return ROUTE_REPLY;
+        if (e && e->kind == UP_REPLY) return up_decide_redirect(up, e, p, n, whole);
         if (e && e->kind == UP_AUTH) return ROUTE_AUTH;
         if (e && e->kind == UP_ROLE) return ROUTE_ROLE;
         if (e && e->kind == UP_PROBE) return whole ? ROUTE_PROBE : ROUTE_REPLY; /* (dropped) */
+        if (e && e->kind == UP_SLOTS) return whole ? ROUTE_SLOTS : ROUTE_REPLY; /* (dropped: too big) */
         if (e && e->kind == UP_SCRIPT_LOAD) return ROUTE_SCRIPT_LOAD;
         if (e && e->kind == UP_OUTPUT_PROBE) return whole ? ROUTE_OUTPUT_PROBE : ROUTE_REPLY; /* (dropped) */
         if (e && e->kind == UP_SERVER_PROBE) return whole ? ROUTE_SERVER : ROUTE_REPLY;       /* (dropped) */
@@ -726,13 +751,13 @@ static up_route up_decide(upstream_conn *up, const char *p, size_t n, int whole)
             /* Redis and Valkey word NOSCRIPT differently: the code is enough. */
             int noscript = whole && n >= sizeof(NOSCRIPT_PREFIX) - 1 &&
                            memcmp(p, NOSCRIPT_PREFIX, sizeof(NOSCRIPT_PREFIX) - 1) == 0;
-            return noscript && e->retries < UP_NOSCRIPT_RETRIES ? ROUTE_NOSCRIPT : ROUTE_REPLY;
+            if (noscript && e->retries < UP_NOSCRIPT_RETRIES) return ROUTE_NOSCRIPT;
+            return up_decide_redirect(up, e, p, n, whole);
         }
         /* (Not for an error before any reply: Redis refusing the
          * connection before the proxy sent anything, see up_note_refusal.) */
         if (up->replied || !whole || p[0] != '-')
-            vp_log(VP_LOG_WARNING, "upstream %s: reply nobody asked for; passing it on",
-                   up->srv->conf.upstream);
+            vp_log(VP_LOG_WARNING, "upstream %s: reply nobody asked for; passing it on", up->node->addr);
         return ROUTE_PUSH;
     }
     if (e && whole) {
@@ -874,6 +899,21 @@ static void up_deliver(upstream_conn *up, const char *p, size_t n, int done)
     case ROUTE_ROLE:
         up_role_answered(up, p, n, done);
         return;
+    case ROUTE_SLOTS:
+        up_fifo_pop(up);
+        cluster_slots_answered(up, p, n); /* (closes this connection) */
+        return;
+    case ROUTE_REDIRECT: {
+        up_entry old = *e;
+        if (!cluster_redirect(up, &old, up->kept.data + up->kept_head, old.keep, p, n)) {
+            up->route = ROUTE_REPLY; /* the client gets the error */
+            up_deliver(up, p, n, done);
+            return;
+        }
+        if (old.kind == UP_VERB && old.retries > 0) up->retries_in_flight--; /* (moved with it) */
+        up_fifo_pop(up);
+        return;
+    }
     case ROUTE_PROBE: {
         int which = e->verb;
         up_fifo_pop(up);
@@ -914,7 +954,7 @@ static void up_unframed(upstream_conn *up)
 {
     struct client_session *c = up->client;
     if (up->shared || !c || !up_owes_only_client(up) || !client_can_become_pipe(c)) {
-        vp_log(VP_LOG_WARNING, "upstream %s: unreadable reply (%s); closing %s", up->srv->conf.upstream,
+        vp_log(VP_LOG_WARNING, "upstream %s: unreadable reply (%s); closing %s", up->node->addr,
                up->framer.error, up->shared ? "the shared connection" : "the client's connection");
         up_lost(up, "protocol error from upstream");
         return;
@@ -1133,8 +1173,8 @@ static void up_transport_ready(upstream_conn *up)
     up->state = UPSTREAM_READY;
     up->reading = 1;
     up_read_start(up);
-    vp_log(VP_LOG_DEBUG, "upstream %s: connected%s", up->srv->conf.upstream, up->tls ? " (TLS)" : "");
-    if (up->authing || up->role_check || up->probe) {
+    vp_log(VP_LOG_DEBUG, "upstream %s: connected%s", up->node->addr, up->tls ? " (TLS)" : "");
+    if (up->authing || up->role_check || up->probe || up->topo) {
         /* A shared one writes at the end of the loop iteration. (The
          * probe's requests were queued behind our AUTH.) */
         int rc = up->shared ? 0 : upstream_flush(up);
@@ -1213,6 +1253,24 @@ static void up_on_written(outq *q, int status)
         client_shared_drained(up->srv, up);
 }
 
+void upstream_resend(upstream_conn *up, const up_entry *e, const char *req, size_t n, int asking)
+{
+    static const char asking_cmd[] = "*1\r\n$6\r\nASKING\r\n";
+    if (asking) upstream_forward_silent(up, asking_cmd, sizeof(asking_cmd) - 1);
+    if (e->kind == UP_VERB) up_ensure_script(up, upstream_verbs(up)->verbs[e->verb]);
+    up->srv->stats.commands_forwarded++;
+    size_t off = up->kept.len;
+    vp_buf_append(&up->kept, req, n);
+    outq_add_ref(&up->out, &up->kept, off, n);
+    up_entry *r = up_fifo_push(up, e->client, e->kind);
+    r->seq = e->seq;
+    r->keep = (unsigned)n;
+    r->verb = e->verb;
+    r->retries = e->retries;
+    r->redirects = (unsigned char)(e->redirects + 1);
+    if (e->kind == UP_VERB && e->retries > 0) up->retries_in_flight++;
+}
+
 void upstream_forward_silent(upstream_conn *up, const char *p, size_t n)
 {
     outq_add_copy(&up->out, p, n);
@@ -1271,9 +1329,18 @@ static int up_forward(upstream_conn *up, struct client_session *c, const char *p
         /* Written at the end of the loop iteration, with other clients'
          * requests, while this client's buffer has moved on: copied. A
          * shared connection only carries plain commands (client.c). */
-        outq_add_copy(&up->out, p, n);
         up->srv->stats.shared_commands++;
         if (c) up_hold_note(up, c);
+        if (up->srv->cluster) {
+            /* Kept until answered, to be sent again after a -MOVED or
+             * -ASK (up_decide_redirect): the one copy, as outq's. */
+            size_t off = up->kept.len;
+            vp_buf_append(&up->kept, p, n);
+            outq_add_ref(&up->out, &up->kept, off, n);
+            up_fifo_push(up, c, UP_REPLY)->keep = (unsigned)n;
+            return 1;
+        }
+        outq_add_copy(&up->out, p, n);
         up_fifo_push(up, c, UP_REPLY);
         return 1;
     }

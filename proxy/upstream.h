@@ -63,17 +63,19 @@ typedef enum up_entry_kind {
     UP_HELLO,         /* the client's HELLO: its reply is the client's, and says the protocol */
     UP_AUTH,          /* our AUTH with the upstream credentials, first on the connection (up_auth_answered) */
     UP_PROBE,         /* the readiness probe's request (readiness.c): `verb` says which */
-    UP_ROLE           /* sentinel mode: our ROLE, after AUTH: the node must be the primary (up_role_answered) */
+    UP_ROLE, /* sentinel mode: our ROLE, after AUTH: the node must be the primary (up_role_answered) */
+    UP_SLOTS /* cluster mode: our CLUSTER SLOTS on the fetch connection (cluster.c) */
 } up_entry_kind;
 
 typedef struct up_entry {
     struct client_session *client;
     unsigned long long seq; /* the client's reply slot */
     up_entry_kind kind;
-    unsigned keep;          /* bytes of `kept` this request owns, released with the entry */
-    short verb;             /* UP_VERB, UP_SCRIPT_LOAD: index in the verb table */
-    short retries;          /* UP_VERB: times sent again after a NOSCRIPT */
-    unsigned later_ran : 1; /* UP_VERB, retried: a later command of its client ran before the retry */
+    unsigned keep;           /* bytes of `kept` this request owns, released with the entry */
+    short verb;              /* UP_VERB, UP_SCRIPT_LOAD: index in the verb table */
+    short retries;           /* UP_VERB: times sent again after a NOSCRIPT */
+    unsigned char redirects; /* cluster mode: times sent again after a -MOVED or -ASK */
+    unsigned later_ran : 1;  /* UP_VERB, retried: a later command of its client ran before the retry */
     unsigned
         flush_epoch : 31;    /* a SCRIPT FLUSH (or an EXEC running one): srv->scripts_epoch it set; else 0 */
     unsigned long long sent; /* numbers the requests in send order */
@@ -132,6 +134,8 @@ typedef struct upstream_conn {
     int role_check;     /* sentinel mode: our ROLE is not answered yet (1), or its answer started: master (2),
                            not master (3): not ready for clients */
     int probe;          /* the readiness probe's own (readiness.h): no client; its answers go there */
+    int topo;           /* cluster mode: the slot map's fetch (cluster.c): no client; its answer goes there */
+    int own_counted;    /* counted in srv->own_upstreams (opened for a client) */
     /* A shared connection's writes not fully answered yet: the `sent` value
      * each one ended at, oldest first (see up_shared_write). */
     unsigned long long batch_end[UP_SHARED_BATCHES];
@@ -146,7 +150,7 @@ typedef struct upstream_conn {
     unsigned hold_batch_clients;
     uint64_t hold_window;
     unsigned hold_cur, hold_prev;
-    up_auth auth;              /* shared: known from the first reply on (upstream_is_ready) */
+    up_auth auth; /* shared: known from the first reply on (upstream_is_ready) */
 
     union {
         uv_handle_t handle;
@@ -169,13 +173,13 @@ typedef struct upstream_conn {
      * entries: kept[kept_head..] is live, each entry owns `keep` bytes. */
     vp_buf kept;
     size_t kept_head;
-    vp_buf scratch; /* a request built for a raw connection, copied out at once */
+    vp_buf scratch;                    /* a request built for a raw connection, copied out at once */
     unsigned long long scripts_loaded; /* bits, as of scripts_epoch (a SCRIPT FLUSH since clears them) */
     unsigned scripts_epoch;            /* srv->scripts_epoch when scripts_loaded was last right */
-    unsigned long long sent;          /* entries pushed so far */
-    int verbs_in_flight;              /* UP_VERB entries not yet answered */
-    int retries_in_flight;            /* of those, retried after a NOSCRIPT */
-    unsigned long long reloaded_from; /* `sent` when the last NOSCRIPT reload was sent */
+    unsigned long long sent;           /* entries pushed so far */
+    int verbs_in_flight;               /* UP_VERB entries not yet answered */
+    int retries_in_flight;             /* of those, retried after a NOSCRIPT */
+    unsigned long long reloaded_from;  /* `sent` when the last NOSCRIPT reload was sent */
 
     /* Replies: `in` (pooled, pool.h: empty while nothing is being read)
      * holds bytes read; in[in_pos..] is not yet handed on. A
@@ -220,12 +224,13 @@ typedef struct upstream_conn {
     up_server server;
     unsigned has_aggregate_count : 1; /* known: Redis 8.8 or later */
     unsigned resp3 : 1;
-    unsigned resp_unsure : 1;      /* a HELLO was queued in a transaction */
-    unsigned server_noauth : 1;    /* our HELLO got -NOAUTH: the client has not authenticated (own connection) */
-    int hellos_in_flight;          /* the client's HELLOs not answered yet */
+    unsigned resp_unsure : 1;   /* a HELLO was queued in a transaction */
+    unsigned server_noauth : 1; /* our HELLO got -NOAUTH: the client has not authenticated (own connection) */
+    int hellos_in_flight;       /* the client's HELLOs not answered yet */
     unsigned long long reset_sent; /* `sent` after the last RESET (HELLOs before it no longer count) */
-    unsigned long long auth_sent;  /* `sent` after the client's last AUTH or HELLO (a probe before it may be stale) */
-    char server_name[16];          /* "redis", "valkey"... */
+    unsigned long long
+        auth_sent;        /* `sent` after the client's last AUTH or HELLO (a probe before it may be stale) */
+    char server_name[16]; /* "redis", "valkey"... */
     char server_version[24];
 
     /* A config reload (proxy/reload.c): */
@@ -338,12 +343,17 @@ void upstream_cron(vp_server *srv);
 int upstream_side_forward(vp_server *srv, struct client_session *c, const char *p, size_t n);
 /* The client is gone: replies owed to it on the side connection are dropped. */
 void upstream_side_detach(vp_server *srv, struct client_session *c);
+/* Cluster mode: the request `e` kept (req..req+n) was redirected to this
+ * connection's node: send it again here (after ASKING when `asking`), its
+ * reply for the same client slot. */
+void upstream_resend(upstream_conn *up, const up_entry *e, const char *req, size_t n, int asking);
 /* Send one request (bytes stay the caller's until upstream_flush()). Returns 1
  * if a reply will come back for it, so the client queues a waiting slot
  * (whose sequence number the entry records: client_next_seq()). */
 int upstream_forward(upstream_conn *up, struct client_session *c, const char *p, size_t n, cmd_kind kind);
 /* The same for bytes that go away before the flush: copied. */
-int upstream_forward_copy(upstream_conn *up, struct client_session *c, const char *p, size_t n, cmd_kind kind);
+int upstream_forward_copy(upstream_conn *up, struct client_session *c, const char *p, size_t n,
+                          cmd_kind kind);
 /* Send a checked verb call as EVALSHA (or EVAL inside MULTI / uncounted).
  * Returns 1 if a reply will come back for it. */
 struct verb_def;

@@ -20,6 +20,10 @@ void up_check_script_load(upstream_conn *up, const up_entry *e, const char *p, s
 /* The oldest entry, a verb, was answered NOSCRIPT: reload and send it again
  * (1), or 0 when that is no longer possible and the reply must go on. */
 int up_retry_verb(upstream_conn *up);
+/* Queue a SCRIPT LOAD of v's script before the next request unless this
+ * connection has it (upstream_verbs.c). */
+struct verb_def;
+void up_ensure_script(upstream_conn *up, const struct verb_def *v);
 /* The oldest entry `e`, counted, is answered (with retries_in_flight set):
  * note that a command ran before the retries of its client's earlier
  * verbs, and count a retried verb's reordering once it is answered. */

@@ -47,7 +47,7 @@ void upstream_cron(vp_server *srv)
     int any = 0;
     for (int n = 0; n < srv->nnodes; n++)
         for (int i = 0; i < srv->conf.shared_upstreams; i++) {
-            upstream_conn *up = srv->nodes[n].shared[i];
+            upstream_conn *up = srv->nodes[n]->shared[i];
             if (!up || up->state != UPSTREAM_READY || up->setting_up) continue;
             upstream_probe_output_limit(up); /* written with the next shared flush */
             any = 1;

@@ -52,7 +52,7 @@ int upstream_side_forward(vp_server *srv, struct client_session *c, const char *
 void upstream_side_detach(vp_server *srv, struct client_session *c)
 {
     for (int i = 0; i < srv->nnodes; i++)
-        if (srv->nodes[i].side) upstream_detach_client(srv->nodes[i].side, c);
+        if (srv->nodes[i]->side) upstream_detach_client(srv->nodes[i]->side, c);
 }
 
 /* The entry at position i of the FIFO (0: oldest). */
@@ -66,7 +66,7 @@ void up_side_failed(upstream_conn *up, const char *why)
     /* Each request waiting for the connect gets the error the client would
      * get for any other (client.c's wording), in its slot. */
     char msg[384];
-    int n = snprintf(msg, sizeof(msg), "-ERR upstream unavailable: %s: %s", up->srv->conf.upstream, why);
+    int n = snprintf(msg, sizeof(msg), "-ERR upstream unavailable: %s: %s", up->node->addr, why);
     if (n < 0 || (size_t)n > sizeof(msg) - 3) n = (int)sizeof(msg) - 3;
     for (int i = 0; i < n; i++)
         if (msg[i] == '\r' || msg[i] == '\n') msg[i] = ' ';

@@ -156,9 +156,13 @@ static void round_plain(session *s, const char *p, int r, long long *counter, vt
     expect_bulk(s, v->data, v->len);
 }
 
-static void round_tx(session *s, const char *p, int r, long long *counter)
+static void round_tx(session *s, const char *p, int r, long long *counter, bool cluster)
 {
-    char kn[128], ka[128];
+    char kn[128], ka[128], tag[112];
+    if (cluster) {
+        snprintf(tag, sizeof(tag), "{%s}", p); /* one slot for the transaction's keys */
+        p = tag;
+    }
     key(kn, sizeof(kn), p, "n", 0);
     key(ka, sizeof(ka), p, "tx", r);
     cmd(s, "+OK\r\n", "MULTI", NULL);
@@ -190,13 +194,13 @@ static void session_build(session *s, const vt_traffic *t, const worker *w, int 
 {
     char p[96];
     snprintf(p, sizeof(p), "vtf:%d:%d:%d:%d", (int)getpid(), t->group, w->id, n);
-    long long counter = 0;
+    long long counter = 0, tx_counter = 0;
     vt_buf v = {0};
     int rounds = t->opts.rounds > 0 ? t->opts.rounds : DEFAULT_ROUNDS;
     for (int r = 0; r < rounds; r++) {
         size_t big = VT_TRAFFIC_BIG_MIN + (size_t)(w->id * 977 + n * 131 + r * 4099) % (24 * 1024);
         round_plain(s, p, r, &counter, &v, big);
-        if (w->tx) round_tx(s, p, r, &counter);
+        if (w->tx) round_tx(s, p, r, t->opts.cluster ? &tx_counter : &counter, t->opts.cluster);
         if (t->opts.verbs) round_verbs(s, p, r);
     }
     vt_buf_free(&v);

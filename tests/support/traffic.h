@@ -52,6 +52,10 @@ typedef struct vt_traffic_opts {
      * answered "unavailable" were never sent, so later values differ). */
     bool allow_recovery;
     int session_deadline_ms; /* 0: VT_TRAFFIC_SESSION_DEADLINE_MS */
+    /* In front of a Redis Cluster: a transaction's keys share a hash tag
+     * (and a counter of their own), as Redis Cluster wants; the other
+     * keys still spread over every slot. */
+    bool cluster;
 } vt_traffic_opts;
 
 typedef struct vt_traffic_result {

@@ -174,3 +174,33 @@ Test(config, a_missing_file_is_an_error)
     cr_assert_eq(conf_load_file(&c, "/nonexistent/verbproxy.conf", err, sizeof(err)), -1);
     cr_assert(strstr(err, "/nonexistent/verbproxy.conf: cannot open") != NULL, "%s", err);
 }
+
+/* Cluster mode: every address of every upstream line is a seed; the other
+ * modes take one address; cluster mode needs shared connections. */
+Test(config, cluster_seeds)
+{
+    vp_config c;
+    char err[256];
+    cr_assert_eq(load(&c, "upstream-mode cluster\nupstream 10.0.0.1:7000,10.0.0.2:7001\nupstream h3:7002\n",
+                      err, sizeof(err)),
+                 0, "%s", err);
+    cr_assert_eq(conf_finish(&c, NULL, err, sizeof(err)), 0, "%s", err);
+    cr_assert_eq(c.ncluster_seeds, 3);
+    cr_assert_str_eq(c.cluster_seed_hosts[1], "10.0.0.2");
+    cr_assert_eq(c.cluster_seed_ports[2], 7002);
+    conf_free(&c);
+
+    cr_assert_eq(load(&c, "upstream 10.0.0.1:7000,10.0.0.2:7001\n", err, sizeof(err)), 0, "%s", err);
+    cr_assert_eq(conf_finish(&c, NULL, err, sizeof(err)), -1);
+    cr_assert_str_eq(err, "several upstream addresses need upstream-mode cluster");
+    conf_free(&c);
+
+    cr_assert_eq(load(&c, "upstream-mode cluster\nshared-upstreams 0\n", err, sizeof(err)), 0, "%s", err);
+    cr_assert_eq(conf_finish(&c, NULL, err, sizeof(err)), -1);
+    cr_assert_str_eq(err, "upstream-mode cluster needs shared-upstreams of at least 1");
+    conf_free(&c);
+
+    cr_assert_eq(load(&c, "upstream-mode cluster\nupstream /tmp/r.sock\n", err, sizeof(err)), 0, "%s", err);
+    cr_assert_eq(conf_finish(&c, NULL, err, sizeof(err)), -1);
+    conf_free(&c);
+}
