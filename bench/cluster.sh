@@ -290,17 +290,7 @@ done
 
 # ---------------------------------------------------------------- rounds
 log "paths: ${PATHS[*]}; rounds: $ROUNDS; pipelines: $PIPELINES; tests: $TESTS; clients: $CLIENTS; threads: ${THREAD_ARGS:-default}; -n $(for P in $PIPELINES; do printf '%s (-P %s) ' "${NREQ[$P]}" "$P"; done)"
-START_DATE=$(date -u '+%Y-%m-%d %H:%M:%S UTC')
-LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
-NP=${#PATHS[@]}
-for r in $(seq 1 "$ROUNDS"); do
-    for P in $PIPELINES; do for t in $TESTS; do
-        for i in $(seq 0 $((NP - 1))); do
-            run_one "$r" "${PATHS[$(( (i + r - 1) % NP ))]}" "$P" "$t" "${NREQ[$P]}"
-        done
-    done; done
-done
-LOAD_AFTER=$(cut -d' ' -f1-3 /proc/loadavg)
+run_rounds
 
 # ---------------------------------------------------------------- figures
 col() { awk -F, -v P="$1" -v t="$2" -v p="$3" -v f="$4" 'NR > 1 && $2 == P && $3 == t && $4 == p {print $f}' "$RAW"; }

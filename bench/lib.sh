@@ -402,3 +402,23 @@ assemble_script() {
         }
         { print }' "$1"
 }
+
+# ---------------------------------------------------------------- rounds
+# The measured rounds of tls.sh, metrics.sh and cluster.sh: every path at
+# every pipeline depth and test, the paths' order rotated each round so no
+# path always runs first. The caller defines run_one ROUND PATH P TEST N
+# and sets PATHS (array), ROUNDS, PIPELINES, TESTS and NREQ (requests per
+# -P). Sets START_DATE, LOAD_BEFORE and LOAD_AFTER for the report.
+run_rounds() {
+    START_DATE=$(date -u '+%Y-%m-%d %H:%M:%S UTC')
+    LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
+    local np=${#PATHS[@]} r P t i
+    for r in $(seq 1 "$ROUNDS"); do
+        for P in $PIPELINES; do for t in $TESTS; do
+            for i in $(seq 0 $((np - 1))); do
+                run_one "$r" "${PATHS[$(( (i + r - 1) % np ))]}" "$P" "$t" "${NREQ[$P]}"
+            done
+        done; done
+    done
+    LOAD_AFTER=$(cut -d' ' -f1-3 /proc/loadavg)
+}
