@@ -213,7 +213,7 @@ static void up_retired_check(upstream_conn *up)
 {
     if (!up->retired || up->state == UPSTREAM_CLOSED || up->fifo_len) return;
     vp_log(VP_LOG_DEBUG, "upstream %s: a connection replaced by the reload owes nothing more: closed",
-           up->node->addr);
+           up_addr(up));
     if (!up->side) client_shared_retired(up->srv, up, 1);
     upstream_close(up);
 }
@@ -299,7 +299,7 @@ static void up_fail(upstream_conn *up, const char *reason)
     snprintf(why, sizeof(why), "%s", reason);
     up->srv->stats.upstream_connect_failures++;
     metrics_connect_failed(&up->srv->metrics, why, up->authing && up->state == UPSTREAM_READY);
-    vp_log(VP_LOG_VERBOSE, "upstream %s: connect failed: %s", up->node->addr, why);
+    vp_log(VP_LOG_VERBOSE, "upstream %s: connect failed: %s", up_addr(up), why);
     sentinel_recheck(up->srv, why);
     upstream_close(up);
     if (c)
@@ -348,7 +348,7 @@ static void up_lost(upstream_conn *up, const char *reason)
          * e.g. SHUTDOWN: then the client sees only the close.) */
         if (refused) {
             int n = snprintf(up->refusal, sizeof(up->refusal), "-ERR upstream unavailable: %s: %s",
-                             up->node->addr, reason);
+                             up_addr(up), reason);
             if (n > (int)sizeof(up->refusal) - 3) n = (int)sizeof(up->refusal) - 3;
             memcpy(up->refusal + n, "\r\n", 2);
             up->refusal_len = (unsigned char)(n + 2);
@@ -357,10 +357,10 @@ static void up_lost(upstream_conn *up, const char *reason)
     up->srv->stats.upstream_lost++;
     up_read_refusal(up); /* (before the close takes the socket) */
     if (up->refusal_len)
-        vp_log(VP_LOG_VERBOSE, "upstream %s: refused the connection: %.*s", up->node->addr,
+        vp_log(VP_LOG_VERBOSE, "upstream %s: refused the connection: %.*s", up_addr(up),
                (int)up->refusal_len - 2, up->refusal);
     else
-        vp_log(VP_LOG_VERBOSE, "upstream %s: connection lost: %s", up->node->addr, reason);
+        vp_log(VP_LOG_VERBOSE, "upstream %s: connection lost: %s", up_addr(up), reason);
     sentinel_recheck(up->srv, reason);
     upstream_close(up);
     if (c)
@@ -757,7 +757,7 @@ static up_route up_decide(upstream_conn *up, const char *p, size_t n, int whole)
         /* (Not for an error before any reply: Redis refusing the
          * connection before the proxy sent anything, see up_note_refusal.) */
         if (up->replied || !whole || p[0] != '-')
-            vp_log(VP_LOG_WARNING, "upstream %s: reply nobody asked for; passing it on", up->node->addr);
+            vp_log(VP_LOG_WARNING, "upstream %s: reply nobody asked for; passing it on", up_addr(up));
         return ROUTE_PUSH;
     }
     if (e && whole) {
@@ -954,7 +954,7 @@ static void up_unframed(upstream_conn *up)
 {
     struct client_session *c = up->client;
     if (up->shared || !c || !up_owes_only_client(up) || !client_can_become_pipe(c)) {
-        vp_log(VP_LOG_WARNING, "upstream %s: unreadable reply (%s); closing %s", up->node->addr,
+        vp_log(VP_LOG_WARNING, "upstream %s: unreadable reply (%s); closing %s", up_addr(up),
                up->framer.error, up->shared ? "the shared connection" : "the client's connection");
         up_lost(up, "protocol error from upstream");
         return;
@@ -1173,7 +1173,7 @@ static void up_transport_ready(upstream_conn *up)
     up->state = UPSTREAM_READY;
     up->reading = 1;
     up_read_start(up);
-    vp_log(VP_LOG_DEBUG, "upstream %s: connected%s", up->node->addr, up->tls ? " (TLS)" : "");
+    vp_log(VP_LOG_DEBUG, "upstream %s: connected%s", up_addr(up), up->tls ? " (TLS)" : "");
     if (up->authing || up->role_check || up->probe || up->topo) {
         /* A shared one writes at the end of the loop iteration. (The
          * probe's requests were queued behind our AUTH.) */

@@ -7,6 +7,12 @@
 
 /* The entry for the next request; its reply goes to the slot the client is
  * about to queue. */
+/* The address this connection goes to, for logs and errors (its node's;
+ * the configured upstream for one made without a node, as unit tests do). */
+static inline const char *up_addr(const upstream_conn *up)
+{
+    return up->node ? up->node->addr : up->srv->conf.upstream;
+}
 up_entry *up_fifo_push(upstream_conn *up, struct client_session *c, up_entry_kind kind);
 /* Done with the oldest entry: the bytes it kept go too. */
 void up_fifo_pop(upstream_conn *up);

@@ -139,7 +139,7 @@ static int server_learn(upstream_conn *up, const char *p, size_t n)
         strcmp(name, "redis") == 0 &&
         (major > SERVER_COUNT_MAJOR || (major == SERVER_COUNT_MAJOR && minor >= SERVER_COUNT_MINOR));
     if (up->server != UP_SERVER_KNOWN || strcmp(up->server_name, name) || strcmp(up->server_version, version))
-        vp_log(VP_LOG_VERBOSE, "upstream %s: %s %s, AGGREGATE COUNT %s", up->node->addr, name,
+        vp_log(VP_LOG_VERBOSE, "upstream %s: %s %s, AGGREGATE COUNT %s", up_addr(up), name,
                version, up->has_aggregate_count ? "native" : "by the proxy's script");
     memcpy(up->server_name, name, sizeof(name));
     memcpy(up->server_version, version, sizeof(version));
@@ -167,7 +167,7 @@ void up_check_server(upstream_conn *up, unsigned long long sent, const char *p, 
         up->server = UP_SERVER_UNREADABLE;
         up->server_noauth = n >= 7 && memcmp(p, "-NOAUTH", 7) == 0;
         up->resp_unsure = 0;
-        vp_log(VP_LOG_DEBUG, "upstream %s: HELLO refused: %.*s", up->node->addr,
+        vp_log(VP_LOG_DEBUG, "upstream %s: HELLO refused: %.*s", up_addr(up),
                (int)(n > 2 && n < 200 ? n - 2
                      : n > 200        ? 200
                                       : n),

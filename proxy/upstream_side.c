@@ -66,7 +66,7 @@ void up_side_failed(upstream_conn *up, const char *why)
     /* Each request waiting for the connect gets the error the client would
      * get for any other (client.c's wording), in its slot. */
     char msg[384];
-    int n = snprintf(msg, sizeof(msg), "-ERR upstream unavailable: %s: %s", up->node->addr, why);
+    int n = snprintf(msg, sizeof(msg), "-ERR upstream unavailable: %s: %s", up_addr(up), why);
     if (n < 0 || (size_t)n > sizeof(msg) - 3) n = (int)sizeof(msg) - 3;
     for (int i = 0; i < n; i++)
         if (msg[i] == '\r' || msg[i] == '\n') msg[i] = ' ';

@@ -69,7 +69,7 @@ void up_check_script_load(upstream_conn *up, const up_entry *e, const char *p, s
         /* Not loaded (NOAUTH before the client authenticated, an ACL, OOM):
          * the next call of it loads again; its EVALSHA meets the same error. */
         up->scripts_loaded &= ~up_script_bit(t->script_of[e->verb]);
-        vp_log(VP_LOG_VERBOSE, "upstream %s: SCRIPT LOAD %s refused: %.*s", up->node->addr, v->name,
+        vp_log(VP_LOG_VERBOSE, "upstream %s: SCRIPT LOAD %s refused: %.*s", up_addr(up), v->name,
                (int)(n > 2 ? n - 2 : n), p);
         return;
     }
@@ -78,7 +78,7 @@ void up_check_script_load(upstream_conn *up, const up_entry *e, const char *p, s
         /* Not an answer to SCRIPT LOAD at all: something is off on this
          * connection, not in the script. Load again before the next verb. */
         up->scripts_loaded = 0;
-        vp_log(VP_LOG_WARNING, "upstream %s: unexpected answer to SCRIPT LOAD %s: %.*s", up->node->addr,
+        vp_log(VP_LOG_WARNING, "upstream %s: unexpected answer to SCRIPT LOAD %s: %.*s", up_addr(up),
                v->name, (int)(n > 64 ? 64 : n), p);
         return;
     }
@@ -86,7 +86,7 @@ void up_check_script_load(upstream_conn *up, const up_entry *e, const char *p, s
         vp_log(VP_LOG_WARNING,
                "upstream %s: SCRIPT LOAD of verb %s answered %.*s, not the pinned SHA-1 %s: "
                "verb %s is disabled",
-               up->node->addr, v->name, 40, p + 5, v->sha, v->name);
+               up_addr(up), v->name, 40, p + 5, v->sha, v->name);
     for (int i = 0; i < t->count; i++) /* every entry that runs this script */
         if (strcmp(t->verbs[i]->sha, v->sha) == 0) t->broken[i] = 1;
 }
@@ -154,12 +154,12 @@ int up_retry_verb(upstream_conn *up)
 {
     up_entry old = up->fifo[up->fifo_head];
     if (up->in_multi || up->raw_tx) {
-        vp_log(VP_LOG_VERBOSE, "upstream %s: NOSCRIPT for %s inside a later MULTI: passed on", up->node->addr,
+        vp_log(VP_LOG_VERBOSE, "upstream %s: NOSCRIPT for %s inside a later MULTI: passed on", up_addr(up),
                upstream_verbs(up)->verbs[old.verb]->name);
         return 0;
     }
     up->srv->stats.noscript_recoveries++;
-    vp_log(VP_LOG_VERBOSE, "upstream %s: NOSCRIPT for %s: reloading and retrying", up->node->addr,
+    vp_log(VP_LOG_VERBOSE, "upstream %s: NOSCRIPT for %s: reloading and retrying", up_addr(up),
            upstream_verbs(up)->verbs[old.verb]->name);
     /* Its request is the oldest kept one: copy it to the tail, then let the
      * old entry go. */
