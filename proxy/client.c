@@ -946,6 +946,15 @@ static int client_auth_gate(client_session *c, int argc, const resp_arg *argv)
     return 1;
 }
 
+/* client_answer for an error Redis finds before queueing a command (as
+ * its -MOVED, -CROSSSLOT), given as the whole line "-TEXT\r\n". */
+static void client_answer_error_line(client_session *c, const char *line, size_t n)
+{
+    char err[320];
+    snprintf(err, sizeof(err), "%.*s", n > 3 ? (int)(n - 3) : 0, line + 1);
+    client_answer(c, line, n, err, 1);
+}
+
 /* Cluster mode: a MULTI from a client on a shared connection is answered
  * +OK by the proxy and held back (multi_deferred): the transaction belongs
  * on the node of its keys, known from the command after it, which a client
@@ -1036,9 +1045,10 @@ static int client_route(client_session *c, int argc, const resp_arg *argv)
             client_queue_local(c, d.reply, d.len);
             return 0;
         }
-        char err[160];
-        snprintf(err, sizeof(err), "%.*s", d.len > 3 ? (int)(d.len - 3) : 0, d.reply + 1);
-        client_answer(c, d.reply, d.len, d.error ? err : NULL, 1);
+        if (d.error)
+            client_answer_error_line(c, d.reply, d.len);
+        else
+            client_answer(c, d.reply, d.len, NULL, 1);
         return 0;
     }
     route_node *node = d.node ? d.node : c->up ? c->up->node : cluster_any_node(srv);
@@ -1076,9 +1086,7 @@ static int client_route(client_session *c, int argc, const resp_arg *argv)
                                "-ERR verbproxy: this connection holds state on cluster node %s; slot %d is "
                                "served by %s\r\n",
                                c->up->node->addr, d.slot, node->addr);
-        char err[320];
-        snprintf(err, sizeof(err), "%.*s", n - 3, line + 1);
-        client_answer(c, line, (size_t)n, err, 1);
+        client_answer_error_line(c, line, (size_t)n);
         return 0;
     }
     /* Another node's shared connection: what it was sent elsewhere stays

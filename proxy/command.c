@@ -114,9 +114,7 @@ int cmd_needs_own_connection(int argc, const resp_arg *argv)
     case 'a':
         return cmd_arg_is(name, "auth") || cmd_arg_is(name, "asking");
     case 'b':
-        return cmd_arg_is(name, "blpop") || cmd_arg_is(name, "brpop") || cmd_arg_is(name, "brpoplpush") ||
-               cmd_arg_is(name, "blmove") || cmd_arg_is(name, "blmpop") || cmd_arg_is(name, "bzpopmin") ||
-               cmd_arg_is(name, "bzpopmax") || cmd_arg_is(name, "bzmpop");
+        return cmd_is_blocking(argc, argv);
     case 'c':
         /* CONFIG SET may set an output limit that makes sharing unsafe:
          * what the client sends next must not run on the shared connection
@@ -137,8 +135,7 @@ int cmd_needs_own_connection(int argc, const resp_arg *argv)
     case 'w':
         return cmd_arg_is(name, "watch") || cmd_arg_is(name, "wait") || cmd_arg_is(name, "waitaof");
     case 'x':
-        return (cmd_arg_is(name, "xread") || cmd_arg_is(name, "xreadgroup")) &&
-               cmd_has_block_option(argc, argv);
+        return cmd_is_blocking(argc, argv);
     default:
         return 0;
     }

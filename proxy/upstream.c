@@ -1253,15 +1253,23 @@ static void up_on_written(outq *q, int status)
         client_shared_drained(up->srv, up);
 }
 
+/* Copy a request into `kept` and queue it from there: written with the
+ * rest, and still at hand until its entry (whose `keep` the caller sets to
+ * n) is answered. req must not point into `kept` (it may move). */
+static void up_send_kept(upstream_conn *up, const char *req, size_t n)
+{
+    size_t off = up->kept.len;
+    vp_buf_append(&up->kept, req, n);
+    outq_add_ref(&up->out, &up->kept, off, n);
+}
+
 void upstream_resend(upstream_conn *up, const up_entry *e, const char *req, size_t n, int asking)
 {
     static const char asking_cmd[] = "*1\r\n$6\r\nASKING\r\n";
     if (asking) upstream_forward_silent(up, asking_cmd, sizeof(asking_cmd) - 1);
     if (e->kind == UP_VERB) up_ensure_script(up, upstream_verbs(up)->verbs[e->verb]);
     up->srv->stats.commands_forwarded++;
-    size_t off = up->kept.len;
-    vp_buf_append(&up->kept, req, n);
-    outq_add_ref(&up->out, &up->kept, off, n);
+    up_send_kept(up, req, n);
     up_entry *r = up_fifo_push(up, e->client, e->kind);
     r->seq = e->seq;
     r->keep = (unsigned)n;
@@ -1334,9 +1342,7 @@ static int up_forward(upstream_conn *up, struct client_session *c, const char *p
         if (up->srv->cluster) {
             /* Kept until answered, to be sent again after a -MOVED or
              * -ASK (up_decide_redirect): the one copy, as outq's. */
-            size_t off = up->kept.len;
-            vp_buf_append(&up->kept, p, n);
-            outq_add_ref(&up->out, &up->kept, off, n);
+            up_send_kept(up, p, n);
             up_fifo_push(up, c, UP_REPLY)->keep = (unsigned)n;
             return 1;
         }
