@@ -12,6 +12,7 @@
 #include "proxy/admin.h"
 #include "proxy/auth.h"
 #include "proxy/cluster.h"
+#include "proxy/cluster_merge.h"
 #include "proxy/limits.h"
 #include "proxy/log.h"
 #include "proxy/pool.h"
@@ -131,8 +132,10 @@ static void slot_pop(client_session *c)
     client_slot *s = slot_at(c, 0);
     free(s->data);
     free(s->verb_ids);
+    cmerge_free(s->merge);
     s->data = NULL;
     s->verb_ids = NULL;
+    s->merge = NULL;
     c->slot_head = (c->slot_head + 1) % c->slot_cap;
     c->slot_len--;
     c->slot_seq++;
@@ -856,7 +859,9 @@ static void client_stream_partial(client_session *c, const char *p, size_t avail
 {
     size_t n;
     if (!c->streaming) {
-        if (avail < CLIENT_STREAM_THRESHOLD) return;
+        /* Cluster mode routes a request by its keys, and may split it or
+         * send it again after a -MOVED: it must be whole first. */
+        if (avail < CLIENT_STREAM_THRESHOLD || c->srv->cluster) return;
         if (c->up->shared) {
             /* Half a request on a shared connection would hold up everyone
              * behind it: streaming is done on a connection of its own.
@@ -1011,6 +1016,76 @@ static void client_note_own_state(client_session *c, int argc, const resp_arg *a
     }
 }
 
+/* Cluster mode: a command split by slot or fanned out over every primary
+ * (CLUSTER_SPLIT): its parts go on the nodes' shared connections, their
+ * replies to one slot, merged there (cluster_merge.h). A client on a
+ * connection of its own goes back to the shared ones for it, once its
+ * replies are in, unless that connection holds state (a transaction: there
+ * Redis's CROSSSLOT, which aborts it). Returns 0 (sent or answered) or -1
+ * (held, as client_route). */
+static int client_route_split(client_session *c, const cluster_decision *d, const resp_arg *argv)
+{
+    vp_server *srv = c->srv;
+    if (c->up && !c->up->shared) {
+        if (c->own_tx || c->own_state) {
+            metrics_count(&srv->metrics, c->cur_cmd);
+            char line[320];
+            int n;
+            if (upstream_local_mode(c->up) == UP_LOCAL_IN_MULTI && !d->fanout)
+                n = snprintf(line, sizeof(line), "%s\r\n", RPLAN_ERR_CROSSSLOT);
+            else
+                n = snprintf(line, sizeof(line),
+                             "-ERR verbproxy: '%.*s' %s is not supported on a connection holding state (on "
+                             "cluster node %s)\r\n",
+                             (int)(argv[0].len > 32 ? 32 : argv[0].len), argv[0].ptr,
+                             d->fanout ? "over every primary" : "with keys in several slots",
+                             c->up->node->addr);
+            client_answer_error_line(c, line, (size_t)n);
+            return 0;
+        }
+        if (c->slot_len) {
+            c->settling = 1;
+            return -1;
+        }
+        upstream_close(c->up);
+        c->up = NULL;
+        c->own_upstream = 0;
+    }
+    route_node *node;
+    const char *req;
+    size_t len;
+    for (int i = 0; i < d->nparts; i++) {
+        cluster_part(srv, i, &node, &req, &len);
+        upstream_conn *up = upstream_shared(srv, node, c->id);
+        if (!upstream_is_ready(up)) { /* client_shared_ready resumes it */
+            c->route_node = node;
+            c->up = up;
+            return -1;
+        }
+    }
+    if (c->up && c->up->retired) {
+        c->settling = 1; /* as client_may_share */
+        return -1;
+    }
+    if (c->slot_len >= client_share_window(c)) {
+        c->owed_wait = 1;
+        client_stop_reading(c);
+        return -1;
+    }
+    metrics_count(&srv->metrics, c->cur_cmd);
+    unsigned long long seq = client_next_seq(c);
+    client_slot *s = slot_push(c, SLOT_WAITING);
+    s->merge = cluster_part_merge(srv);
+    for (int i = 0; i < d->nparts; i++) {
+        cluster_part(srv, i, &node, &req, &len);
+        c->up = upstream_shared(srv, node, c->id);
+        upstream_forward_part(c->up, c, CLIENT_PART_SEQ(seq, (unsigned long long)i), req, len);
+    }
+    c->route_node = node;
+    c->used_shared = 1;
+    return 0;
+}
+
 /* Cluster mode: where the command at hand goes (cluster.h). 1: on with it,
  * c->up being its node's connection; 0: answered here; -1: held, left in
  * the buffer until the slot map or the node's connection is ready
@@ -1051,6 +1126,7 @@ static int client_route(client_session *c, int argc, const resp_arg *argv)
             client_answer(c, d.reply, d.len, NULL, 1);
         return 0;
     }
+    if (d.kind == CLUSTER_SPLIT) return client_route_split(c, &d, argv);
     route_node *node = d.node ? d.node : c->up ? c->up->node : cluster_any_node(srv);
     if (!c->up || c->up->node == node) {
         c->route_node = node;
@@ -1503,15 +1579,46 @@ static void client_count_reply(client_session *c, size_t n, int done)
     if (done) c->reply_bytes = 0;
 }
 
+/* Cluster mode: a piece of one part's reply of a split command. Once every
+ * part is in, the slot holds the merged reply. */
+static void client_reply_part(client_session *c, client_slot *s, int part, const char *p, size_t n, int done)
+{
+    client_count_reply(c, n, done);
+    if (!cmerge_add(s->merge, part, p, n, done)) return;
+    vp_buf out = {0};
+    cmerge_result(s->merge, &out);
+    cmerge_free(s->merge);
+    s->merge = NULL;
+    free(s->data);
+    s->data = out.data;
+    s->len = out.len;
+    s->cap = out.cap;
+    s->kind = SLOT_READY;
+    client_release_ready(c);
+}
+
 void client_reply(client_session *c, unsigned long long seq, const char *p, size_t n, int done)
 {
     if (c->closing) return;
+    unsigned part = (unsigned)(seq >> CLIENT_PART_SHIFT);
+    seq &= (1ULL << CLIENT_PART_SHIFT) - 1;
     unsigned long long idx = seq - c->slot_seq;
-    if (seq < c->slot_seq || idx >= c->slot_len || slot_at(c, idx)->kind != SLOT_WAITING) {
+    if (seq < c->slot_seq || idx >= c->slot_len || slot_at(c, idx)->kind != SLOT_WAITING ||
+        (part && !slot_at(c, idx)->merge)) {
         vp_log(VP_LOG_WARNING, "client %llu: reply for no waiting slot; dropped", c->id);
         return;
     }
     client_slot *s = slot_at(c, idx);
+    if (part) {
+        client_reply_part(c, s, (int)part - 1, p, n, done);
+        return;
+    }
+    if (s->merge) {
+        /* the whole command answered at once (a refusal): the parts are not
+         * waited for */
+        cmerge_free(s->merge);
+        s->merge = NULL;
+    }
     if (c->up && c->up->shared) client_count_reply(c, n, done);
     if (s->replace) {
         if (done) s->kind = SLOT_READY;

@@ -54,7 +54,14 @@ typedef struct client_slot {
     char *data;    /* owned */
     int *verb_ids; /* patch: owned */
     int nverb_ids;
+    struct cmerge *merge; /* cluster mode: the parts of a split or fanned-out command (owned) */
 } client_slot;
+
+/* Cluster mode: the replies to a split command's parts are for one slot;
+ * the part's number (from 1) is in the top bits of their sequence number
+ * (client slot numbers never get near 2^48). */
+#define CLIENT_PART_SHIFT 48
+#define CLIENT_PART_SEQ(seq, part) ((seq) | ((unsigned long long)((part) + 1) << CLIENT_PART_SHIFT))
 
 typedef struct client_session {
     vp_server *srv;

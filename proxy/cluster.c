@@ -11,6 +11,7 @@
 #include "lua/verbs.h"
 #include "proxy/buffer.h"
 #include "proxy/client.h"
+#include "proxy/cluster_merge.h"
 #include "proxy/hashslot.h"
 #include "proxy/log.h"
 #include "proxy/redirect.h"
@@ -56,6 +57,19 @@ struct cluster_state {
     rplan_space space;
     void *space_mem;
     int space_cap;
+    int *idx; /* arg_cap: a split part's argument indices */
+    /* A CLUSTER_SPLIT decision's parts: part i's request is
+     * part_reqs[part_off[i] .. part_off[i+1]) for part_node[i]. */
+    vp_buf part_reqs;
+    size_t *part_off;
+    route_node **part_node;
+    int nparts, part_cap;
+    rplan_merge merge;
+    int merge_nkeys;        /* MGET: the keys (their parts and places: space.group, space.pos) */
+    unsigned scan_node;     /* SCAN: the part's node ordinal ... */
+    unsigned scan_nnodes;   /* ... of this many primaries */
+    route_node **primaries; /* fan-out: the primaries in the order of their lowest slot */
+    int primaries_cap;
 };
 
 static uint64_t cluster_now(vp_server *srv)
@@ -241,7 +255,12 @@ static void cluster_timer_closed(uv_handle_t *h)
     slotmap_free(&cs->map);
     free(cs->argp);
     free(cs->lens);
+    free(cs->idx);
     free(cs->space_mem);
+    vp_buf_free(&cs->part_reqs);
+    free(cs->part_off);
+    free(cs->part_node);
+    free(cs->primaries);
     free(cs);
 }
 
@@ -311,8 +330,10 @@ static void plan_grow_args(cluster_state *cs, int argc)
         cap *= 2;
     free(cs->argp);
     free(cs->lens);
+    free(cs->idx);
     cs->argp = vp_malloc((size_t)cap * sizeof(*cs->argp));
     cs->lens = vp_malloc((size_t)cap * sizeof(*cs->lens));
+    cs->idx = vp_malloc((size_t)cap * sizeof(*cs->idx));
     cs->arg_cap = cap;
 }
 
@@ -327,6 +348,10 @@ static void plan_grow_space(cluster_state *cs, int keys)
     rplan_space_init(&cs->space, cap, cs->space_mem);
     cs->space_cap = cap;
 }
+
+static void plan_split(cluster_state *cs, const resp_arg *argv, const rplan *plan, cluster_decision *d);
+static void plan_fanout(vp_server *srv, int argc, const resp_arg *argv, const rplan *plan,
+                        cluster_decision *d);
 
 void cluster_plan(vp_server *srv, int argc, const resp_arg *argv, const verb_def *v, cluster_decision *d)
 {
@@ -387,16 +412,157 @@ void cluster_plan(vp_server *srv, int argc, const resp_arg *argv, const verb_def
         }
         return;
     case RPLAN_SPLIT:
-    case RPLAN_FANOUT: {
-        /* Not yet: an error, never a partial answer from one node. */
-        int n = snprintf(d->buf, sizeof(d->buf),
-                         "-ERR verbproxy: '%.*s' %s is not supported in cluster mode yet\r\n",
-                         (int)(argv[0].len > 32 ? 32 : argv[0].len), argv[0].ptr,
-                         plan.kind == RPLAN_SPLIT ? "with keys in several slots" : "over every primary");
-        answer(d, d->buf, (size_t)n, 1);
+        plan_split(cs, argv, &plan, d);
+        return;
+    case RPLAN_FANOUT:
+        plan_fanout(srv, argc, argv, &plan, d);
         return;
     }
+}
+
+/* ---- split and fanned-out commands ---- */
+
+static void parts_reset(cluster_state *cs, int nparts)
+{
+    if (nparts > cs->part_cap) {
+        int cap = cs->part_cap ? cs->part_cap : 8;
+        while (cap < nparts)
+            cap *= 2;
+        free(cs->part_off);
+        free(cs->part_node);
+        cs->part_off = vp_malloc(((size_t)cap + 1) * sizeof(*cs->part_off));
+        cs->part_node = vp_malloc((size_t)cap * sizeof(*cs->part_node));
+        cs->part_cap = cap;
     }
+    cs->part_reqs.len = 0;
+    cs->nparts = 0;
+    cs->part_off[0] = 0;
+}
+
+/* Part `nparts` for `node`: the arguments idx[0..argc) of argv, argument
+ * `swap` (if >= 0) replaced by swap_p/swap_n. */
+static void part_add(cluster_state *cs, route_node *node, const resp_arg *argv, const int *idx, int argc,
+                     int swap, const char *swap_p, size_t swap_n)
+{
+    vp_buf *b = &cs->part_reqs;
+    vp_buf_appendf(b, "*%d\r\n", argc);
+    for (int i = 0; i < argc; i++) {
+        const char *p = idx[i] == swap ? swap_p : argv[idx[i]].ptr;
+        size_t n = idx[i] == swap ? swap_n : argv[idx[i]].len;
+        vp_buf_appendf(b, "$%zu\r\n", n);
+        vp_buf_append(b, p, n);
+        vp_buf_append(b, "\r\n", 2);
+    }
+    cs->part_node[cs->nparts++] = node;
+    cs->part_off[cs->nparts] = b->len;
+}
+
+static void go_parts(cluster_state *cs, cluster_decision *d, rplan_merge merge)
+{
+    d->kind = CLUSTER_SPLIT;
+    d->nparts = cs->nparts;
+    cs->merge = merge;
+}
+
+/* MGET, DEL, ... over several slots: one part per slot, its keys in their
+ * order. */
+static void plan_split(cluster_state *cs, const resp_arg *argv, const rplan *plan, cluster_decision *d)
+{
+    parts_reset(cs, plan->ngroups);
+    for (int g = 0; g < plan->ngroups; g++) {
+        route_node *node = cs->slot_node[cs->space.groups[g].slot];
+        if (!node) {
+            answer(d, clusterdown_unserved, sizeof(clusterdown_unserved) - 1, 1);
+            return;
+        }
+        int n = rplan_group_args(plan, g, cs->idx, cs->arg_cap);
+        part_add(cs, node, argv, cs->idx, n, -1, NULL, 0);
+    }
+    cs->merge_nkeys = plan->nkeys;
+    go_parts(cs, d, plan->merge);
+}
+
+/* The primaries, each once, in the order of their lowest slot: the order
+ * fan-out replies merge in, and a SCAN cursor's node ordinal. */
+static int primaries(vp_server *srv, cluster_state *cs)
+{
+    if (cs->primaries_cap < srv->nnodes) {
+        free(cs->primaries);
+        cs->primaries_cap = srv->nnodes;
+        cs->primaries = vp_malloc((size_t)cs->primaries_cap * sizeof(*cs->primaries));
+    }
+    int n = 0;
+    route_node *last = NULL;
+    for (int s = 0; s < HASHSLOT_COUNT; s++) {
+        route_node *node = cs->slot_node[s];
+        if (!node || node == last) continue;
+        last = node;
+        int seen = 0;
+        for (int i = 0; i < n && !seen; i++)
+            seen = cs->primaries[i] == node;
+        if (!seen && n < cs->primaries_cap) cs->primaries[n++] = node;
+    }
+    return n;
+}
+
+/* DBSIZE, KEYS, FLUSHALL, SCRIPT LOAD, ...: the command as it is to every
+ * primary. SCAN: to the node its cursor names, with that node's cursor. */
+static void plan_fanout(vp_server *srv, int argc, const resp_arg *argv, const rplan *plan,
+                        cluster_decision *d)
+{
+    cluster_state *cs = srv->cluster;
+    int np = primaries(srv, cs);
+    if (np == 0) {
+        answer(d, clusterdown_unserved, sizeof(clusterdown_unserved) - 1, 1);
+        return;
+    }
+    for (int i = 0; i < argc; i++)
+        cs->idx[i] = i;
+    if (plan->merge == RPLAN_MERGE_SCAN) {
+        unsigned node;
+        uint64_t node_cursor;
+        if (rplan_scan_decode(argv[1].ptr, argv[1].len, &node, &node_cursor) < 0) {
+            answer_text(d, RPLAN_ERR_CURSOR, 1);
+            return;
+        }
+        if (node >= (unsigned)np) {
+            /* a cursor of a node gone since (fewer primaries now): the end */
+            static const char done[] = "*2\r\n$1\r\n0\r\n*0\r\n";
+            answer(d, done, sizeof(done) - 1, 0);
+            return;
+        }
+        char cur[24];
+        int n = snprintf(cur, sizeof(cur), "%llu", (unsigned long long)node_cursor);
+        parts_reset(cs, 1);
+        part_add(cs, cs->primaries[node], argv, cs->idx, argc, 1, cur, (size_t)n);
+        cs->scan_node = node;
+        cs->scan_nnodes = (unsigned)np;
+        go_parts(cs, d, RPLAN_MERGE_SCAN);
+        d->fanout = 1;
+        return;
+    }
+    parts_reset(cs, np);
+    for (int i = 0; i < np; i++)
+        part_add(cs, cs->primaries[i], argv, cs->idx, argc, -1, NULL, 0);
+    go_parts(cs, d, plan->merge);
+    d->fanout = 1;
+}
+
+void cluster_part(vp_server *srv, int i, route_node **node, const char **req, size_t *len)
+{
+    cluster_state *cs = srv->cluster;
+    *node = cs->part_node[i];
+    *req = cs->part_reqs.data + cs->part_off[i];
+    *len = cs->part_off[i + 1] - cs->part_off[i];
+}
+
+struct cmerge *cluster_part_merge(vp_server *srv)
+{
+    cluster_state *cs = srv->cluster;
+    cmerge *m = cmerge_new(cs->merge, cs->nparts, cs->merge == RPLAN_MERGE_MGET ? cs->merge_nkeys : 0,
+                           cs->space.group, cs->space.pos);
+    if (cs->merge == RPLAN_MERGE_SCAN) cmerge_set_scan(m, cs->scan_node, cs->scan_nnodes);
+    return m;
 }
 
 /* ---- redirects ---- */

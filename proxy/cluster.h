@@ -45,7 +45,9 @@ typedef struct cluster_state cluster_state; /* cluster.c's */
 typedef enum cluster_route {
     CLUSTER_GO,     /* send it to `node` */
     CLUSTER_ANSWER, /* answer `reply` (len bytes, static or in the decision) in order */
-    CLUSTER_WAIT    /* no slot map yet: hold the command (cluster_map_ready resumes) */
+    CLUSTER_WAIT,   /* no slot map yet: hold the command (cluster_map_ready resumes) */
+    CLUSTER_SPLIT   /* nparts requests to several nodes (cluster_part), one reply made of theirs
+                       (cluster_part_merge): a split or fanned-out command */
 } cluster_route;
 
 typedef struct cluster_decision {
@@ -53,6 +55,8 @@ typedef struct cluster_decision {
     struct route_node *node; /* GO: NULL for "any node will do" */
     int slot;                /* GO: the command's slot, -1 when it has no key */
     int error;               /* ANSWER: the reply is an error (metrics) */
+    int nparts;              /* SPLIT */
+    int fanout;              /* SPLIT: every primary (not keys split by slot) */
     const char *reply;
     size_t len;
     char buf[128]; /* for a reply made here (an integer, an echoed argument's header) */
@@ -68,6 +72,12 @@ int cluster_ready(const struct vp_server *srv);
  * names, NULL for a Redis command). Pure but for the map's lookups. */
 void cluster_plan(struct vp_server *srv, int argc, const resp_arg *argv, const struct verb_def *v,
                   cluster_decision *d);
+/* After a CLUSTER_SPLIT decision: part i's node and request (a RESP
+ * multibulk in the plan's scratch: valid until the next cluster_plan). */
+void cluster_part(struct vp_server *srv, int i, struct route_node **node, const char **req, size_t *len);
+/* After a CLUSTER_SPLIT decision: a new merge for its parts' replies (the
+ * caller's, cmerge_free). */
+struct cmerge *cluster_part_merge(struct vp_server *srv);
 /* The node serving the first covered slot: where keyless commands go. */
 struct route_node *cluster_any_node(struct vp_server *srv);
 

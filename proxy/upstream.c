@@ -1329,6 +1329,19 @@ int upstream_forward_copy(upstream_conn *up, struct client_session *c, const cha
     return up_forward(up, c, p, n, kind, 1);
 }
 
+int upstream_forward_part(upstream_conn *up, struct client_session *c, unsigned long long seq,
+                          const char *req, size_t n)
+{
+    up->srv->stats.commands_forwarded++;
+    up->srv->stats.shared_commands++;
+    up_hold_note(up, c);
+    up_send_kept(up, req, n);
+    up_entry *e = up_fifo_push(up, c, UP_REPLY);
+    e->seq = seq;
+    e->keep = (unsigned)n;
+    return 1;
+}
+
 static int up_forward(upstream_conn *up, struct client_session *c, const char *p, size_t n, cmd_kind kind,
                       int copy)
 {

@@ -347,6 +347,12 @@ void upstream_side_detach(vp_server *srv, struct client_session *c);
  * connection's node: send it again here (after ASKING when `asking`), its
  * reply for the same client slot. */
 void upstream_resend(upstream_conn *up, const up_entry *e, const char *req, size_t n, int asking);
+/* Cluster mode, on a shared connection: one part of a split or fanned-out
+ * command (req copied and kept, like every request there, for redirects),
+ * its reply for the client's slot `seq` with the part's number in its top
+ * bits (CLIENT_PART_SEQ). */
+int upstream_forward_part(upstream_conn *up, struct client_session *c, unsigned long long seq,
+                          const char *req, size_t n);
 /* Send one request (bytes stay the caller's until upstream_flush()). Returns 1
  * if a reply will come back for it, so the client queues a waiting slot
  * (whose sequence number the entry records: client_next_seq()). */

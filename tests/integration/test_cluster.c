@@ -187,6 +187,8 @@ static void *mover_check_run(void *arg)
             redisAppendCommand(c, "GET %s:k%d", m->tag, i);
         }
         redisAppendCommand(c, "INCR %s:n", m->tag);
+        /* split: one part on the moving slot, one elsewhere */
+        redisAppendCommand(c, "MGET %s:k0 elsewhere:%lld %s:k1", m->tag, m->rounds, m->tag);
         for (int i = 0; i < MOVE_KEYS && !m->why[0]; i++) {
             char want[64];
             snprintf(want, sizeof(want), "r%lld-%d", m->rounds, i);
@@ -206,6 +208,18 @@ static void *mover_check_run(void *arg)
                            r->type != REDIS_REPLY_INTEGER || r->integer != ++counter))
             snprintf(m->why, sizeof(m->why), "INCR %s:n: expected %lld, got %s", m->tag, counter,
                      VT_DESCRIBE(r));
+        if (r) freeReplyObject(r);
+        r = NULL;
+        char want0[64], want1[64];
+        snprintf(want0, sizeof(want0), "r%lld-0", m->rounds);
+        snprintf(want1, sizeof(want1), "r%lld-1", m->rounds);
+        if (!m->why[0] &&
+            (redisGetReply(c, (void **)&r) != REDIS_OK || !r || r->type != REDIS_REPLY_ARRAY ||
+             r->elements != 3 || r->element[0]->type != REDIS_REPLY_STRING ||
+             strcmp(r->element[0]->str, want0) != 0 || r->element[1]->type != REDIS_REPLY_NIL ||
+             r->element[2]->type != REDIS_REPLY_STRING || strcmp(r->element[2]->str, want1) != 0))
+            snprintf(m->why, sizeof(m->why), "MGET %s:k0 elsewhere %s:k1: expected [%s, nil, %s], got %s",
+                     m->tag, m->tag, want0, want1, VT_DESCRIBE(r));
         if (r) freeReplyObject(r);
         m->rounds++;
     }
@@ -261,4 +275,236 @@ Test(cluster, a_slot_moved_under_pipelines_loses_and_shows_nothing)
               "the counter on the new owner: %s", VT_DESCRIBE(r));
     freeReplyObject(r);
     redisFree(c);
+}
+
+/* ---- split and fanned-out commands ---- */
+
+#define SPLIT_KEYS 600
+
+static redisReply *argv_cmd(redisContext *c, const char *name, int from, int to, int with_missing)
+{
+    int cap = 2 * (to - from) + 2;
+    const char **argv = calloc((size_t)cap, sizeof(*argv));
+    size_t *lens = calloc((size_t)cap, sizeof(*lens));
+    char(*keys)[32] = calloc((size_t)cap, sizeof(*keys));
+    int argc = 0;
+    argv[argc++] = name;
+    for (int i = from; i < to; i++) {
+        snprintf(keys[argc], sizeof(keys[0]), "sk:%d", i);
+        argv[argc] = keys[argc];
+        argc++;
+        if (with_missing && i % 7 == 0) {
+            snprintf(keys[argc], sizeof(keys[0]), "missing:%d", i);
+            argv[argc] = keys[argc];
+            argc++;
+        }
+    }
+    for (int i = 0; i < argc; i++)
+        lens[i] = strlen(argv[i]);
+    redisReply *r = redisCommandArgv(c, argc, argv, lens);
+    free(keys);
+    free(lens);
+    free(argv);
+    return r;
+}
+
+static void assert_integer(redisReply *r, long long want, const char *what)
+{
+    cr_assert(r && r->type == REDIS_REPLY_INTEGER && r->integer == want, "%s: expected %lld, got %s", what,
+              want, VT_DESCRIBE(r));
+    freeReplyObject(r);
+}
+
+/* (vt_assert_* evaluate their reply more than once: a command's reply is
+ * taken here first.) */
+static void expect_status(redisReply *r, const char *want)
+{
+    vt_assert_status(r, want);
+    freeReplyObject(r);
+}
+
+static void expect_error(redisReply *r, const char *prefix)
+{
+    vt_assert_error(r, prefix);
+    freeReplyObject(r);
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+Test(cluster, split_and_fanned_out_commands_answer_as_one_redis)
+{
+    redisContext *c = vt_must_connect(proxy->port);
+    expect_status(vt_cmd(c, "FLUSHALL"), "OK");
+    for (int i = 0; i < SPLIT_KEYS; i++)
+        redisAppendCommand(c, "SET sk:%d v%d", i, i);
+    for (int i = 0; i < SPLIT_KEYS; i++) {
+        redisReply *r = NULL;
+        cr_assert_eq(redisGetReply(c, (void **)&r), REDIS_OK);
+        expect_status(r, "OK");
+    }
+    /* DBSIZE sums the primaries, which each hold some. */
+    assert_integer(vt_cmd(c, "DBSIZE"), SPLIT_KEYS, "DBSIZE");
+    long long sum = 0;
+    for (int i = 0; i < VT_CLUSTER_NODES; i++)
+        if (vt_cluster_is_primary(cl, i)) {
+            long long n = node_dbsize(i);
+            cr_assert_gt(n, 0, "primary %d holds no key", i);
+            sum += n;
+        }
+    cr_assert_eq(sum, SPLIT_KEYS);
+
+    /* MGET over every slot: the values in key order, missing keys nil. */
+    redisReply *r = argv_cmd(c, "MGET", 0, SPLIT_KEYS, 1);
+    cr_assert(r && r->type == REDIS_REPLY_ARRAY, "MGET: %s", VT_DESCRIBE(r));
+    size_t e = 0;
+    for (int i = 0; i < SPLIT_KEYS; i++) {
+        char want[32];
+        snprintf(want, sizeof(want), "v%d", i);
+        cr_assert(e < r->elements && r->element[e]->type == REDIS_REPLY_STRING &&
+                      strcmp(r->element[e]->str, want) == 0,
+                  "MGET element %zu (sk:%d): %s", e, i,
+                  e < r->elements ? VT_DESCRIBE(r->element[e]) : "none");
+        e++;
+        if (i % 7 == 0) {
+            cr_assert(e < r->elements && r->element[e]->type == REDIS_REPLY_NIL, "missing:%d not nil", i);
+            e++;
+        }
+    }
+    cr_assert_eq(e, r->elements);
+    freeReplyObject(r);
+
+    /* EXISTS and TOUCH count each key as Redis does (missing ones 0). */
+    assert_integer(argv_cmd(c, "EXISTS", 0, 100, 1), 100, "EXISTS");
+    assert_integer(argv_cmd(c, "TOUCH", 100, 200, 1), 100, "TOUCH");
+    assert_integer(vt_cmd(c, "EXISTS sk:1 sk:1 sk:2 missing"), 3, "EXISTS with a key twice");
+
+    /* KEYS over every primary: each key once. */
+    r = vt_cmd(c, "KEYS sk:*");
+    cr_assert(r && r->type == REDIS_REPLY_ARRAY && r->elements == SPLIT_KEYS, "KEYS: %s", VT_DESCRIBE(r));
+    freeReplyObject(r);
+
+    /* A whole SCAN: the cursor walks node after node and every key comes
+     * back (nothing is written meanwhile: no key twice either). */
+    char **seen = calloc(SPLIT_KEYS * 2, sizeof(*seen));
+    size_t nseen = 0;
+    char cursor[32] = "0";
+    int calls = 0;
+    do {
+        r = vt_cmd(c, "SCAN %s COUNT 40", cursor);
+        cr_assert(r && r->type == REDIS_REPLY_ARRAY && r->elements == 2, "SCAN: %s", VT_DESCRIBE(r));
+        snprintf(cursor, sizeof(cursor), "%s", r->element[0]->str);
+        for (size_t i = 0; i < r->element[1]->elements; i++) {
+            cr_assert_lt(nseen, SPLIT_KEYS * 2, "SCAN returned far too many keys");
+            seen[nseen++] = strdup(r->element[1]->element[i]->str);
+        }
+        freeReplyObject(r);
+        cr_assert_lt(++calls, 1000, "SCAN never ended");
+    } while (strcmp(cursor, "0") != 0);
+    cr_assert_eq(nseen, SPLIT_KEYS, "SCAN returned %zu keys", nseen);
+    qsort(seen, nseen, sizeof(*seen), cmp_str);
+    for (size_t i = 1; i < nseen; i++)
+        cr_assert_str_neq(seen[i - 1], seen[i], "SCAN returned %s twice", seen[i]);
+    for (size_t i = 0; i < nseen; i++)
+        free(seen[i]);
+    free(seen);
+    expect_error(vt_cmd(c, "SCAN notanumber"), "ERR invalid cursor");
+
+    /* Split commands pipelined with plain ones: every reply in order. */
+    for (int i = 0; i < 200; i++) {
+        redisAppendCommand(c, "MGET sk:%d sk:%d sk:%d", i, i + 1, i + 2);
+        redisAppendCommand(c, "INCR {split}n");
+        redisAppendCommand(c, "DBSIZE");
+    }
+    for (int i = 0; i < 200; i++) {
+        cr_assert_eq(redisGetReply(c, (void **)&r), REDIS_OK);
+        cr_assert(r && r->type == REDIS_REPLY_ARRAY && r->elements == 3, "MGET %d: %s", i, VT_DESCRIBE(r));
+        for (int k = 0; k < 3; k++) {
+            char want[32];
+            snprintf(want, sizeof(want), "v%d", i + k);
+            cr_assert_str_eq(r->element[k]->str, want, "MGET %d element %d", i, k);
+        }
+        freeReplyObject(r);
+        cr_assert_eq(redisGetReply(c, (void **)&r), REDIS_OK);
+        assert_integer(r, i + 1, "INCR");
+        cr_assert_eq(redisGetReply(c, (void **)&r), REDIS_OK);
+        assert_integer(r, SPLIT_KEYS + 1, "DBSIZE in the pipeline");
+    }
+
+    /* Scripts: loaded on every primary; EXISTS true only where all have it. */
+    r = vt_cmd(c, "SCRIPT LOAD %s", "return 'split'");
+    cr_assert(r && r->type == REDIS_REPLY_STRING && strlen(r->str) == 40, "SCRIPT LOAD: %s", VT_DESCRIBE(r));
+    char sha[41];
+    snprintf(sha, sizeof(sha), "%s", r->str);
+    freeReplyObject(r);
+    for (int i = 0; i < VT_CLUSTER_NODES; i++) {
+        if (!vt_cluster_is_primary(cl, i)) continue;
+        redisContext *d = vt_must_connect(cl->node[i]->port);
+        r = vt_cmd(d, "SCRIPT EXISTS %s", sha);
+        cr_assert(r && r->type == REDIS_REPLY_ARRAY && r->element[0]->integer == 1, "primary %d lacks it", i);
+        freeReplyObject(r);
+        redisFree(d);
+    }
+    r = vt_cmd(c, "SCRIPT EXISTS %s 0000000000000000000000000000000000000000", sha);
+    cr_assert(r && r->type == REDIS_REPLY_ARRAY && r->elements == 2 && r->element[0]->integer == 1 &&
+                  r->element[1]->integer == 0,
+              "SCRIPT EXISTS: %s", VT_DESCRIBE(r));
+    freeReplyObject(r);
+    /* SCRIPT FLUSH everywhere; a verb after it still answers (no NOSCRIPT). */
+    expect_status(vt_cmd(c, "SCRIPT FLUSH"), "OK");
+    r = vt_cmd(c, "SCRIPT EXISTS %s", sha);
+    cr_assert(r && r->type == REDIS_REPLY_ARRAY && r->element[0]->integer == 0, "after FLUSH: %s",
+              VT_DESCRIBE(r));
+    freeReplyObject(r);
+    for (int i = 0; i < 20; i++) {
+        r = vt_cmd(c, "ZTICK {zt%d}z 1 100", i);
+        cr_assert(r && r->type == REDIS_REPLY_ARRAY, "ZTICK after SCRIPT FLUSH: %s", VT_DESCRIBE(r));
+        freeReplyObject(r);
+    }
+
+    /* RANDOMKEY: one of the keys. */
+    r = vt_cmd(c, "RANDOMKEY");
+    cr_assert(r && r->type == REDIS_REPLY_STRING && (strncmp(r->str, "sk:", 3) == 0 || r->str[0] == '{'),
+              "RANDOMKEY: %s", VT_DESCRIBE(r));
+    freeReplyObject(r);
+
+    /* MSET over several slots is not split by default (not atomic). */
+    expect_error(vt_cmd(c, "MSET a 1 b 2"), "CROSSSLOT Keys in request don't hash to the same slot");
+    /* Inside a transaction a split command is Redis's CROSSSLOT. */
+    expect_status(vt_cmd(c, "MULTI"), "OK");
+    expect_status(vt_cmd(c, "SET {tx}a 1"), "QUEUED");
+    expect_error(vt_cmd(c, "MGET a b"), "CROSSSLOT Keys in request don't hash to the same slot");
+    r = vt_cmd(c, "EXEC");
+    cr_assert(r && r->type == REDIS_REPLY_ERROR && strncmp(r->str, "EXECABORT", 9) == 0, "EXEC: %s",
+              VT_DESCRIBE(r));
+    freeReplyObject(r);
+
+    /* DEL and UNLINK sum what each node removed; FLUSHALL empties all. */
+    assert_integer(argv_cmd(c, "DEL", 0, 300, 1), 300, "DEL");
+    assert_integer(argv_cmd(c, "UNLINK", 0, SPLIT_KEYS, 0), SPLIT_KEYS - 300, "UNLINK");
+    assert_integer(vt_cmd(c, "EXISTS sk:1 sk:599"), 0, "EXISTS after DEL");
+    expect_status(vt_cmd(c, "FLUSHALL"), "OK");
+    assert_integer(vt_cmd(c, "DBSIZE"), 0, "DBSIZE after FLUSHALL");
+    r = vt_cmd(c, "RANDOMKEY");
+    cr_assert(r && r->type == REDIS_REPLY_NIL, "RANDOMKEY of nothing: %s", VT_DESCRIBE(r));
+    freeReplyObject(r);
+    redisFree(c);
+
+    /* cluster-split-writes yes: MSET split by slot, every key written. */
+    static const char *const args[] = {"--upstream-mode", "cluster", "--cluster-split-writes", "yes", NULL};
+    vt_proxy *split = vt_proxy_start(cl->node[0], &(vt_proxy_opts){.extra_args = args});
+    cr_assert_not_null(split, "verbproxy with cluster-split-writes did not start");
+    c = vt_must_connect(split->port);
+    expect_status(vt_cmd(c, "MSET a 1 b 2 c 3 {a}x 4"), "OK");
+    r = vt_cmd(c, "MGET c {a}x b a");
+    cr_assert(r && r->type == REDIS_REPLY_ARRAY && r->elements == 4 && strcmp(r->element[0]->str, "3") == 0 &&
+                  strcmp(r->element[1]->str, "4") == 0 && strcmp(r->element[2]->str, "2") == 0 &&
+                  strcmp(r->element[3]->str, "1") == 0,
+              "MGET after a split MSET: %s", VT_DESCRIBE(r));
+    freeReplyObject(r);
+    expect_error(vt_cmd(c, "MSETNX a 1 b 2"), "CROSSSLOT");
+    redisFree(c);
+    vt_proxy_free(split);
 }
