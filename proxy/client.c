@@ -12,6 +12,7 @@
 #include "proxy/admin.h"
 #include "proxy/auth.h"
 #include "proxy/cluster.h"
+#include "proxy/client_nodes.h"
 #include "proxy/cluster_merge.h"
 #include "proxy/limits.h"
 #include "proxy/log.h"
@@ -405,6 +406,7 @@ static void client_release_upstream(client_session *c)
 {
     upstream_side_detach(c->srv, c);
     client_detach_cluster(c);
+    cnodes_close_parked(c);
     if (!c->up) return;
     if (c->up->shared) {
         upstream_detach_client(c->up, c);
@@ -998,21 +1000,33 @@ static int client_route_deferred_multi(client_session *c, int argc, const resp_a
 }
 
 /* Cluster mode: what a command sent on the client's own connection leaves
- * there. A transaction (MULTI, WATCH) until EXEC, DISCARD or UNWATCH; the
- * protocol, the user, subscriptions, CLIENT settings for good; a blocking
- * command nothing. While anything is left, the client's commands must go to
- * that connection's node. */
+ * there (client_nodes.h). A transaction (MULTI, WATCH) until EXEC, DISCARD
+ * or UNWATCH; state that follows the client to other nodes (HELLO, AUTH,
+ * CLIENT TRACKING, ...), kept to be sent there first; state that cannot
+ * (subscriptions, MONITOR, CLIENT REPLY OFF) pins it to this node until
+ * RESET. */
 static void client_note_own_state(client_session *c, int argc, const resp_arg *argv)
 {
-    cmd_kind kind = cmd_classify(argc, argv);
-    if (kind == CMD_MULTI || cmd_arg_is(&argv[0], "watch")) {
+    switch (cnodes_effect_of(argc, argv, upstream_local_mode(c->up) == UP_LOCAL_IN_MULTI)) {
+    case CNODES_TX:
         c->own_tx = 1;
-    } else if (kind == CMD_EXEC || kind == CMD_DISCARD) {
+        break;
+    case CNODES_TX_END:
         c->own_tx = 0;
-    } else if (cmd_arg_is(&argv[0], "unwatch")) {
-        if (upstream_local_mode(c->up) != UP_LOCAL_IN_MULTI) c->own_tx = 0;
-    } else if (cmd_needs_own_connection(argc, argv) && !cmd_is_blocking(argc, argv)) {
+        break;
+    case CNODES_PINNED:
         c->own_state = 1;
+        break;
+    case CNODES_FOLLOWS:
+        if (cnodes_keep(c, argc, argv) < 0) c->own_state = 1; /* too much to take along */
+        break;
+    case CNODES_RESET:
+        c->own_tx = c->own_state = 0;
+        cnodes_forget(c);
+        cnodes_close_parked(c);
+        break;
+    case CNODES_NONE:
+        break;
     }
 }
 
@@ -1143,6 +1157,17 @@ static int client_route(client_session *c, int argc, const resp_arg *argv)
             c->settling = 1;
             return -1;
         }
+        if (cnodes_has_state(c)) {
+            /* Its protocol, user, tracking go along: its own connection
+             * to that node, with them sent first. */
+            if (!cnodes_switch(c, node)) {
+                client_refuse_no_descriptor(c);
+                return 0;
+            }
+            if (!upstream_is_ready(c->up)) return -1; /* routed again once it is */
+            client_note_own_state(c, argc, argv);
+            return 1;
+        }
         c->route_node = node;
         upstream_close(c->up);
         c->up = NULL;
@@ -1151,9 +1176,10 @@ static int client_route(client_session *c, int argc, const resp_arg *argv)
         return c->up && upstream_is_ready(c->up) ? 1 : -1;
     }
     if (own) {
-        /* Its connection's state (a transaction, WATCH, the protocol, the
-         * user) lives on one node. In a transaction this is Redis's -MOVED
-         * while queueing, which aborts it at EXEC: here CROSSSLOT. */
+        /* Its connection's state (a transaction, WATCH, subscriptions,
+         * MONITOR, CLIENT REPLY OFF) lives on one node. In a transaction
+         * this is Redis's -MOVED while queueing, which aborts it at EXEC:
+         * here CROSSSLOT. */
         metrics_count(&srv->metrics, c->cur_cmd);
         char line[320];
         int n = upstream_local_mode(c->up) == UP_LOCAL_IN_MULTI
@@ -1917,6 +1943,7 @@ static void client_close_cb(uv_handle_t *h)
     while (c->slot_len)
         slot_pop(c);
     slot_ring_release(c);
+    cnodes_free(c);
     free(c);
 }
 

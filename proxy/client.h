@@ -84,6 +84,8 @@ typedef struct client_session {
                           connections it may be owed replies on others too (each node's), which fill
                           its slots by sequence number as they come */
     struct route_node *route_node; /* cluster mode: the node of the command at hand (route_node_for) */
+    struct cnodes *nodes; /* cluster mode: state that follows it to each node, its own connections to other
+                             nodes (client_nodes.h); NULL until needed */
     char up_error[160];
     int answering_unavailable; /* answer what is buffered with up_error */
 

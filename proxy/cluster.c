@@ -572,28 +572,44 @@ int cluster_is_redirect(const char *p, size_t n)
     return (n > 7 && memcmp(p, "-MOVED ", 7) == 0) || (n > 5 && memcmp(p, "-ASK ", 5) == 0);
 }
 
+/* A -MOVED: the slot is the named node's from now on (until the next
+ * map), and a fresh map is wanted soon. Returns the node. */
+static route_node *learn_moved(upstream_conn *up, const redirect *r)
+{
+    vp_server *srv = up->srv;
+    cluster_state *cs = srv->cluster;
+    const char *host = r->hostlen ? r->host : up->node->host;
+    size_t hostlen = r->hostlen ? r->hostlen : strlen(up->node->host);
+    route_node *node = route_node_add(srv, host, hostlen, r->port);
+    if (!node) return NULL;
+    if (r->kind == REDIRECT_MOVED) {
+        srv->stats.cluster_moved++;
+        if (slotmap_moved(&cs->map, r->slot, host, hostlen, r->port) >= 0) {
+            cs->slot_node[r->slot] = node;
+            if (!cs->any) cs->any = node;
+        }
+        topo_want(&cs->policy, cluster_now(srv), TOPO_MOVED);
+    }
+    return node;
+}
+
+void cluster_note_redirect(upstream_conn *up, const char *p, size_t n)
+{
+    redirect r;
+    if (!up->srv->cluster || redirect_parse(p, n, &r) != REDIRECT_MOVED) return;
+    learn_moved(up, &r);
+}
+
 int cluster_redirect(upstream_conn *up, const up_entry *e, const char *req, size_t reqlen, const char *p,
                      size_t n)
 {
     vp_server *srv = up->srv;
-    cluster_state *cs = srv->cluster;
     redirect r;
-    if (!cs || redirect_parse(p, n, &r) == REDIRECT_NONE) return 0;
+    if (!srv->cluster || redirect_parse(p, n, &r) == REDIRECT_NONE) return 0;
     if (r.kind != REDIRECT_MOVED && r.kind != REDIRECT_ASK) return 0;
-    const char *host = r.hostlen ? r.host : up->node->host;
-    size_t hostlen = r.hostlen ? r.hostlen : strlen(up->node->host);
-    route_node *node = route_node_add(srv, host, hostlen, r.port);
+    route_node *node = learn_moved(up, &r);
     if (!node) return 0;
-    if (r.kind == REDIRECT_MOVED) {
-        srv->stats.cluster_moved++;
-        if (slotmap_moved(&cs->map, r.slot, host, hostlen, r.port) >= 0) {
-            cs->slot_node[r.slot] = node;
-            if (!cs->any) cs->any = node;
-        }
-        topo_want(&cs->policy, cluster_now(srv), TOPO_MOVED);
-    } else {
-        srv->stats.cluster_ask++;
-    }
+    if (r.kind == REDIRECT_ASK) srv->stats.cluster_ask++;
     upstream_conn *to = upstream_shared(srv, node, e->client ? e->client->id : 0);
     if (to == up) return 0; /* sent where it was: a loop; the client gets the error */
     upstream_resend(to, e, req, reqlen, r.kind == REDIRECT_ASK);

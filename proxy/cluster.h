@@ -92,6 +92,9 @@ void cluster_fetch_failed(struct upstream_conn *up, const char *why);
  * goes to the client. */
 int cluster_redirect(struct upstream_conn *up, const struct up_entry *e, const char *req, size_t reqlen,
                      const char *p, size_t n);
+/* A -MOVED the proxy does not follow (a client's own connection passes
+ * it on): the slot map learns it all the same. */
+void cluster_note_redirect(struct upstream_conn *up, const char *p, size_t n);
 /* A reply that says the map may be stale (-CLUSTERDOWN), or a node
  * connection that failed: refresh soon. */
 void cluster_suspect(struct vp_server *srv, const char *why);

@@ -718,9 +718,11 @@ static up_route up_decide_redirect(upstream_conn *up, const up_entry *e, const c
 {
     if (!up->srv->cluster || !whole || p[0] != '-') return ROUTE_REPLY;
     if (n > 12 && memcmp(p, "-CLUSTERDOWN", 12) == 0) cluster_suspect(up->srv, "a reply said -CLUSTERDOWN");
-    if (!e->client || !e->keep || e->flush_epoch || e->redirects >= CLUSTER_MAX_REDIRECTS ||
-        !cluster_is_redirect(p, n))
+    if (!cluster_is_redirect(p, n)) return ROUTE_REPLY;
+    if (!e->client || !e->keep || e->flush_epoch || e->redirects >= CLUSTER_MAX_REDIRECTS) {
+        cluster_note_redirect(up, p, n); /* passed on; the map learns it */
         return ROUTE_REPLY;
+    }
     return ROUTE_REDIRECT;
 }
 

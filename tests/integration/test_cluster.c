@@ -508,3 +508,93 @@ Test(cluster, split_and_fanned_out_commands_answer_as_one_redis)
     redisFree(c);
     vt_proxy_free(split);
 }
+
+/* ---- state that follows a client to every node ---- */
+
+static size_t count_of(const vt_buf *b, const char *needle)
+{
+    size_t n = 0, nl = strlen(needle);
+    for (size_t i = 0; i + nl <= b->len; i++)
+        if (memcmp(b->data + i, needle, nl) == 0) n++;
+    return n;
+}
+
+Test(cluster, a_resp3_client_with_a_name_and_tracking_reaches_every_node)
+{
+    int fd = vt_sock_tcp(proxy->port);
+    cr_assert_geq(fd, 0);
+    vt_buf got = {0};
+    /* HELLO 3 and CLIENT SETNAME on the connection of its first node... */
+    cr_assert(vt_sock_send_str(fd, "*2\r\n$5\r\nHELLO\r\n$1\r\n3\r\n"
+                                   "*3\r\n$6\r\nCLIENT\r\n$7\r\nSETNAME\r\n$2\r\nr3\r\n"));
+    cr_assert(vt_sock_read_replies(fd, &got, 2, VT_READ_DEADLINE_MS), "HELLO, SETNAME: \"%s\"",
+              vt_buf_escaped(&got));
+    cr_assert(vt_buf_contains(&got, "proto") && vt_buf_contains(&got, "+OK\r\n"));
+    /* ... then keys of every node, pipelined: RESP3 replies (a missing key
+     * is _), the name everywhere. */
+    vt_buf req = {0}, want = {0};
+    for (int i = 0; i < 60; i++) {
+        char key[32], val[32];
+        snprintf(key, sizeof(key), "r3:%d", i);
+        snprintf(val, sizeof(val), "v%d", i);
+        char none[48], line[96];
+        snprintf(none, sizeof(none), "none:%s", key);
+        vt_buf_cmd(&req, "SET", key, val, NULL);
+        vt_buf_cmd(&req, "GET", key, NULL);
+        vt_buf_cmd(&req, "GET", none, NULL);
+        vt_buf_cmd(&req, "CLIENT", "GETNAME", NULL);
+        snprintf(line, sizeof(line), "+OK\r\n$%zu\r\n%s\r\n_\r\n$2\r\nr3\r\n", strlen(val), val);
+        vt_buf_append_str(&want, line);
+    }
+    cr_assert(vt_sock_send_buf(fd, &req));
+    vt_buf_free(&got);
+    cr_assert(vt_sock_read_len(fd, &got, want.len, VT_READ_DEADLINE_MS), "got only \"%s\"",
+              vt_buf_escaped(&got));
+    cr_assert(got.len == want.len && memcmp(got.data, want.data, want.len) == 0, "got \"%s\"",
+              vt_buf_escaped(&got));
+    vt_buf_free(&got);
+    /* Its connection to each node has the name (Redis's own CLIENT LIST). */
+    int named = 0;
+    for (int i = 0; i < VT_CLUSTER_NODES; i++) {
+        if (!vt_cluster_is_primary(cl, i)) continue;
+        redisContext *d = vt_must_connect(cl->node[i]->port);
+        redisReply *r = vt_cmd(d, "CLIENT LIST");
+        cr_assert(r && r->type == REDIS_REPLY_STRING);
+        if (strstr(r->str, "name=r3 ") && strstr(r->str, "resp=3")) named++;
+        freeReplyObject(r);
+        redisFree(d);
+    }
+    cr_assert_eq(named, 3, "%d primaries have its RESP3 connection named r3", named);
+
+    /* Tracking set on one node follows it: keys read on every node are
+     * invalidated by each node when another client changes them. */
+    cr_assert(vt_sock_send_str(fd, "*3\r\n$6\r\nCLIENT\r\n$8\r\nTRACKING\r\n$2\r\nON\r\n"));
+    cr_assert(vt_sock_read_replies(fd, &got, 1, VT_READ_DEADLINE_MS));
+    vt_assert_bytes(&got, "+OK\r\n");
+    vt_buf_free(&got);
+    vt_buf_free(&req);
+    for (int i = 0; i < 30; i++) {
+        char key[32];
+        snprintf(key, sizeof(key), "r3:%d", i);
+        vt_buf_cmd(&req, "GET", key, NULL);
+    }
+    cr_assert(vt_sock_send_buf(fd, &req));
+    cr_assert(vt_sock_read_replies(fd, &got, 30, VT_READ_DEADLINE_MS));
+    vt_buf_free(&got);
+    redisContext *other = vt_must_connect(proxy->port);
+    for (int i = 0; i < 30; i++) {
+        redisReply *r = vt_cmd(other, "SET r3:%d changed", i);
+        vt_assert_status(r, "OK");
+        freeReplyObject(r);
+    }
+    long long deadline = vt_now_ms() + VT_READ_DEADLINE_MS;
+    while (count_of(&got, ">2\r\n$10\r\ninvalidate\r\n") < 30 && vt_now_ms() < deadline)
+        vt_sock_read_contains(fd, &got, "\x01never", 200);
+    cr_assert_eq(count_of(&got, ">2\r\n$10\r\ninvalidate\r\n"), 30, "invalidations: \"%s\"",
+                 vt_buf_escaped(&got));
+    redisFree(other);
+    vt_buf_free(&got);
+    vt_buf_free(&req);
+    vt_buf_free(&want);
+    close(fd);
+}
