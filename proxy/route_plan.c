@@ -189,6 +189,25 @@ static void group_keys(rplan *p, const rplan_space *s, int n, rplan_scratch *scr
     p->ngroups = ng;
 }
 
+/* Shard channels are not keys (their key specs say NOT_KEY, and COMMAND
+ * GETKEYS leaves them out) but Redis Cluster routes SSUBSCRIBE,
+ * SUNSUBSCRIBE and SPUBLISH by their slot all the same, CROSSSLOT for
+ * several: they are planned as keys. */
+static int shard_channels(const rkeys_cmd *cmd, int argc, const rplan_space *space)
+{
+    if (!(cmd->flags & RKEYS_CMD_PUBSUB) || argc < 2) return 0;
+    int last;
+    if (is(cmd, "spublish"))
+        last = 1;
+    else if (is(cmd, "ssubscribe") || is(cmd, "sunsubscribe"))
+        last = argc - 1;
+    else
+        return 0;
+    for (int i = 1; i <= last && i - 1 < space->cap; i++)
+        space->argi[i - 1] = i;
+    return last;
+}
+
 rplan_kind rplan_make(rplan *p, const rkeys_cmd *cmd, int argc, const char *const *argv, const size_t *lens,
                       unsigned opts, const rplan_space *space, rplan_scratch *scratch)
 {
@@ -203,6 +222,7 @@ rplan_kind rplan_make(rplan *p, const rkeys_cmd *cmd, int argc, const char *cons
     if (plan_fanout(p, cmd) == 0) return p->kind;
 
     int n = rkeys_find(cmd, argc, argv, lens, space->argi, space->cap);
+    if (n == 0) n = shard_channels(cmd, argc, space);
     p->nkeys = n;
     if (n == 0) return p->kind;
     if (n > space->cap) return p->kind = RPLAN_NEED_SPACE;

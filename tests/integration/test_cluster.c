@@ -598,3 +598,66 @@ Test(cluster, a_resp3_client_with_a_name_and_tracking_reaches_every_node)
     vt_buf_free(&want);
     close(fd);
 }
+
+/* ---- pub/sub ---- */
+
+Test(cluster, pubsub_and_shard_channels_reach_their_subscribers)
+{
+    /* Shard channels of every primary, a subscriber each, and a plain
+     * channel. */
+    const char *chans[] = {"a", "b", "c", "d", "e", "f"};
+    int fd[6];
+    vt_buf got = {0};
+    for (int i = 0; i < 6; i++) {
+        fd[i] = vt_sock_tcp(proxy->port);
+        cr_assert_geq(fd[i], 0);
+        vt_buf req = {0};
+        vt_buf_cmd(&req, "SSUBSCRIBE", chans[i], NULL);
+        cr_assert(vt_sock_send_buf(fd[i], &req));
+        vt_buf_free(&req);
+        cr_assert(vt_sock_read_replies(fd[i], &got, 1, VT_READ_DEADLINE_MS), "SSUBSCRIBE %s: \"%s\"",
+                  chans[i], vt_buf_escaped(&got));
+        char want[64];
+        snprintf(want, sizeof(want), "*3\r\n$10\r\nssubscribe\r\n$1\r\n%s\r\n:1\r\n", chans[i]);
+        vt_assert_bytes(&got, want);
+        vt_buf_free(&got);
+    }
+    int sub = vt_sock_tcp(proxy->port);
+    cr_assert(vt_sock_send_str(sub, "*2\r\n$9\r\nSUBSCRIBE\r\n$5\r\nplain\r\n"));
+    cr_assert(vt_sock_read_replies(sub, &got, 1, VT_READ_DEADLINE_MS));
+    vt_buf_free(&got);
+    /* Several shard channels of different slots in one call: Redis's
+     * CROSSSLOT. */
+    int other = vt_sock_tcp(proxy->port);
+    cr_assert(vt_sock_send_str(other, "*3\r\n$10\r\nSSUBSCRIBE\r\n$1\r\na\r\n$1\r\nb\r\n"));
+    cr_assert(vt_sock_read_replies(other, &got, 1, VT_READ_DEADLINE_MS));
+    vt_assert_bytes(&got, "-CROSSSLOT Keys in request don't hash to the same slot\r\n");
+    vt_buf_free(&got);
+    close(other);
+
+    redisContext *pub = vt_must_connect(proxy->port);
+    for (int i = 0; i < 6; i++) {
+        redisReply *r = vt_cmd(pub, "SPUBLISH %s m%d", chans[i], i);
+        cr_assert(r && r->type == REDIS_REPLY_INTEGER && r->integer == 1, "SPUBLISH %s: %s", chans[i],
+                  VT_DESCRIBE(r));
+        freeReplyObject(r);
+    }
+    redisReply *r = vt_cmd(pub, "PUBLISH plain hello");
+    cr_assert(r && r->type == REDIS_REPLY_INTEGER, "PUBLISH: %s", VT_DESCRIBE(r));
+    freeReplyObject(r);
+    for (int i = 0; i < 6; i++) {
+        char m[96];
+        snprintf(m, sizeof(m), "*3\r\n$8\r\nsmessage\r\n$1\r\n%s\r\n$2\r\nm%d\r\n", chans[i], i);
+        cr_assert(vt_sock_read_len(fd[i], &got, strlen(m), VT_READ_DEADLINE_MS), "%s: \"%s\"", chans[i],
+                  vt_buf_escaped(&got));
+        vt_assert_bytes(&got, m);
+        vt_buf_free(&got);
+        close(fd[i]);
+    }
+    /* PUBLISH went to one node; the cluster took it to the subscriber's. */
+    cr_assert(vt_sock_read_contains(sub, &got, "$5\r\nhello\r\n", VT_READ_DEADLINE_MS), "\"%s\"",
+              vt_buf_escaped(&got));
+    vt_buf_free(&got);
+    redisFree(pub);
+    close(sub);
+}
