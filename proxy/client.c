@@ -1037,7 +1037,7 @@ static void client_note_own_state(client_session *c, int argc, const resp_arg *a
  * replies are in, unless that connection holds state (a transaction: there
  * Redis's CROSSSLOT, which aborts it). Returns 0 (sent or answered) or -1
  * (held, as client_route). */
-static int client_route_split(client_session *c, const cluster_decision *d, const resp_arg *argv)
+static int client_route_split(client_session *c, const cluster_decision *d, int argc, const resp_arg *argv)
 {
     vp_server *srv = c->srv;
     if (c->up && !c->up->shared) {
@@ -1068,7 +1068,10 @@ static int client_route_split(client_session *c, const cluster_decision *d, cons
     route_node *node;
     const char *req;
     size_t len;
-    for (int i = 0; i < d->nparts; i++) {
+    /* SCRIPT KILL, FUNCTION KILL: never behind the busy script (the nodes'
+     * side connections, upstream_side.c) */
+    int side = cmd_is_out_of_band(argc, argv);
+    for (int i = 0; i < d->nparts && !side; i++) {
         cluster_part(srv, i, &node, &req, &len);
         upstream_conn *up = upstream_shared(srv, node, c->id);
         if (!upstream_is_ready(up)) { /* client_shared_ready resumes it */
@@ -1092,8 +1095,13 @@ static int client_route_split(client_session *c, const cluster_decision *d, cons
     s->merge = cluster_part_merge(srv);
     for (int i = 0; i < d->nparts; i++) {
         cluster_part(srv, i, &node, &req, &len);
+        unsigned long long part_seq = CLIENT_PART_SEQ(seq, (unsigned long long)i);
+        if (side) {
+            upstream_side_forward_part(srv, node, c, part_seq, req, len);
+            continue;
+        }
         c->up = upstream_shared(srv, node, c->id);
-        upstream_forward_part(c->up, c, CLIENT_PART_SEQ(seq, (unsigned long long)i), req, len);
+        upstream_forward_part(c->up, c, part_seq, req, len);
     }
     c->route_node = node;
     c->used_shared = 1;
@@ -1140,7 +1148,7 @@ static int client_route(client_session *c, int argc, const resp_arg *argv)
             client_answer(c, d.reply, d.len, NULL, 1);
         return 0;
     }
-    if (d.kind == CLUSTER_SPLIT) return client_route_split(c, &d, argv);
+    if (d.kind == CLUSTER_SPLIT) return client_route_split(c, &d, argc, argv);
     route_node *node = d.node ? d.node : c->up ? c->up->node : cluster_any_node(srv);
     if (!c->up || c->up->node == node) {
         c->route_node = node;

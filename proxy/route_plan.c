@@ -116,9 +116,9 @@ static int plan_local(rplan *p, const rkeys_cmd *cmd, int argc, const char *cons
 /* The keyless commands every primary runs, and how their replies merge:
  * the table's response_policy tip where it has one, else the rule the
  * command's meaning asks for (KEYS, RANDOMKEY, SCAN have no tip). */
-static const char *const fanout_names[] = {"dbsize",        "keys",       "flushall",    "flushdb",
-                                           "randomkey",     "scan",       "script|load", "script|flush",
-                                           "script|exists", "script|kill"};
+static const char *const fanout_names[] = {"dbsize",        "keys",        "flushall",     "flushdb",
+                                           "randomkey",     "scan",        "script|load",  "script|flush",
+                                           "script|exists", "script|kill", "function|kill"};
 
 static rplan_merge merge_from_tips(const rkeys_cmd *cmd)
 {

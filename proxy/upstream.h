@@ -341,6 +341,10 @@ void upstream_cron(vp_server *srv);
  * (upstream_side.c), whose reply goes to the client's next slot. Returns 1
  * (a slot is owed). */
 int upstream_side_forward(vp_server *srv, struct client_session *c, const char *p, size_t n);
+/* Cluster mode: one part of SCRIPT KILL or FUNCTION KILL sent to every
+ * primary, on that node's side connection (as upstream_forward_part). */
+int upstream_side_forward_part(vp_server *srv, struct route_node *node, struct client_session *c,
+                               unsigned long long seq, const char *p, size_t n);
 /* The client is gone: replies owed to it on the side connection are dropped. */
 void upstream_side_detach(vp_server *srv, struct client_session *c);
 /* Cluster mode: the request `e` kept (req..req+n) was redirected to this

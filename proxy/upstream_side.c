@@ -49,6 +49,16 @@ int upstream_side_forward(vp_server *srv, struct client_session *c, const char *
     return 1;
 }
 
+int upstream_side_forward_part(vp_server *srv, route_node *node, struct client_session *c,
+                               unsigned long long seq, const char *p, size_t n)
+{
+    upstream_conn *up = up_side_get(srv, node);
+    srv->stats.commands_forwarded++;
+    outq_add_copy(&up->out, p, n);
+    up_fifo_push(up, c, UP_REPLY)->seq = seq;
+    return 1;
+}
+
 void upstream_side_detach(vp_server *srv, struct client_session *c)
 {
     for (int i = 0; i < srv->nnodes; i++)

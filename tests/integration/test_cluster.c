@@ -661,3 +661,51 @@ Test(cluster, pubsub_and_shard_channels_reach_their_subscribers)
     redisFree(pub);
     close(sub);
 }
+
+/* ---- a runaway script ---- */
+
+static bool some_primary_busy(void *arg)
+{
+    (void)arg;
+    /* (every node: a busy one cannot say whether it is a primary) */
+    for (int i = 0; i < VT_CLUSTER_NODES; i++) {
+        redisContext *d = vt_connect(cl->node[i]->port);
+        if (!d) continue;
+        redisReply *r = vt_cmd(d, "PING");
+        bool busy = r && r->type == REDIS_REPLY_ERROR && strncmp(r->str, "BUSY", 4) == 0;
+        if (r) freeReplyObject(r);
+        redisFree(d);
+        if (busy) return true;
+    }
+    return false;
+}
+
+Test(cluster, script_kill_reaches_the_busy_primary_past_the_script)
+{
+    for (int i = 0; i < VT_CLUSTER_NODES; i++) {
+        redisContext *d = vt_must_connect(cl->node[i]->port);
+        expect_status(vt_cmd(d, "CONFIG SET busy-reply-threshold 100"), "OK");
+        redisFree(d);
+    }
+    redisContext *runner = vt_must_connect(proxy->port);
+    cr_assert_eq(redisAppendCommand(runner, "EVAL %s 0", "while true do end"), REDIS_OK);
+    cr_assert_eq(redisBufferWrite(runner, &(int){0}), REDIS_OK);
+    int done = 0;
+    while (!done)
+        cr_assert_eq(redisBufferWrite(runner, &done), REDIS_OK);
+    cr_assert(vt_wait_until(some_primary_busy, NULL, 10000), "the script never ran");
+    /* Every primary gets it on a connection no busy script holds up: the
+     * busy one kills its script, the others say NOTBUSY: +OK. */
+    redisContext *killer = vt_must_connect(proxy->port);
+    expect_status(vt_cmd(killer, "SCRIPT KILL"), "OK");
+    redisReply *r = NULL;
+    cr_assert_eq(redisGetReply(runner, (void **)&r), REDIS_OK);
+    cr_assert(r && r->type == REDIS_REPLY_ERROR && strstr(r->str, "Script killed"), "the runner got %s",
+              VT_DESCRIBE(r));
+    freeReplyObject(r);
+    /* Nothing busy now: SCRIPT KILL is Redis's NOTBUSY from every node. */
+    expect_error(vt_cmd(killer, "SCRIPT KILL"), "NOTBUSY");
+    expect_status(vt_cmd(runner, "SET after-kill 1"), "OK");
+    redisFree(killer);
+    redisFree(runner);
+}
