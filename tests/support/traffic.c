@@ -156,6 +156,42 @@ static void round_plain(session *s, const char *p, int r, long long *counter, vt
     expect_bulk(s, v->data, v->len);
 }
 
+/* Cluster mode: commands the proxy splits by slot, over this round's
+ * keys (each of another slot), pipelined with the rest. */
+static void round_split(session *s, const char *p, int r, size_t big)
+{
+    char k[128], kbig[128], ksplit[128];
+    key(k, sizeof(k), p, "a", r);
+    key(kbig, sizeof(kbig), p, "big", r);
+    key(ksplit, sizeof(ksplit), p, "split", r);
+    vt_buf v = {0}, vbig = {0}, want = {0};
+    value_for(&v, k, 10 + (size_t)r);
+    value_for(&vbig, kbig, big);
+    cmd(s, NULL, "MGET", k, p, kbig, k, NULL);
+    char head[32];
+    vt_buf_append_str(&want, "*4\r\n");
+    int n = snprintf(head, sizeof(head), "$%zu\r\n", v.len);
+    vt_buf_append(&want, head, (size_t)n);
+    vt_buf_append(&want, v.data, v.len);
+    vt_buf_append_str(&want, "\r\n$-1\r\n");
+    n = snprintf(head, sizeof(head), "$%zu\r\n", vbig.len);
+    vt_buf_append(&want, head, (size_t)n);
+    vt_buf_append(&want, vbig.data, vbig.len);
+    vt_buf_append_str(&want, "\r\n");
+    n = snprintf(head, sizeof(head), "$%zu\r\n", v.len);
+    vt_buf_append(&want, head, (size_t)n);
+    vt_buf_append(&want, v.data, v.len);
+    vt_buf_append_str(&want, "\r\n");
+    expect(s, want.data, want.len);
+    cmd(s, ":3\r\n", "EXISTS", k, p, kbig, k, NULL);
+    cmd(s, "+OK\r\n", "SET", ksplit, "x", NULL);
+    cmd(s, ":2\r\n", "DEL", ksplit, p, k, NULL);
+    cmd(s, ":0\r\n", "EXISTS", ksplit, k, NULL);
+    vt_buf_free(&v);
+    vt_buf_free(&vbig);
+    vt_buf_free(&want);
+}
+
 static void round_tx(session *s, const char *p, int r, long long *counter, bool cluster)
 {
     char kn[128], ka[128], tag[112];
@@ -200,6 +236,7 @@ static void session_build(session *s, const vt_traffic *t, const worker *w, int 
     for (int r = 0; r < rounds; r++) {
         size_t big = VT_TRAFFIC_BIG_MIN + (size_t)(w->id * 977 + n * 131 + r * 4099) % (24 * 1024);
         round_plain(s, p, r, &counter, &v, big);
+        if (t->opts.cluster) round_split(s, p, r, big);
         if (w->tx) round_tx(s, p, r, t->opts.cluster ? &tx_counter : &counter, t->opts.cluster);
         if (t->opts.verbs) round_verbs(s, p, r);
     }

@@ -54,7 +54,8 @@ typedef struct vt_traffic_opts {
     int session_deadline_ms; /* 0: VT_TRAFFIC_SESSION_DEADLINE_MS */
     /* In front of a Redis Cluster: a transaction's keys share a hash tag
      * (and a counter of their own), as Redis Cluster wants; the other
-     * keys still spread over every slot. */
+     * keys still spread over every slot, and each round adds MGET, EXISTS
+     * and DEL over keys of several slots (split by the proxy). */
     bool cluster;
 } vt_traffic_opts;
 
