@@ -1103,6 +1103,7 @@ static int client_route_split(client_session *c, const cluster_decision *d, int 
         c->up = upstream_shared(srv, node, c->id);
         upstream_forward_part(c->up, c, part_seq, req, len);
     }
+    if (!c->up) c->up = upstream_shared(srv, node, c->id); /* (it left its own: side parts only) */
     c->route_node = node;
     c->used_shared = 1;
     return 0;
