@@ -24,6 +24,9 @@
 /* A reply still incomplete past this size is handed on piece by piece
  * instead of being held whole: this bounds what the proxy holds per reply. */
 #define UP_STREAM_THRESHOLD (16 * 1024)
+/* ... except the slot map (CLUSTER SLOTS): read whole, however fragmented
+ * the cluster's slots are (at most 16384 ranges of a few nodes each). */
+#define UP_SLOTS_MAX (16 * 1024 * 1024)
 #define UP_KEEP_BYTES (64 * 1024)
 #define NOSCRIPT_PREFIX "-NOSCRIPT"
 /* A verb is sent again at most this often (a flush between each retry). */
@@ -1070,7 +1073,7 @@ static void up_process(upstream_conn *up)
          * then handed on in one piece and can be recognised); stream a big
          * one. */
         if (!up->streaming) {
-            if (up->framer.consumed < UP_STREAM_THRESHOLD) {
+            if (up->framer.consumed < (up->topo ? UP_SLOTS_MAX : UP_STREAM_THRESHOLD)) {
                 resp_frame_reset(&up->framer);
                 break;
             }

@@ -709,3 +709,35 @@ Test(cluster, script_kill_reaches_the_busy_primary_past_the_script)
     redisFree(killer);
     redisFree(runner);
 }
+
+/* ---- a big slot map ---- */
+
+Test(cluster, a_slot_map_fragmented_past_16_kib_is_read_whole)
+{
+    /* 600 slots moved one by one: about 1,200 ranges, CLUSTER SLOTS far
+     * over the 16 KiB a reply is held whole up to. */
+    int to;
+    cr_assert(vt_cluster_fragment(cl, 600, &to), "could not fragment the cluster");
+    redisContext *d = vt_must_connect(cl->node[0]->port);
+    redisReply *r = vt_cmd(d, "CLUSTER SLOTS");
+    cr_assert(r && r->type == REDIS_REPLY_ARRAY && r->elements > 1000, "CLUSTER SLOTS: %zu ranges",
+              r ? r->elements : 0);
+    freeReplyObject(r);
+    redisFree(d);
+    /* A proxy started now learns that map... */
+    static const char *const args[] = {"--upstream-mode", "cluster", NULL};
+    vt_proxy *fresh = vt_proxy_start(cl->node[0], &(vt_proxy_opts){.extra_args = args});
+    cr_assert_not_null(fresh);
+    redisContext *c = vt_must_connect(fresh->port);
+    for (int i = 0; i < 2000; i++)
+        redisAppendCommand(c, "SET frag:%d %d", i, i);
+    for (int i = 0; i < 2000; i++) {
+        cr_assert_eq(redisGetReply(c, (void **)&r), REDIS_OK);
+        expect_status(r, "OK");
+    }
+    /* ... and uses it: no key went to a wrong node first. */
+    cr_assert_eq(vt_proxy_stat(fresh->port, "cluster_moved"), 0, "requests were redirected");
+    cr_assert_eq(vt_proxy_stat(fresh->port, "cluster_fetch_failures"), 0);
+    redisFree(c);
+    vt_proxy_free(fresh);
+}

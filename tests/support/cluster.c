@@ -384,3 +384,45 @@ bool vt_cluster_failover(vt_cluster *c, int replica)
     fprintf(stderr, "vt cluster: node %d did not become a primary seen by all\n", replica);
     return false;
 }
+
+/* ---- a fragmented slot map ---- */
+
+bool vt_cluster_fragment(vt_cluster *c, int nslots, int *to_out)
+{
+    int from = vt_cluster_slot_owner(c, 0, 1), to = -1;
+    for (int i = 0; i < VT_CLUSTER_NODES && to < 0; i++)
+        if (i != from && vt_cluster_is_primary(c, i)) to = i;
+    if (from < 0 || to < 0) return false;
+    /* every other slot of the owner's first range: slots 1, 3, 5, ... */
+    int argc = 2 + nslots;
+    const char **argv = calloc((size_t)argc, sizeof(*argv));
+    char(*num)[16] = calloc((size_t)nslots, sizeof(*num));
+    argv[0] = "CLUSTER";
+    for (int k = 0; k < nslots; k++) {
+        snprintf(num[k], sizeof(num[k]), "%d", 1 + 2 * k);
+        argv[2 + k] = num[k];
+    }
+    bool ok = true;
+    const char *steps[] = {"DELSLOTS", "ADDSLOTS"};
+    for (int s = 0; s < 2 && ok; s++) {
+        argv[1] = steps[s];
+        redisContext *ctx = vt_connect(c->node[to]->port);
+        ok = ctx && node_ok(c, to, steps[s], vt_cmd_argv(ctx, argc, argv, NULL));
+        if (ctx) redisFree(ctx);
+    }
+    free(num);
+    free(argv);
+    /* the highest epoch: its claim wins on every node (the owner too) */
+    redisReply *r = ok ? node_cmd(c, to, "CLUSTER BUMPEPOCH") : NULL;
+    ok = ok && r && r->type == REDIS_REPLY_STATUS;
+    if (r) freeReplyObject(r);
+    if (!ok) return false;
+    owner_wait w = {c, 1 + 2 * (nslots - 1), to};
+    if (!vt_wait_until(sees_owner, &w, VT_CLUSTER_DEADLINE_MS) ||
+        !vt_cluster_wait_ok(c, VT_CLUSTER_DEADLINE_MS)) {
+        fprintf(stderr, "vt cluster: the fragmented map did not settle\n");
+        return false;
+    }
+    if (to_out) *to_out = to;
+    return true;
+}

@@ -61,6 +61,12 @@ bool vt_cluster_move_finish(vt_cluster *c, int slot, int to);
 /* All three. */
 bool vt_cluster_move_slot(vt_cluster *c, int slot, int to);
 
+/* Fragment the slot map: nslots of the first primary's slots (1, 3, 5,
+ * ..., empty ones) given to another primary (DELSLOTS, ADDSLOTS and
+ * BUMPEPOCH there), so CLUSTER SLOTS lists about 2 * nslots ranges. Waits
+ * until every node agrees; *to (if not NULL) is the new owner. */
+bool vt_cluster_fragment(vt_cluster *c, int nslots, int *to);
+
 /* CLUSTER FAILOVER on replica i; waits until it is a primary and every
  * node agrees on the slots again. */
 bool vt_cluster_failover(vt_cluster *c, int replica);
