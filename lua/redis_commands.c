@@ -8,7 +8,7 @@
 
 /* Each with its group in Redis's COMMAND DOCS (7.0's; the hash-field
  * expiry family is "hash", vector sets "vectorset"): the command family
- * the latency histogram is kept per (proxy/cmdid.c). Sorted by name. */
+ * the latency histogram is kept per (proxy/session/cmdid.c). Sorted by name. */
 static const struct {
     const char *name, *group;
 } redis_commands[] = {

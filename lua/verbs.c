@@ -660,7 +660,7 @@ int verbs_build(verb_table *t, verb_def **custom, int ncustom, long long ztick_m
     builtins_init();
     /* The table's own copies of the built-ins and polyfills: `id` is
      * per table, and a table outlives a reload while requests refer to it
-     * (proxy/reload.c), beside the next one. */
+     * (proxy/ops/reload.c), beside the next one. */
     t->fixed = malloc((size_t)(NBUILTINS + NPOLYFILLS) * sizeof(*t->fixed));
     if (!t->fixed) abort();
     memcpy(t->fixed, builtins, (size_t)NBUILTINS * sizeof(*t->fixed));

@@ -12,7 +12,7 @@
  * time); custom verbs from `verb` lines in the config, read at start-up.
  * A table is read-only once built, except for the `broken` mark set when an
  * upstream disagrees about a script's SHA. A config reload (SIGHUP,
- * proxy/reload.c) builds a new one; the old one lives on (`refs`) while
+ * proxy/ops/reload.c) builds a new one; the old one lives on (`refs`) while
  * requests sent with it are unanswered. */
 #ifndef VP_VERBS_H
 #define VP_VERBS_H
@@ -91,7 +91,7 @@ typedef struct verb_table {
     verb_def **custom;
     int ncustom;
     /* A table replaced by a reload: upstream connections still using it
-     * (proxy/reload.c frees it at 0). Unused for the live table. */
+     * (proxy/ops/reload.c frees it at 0). Unused for the live table. */
     int refs;
 } verb_table;
 

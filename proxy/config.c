@@ -12,7 +12,7 @@
 
 #include "lua/verbs.h"
 #include "proxy/buffer.h"
-#include "proxy/tls.h"
+#include "proxy/net/tls.h"
 
 void conf_defaults(vp_config *c)
 {
@@ -287,7 +287,7 @@ typedef enum {
     T_TLS_AUTH, /* conf_tls_auth */
     T_MODE,     /* conf_upstream_mode */
     T_SENTINEL, /* one more sentinel */
-    T_TLS       /* a string of a conf_tls, checked by proxy/tls.c (max: its size) */
+    T_TLS       /* a string of a conf_tls, checked by proxy/net/tls.c (max: its size) */
 } conf_type;
 
 typedef struct conf_directive {
@@ -337,7 +337,7 @@ static const conf_directive conf_directives[] = {
     {"upstream-pass-file", T_STRING, OFF(upstream_pass_file), 0, 0},
     {"requirepass", T_REQUIREPASS, 0, 0, 0},
     {"user", T_USER, 0, 0, 0},
-    /* TLS to the upstream (proxy/tls.c). */
+    /* TLS to the upstream (proxy/net/tls.c). */
     {"upstream-tls", T_YESNO, OFF(upstream_tls), 0, 0},
     {"upstream-tls-ca-cert-file", T_TLS, OFF(upstream_tls_conf.ca_cert_file), 0, CONF_ADDR_MAX},
     {"upstream-tls-ca-cert-dir", T_TLS, OFF(upstream_tls_conf.ca_cert_dir), 0, CONF_ADDR_MAX},
@@ -603,7 +603,7 @@ static int conf_finish_sentinel(vp_config *c, char *err, size_t errlen)
                  !c->nsentinels ? "at least one 'sentinel host:port'" : "'sentinel-master NAME'");
         return -1;
     }
-    /* No primary until the sentinels name one (proxy/sentinel.c). */
+    /* No primary until the sentinels name one (proxy/route/sentinel.c). */
     c->upstream[0] = c->upstream_host[0] = '\0';
     c->upstream_port = 0;
     if (c->sentinel_pass_file[0] &&

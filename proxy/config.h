@@ -7,7 +7,7 @@
 
 #include <stddef.h>
 
-#include "proxy/auth.h"
+#include "proxy/session/auth.h"
 #include "proxy/log.h"
 
 #define CONF_ADDR_MAX 256
@@ -19,7 +19,7 @@
 /* tls-auth-clients: as Redis's. */
 typedef enum conf_tls_auth { CONF_TLS_AUTH_YES, CONF_TLS_AUTH_NO, CONF_TLS_AUTH_OPTIONAL } conf_tls_auth;
 
-/* One side's TLS settings (proxy/tls.c builds a context from them): the
+/* One side's TLS settings (proxy/net/tls.c builds a context from them): the
  * upstream side's `upstream-tls-*` and the client side's `tls-*`. An empty
  * string is "not set". */
 typedef struct conf_tls {
@@ -39,8 +39,8 @@ typedef struct conf_tls {
 /* upstream-mode: what runs behind `upstream`. */
 typedef enum conf_upstream_mode {
     CONF_MODE_STANDALONE, /* one Redis at `upstream` */
-    CONF_MODE_SENTINEL,   /* the primary the sentinels name (proxy/sentinel.c) */
-    CONF_MODE_CLUSTER     /* a Redis Cluster; `upstream` lines are its seed nodes (proxy/cluster.c) */
+    CONF_MODE_SENTINEL,   /* the primary the sentinels name (proxy/route/sentinel.c) */
+    CONF_MODE_CLUSTER     /* a Redis Cluster; `upstream` lines are its seed nodes (proxy/route/cluster.c) */
 } conf_upstream_mode;
 #define CONF_MAX_SENTINELS 16
 #define CONF_MAX_SEEDS 16
@@ -62,7 +62,7 @@ typedef struct vp_config {
     int tcp_backlog;
 
     /* The upstream address. In sentinel mode a runtime value: "" until the
-     * sentinels name a primary, then rewritten by proxy/sentinel.c at every
+     * sentinels name a primary, then rewritten by proxy/route/sentinel.c at every
      * switch (and carried over a reload); every upstream connection opens
      * to what it holds at that moment. */
     char upstream[CONF_ADDR_MAX];      /* as written: host:port or a socket path */
@@ -127,7 +127,7 @@ typedef struct vp_config {
 
     vp_log_level loglevel;
     int log_format;             /* vp_log_format: redis (Redis's line) or json */
-    long long shutdown_timeout; /* seconds SIGTERM's drain waits for clients to leave (proxy/lifecycle.c) */
+    long long shutdown_timeout; /* seconds SIGTERM's drain waits for clients to leave (proxy/ops/lifecycle.c) */
 
     /* Verbs. */
     long long ztick_max_members;    /* a bigger set makes ZTICK fail; 0 = no limit */

@@ -1,6 +1,6 @@
 /* main.c - start-up: settings from the file, the environment and the flags
  * (reload.c), listeners, the loop. Signals, the drain and reloads are
- * proxy/lifecycle.c's. */
+ * proxy/ops/lifecycle.c's. */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,21 +8,21 @@
 #include <strings.h>
 
 #include "lua/verb_scripts.h"
-#include "proxy/client.h"
-#include "proxy/cluster.h"
+#include "proxy/session/client.h"
+#include "proxy/route/cluster.h"
 #include "proxy/config.h"
-#include "proxy/healthcheck.h"
-#include "proxy/http_admin.h"
-#include "proxy/lifecycle.h"
-#include "proxy/limits.h"
-#include "proxy/listener.h"
+#include "proxy/ops/healthcheck.h"
+#include "proxy/ops/http_admin.h"
+#include "proxy/ops/lifecycle.h"
+#include "proxy/session/limits.h"
+#include "proxy/net/listener.h"
 #include "proxy/log.h"
 #include "proxy/pool.h"
-#include "proxy/route.h"
-#include "proxy/sentinel.h"
+#include "proxy/route/route.h"
+#include "proxy/route/sentinel.h"
 #include "proxy/server.h"
-#include "proxy/tls.h"
-#include "proxy/upstream.h"
+#include "proxy/net/tls.h"
+#include "proxy/upstream/upstream.h"
 
 static void usage(FILE *out)
 {

@@ -8,9 +8,9 @@
 #include "lua/verbs.h"
 #include "protocol/resp_request.h"
 #include "proxy/config.h"
-#include "proxy/metrics.h"
-#include "proxy/route.h"
-#include "proxy/stats.h"
+#include "proxy/ops/metrics.h"
+#include "proxy/route/route.h"
+#include "proxy/ops/stats.h"
 
 struct client_session;
 struct upstream_conn;
@@ -24,7 +24,7 @@ typedef struct vp_server {
     vp_stats stats;
     vp_metrics metrics; /* per command, latency, readiness (metrics.h) */
     verb_table verbs;
-    /* TLS contexts built at start (proxy/tls.h): for upstream connections
+    /* TLS contexts built at start (proxy/net/tls.h): for upstream connections
      * (upstream-tls yes) and for clients on tls-port; NULL when off. */
     struct vp_tls_ctx *tls_upstream;
     struct vp_tls_ctx *tls_clients;
@@ -46,10 +46,10 @@ typedef struct vp_server {
     long long client_fds;
     unsigned long own_upstreams;
 
-    /* The upstream nodes (proxy/route.h): today one, the upstream or the
+    /* The upstream nodes (proxy/route/route.h): today one, the upstream or the
      * sentinels' primary; each holds its shared connections. Owned here,
      * built by route_init, freed by route_free. */
-    struct cluster_state *cluster; /* upstream-mode cluster (proxy/cluster.h); NULL otherwise */
+    struct cluster_state *cluster; /* upstream-mode cluster (proxy/route/cluster.h); NULL otherwise */
     route_node **nodes;            /* each allocated on its own: never moves (connections point at theirs) */
     int nnodes, nodes_cap;
     /* Requests for the shared connections are gathered during a loop
@@ -69,7 +69,7 @@ typedef struct vp_server {
     /* 1 from the first SIGTERM/SIGINT on (main.c): readiness fails, the
      * proxy serves its clients until they leave or shutdown-timeout. */
     int draining;
-    /* upstream-mode sentinel: discovery of the primary (proxy/sentinel.c);
+    /* upstream-mode sentinel: discovery of the primary (proxy/route/sentinel.c);
      * NULL otherwise. */
     struct vp_sentinel *sentinel;
 } vp_server;

@@ -18,10 +18,10 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "proxy/hashslot.h"
-#include "proxy/redirect.h"
-#include "proxy/route_keys.h"
-#include "proxy/slotmap.h"
+#include "proxy/route/hashslot.h"
+#include "proxy/route/redirect.h"
+#include "proxy/route/route_keys.h"
+#include "proxy/route/slotmap.h"
 
 #define CHECK(cond)                                                                                          \
     do {                                                                                                     \

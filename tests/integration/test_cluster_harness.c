@@ -1,11 +1,11 @@
 /* The cluster foundations against a real Redis Cluster (tests/support/
  * cluster.h: 3 primaries + 3 replicas made by redis-cli --cluster create):
  *
- *   - proxy/slotmap.c parses the cluster's own CLUSTER SLOTS (RESP2 and
+ *   - proxy/route/slotmap.c parses the cluster's own CLUSTER SLOTS (RESP2 and
  *     RESP3) into a map covering all 16384 slots whose owners agree with
  *     CLUSTER NODES, with ROLE, and with where keys really live: GET on the
  *     owner answers, GET on another primary answers -MOVED to the owner
- *     (parsed by proxy/redirect.c), and proxy/hashslot.c agrees with
+ *     (parsed by proxy/route/redirect.c), and proxy/route/hashslot.c agrees with
  *     CLUSTER KEYSLOT;
  *   - a slot moved with SETSLOT MIGRATING/IMPORTING + MIGRATE + SETSLOT
  *     NODE: -ASK while it moves (to the target; ASKING there lets the
@@ -18,9 +18,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "proxy/hashslot.h"
-#include "proxy/redirect.h"
-#include "proxy/slotmap.h"
+#include "proxy/route/hashslot.h"
+#include "proxy/route/redirect.h"
+#include "proxy/route/slotmap.h"
 #include "tests/support/checks.h"
 #include "tests/support/cluster.h"
 

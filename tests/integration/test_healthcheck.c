@@ -17,7 +17,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "proxy/healthcheck.h"
+#include "proxy/ops/healthcheck.h"
 #include "tests/support/servers.h"
 
 /* One canned answer to one connection. */

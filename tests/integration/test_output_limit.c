@@ -4,7 +4,7 @@
  * Redis closes a client whose unsent replies pass the limit. On a shared
  * upstream connection that client is every client on it, so while the normal
  * class has a limit the proxy gives every client a connection of its own
- * (proxy/upstream_outlimit.c): the client whose reply is too big is closed,
+ * (proxy/upstream/upstream_outlimit.c): the client whose reply is too big is closed,
  * as by Redis directly, and nobody else notices. Told with bystanders, with
  * the limit set at start-up and through the proxy at run time. */
 #include "tests/support/checks.h"

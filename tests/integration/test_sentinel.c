@@ -196,7 +196,7 @@ static bool proxy_is_on(void *arg)
 }
 
 /* (The sentinels are given by name: resolved without blocking the loop,
- * proxy/sentinel.c; this shows that names work, not that nothing blocks.) */
+ * proxy/route/sentinel.c; this shows that names work, not that nothing blocks.) */
 Test(sentinel, finds_the_primary_and_serves)
 {
     start_set("sentinel-secret");

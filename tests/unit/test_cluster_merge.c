@@ -1,10 +1,10 @@
 /* test_cluster_merge.c - a split or fanned-out command's parts made into
- * the client's one reply (proxy/cluster_merge.c). */
+ * the client's one reply (proxy/route/cluster_merge.c). */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "proxy/cluster_merge.h"
+#include "proxy/route/cluster_merge.h"
 
 /* Feed each part's reply (in the order given by `order`, each in pieces of
  * `piece` bytes) and return the merged reply as a C string (static). */

@@ -1,11 +1,11 @@
-/* The command ids behind the per-command metrics (proxy/cmdid.c): every
+/* The command ids behind the per-command metrics (proxy/session/cmdid.c): every
  * Redis command and verb has one, any case; anything else is `other`,
  * including names with a NUL byte, too long or empty; families group
  * Redis's commands by COMMAND DOCS group and give each verb its own. */
 #include <criterion/criterion.h>
 #include <string.h>
 
-#include "proxy/cmdid.h"
+#include "proxy/session/cmdid.h"
 
 static verb_table table;
 static cmdid_table ids;

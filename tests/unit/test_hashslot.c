@@ -1,4 +1,4 @@
-/* proxy/hashslot.c against the oracle: a real redis-server started with
+/* proxy/route/hashslot.c against the oracle: a real redis-server started with
  * --cluster-enabled yes answers CLUSTER KEYSLOT (it needs no slots
  * assigned). Many seeded random keys of bytes weighted towards '{' and '}'
  * (and NUL, and bytes >= 0x80), and the hand-picked brace cases. */
@@ -7,7 +7,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "proxy/hashslot.h"
+#include "proxy/route/hashslot.h"
 #include "tests/support/client.h"
 #include "tests/support/rng.h"
 #include "tests/support/servers.h"

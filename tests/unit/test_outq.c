@@ -1,4 +1,4 @@
-/* The output queue (proxy/outq.c) over a real socket pair: what is queued
+/* The output queue (proxy/net/outq.c) over a real socket pair: what is queued
  * arrives whole and in order, whether the kernel takes it at once or pushes
  * back, and afterwards the queue holds nothing: its pieces and write
  * request (outq_block) and its buffers are back in their pools. */
@@ -10,7 +10,7 @@
 #include <unistd.h>
 #include <uv.h>
 
-#include "proxy/outq.h"
+#include "proxy/net/outq.h"
 #include "proxy/pool.h"
 
 typedef struct pair {

@@ -1,4 +1,4 @@
-/* proxy/redirect.c: -MOVED / -ASK / -TRYAGAIN / -CLUSTERDOWN as Redis
+/* proxy/route/redirect.c: -MOVED / -ASK / -TRYAGAIN / -CLUSTERDOWN as Redis
  * writes them (cluster.c clusterRedirectClient), with and without the '-'
  * and CRLF; IPv6 and unknown-endpoint addresses; malformed ones are
  * ordinary errors (passed on as they are). The integration test
@@ -6,7 +6,7 @@
 #include <criterion/criterion.h>
 #include <string.h>
 
-#include "proxy/redirect.h"
+#include "proxy/route/redirect.h"
 
 static redirect parse(const char *s, redirect_kind want)
 {

@@ -1,4 +1,4 @@
-/* proxy/route_keys.c against the oracle: a real redis-server's COMMAND
+/* proxy/route/route_keys.c against the oracle: a real redis-server's COMMAND
  * GETKEYS, which runs the very code Redis Cluster routes with
  * (getKeysFromCommandWithSpecs). A corpus of hand-picked commands (every
  * movable-keys command, keywords in odd places, numkeys that are no number,
@@ -11,7 +11,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "proxy/route_keys.h"
+#include "proxy/route/route_keys.h"
 #include "tests/support/client.h"
 #include "tests/support/rng.h"
 #include "tests/support/servers.h"

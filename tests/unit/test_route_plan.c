@@ -1,4 +1,4 @@
-/* proxy/route_plan.c: each plan class on hand-picked commands; SPLIT's
+/* proxy/route/route_plan.c: each plan class on hand-picked commands; SPLIT's
  * groups and merge map checked as properties over seeded random key sets;
  * the CROSSSLOT decision against a real Redis Cluster node's own answer (a
  * node refuses keys in two slots even when it owns both, so keys in one
@@ -10,7 +10,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "proxy/route_plan.h"
+#include "proxy/route/route_plan.h"
 #include "tests/support/client.h"
 #include "tests/support/cluster.h"
 #include "tests/support/rng.h"

@@ -1,4 +1,4 @@
-/* proxy/slotmap.c: CLUSTER SLOTS replies as Redis 7.0 sends them (RESP2,
+/* proxy/route/slotmap.c: CLUSTER SLOTS replies as Redis 7.0 sends them (RESP2,
  * and RESP3 with the metadata as a map), the unknown-endpoint forms, a
  * -MOVED applied, and every malformed reply refused with the map left
  * empty. The integration test (test_cluster_harness.c) parses a real
@@ -7,7 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "proxy/slotmap.h"
+#include "proxy/route/slotmap.h"
 
 static slotmap m;
 

@@ -1,10 +1,10 @@
-/* proxy/topology.c, the refresh policy, on a fake clock: coalescing (one
+/* proxy/route/topology.c, the refresh policy, on a fake clock: coalescing (one
  * fetch in flight, one per second however many MOVEDs), the period, the
  * reasons, failures retried at the same pace, and a smaller map held until
  * a second fetch confirms it. */
 #include <criterion/criterion.h>
 
-#include "proxy/topology.h"
+#include "proxy/route/topology.h"
 
 #define FULL 16384
 

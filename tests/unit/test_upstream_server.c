@@ -1,5 +1,5 @@
 /* What the proxy learns of the server behind a connection from a HELLO
- * (proxy/upstream_server.c), and which calls are AGGREGATE COUNT calls
+ * (proxy/upstream/upstream_server.c), and which calls are AGGREGATE COUNT calls
  * (lua/verbs.c verbs_find_polyfill).
  *
  * The integration tests run against Debian's Redis 7.0, which lacks COUNT;
@@ -16,7 +16,7 @@
 #include "lua/verbs.h"
 #include "proxy/config.h"
 #include "proxy/server.h"
-#include "proxy/upstream_internal.h"
+#include "proxy/upstream/upstream_internal.h"
 
 /* A HELLO reply as Redis 7.0 sends it (RESP2 array or RESP3 map). */
 static size_t hello_reply(char *out, size_t cap, int resp3, const char *server, const char *version)

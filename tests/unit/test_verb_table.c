@@ -13,7 +13,7 @@
 #include "lua/verbs.h"
 #include "proxy/config.h"
 #include "proxy/server.h"
-#include "proxy/upstream_internal.h"
+#include "proxy/upstream/upstream_internal.h"
 
 static char *read_file(const char *path, size_t *len)
 {

@@ -1,0 +1,217 @@
+/* client.h - one client connection (a session).
+ *
+ * Reads requests, cuts them with the request parser, forwards them to its
+ * upstream connection, and writes replies back in request order. The order is
+ * kept by a queue of reply slots, one per request that will be answered: a
+ * slot either waits for the upstream's reply or already holds a reply the
+ * proxy made itself (a protocol error, "upstream unavailable"). Slots leave
+ * the queue only from the front, so a reply the proxy makes never overtakes
+ * an upstream reply still owed.
+ *
+ * Upstream. With shared-upstreams > 0 a new session sends its commands on
+ * a shared upstream connection (upstream.h). The first command that needs
+ * connection state (command.h: cmd_needs_own_connection), or a request big
+ * enough to be streamed, moves it to a connection of its own for good:
+ * once every reply it is owed on the shared connection is in (so nothing
+ * it sent there can run after what it sends next), it opens one and sends
+ * that command there.
+ *
+ * Ownership: the session owns its input buffer (requests are forwarded as
+ * pieces pointing into it, so it is compacted only after the upstream's
+ * flush), its slots and the bytes of its local replies, its output queue and
+ * its upstream connection (closed with it). It frees itself in the close
+ * callback of its handle. The input buffer and the slot ring are pooled
+ * (pool.h): taken for a burst of work, given back once everything read is
+ * parsed and no reply is owed, so an idle session holds neither. */
+#ifndef VP_CLIENT_H
+#define VP_CLIENT_H
+
+#include <uv.h>
+
+#include "protocol/resp_request.h"
+#include "proxy/buffer.h"
+#include "proxy/net/outq.h"
+#include "proxy/server.h"
+#include "proxy/upstream/upstream.h"
+
+typedef enum client_slot_kind {
+    SLOT_WAITING, /* the upstream owes this reply */
+    SLOT_READY    /* the whole reply is in data/len */
+} client_slot_kind;
+
+/* A slot is named by its sequence number (the FIFO entries of the upstream
+ * carry it): replies normally fill the front slot and go straight out, but
+ * after a NOSCRIPT retry a later slot's reply arrives first and is held in
+ * the slot until the ones before it are answered. */
+typedef struct client_slot {
+    client_slot_kind kind;
+    unsigned replace : 1; /* data is the proxy's answer; the upstream's is dropped */
+    unsigned patch : 3;   /* admin_patch_kind: fill the verbs into a COMMAND reply */
+    unsigned err : 1;     /* the reply going out is an error (metrics) */
+    unsigned cmd : 16;    /* the command's id (cmdid.h; CMDID_NONE: answers none) */
+    uint64_t t0;          /* when its bytes were read (metrics_read_clock; 0: not timed) */
+    size_t len, cap;
+    char *data;    /* owned */
+    int *verb_ids; /* patch: owned */
+    int nverb_ids;
+    struct cmerge *merge; /* cluster mode: the parts of a split or fanned-out command (owned) */
+} client_slot;
+
+/* Cluster mode: the replies to a split command's parts are for one slot;
+ * the part's number (from 1) is in the top bits of their sequence number
+ * (client slot numbers never get near 2^48). */
+#define CLIENT_PART_SHIFT 48
+#define CLIENT_PART_SEQ(seq, part) ((seq) | ((unsigned long long)((part) + 1) << CLIENT_PART_SHIFT))
+
+typedef struct client_session {
+    vp_server *srv;
+    unsigned long long id;
+    union {
+        uv_handle_t handle;
+        uv_stream_t stream;
+        uv_tcp_t tcp;
+        uv_pipe_t pipe;
+    } h;
+    char addr[64];
+    struct vp_tls *tls; /* on tls-port: the session (proxy/net/tls.h); NULL: plaintext */
+
+    vp_buf in; /* bytes read; in[in_pos..] not yet parsed (pooled: empty while idle) */
+    size_t in_pos;
+    resp_request_parser parser;
+
+    upstream_conn *up; /* its own or a shared one (up->shared); NULL between a failed connect and the next
+                          request. Cluster mode: the connection its last command went on; on shared
+                          connections it may be owed replies on others too (each node's), which fill
+                          its slots by sequence number as they come */
+    struct route_node *route_node; /* cluster mode: the node of the command at hand (route_node_for) */
+    struct cnodes *nodes; /* cluster mode: state that follows it to each node, its own connections to other
+                             nodes (client_nodes.h); NULL until needed */
+    char up_error[160];
+    int answering_unavailable; /* answer what is buffered with up_error */
+
+    client_slot *slots; /* ring (pooled: NULL while no reply is owed) */
+    size_t slot_head, slot_len, slot_cap;
+    unsigned long long slot_seq; /* sequence number of the front slot */
+    unsigned long long read_seq; /* client_next_seq() when its last read came in */
+    uint64_t read_ns;            /* metrics_read_clock() at its last read: the slots' t0 */
+    unsigned short cur_cmd;      /* id of the command being dispatched (CMDID_NONE between) */
+
+    outq out;
+    /* On a shared connection: the last CLIENT SETNAME, SETINFO LIB-NAME and
+     * SETINFO LIB-VER requests, sent again on its own connection if it
+     * moves. */
+    vp_buf setters[3];
+
+    unsigned reading : 1;
+    unsigned paused : 1;          /* reading stopped by the proxy (counted in srv->clients_paused) */
+    unsigned input_done : 1;      /* read no more (protocol error, upstream lost) */
+    unsigned close_when_done : 1; /* close once every slot is answered and written */
+    unsigned closing : 1;
+    unsigned opaque : 1;       /* after SYNC/PSYNC: bytes, not commands */
+    unsigned streaming : 1;    /* a large request is being forwarded as it arrives */
+    unsigned settling : 1;     /* the next command waits for the verbs before it (upstream_must_settle_verbs),
+                                  or, on a shared connection, for every reply owed before it moves */
+    unsigned own_upstream : 1; /* on a connection of its own for the rest of the session */
+    unsigned touched : 1;      /* in srv->touched */
+    /* On a shared connection, reasons not to read (and parse) it for now: */
+    unsigned shared_wait : 1; /* the shared connection's backlog must drain (up->waiters) */
+    unsigned output_held : 1; /* its own output must drain (a slow reader) */
+    unsigned owed_wait : 1;   /* it is owed CLIENT_SHARED_MAX_OWED replies already */
+    unsigned slow_reader : 1; /* its output was held once: its next command moves it */
+    unsigned used_shared : 1; /* it sent commands on a shared connection */
+    unsigned
+        cluster_wait : 1; /* cluster mode: a command waits for the first slot map (client_cluster_ready) */
+    unsigned on_lost : 1; /* cluster mode: owed a reply by a shared connection being lost (marker) */
+    unsigned multi_deferred : 1; /* cluster mode: its MULTI was answered, and waits for the node of the
+                                    command after it (client_route_deferred_multi) */
+    unsigned own_state : 1;   /* cluster mode: its own connection holds lasting state (client_note_own_state)
+                                 and stays on its node */
+    unsigned own_tx : 1;      /* cluster mode: ... a transaction or WATCH, until EXEC, DISCARD, UNWATCH */
+    unsigned big_replies : 1; /* it got a reply over CLIENT_BIG_REPLY there: its next command moves it */
+    /* The proxy's own users (auth.h): has it authenticated (or needs not)? */
+    unsigned authed : 1;
+    /* Exempt from `timeout`, as in Redis's clientsCronHandleTimeout: it
+     * subscribed (until RESET), or is a MONITOR. */
+    unsigned pubsub : 1;
+    unsigned monitor : 1;
+    /* The end of a drain (client_drain_close): FIN once everything owed is
+     * written, then the close when the client closes too. */
+    unsigned linger : 1;
+    unsigned shut : 1;
+    /* On a shared connection: how many replies it may be owed at once
+     * (client_share_window), and the bytes of the reply coming in. */
+    unsigned short share_window;
+    unsigned front_started : 1; /* part of the front slot's reply went out already */
+    size_t reply_bytes;
+    uint64_t eof_at;  /* loop time the client sent EOF with replies owed, 0 = not */
+    uint64_t last_io; /* loop time it was last read from or written to (`timeout`) */
+    /* The batch hold (upstream_hold.h): the millisecond it last sent on a
+     * shared connection, and the batch it joined there last. */
+    uint64_t hold_window;
+    unsigned hold_batch;
+
+    struct client_session *prev, *next;
+    struct client_session *touched_next;
+} client_session;
+
+/* A new connection on a listener (`tls`: the tls-port one). */
+void client_accept(vp_server *srv, uv_stream_t *listener, int is_unix, int tls);
+void client_close(client_session *c);
+/* The end of a drain (proxy/ops/lifecycle.c): read nothing more, drop what was
+ * read but not sent upstream, and close once every reply owed for what was
+ * sent is written. */
+void client_drain_close(client_session *c);
+/* Has it sent commands on a shared upstream connection (this session)? */
+int client_used_shared(const client_session *c);
+/* Once a second: let go of clients that left with replies still owed, and
+ * close those idle past `timeout`. */
+void client_cron(vp_server *srv);
+
+/* Called by the upstream connection. */
+void client_upstream_ready(client_session *c);
+void client_upstream_failed(client_session *c, const char *reason);
+void client_upstream_lost(client_session *c, const char *reason);
+/* Its own upstream's replies stopped being RESP: may the rest of the
+ * session be a byte pipe? Not if a reply of the proxy's own waits behind
+ * one of Redis's, or a held reply behind one still owed: in a pipe they
+ * could not be placed. */
+int client_can_become_pipe(const client_session *c);
+/* Make it one, as after SYNC (`why`: the framer's error, for the log):
+ * what is held of the reply in progress goes out, every slot is dropped,
+ * and from now on its input goes upstream as bytes and the upstream's bytes
+ * come back with client_push. */
+void client_become_pipe(client_session *c, const char *why);
+/* The sequence number the next slot queued will have. */
+unsigned long long client_next_seq(const client_session *c);
+/* Bytes of the reply owed to slot `seq` (p NULL: nothing to write, e.g.
+ * our barrier); `done` on its last piece. */
+void client_reply(client_session *c, unsigned long long seq, const char *p, size_t n, int done);
+/* Bytes that answer no slot: pushes, subscribe-mode and MONITOR streams. */
+void client_push(client_session *c, const char *p, size_t n);
+/* The upstream finished a read round: write what it gave us. */
+void client_round_end(client_session *c);
+/* The upstream's output queue drained: read requests again. */
+void client_upstream_drained(client_session *c);
+
+/* A shared connection gave the client a reply: flush it at the end of the
+ * read (client_flush_touched). */
+void client_touch(client_session *c);
+void client_flush_touched(vp_server *srv);
+/* A shared connection's events, for every client on it. */
+void client_shared_ready(vp_server *srv, upstream_conn *up);
+void client_shared_failed(vp_server *srv, upstream_conn *up, const char *reason);
+void client_shared_lost(vp_server *srv, upstream_conn *up, const char *reason);
+void client_shared_drained(vp_server *srv, upstream_conn *up);
+/* A reload retired this shared connection (upstream_retire_shared): its
+ * clients owing it nothing (all: every one) leave it, and take the new one
+ * with their next command. */
+void client_shared_retired(vp_server *srv, upstream_conn *up, int all);
+/* Cluster mode (cluster.c): a slot map was accepted: clients waiting for
+ * one go on; or the first fetch failed: they get the error. */
+void client_cluster_ready(vp_server *srv);
+void client_cluster_failed(vp_server *srv, const char *reason);
+/* A reload replaced srv->verbs (the old contents now at `old`): COMMAND
+ * replies still owed name the new table's verbs. */
+void client_verbs_replaced(vp_server *srv, const verb_table *old);
+
+#endif

@@ -1,0 +1,103 @@
+/* upstream_side.c - the side connection: one more upstream connection of
+ * the server's, for the commands Redis answers while a script or function
+ * is busy (SCRIPT KILL, FUNCTION KILL, FUNCTION STATS: cmd_is_out_of_band)
+ * when a client on a shared connection sends them.
+ *
+ * Why: a busy script holds up the connection that runs it, and on a shared
+ * connection every request behind it, a SCRIPT KILL too: it would reach
+ * Redis only once the script is over, and be answered -NOTBUSY. Redis reads
+ * other connections meanwhile, so the kill goes on a connection that never
+ * carries anything else. It is a shared connection in every other respect:
+ * requests are copied and written with the shared ones once per loop
+ * iteration (upstream_flush_shared), each FIFO entry names its client, and
+ * the reply goes to that client's slot, held there until the slots before it
+ * (still owed by the busy shared connection) are answered, so the client
+ * sees its replies in request order.
+ *
+ * One per node, opened on first use and kept (route_node.side); if it
+ * fails to connect, each request on it is answered "upstream unavailable";
+ * if it is lost, a client owed a reply there is closed after what arrived,
+ * as on a shared one. */
+#include <stdio.h>
+#include <string.h>
+
+#include "proxy/session/client.h"
+#include "proxy/log.h"
+#include "proxy/route/route.h"
+#include "proxy/upstream/upstream.h"
+#include "proxy/upstream/upstream_internal.h"
+
+static upstream_conn *up_side_get(vp_server *srv, route_node *node)
+{
+    if (!node->side) {
+        upstream_conn *up = upstream_open(srv, node, NULL);
+        up->shared = 1; /* entries name many clients; written with the shared ones */
+        up->side = 1;
+        up->shared_index = -1;
+        node->side = up;
+    }
+    return node->side;
+}
+
+int upstream_side_forward(vp_server *srv, struct client_session *c, const char *p, size_t n)
+{
+    /* (The node whose script is busy: the client's.) */
+    upstream_conn *up = up_side_get(srv, route_node_for(srv, c));
+    srv->stats.commands_forwarded++;
+    outq_add_copy(&up->out, p, n); /* the client's buffer moves on before the write */
+    up_fifo_push(up, c, UP_REPLY);
+    return 1;
+}
+
+int upstream_side_forward_part(vp_server *srv, route_node *node, struct client_session *c,
+                               unsigned long long seq, const char *p, size_t n)
+{
+    upstream_conn *up = up_side_get(srv, node);
+    srv->stats.commands_forwarded++;
+    outq_add_copy(&up->out, p, n);
+    up_fifo_push(up, c, UP_REPLY)->seq = seq;
+    return 1;
+}
+
+void upstream_side_detach(vp_server *srv, struct client_session *c)
+{
+    for (int i = 0; i < srv->nnodes; i++)
+        if (srv->nodes[i]->side) upstream_detach_client(srv->nodes[i]->side, c);
+}
+
+/* The entry at position i of the FIFO (0: oldest). */
+static up_entry *up_side_entry(upstream_conn *up, size_t i)
+{
+    return &up->fifo[(up->fifo_head + i) % up->fifo_cap];
+}
+
+void up_side_failed(upstream_conn *up, const char *why)
+{
+    /* Each request waiting for the connect gets the error the client would
+     * get for any other (client.c's wording), in its slot. */
+    char msg[384];
+    int n = snprintf(msg, sizeof(msg), "-ERR upstream unavailable: %s: %s", up_addr(up), why);
+    if (n < 0 || (size_t)n > sizeof(msg) - 3) n = (int)sizeof(msg) - 3;
+    for (int i = 0; i < n; i++)
+        if (msg[i] == '\r' || msg[i] == '\n') msg[i] = ' ';
+    memcpy(msg + n, "\r\n", 2);
+    /* client_reply only queues, so no client closes during the walk. */
+    for (size_t i = 0; i < up->fifo_len; i++) {
+        up_entry *e = up_side_entry(up, i);
+        if (!e->client) continue;
+        client_reply(e->client, e->seq, msg, (size_t)n + 2, 1);
+        client_touch(e->client);
+    }
+    client_flush_touched(up->srv);
+}
+
+void up_side_lost(upstream_conn *up, const char *why)
+{
+    for (size_t i = 0; i < up->fifo_len; i++) {
+        struct client_session *c = up_side_entry(up, i)->client;
+        if (!c) continue;
+        /* Its other entries here are done with too (it may close now). */
+        upstream_detach_client(up, c);
+        client_upstream_lost(c, why);
+    }
+}
