@@ -20,6 +20,7 @@
 #include "proxy/server.h"
 #include "proxy/slotmap.h"
 #include "proxy/topology.h"
+#include "proxy/tryagain.h"
 #include "proxy/upstream.h"
 #include "proxy/upstream_internal.h"
 
@@ -47,6 +48,7 @@ struct cluster_state {
     uint64_t fetch_started;
     unsigned fetch_turn; /* round robin over the nodes known */
     uv_timer_t timer;
+    tryagain_q *tryagain; /* requests answered -TRYAGAIN, waiting to go again */
     char last_error[160];
     /* Planning scratch, kept across commands. */
     rplan_scratch scratch;
@@ -229,6 +231,7 @@ int cluster_start(vp_server *srv)
     topo_init(&cs->policy, cluster_now(srv));
     uv_timer_init(srv->loop, &cs->timer);
     cs->timer.data = srv;
+    cs->tryagain = tryagain_new(srv);
     uv_timer_start(&cs->timer, cluster_tick, 0, CLUSTER_TICK_MS);
     vp_log(VP_LOG_NOTICE, "cluster mode: %d seed node(s), the first %s", srv->conf.ncluster_seeds,
            srv->nodes[0]->addr);
@@ -250,6 +253,7 @@ void cluster_stop(vp_server *srv)
     cluster_state *cs = srv->cluster;
     if (!cs) return;
     cluster_fetch_done(srv);
+    tryagain_free(cs->tryagain);
     srv->cluster = NULL;
     uv_timer_stop(&cs->timer);
     cs->timer.data = cs;
@@ -403,7 +407,13 @@ void cluster_plan(vp_server *srv, int argc, const resp_arg *argv, const verb_def
 
 int cluster_is_redirect(const char *p, size_t n)
 {
-    return (n > 7 && memcmp(p, "-MOVED ", 7) == 0) || (n > 5 && memcmp(p, "-ASK ", 5) == 0);
+    return (n > 7 && memcmp(p, "-MOVED ", 7) == 0) || (n > 5 && memcmp(p, "-ASK ", 5) == 0) ||
+           (n >= 9 && memcmp(p, "-TRYAGAIN", 9) == 0);
+}
+
+void cluster_detach_client(vp_server *srv, struct client_session *c)
+{
+    if (srv->cluster) tryagain_detach_client(srv->cluster->tryagain, c);
 }
 
 int cluster_redirect(upstream_conn *up, const up_entry *e, const char *req, size_t reqlen, const char *p,
@@ -413,6 +423,8 @@ int cluster_redirect(upstream_conn *up, const up_entry *e, const char *req, size
     cluster_state *cs = srv->cluster;
     redirect r;
     if (!cs || redirect_parse(p, n, &r) == REDIRECT_NONE) return 0;
+    /* The same node, the same way, a little later (tryagain.h). */
+    if (r.kind == REDIRECT_TRYAGAIN) return tryagain_hold(cs->tryagain, up->node, e, req, reqlen);
     if (r.kind != REDIRECT_MOVED && r.kind != REDIRECT_ASK) return 0;
     const char *host = r.hostlen ? r.host : up->node->host;
     size_t hostlen = r.hostlen ? r.hostlen : strlen(up->node->host);
@@ -430,6 +442,9 @@ int cluster_redirect(upstream_conn *up, const up_entry *e, const char *req, size
     }
     upstream_conn *to = upstream_shared(srv, node, e->client ? e->client->id : 0);
     if (to == up) return 0; /* sent where it was: a loop; the client gets the error */
-    upstream_resend(to, e, req, reqlen, r.kind == REDIRECT_ASK);
+    up_entry moved = *e;
+    moved.redirects++;
+    moved.tries = 0; /* a new node: its own tries */
+    upstream_resend(to, &moved, req, reqlen, r.kind == REDIRECT_ASK);
     return 1;
 }

@@ -116,6 +116,7 @@ void metrics_prom_write(const vp_server *srv, vp_buf *b)
                "Requests sent again to the node a -MOVED or -ASK named (the client never sees those).");
         sample_labeled(b, "verbproxy_cluster_redirects_total", "kind", "moved", s->cluster_moved);
         sample_labeled(b, "verbproxy_cluster_redirects_total", "kind", "ask", s->cluster_ask);
+        sample_labeled(b, "verbproxy_cluster_redirects_total", "kind", "tryagain", s->cluster_tryagain);
     }
     counter(b, "verbproxy_config_reloads_total", "SIGHUP reloads that took effect.", s->reloads);
     counter(b, "verbproxy_config_reload_failures_total",
