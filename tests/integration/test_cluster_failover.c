@@ -424,6 +424,19 @@ static void split_slot_story(void)
     cr_assert_eq(tries1 - tries0, 5, "the proxy tried %lld times, expected 5", tries1 - tries0);
     cr_assert_gt(stat_of("cluster_ask"), 0, "the verb was not -ASKed");
     cr_assert_eq(stat_of("cluster_moved"), 0, "a -MOVED while the slot was only migrating");
+    /* The target loses its scripts: the verb -ASKed there meets NOSCRIPT,
+     * and its retry after the load carries ASKING too. */
+    r = node_cmd(to, "SCRIPT FLUSH");
+    vt_assert_status(r, "OK");
+    freeReplyObject(r);
+    long long noscript0 = stat_of("noscript_recoveries");
+    static const char verb[] = "*3\r\n$11\r\nLOCKRELEASE\r\n$6\r\n{sp}:a\r\n$3\r\ntok\r\n";
+    cr_assert(vt_sock_send(fd, verb, sizeof(verb) - 1));
+    cr_assert(vt_sock_read_len(fd, &got, 4, VT_READ_DEADLINE_MS), "got only \"%s\"", vt_buf_escaped(&got));
+    vt_assert_bytes(&got, ":0\r\n");
+    vt_buf_reset(&got);
+    cr_assert_eq(stat_of("noscript_recoveries"), noscript0 + 1, "no NOSCRIPT recovery on the target");
+    cr_assert_eq(stat_of("cluster_moved"), 0, "a -MOVED after the NOSCRIPT recovery");
     static const char mget[] = "*3\r\n$4\r\nMGET\r\n$6\r\n{sp}:a\r\n$6\r\n{sp}:b\r\n";
     cr_assert(vt_sock_send(fd, mget, sizeof(mget) - 1));
     cr_assert(vt_wait_until(stat_above, &(stat_wait){"cluster_tryagain", tries1}, 5000),
