@@ -25,15 +25,21 @@
 
 #include "tests/support/checks.h"
 #include "tests/support/cluster.h"
+#include "tests/support/http.h"
+#include "tests/support/prom.h"
 
 static vt_cluster *cl;
 static vt_proxy *proxy;
+static int metrics_port;
+static char metrics_arg[16];
 
 static void setup(void)
 {
     cl = vt_cluster_start();
     cr_assert_not_null(cl, "the cluster did not come up (see stderr)");
-    static const char *const args[] = {"--upstream-mode", "cluster", NULL};
+    metrics_port = vt_free_port();
+    snprintf(metrics_arg, sizeof(metrics_arg), "%d", metrics_port);
+    static const char *args[] = {"--upstream-mode", "cluster", "--metrics-port", metrics_arg, NULL};
     proxy = vt_proxy_start(cl->node[0], &(vt_proxy_opts){.extra_args = args});
     cr_assert_not_null(proxy, "verbproxy did not start");
 }
@@ -423,6 +429,15 @@ static void split_slot_story(void)
     long long tries1 = stat_of("cluster_tryagain");
     cr_assert_eq(tries1 - tries0, 5, "the proxy tried %lld times, expected 5", tries1 - tries0);
     cr_assert_gt(stat_of("cluster_ask"), 0, "the verb was not -ASKed");
+    vt_http_resp h = vt_http_get(metrics_port, "/metrics");
+    cr_assert_eq(h.status, 200, "/metrics: %s", vt_buf_escaped(&h.raw));
+    vt_prom prom;
+    char why[256];
+    cr_assert(vt_prom_parse(h.body, h.body_len, &prom, why, sizeof(why)), "/metrics: %s", why);
+    double tried = vt_prom_get(&prom, "verbproxy_cluster_redirects_total", "kind=\"tryagain\"", -1);
+    vt_prom_free(&prom);
+    vt_http_free(&h);
+    cr_assert_eq((long long)tried, tries1, "redirects_total{kind=\"tryagain\"} %g, STATS %lld", tried, tries1);
     cr_assert_eq(stat_of("cluster_moved"), 0, "a -MOVED while the slot was only migrating");
     /* The target loses its scripts: the verb -ASKed there meets NOSCRIPT,
      * and its retry after the load carries ASKING too. */
