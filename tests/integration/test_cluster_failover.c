@@ -67,10 +67,10 @@ typedef struct worker {
     volatile long long disturbed; /* rounds that met an outage's error or a close */
     volatile long long closes;
     char last_outage[160]; /* the last outage error it got */
-    long long counter; /* the last INCR */
-    bool resync;       /* the next INCR sets the counter (writes may have been lost) */
-    bool popped_prev;  /* the last round's QPOP got its job into the lease set */
-    bool popped;       /* this round's did */
+    long long counter;     /* the last INCR */
+    bool resync;           /* the next INCR sets the counter (writes may have been lost) */
+    bool popped_prev;      /* the last round's QPOP got its job into the lease set */
+    bool popped;           /* this round's did */
     char why[768];
 } worker;
 
@@ -156,7 +156,8 @@ static const char *round_check(worker *w, long long round, int i, const redisRep
     case 5:
         return r->type == REDIS_REPLY_INTEGER && r->integer == 1 ? NULL : "LOCKRELEASE: expected :1";
     case 8: /* QACK of the last round's job */
-        if (r->type == REDIS_REPLY_INTEGER && (w->popped_prev ? r->integer == 1 : r->integer <= 1)) return NULL;
+        if (r->type == REDIS_REPLY_INTEGER && (w->popped_prev ? r->integer == 1 : r->integer <= 1))
+            return NULL;
         return w->popped_prev ? "QACK: expected :1" : "QACK: expected :0 or :1";
     case 7: { /* QPOP: this round's job; an outage may have left older ones */
         snprintf(want, sizeof(want), "j%lld", round);
@@ -204,14 +205,13 @@ static void *worker_run(void *arg)
             if (w->tolerant && outage_error(r)) {
                 disturbed = true;
                 snprintf(w->last_outage, sizeof(w->last_outage), "%s", r->str);
-            }
-            else if (!disturbed || r->type != REDIS_REPLY_ERROR)
+            } else if (!disturbed || r->type != REDIS_REPLY_ERROR)
                 bad = disturbed ? NULL : round_check(w, round, i, r, buf, sizeof(buf));
             else
                 bad = "an error that is not the outage's";
             if (bad)
-                snprintf(w->why, sizeof(w->why), "worker %d (%s) round %lld reply %d: %s, got %s", w->id, w->tag,
-                         round, i, bad, VT_DESCRIBE(r));
+                snprintf(w->why, sizeof(w->why), "worker %d (%s) round %lld reply %d: %s, got %s", w->id,
+                         w->tag, round, i, bad, VT_DESCRIBE(r));
             freeReplyObject(r);
         }
         w->popped_prev = w->popped && !closed;
@@ -283,8 +283,9 @@ static void load_more(load *l, long long more, int timeout_ms, const char *when)
     cr_assert(!why, "%s: %s", when, why);
     char state[2048] = "";
     for (int i = 0, at = 0; i < WORKERS && at < (int)sizeof(state); i++)
-        at += snprintf(state + at, sizeof(state) - (size_t)at, " w%d(%s) %lld right %lld disturbed %lld closes (%s);",
-                       i, l->w[i].tag, l->w[i].rounds, l->w[i].disturbed, l->w[i].closes, l->w[i].last_outage);
+        at += snprintf(state + at, sizeof(state) - (size_t)at,
+                       " w%d(%s) %lld right %lld disturbed %lld closes (%s);", i, l->w[i].tag, l->w[i].rounds,
+                       l->w[i].disturbed, l->w[i].closes, l->w[i].last_outage);
     cr_assert(ok, "%s: the workers did not do %lld more rounds in %d ms:%s", when, more, timeout_ms, state);
 }
 
@@ -326,10 +327,10 @@ static int replica_of(int p)
     return -1;
 }
 
-static int other_primary(int not)
+static int other_primary(int not )
 {
     for (int i = 0; i < VT_CLUSTER_NODES; i++)
-        if (i != not && vt_cluster_is_primary(cl, i)) return i;
+        if (i != not &&vt_cluster_is_primary(cl, i)) return i;
     return -1;
 }
 
@@ -378,8 +379,8 @@ static void assert_writes_in_place(load *l)
                   VT_DESCRIBE(r));
         freeReplyObject(r);
         r = vt_cmd(c, "EXISTS %s:w%d:k0 %s:w%d:k3", w->tag, w->id, w->tag, w->id);
-        cr_assert(r && r->type == REDIS_REPLY_INTEGER && r->integer == 2, "worker %d's keys on node %d: %s", i,
-                  at, VT_DESCRIBE(r));
+        cr_assert(r && r->type == REDIS_REPLY_INTEGER && r->integer == 2, "worker %d's keys on node %d: %s",
+                  i, at, VT_DESCRIBE(r));
         freeReplyObject(r);
         redisFree(c);
     }
@@ -437,7 +438,8 @@ static void split_slot_story(void)
     double tried = vt_prom_get(&prom, "verbproxy_cluster_redirects_total", "kind=\"tryagain\"", -1);
     vt_prom_free(&prom);
     vt_http_free(&h);
-    cr_assert_eq((long long)tried, tries1, "redirects_total{kind=\"tryagain\"} %g, STATS %lld", tried, tries1);
+    cr_assert_eq((long long)tried, tries1, "redirects_total{kind=\"tryagain\"} %g, STATS %lld", tried,
+                 tries1);
     cr_assert_eq(stat_of("cluster_moved"), 0, "a -MOVED while the slot was only migrating");
     /* The target loses its scripts: the verb -ASKed there meets NOSCRIPT,
      * and its retry after the load carries ASKING too. */
@@ -496,7 +498,8 @@ static void leaving_client_story(void)
     cr_assert(vt_cluster_move_keys(cl, slot, to));
     cr_assert(vt_cluster_move_finish(cl, slot, to));
     r = vt_cmd(c, "MGET {sq}:a {sq}:b");
-    cr_assert(r && r->type == REDIS_REPLY_ARRAY && r->elements == 2 && r->element[0]->type == REDIS_REPLY_STRING,
+    cr_assert(r && r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
+                  r->element[0]->type == REDIS_REPLY_STRING,
               "%s", VT_DESCRIBE(r));
     freeReplyObject(r);
     redisFree(c);
@@ -574,8 +577,10 @@ static void *qworker_run(void *arg)
         }
         redisReply *a = vt_cmd_argv(c, n, argv, lens);
         bool ok = a && a->type == REDIS_REPLY_INTEGER && a->integer == n - 2;
-        if (!ok) snprintf(q->why, sizeof(q->why), "QACK of %d: %s", n - 2, VT_DESCRIBE(a));
-        else __atomic_fetch_add(q->acked, n - 2, __ATOMIC_RELAXED);
+        if (!ok)
+            snprintf(q->why, sizeof(q->why), "QACK of %d: %s", n - 2, VT_DESCRIBE(a));
+        else
+            __atomic_fetch_add(q->acked, n - 2, __ATOMIC_RELAXED);
         if (a) freeReplyObject(a);
         freeReplyObject(r);
         if (!ok) break;
