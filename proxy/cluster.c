@@ -41,8 +41,10 @@ struct cluster_state {
     topo policy;
     /* Per slot, the node serving it (NULL: none), from `map`. */
     route_node *slot_node[HASHSLOT_COUNT];
-    route_node *any; /* the first covered slot's node */
-    int ready;       /* a map was accepted */
+    route_node *any;        /* the first covered slot's node */
+    route_node **primaries; /* every node serving a slot in the map */
+    int nprimaries;
+    int ready; /* a map was accepted */
     /* The fetch in flight: its own connection (closed once answered). */
     upstream_conn *fetch;
     uint64_t fetch_started;
@@ -73,7 +75,16 @@ int cluster_ready(const vp_server *srv)
 route_node *cluster_any_node(vp_server *srv)
 {
     cluster_state *cs = srv->cluster;
-    return cs && cs->any ? cs->any : route_primary(srv);
+    if (!cs || !cs->any) return route_primary(srv);
+    /* A primary with a connection that works, if one has: a new client, or
+     * one whose connection failed, first goes here before its commands are
+     * routed, and a dead node (the first slot's, killed, until its replica
+     * is promoted) would fail every command it sent, for live nodes too. */
+    for (int p = 0; p < cs->nprimaries; p++)
+        for (int i = 0; i < srv->conf.shared_upstreams; i++)
+            if (cs->primaries[p]->shared[i] && upstream_is_ready(cs->primaries[p]->shared[i]))
+                return cs->primaries[p];
+    return cs->any;
 }
 
 /* ---- fetching the map ---- */
@@ -138,6 +149,9 @@ static void cluster_apply(vp_server *srv, slotmap *fresh)
     route_node **by_index = vp_malloc((size_t)(m->nnodes ? m->nnodes : 1) * sizeof(*by_index));
     memset(by_index, 0, (size_t)(m->nnodes ? m->nnodes : 1) * sizeof(*by_index));
     cs->any = NULL;
+    free(cs->primaries);
+    cs->primaries = vp_malloc((size_t)(m->nnodes ? m->nnodes : 1) * sizeof(*cs->primaries));
+    cs->nprimaries = 0;
     int primaries = 0;
     for (int s = 0; s < HASHSLOT_COUNT; s++) {
         int i = slotmap_owner(m, s);
@@ -148,6 +162,7 @@ static void cluster_apply(vp_server *srv, slotmap *fresh)
         if (!by_index[i]) {
             by_index[i] = route_node_add(srv, m->nodes[i].host, strlen(m->nodes[i].host), m->nodes[i].port);
             primaries++;
+            if (by_index[i]) cs->primaries[cs->nprimaries++] = by_index[i];
         }
         cs->slot_node[s] = by_index[i];
         if (!cs->any) cs->any = by_index[i];
@@ -242,6 +257,7 @@ static void cluster_timer_closed(uv_handle_t *h)
 {
     cluster_state *cs = h->data;
     slotmap_free(&cs->map);
+    free(cs->primaries);
     free(cs->argp);
     free(cs->lens);
     free(cs->space_mem);

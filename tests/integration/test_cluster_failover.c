@@ -720,6 +720,21 @@ Test(cluster_failover, a_primary_killed_under_load_costs_only_its_outage)
     load_start(&l, tags, 3, true);
     load_more(&l, 5, 20000, "before the kill");
     vt_redis_kill(cl->node[p]);
+    /* A new client during the outage: a key of a live primary is served
+     * (or, once the nodes mark the dead one failed, -CLUSTERDOWN), never
+     * refused for the dead node's sake (it serves slot 0, the keyless
+     * commands' and new clients' first node). */
+    char key[64];
+    snprintf(key, sizeof(key), "%s:new", elsewhere);
+    for (int i = 0; i < 5; i++) {
+        redisContext *n = vt_must_connect(proxy->port);
+        redisReply *r = vt_cmd(n, "SET %s %d", key, i);
+        cr_assert(r && (r->type == REDIS_REPLY_STATUS ||
+                        (r->type == REDIS_REPLY_ERROR && strncmp(r->str, "CLUSTERDOWN", 11) == 0)),
+                  "a new client's SET on a live primary during the outage: %s", VT_DESCRIBE(r));
+        freeReplyObject(r);
+        redisFree(n);
+    }
     promoted_wait pw = {rep, p};
     cr_assert(vt_wait_until(promoted, &pw, VT_CLUSTER_DEADLINE_MS), "node %d was not promoted", rep);
     cr_assert(vt_wait_until(proxy_serves, on_p, 15000), "the proxy did not reach the new primary");
