@@ -33,6 +33,8 @@ static vt_proxy *proxy;
 static int metrics_port;
 static char metrics_arg[16];
 
+static bool proxy_writes_everywhere(void *arg);
+
 static void setup(void)
 {
     cl = vt_cluster_start();
@@ -42,6 +44,26 @@ static void setup(void)
     static const char *args[] = {"--upstream-mode", "cluster", "--metrics-port", metrics_arg, NULL};
     proxy = vt_proxy_start(cl->node[0], &(vt_proxy_opts){.extra_args = args});
     cr_assert_not_null(proxy, "verbproxy did not start");
+    cr_assert(vt_wait_until(proxy_writes_everywhere, NULL, VT_CLUSTER_DEADLINE_MS),
+              "the proxy does not reach every primary");
+}
+
+/* Every primary answers a write through the proxy: a cluster that just
+ * said cluster_state:ok can still flap on a busy machine. */
+static bool proxy_writes_everywhere(void *arg)
+{
+    (void)arg;
+    static const char *const keys[] = {"{a}", "{b}", "{c}", "{d}", "{e}", "{f}", "{g}", "{h}"};
+    redisContext *c = vt_connect(proxy->port);
+    if (!c) return false;
+    bool ok = true;
+    for (size_t i = 0; ok && i < sizeof(keys) / sizeof(keys[0]); i++) {
+        redisReply *r = redisCommand(c, "SET %s:up 1", keys[i]);
+        ok = r && r->type == REDIS_REPLY_STATUS;
+        if (r) freeReplyObject(r);
+    }
+    redisFree(c);
+    return ok;
 }
 
 static void teardown(void)
