@@ -113,9 +113,11 @@ void metrics_prom_write(const vp_server *srv, vp_buf *b)
                 "Slot map fetches that failed (no connection, no answer, an unreadable one).",
                 s->cluster_fetch_failures);
         family(b, "verbproxy_cluster_redirects_total", "counter",
-               "Requests sent again to the node a -MOVED or -ASK named (the client never sees those).");
+               "Requests sent again: to the node a -MOVED or -ASK named, to the same one after a -TRYAGAIN "
+               "(the client never sees those; a -TRYAGAIN once the tries are spent).");
         sample_labeled(b, "verbproxy_cluster_redirects_total", "kind", "moved", s->cluster_moved);
         sample_labeled(b, "verbproxy_cluster_redirects_total", "kind", "ask", s->cluster_ask);
+        sample_labeled(b, "verbproxy_cluster_redirects_total", "kind", "tryagain", s->cluster_tryagain);
     }
     counter(b, "verbproxy_config_reloads_total", "SIGHUP reloads that took effect.", s->reloads);
     counter(b, "verbproxy_config_reload_failures_total",

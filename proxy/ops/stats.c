@@ -36,7 +36,8 @@
     X(cluster_fetches)                                                                                       \
     X(cluster_fetch_failures)                                                                                \
     X(cluster_moved)                                                                                         \
-    X(cluster_ask)
+    X(cluster_ask)                                                                                           \
+    X(cluster_tryagain)
 
 size_t stats_format(const vp_stats *s, char *buf, size_t cap, const char *sep, const char *end)
 {

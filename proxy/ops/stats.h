@@ -11,7 +11,7 @@ typedef struct vp_stats {
     unsigned long long commands_forwarded;
     /* Cluster mode (proxy/route/cluster.c): slot map fetches, failed ones, and the
      * redirects followed for clients. */
-    unsigned long long cluster_fetches, cluster_fetch_failures, cluster_moved, cluster_ask;
+    unsigned long long cluster_fetches, cluster_fetch_failures, cluster_moved, cluster_ask, cluster_tryagain;
     unsigned long long local_replies;
     unsigned long long protocol_errors;
     unsigned long long upstream_connects;

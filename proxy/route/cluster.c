@@ -21,6 +21,7 @@
 #include "proxy/server.h"
 #include "proxy/route/slotmap.h"
 #include "proxy/route/topology.h"
+#include "proxy/route/tryagain.h"
 #include "proxy/upstream/upstream.h"
 #include "proxy/upstream/upstream_internal.h"
 
@@ -41,13 +42,16 @@ struct cluster_state {
     topo policy;
     /* Per slot, the node serving it (NULL: none), from `map`. */
     route_node *slot_node[HASHSLOT_COUNT];
-    route_node *any; /* the first covered slot's node */
-    int ready;       /* a map was accepted */
+    route_node *any;        /* the first covered slot's node */
+    route_node **primaries; /* every node serving a slot in the map */
+    int nprimaries;
+    int ready; /* a map was accepted */
     /* The fetch in flight: its own connection (closed once answered). */
     upstream_conn *fetch;
     uint64_t fetch_started;
     unsigned fetch_turn; /* round robin over the nodes known */
     uv_timer_t timer;
+    tryagain_q *tryagain; /* requests answered -TRYAGAIN, waiting to go again */
     char last_error[160];
     /* Planning scratch, kept across commands. */
     rplan_scratch scratch;
@@ -68,8 +72,8 @@ struct cluster_state {
     int merge_nkeys;        /* MGET: the keys (their parts and places: space.group, space.pos) */
     unsigned scan_node;     /* SCAN: the part's node ordinal ... */
     unsigned scan_nnodes;   /* ... of this many primaries */
-    route_node **primaries; /* fan-out: the primaries in the order of their lowest slot */
-    int primaries_cap;
+    route_node **fan_nodes; /* fan-out: the primaries in the order of their lowest slot */
+    int fan_cap;
 };
 
 static uint64_t cluster_now(vp_server *srv)
@@ -85,7 +89,16 @@ int cluster_ready(const vp_server *srv)
 route_node *cluster_any_node(vp_server *srv)
 {
     cluster_state *cs = srv->cluster;
-    return cs && cs->any ? cs->any : route_primary(srv);
+    if (!cs || !cs->any) return route_primary(srv);
+    /* A primary with a connection that works, if one has: a new client, or
+     * one whose connection failed, first goes here before its commands are
+     * routed, and a dead node (the first slot's, killed, until its replica
+     * is promoted) would fail every command it sent, for live nodes too. */
+    for (int p = 0; p < cs->nprimaries; p++)
+        for (int i = 0; i < srv->conf.shared_upstreams; i++)
+            if (cs->primaries[p]->shared[i] && upstream_is_ready(cs->primaries[p]->shared[i]))
+                return cs->primaries[p];
+    return cs->any;
 }
 
 /* ---- fetching the map ---- */
@@ -150,6 +163,9 @@ static void cluster_apply(vp_server *srv, slotmap *fresh)
     route_node **by_index = vp_malloc((size_t)(m->nnodes ? m->nnodes : 1) * sizeof(*by_index));
     memset(by_index, 0, (size_t)(m->nnodes ? m->nnodes : 1) * sizeof(*by_index));
     cs->any = NULL;
+    free(cs->primaries);
+    cs->primaries = vp_malloc((size_t)(m->nnodes ? m->nnodes : 1) * sizeof(*cs->primaries));
+    cs->nprimaries = 0;
     int primaries = 0;
     for (int s = 0; s < HASHSLOT_COUNT; s++) {
         int i = slotmap_owner(m, s);
@@ -160,6 +176,7 @@ static void cluster_apply(vp_server *srv, slotmap *fresh)
         if (!by_index[i]) {
             by_index[i] = route_node_add(srv, m->nodes[i].host, strlen(m->nodes[i].host), m->nodes[i].port);
             primaries++;
+            if (by_index[i]) cs->primaries[cs->nprimaries++] = by_index[i];
         }
         cs->slot_node[s] = by_index[i];
         if (!cs->any) cs->any = by_index[i];
@@ -243,6 +260,7 @@ int cluster_start(vp_server *srv)
     topo_init(&cs->policy, cluster_now(srv));
     uv_timer_init(srv->loop, &cs->timer);
     cs->timer.data = srv;
+    cs->tryagain = tryagain_new(srv);
     uv_timer_start(&cs->timer, cluster_tick, 0, CLUSTER_TICK_MS);
     vp_log(VP_LOG_NOTICE, "cluster mode: %d seed node(s), the first %s", srv->conf.ncluster_seeds,
            srv->nodes[0]->addr);
@@ -253,6 +271,7 @@ static void cluster_timer_closed(uv_handle_t *h)
 {
     cluster_state *cs = h->data;
     slotmap_free(&cs->map);
+    free(cs->primaries);
     free(cs->argp);
     free(cs->lens);
     free(cs->idx);
@@ -260,7 +279,7 @@ static void cluster_timer_closed(uv_handle_t *h)
     vp_buf_free(&cs->part_reqs);
     free(cs->part_off);
     free(cs->part_node);
-    free(cs->primaries);
+    free(cs->fan_nodes);
     free(cs);
 }
 
@@ -269,6 +288,7 @@ void cluster_stop(vp_server *srv)
     cluster_state *cs = srv->cluster;
     if (!cs) return;
     cluster_fetch_done(srv);
+    tryagain_free(cs->tryagain);
     srv->cluster = NULL;
     uv_timer_stop(&cs->timer);
     cs->timer.data = cs;
@@ -484,12 +504,12 @@ static void plan_split(cluster_state *cs, const resp_arg *argv, const rplan *pla
 
 /* The primaries, each once, in the order of their lowest slot: the order
  * fan-out replies merge in, and a SCAN cursor's node ordinal. */
-static int primaries(vp_server *srv, cluster_state *cs)
+static int fanout_nodes(vp_server *srv, cluster_state *cs)
 {
-    if (cs->primaries_cap < srv->nnodes) {
-        free(cs->primaries);
-        cs->primaries_cap = srv->nnodes;
-        cs->primaries = vp_malloc((size_t)cs->primaries_cap * sizeof(*cs->primaries));
+    if (cs->fan_cap < srv->nnodes) {
+        free(cs->fan_nodes);
+        cs->fan_cap = srv->nnodes;
+        cs->fan_nodes = vp_malloc((size_t)cs->fan_cap * sizeof(*cs->fan_nodes));
     }
     int n = 0;
     route_node *last = NULL;
@@ -499,8 +519,8 @@ static int primaries(vp_server *srv, cluster_state *cs)
         last = node;
         int seen = 0;
         for (int i = 0; i < n && !seen; i++)
-            seen = cs->primaries[i] == node;
-        if (!seen && n < cs->primaries_cap) cs->primaries[n++] = node;
+            seen = cs->fan_nodes[i] == node;
+        if (!seen && n < cs->fan_cap) cs->fan_nodes[n++] = node;
     }
     return n;
 }
@@ -511,7 +531,7 @@ static void plan_fanout(vp_server *srv, int argc, const resp_arg *argv, const rp
                         cluster_decision *d)
 {
     cluster_state *cs = srv->cluster;
-    int np = primaries(srv, cs);
+    int np = fanout_nodes(srv, cs);
     if (np == 0) {
         answer(d, clusterdown_unserved, sizeof(clusterdown_unserved) - 1, 1);
         return;
@@ -534,7 +554,7 @@ static void plan_fanout(vp_server *srv, int argc, const resp_arg *argv, const rp
         char cur[24];
         int n = snprintf(cur, sizeof(cur), "%llu", (unsigned long long)node_cursor);
         parts_reset(cs, 1);
-        part_add(cs, cs->primaries[node], argv, cs->idx, argc, 1, cur, (size_t)n);
+        part_add(cs, cs->fan_nodes[node], argv, cs->idx, argc, 1, cur, (size_t)n);
         cs->scan_node = node;
         cs->scan_nnodes = (unsigned)np;
         go_parts(cs, d, RPLAN_MERGE_SCAN);
@@ -543,7 +563,7 @@ static void plan_fanout(vp_server *srv, int argc, const resp_arg *argv, const rp
     }
     parts_reset(cs, np);
     for (int i = 0; i < np; i++)
-        part_add(cs, cs->primaries[i], argv, cs->idx, argc, -1, NULL, 0);
+        part_add(cs, cs->fan_nodes[i], argv, cs->idx, argc, -1, NULL, 0);
     go_parts(cs, d, plan->merge);
     d->fanout = 1;
 }
@@ -569,7 +589,13 @@ struct cmerge *cluster_part_merge(vp_server *srv)
 
 int cluster_is_redirect(const char *p, size_t n)
 {
-    return (n > 7 && memcmp(p, "-MOVED ", 7) == 0) || (n > 5 && memcmp(p, "-ASK ", 5) == 0);
+    return (n > 7 && memcmp(p, "-MOVED ", 7) == 0) || (n > 5 && memcmp(p, "-ASK ", 5) == 0) ||
+           (n >= 9 && memcmp(p, "-TRYAGAIN", 9) == 0);
+}
+
+void cluster_detach_client(vp_server *srv, struct client_session *c)
+{
+    if (srv->cluster) tryagain_detach_client(srv->cluster->tryagain, c);
 }
 
 /* A -MOVED: the slot is the named node's from now on (until the next
@@ -605,13 +631,19 @@ int cluster_redirect(upstream_conn *up, const up_entry *e, const char *req, size
 {
     vp_server *srv = up->srv;
     redirect r;
-    if (!srv->cluster || redirect_parse(p, n, &r) == REDIRECT_NONE) return 0;
+    cluster_state *cs = srv->cluster;
+    if (!cs || redirect_parse(p, n, &r) == REDIRECT_NONE) return 0;
+    /* The same node, the same way, a little later (tryagain.h). */
+    if (r.kind == REDIRECT_TRYAGAIN) return tryagain_hold(cs->tryagain, up->node, e, req, reqlen);
     if (r.kind != REDIRECT_MOVED && r.kind != REDIRECT_ASK) return 0;
     route_node *node = learn_moved(up, &r);
     if (!node) return 0;
     if (r.kind == REDIRECT_ASK) srv->stats.cluster_ask++;
     upstream_conn *to = upstream_shared(srv, node, e->client ? e->client->id : 0);
     if (to == up) return 0; /* sent where it was: a loop; the client gets the error */
-    upstream_resend(to, e, req, reqlen, r.kind == REDIRECT_ASK);
+    up_entry moved = *e;
+    moved.redirects++;
+    moved.tries = 0; /* a new node: its own tries */
+    upstream_resend(to, &moved, req, reqlen, r.kind == REDIRECT_ASK);
     return 1;
 }

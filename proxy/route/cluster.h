@@ -19,7 +19,9 @@
  *     the connection until its reply is in) goes again to the node named,
  *     its reply still for the same slot of the client's queue, so the
  *     client's replies stay in its request order. At most
- *     CLUSTER_MAX_REDIRECTS per request; the last error then goes on.
+ *     CLUSTER_MAX_REDIRECTS per request; the last error then goes on. A
+ *     -TRYAGAIN (a multi-key command while its slot migrates) sends it
+ *     again to the same node after a short, doubling wait (tryagain.h).
  *
  * Lifetime: cluster_start at start (after route_init) when upstream-mode is
  * cluster; cluster_stop at exit, before the nodes are freed. Allocates when
@@ -98,7 +100,10 @@ void cluster_note_redirect(struct upstream_conn *up, const char *p, size_t n);
 /* A reply that says the map may be stale (-CLUSTERDOWN), or a node
  * connection that failed: refresh soon. */
 void cluster_suspect(struct vp_server *srv, const char *why);
-/* Is this reply a redirect the proxy follows (MOVED, ASK)? */
+/* Is this reply a redirect the proxy follows (MOVED, ASK, TRYAGAIN)? */
 int cluster_is_redirect(const char *p, size_t n);
+/* The client is gone: nothing held for it is sent (tryagain.h). */
+struct client_session;
+void cluster_detach_client(struct vp_server *srv, struct client_session *c);
 
 #endif

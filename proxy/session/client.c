@@ -391,6 +391,7 @@ static void client_detach_cluster(client_session *c)
 {
     vp_server *srv = c->srv;
     if (!srv->cluster || !c->used_shared) return;
+    cluster_detach_client(srv, c); /* (a request waiting to go again after -TRYAGAIN) */
     for (int n = 0; n < srv->nnodes; n++)
         for (int i = 0; i < srv->conf.shared_upstreams; i++) {
             upstream_conn *up = srv->nodes[n]->shared[i];
@@ -1504,6 +1505,10 @@ void client_upstream_ready(client_session *c)
 void client_upstream_failed(client_session *c, const char *reason)
 {
     c->up = NULL;
+    /* Cluster mode: its retry must not go back to the node that failed
+     * (a killed primary) for good: the next command's own node, from the
+     * map as it is then (client_route), once a fetch followed the failure. */
+    if (c->srv->cluster) c->route_node = NULL;
     c->shared_wait = c->output_held = c->owed_wait = 0; /* nothing of that connection's holds it now */
     snprintf(c->up_error, sizeof(c->up_error), "%s", reason);
     /* One line per second at most: in an outage every client hits this.

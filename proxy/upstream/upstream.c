@@ -52,7 +52,7 @@ typedef enum up_route {
     ROUTE_PROBE,        /* the readiness probe's answer (readiness.c) */
     ROUTE_ROLE,         /* our ROLE's answer (sentinel mode): is it the primary? */
     ROUTE_SLOTS,        /* our CLUSTER SLOTS' answer (cluster mode) */
-    ROUTE_REDIRECT      /* a -MOVED or -ASK for a kept request (cluster mode): sent where it says */
+    ROUTE_REDIRECT      /* a -MOVED, -ASK or -TRYAGAIN for a kept request (cluster mode): sent again */
 } up_route;
 
 static void up_close_cb(uv_handle_t *h);
@@ -714,9 +714,10 @@ static void up_learn_auth(upstream_conn *up, const up_entry *e, const char *p, s
 }
 
 /* Cluster mode: a client's request answered -MOVED or -ASK goes where it
- * says, if the connection kept it (shared connections keep every request
- * until answered) and it was not redirected too often already. A
- * -CLUSTERDOWN goes on to the client, and the map is fetched again. */
+ * says, one answered -TRYAGAIN is sent again shortly (tryagain.h), if the
+ * connection kept it (shared connections keep every request until
+ * answered) and it was not redirected too often already. A -CLUSTERDOWN
+ * goes on to the client, and the map is fetched again. */
 static up_route up_decide_redirect(upstream_conn *up, const up_entry *e, const char *p, size_t n, int whole)
 {
     if (!up->srv->cluster || !whole || p[0] != '-') return ROUTE_REPLY;
@@ -1271,8 +1272,11 @@ static void up_send_kept(upstream_conn *up, const char *req, size_t n)
 void upstream_resend(upstream_conn *up, const up_entry *e, const char *req, size_t n, int asking)
 {
     static const char asking_cmd[] = "*1\r\n$6\r\nASKING\r\n";
-    if (asking) upstream_forward_silent(up, asking_cmd, sizeof(asking_cmd) - 1);
+    /* The script first: ASKING lets in only the command right after it
+     * (Redis clears the flag once any other command ran), so a SCRIPT LOAD
+     * between them sent the verb without it, -MOVED back to the source. */
     if (e->kind == UP_VERB) up_ensure_script(up, upstream_verbs(up)->verbs[e->verb]);
+    if (asking) upstream_forward_silent(up, asking_cmd, sizeof(asking_cmd) - 1);
     up->srv->stats.commands_forwarded++;
     up_send_kept(up, req, n);
     up_entry *r = up_fifo_push(up, e->client, e->kind);
@@ -1280,7 +1284,9 @@ void upstream_resend(upstream_conn *up, const up_entry *e, const char *req, size
     r->keep = (unsigned)n;
     r->verb = e->verb;
     r->retries = e->retries;
-    r->redirects = (unsigned char)(e->redirects + 1);
+    r->redirects = e->redirects;
+    r->tries = e->tries;
+    r->asked = (unsigned char)(asking != 0);
     if (e->kind == UP_VERB && e->retries > 0) up->retries_in_flight++;
 }
 

@@ -75,6 +75,8 @@ typedef struct up_entry {
     short verb;              /* UP_VERB, UP_SCRIPT_LOAD: index in the verb table */
     short retries;           /* UP_VERB: times sent again after a NOSCRIPT */
     unsigned char redirects; /* cluster mode: times sent again after a -MOVED or -ASK */
+    unsigned char tries;     /* cluster mode: times sent again after a -TRYAGAIN (tryagain.h) */
+    unsigned char asked;     /* cluster mode: sent after ASKING (a -TRYAGAIN's retry is too) */
     unsigned later_ran : 1;  /* UP_VERB, retried: a later command of its client ran before the retry */
     unsigned
         flush_epoch : 31;    /* a SCRIPT FLUSH (or an EXEC running one): srv->scripts_epoch it set; else 0 */
@@ -348,8 +350,9 @@ int upstream_side_forward_part(vp_server *srv, struct route_node *node, struct c
 /* The client is gone: replies owed to it on the side connection are dropped. */
 void upstream_side_detach(vp_server *srv, struct client_session *c);
 /* Cluster mode: the request `e` kept (req..req+n) was redirected to this
- * connection's node: send it again here (after ASKING when `asking`), its
- * reply for the same client slot. */
+ * connection's node, or is tried again there: send it again here (after
+ * ASKING when `asking`), its reply for the same client slot. Its counts
+ * (redirects, tries) go with it as the caller set them. */
 void upstream_resend(upstream_conn *up, const up_entry *e, const char *req, size_t n, int asking);
 /* Cluster mode, on a shared connection: one part of a split or fanned-out
  * command (req copied and kept, like every request there, for redirects),

@@ -175,6 +175,12 @@ int up_retry_verb(upstream_conn *up)
         up->reloaded_from = up->sent;
         up_send_loads(up);
     }
+    /* Cluster mode: a verb -ASKed here needs its ASKING again, right
+     * before it (after the loads: any other command clears the flag). */
+    if (old.asked) {
+        static const char asking_cmd[] = "*1\r\n$6\r\nASKING\r\n";
+        upstream_forward_silent(up, asking_cmd, sizeof(asking_cmd) - 1);
+    }
     outq_add_ref(&up->out, &up->kept, off, old.keep);
     up_entry *e = up_fifo_push(up, old.client, UP_VERB);
     e->seq = old.seq;
@@ -182,6 +188,9 @@ int up_retry_verb(upstream_conn *up)
     e->verb = old.verb;
     e->retries = (short)(old.retries + 1);
     e->later_ran = old.later_ran;
+    e->redirects = old.redirects;
+    e->tries = old.tries;
+    e->asked = old.asked;
     if (old.retries == 0) up->retries_in_flight++;
     return 1;
 }
