@@ -104,6 +104,7 @@ typedef struct client_session {
                                   or, on a shared connection, for every reply owed before it moves */
     unsigned own_upstream : 1; /* on a connection of its own for the rest of the session */
     unsigned touched : 1;      /* in srv->touched */
+    unsigned deferred : 1;     /* in srv->deferred (cluster mode: flushed in the check phase) */
     /* On a shared connection, reasons not to read (and parse) it for now: */
     unsigned shared_wait : 1; /* the shared connection's backlog must drain (up->waiters) */
     unsigned output_held : 1; /* its own output must drain (a slow reader) */
@@ -145,6 +146,7 @@ typedef struct client_session {
 
     struct client_session *prev, *next;
     struct client_session *touched_next;
+    struct client_session *deferred_next;
 } client_session;
 
 /* A new connection on a listener (`tls`: the tls-port one). */
@@ -190,6 +192,9 @@ void client_upstream_drained(client_session *c);
  * read (client_flush_touched). */
 void client_touch(client_session *c);
 void client_flush_touched(vp_server *srv);
+/* Cluster mode, the loop's check phase: write what client_flush_touched
+ * held back for clients still owed replies by another node. */
+void client_flush_deferred(vp_server *srv);
 /* A shared connection's events, for every client on it. */
 void client_shared_ready(vp_server *srv, upstream_conn *up);
 void client_shared_failed(vp_server *srv, upstream_conn *up, const char *reason);
