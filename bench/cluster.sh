@@ -20,6 +20,11 @@
 # redis-benchmark never moves a node's current_slot_index) - so the direct
 # path spreads its keys over the three primaries, not over their slots.
 #
+# Commands per read = each primary's INFO stats total_commands_processed /
+# total_reads_processed over the run (a figure that load does not blur: how
+# many requests Redis gets per read, hence how many reads, wakeups and reply
+# writes it pays per request), per primary, "a/b/c".
+#
 # CPU per request = utime+stime from /proc/PID/stat, before and after each
 # run, divided by the requests: "redis" = all six redis-server processes
 # (replicas too: they apply every SET), "proxy" = verbproxy, "server side" =
@@ -208,6 +213,16 @@ primaries_stat() {
         END { printf "%d %d\n", e, c }'
 }
 
+# node_reads -> one "commands reads" line per primary (INFO stats)
+node_reads() {
+    local port
+    for port in "${CL_PRIMARIES[@]}"; do
+        redis-cli -p "$port" INFO stats | tr -d '\r' | awk -F: '
+            $1 == "total_commands_processed" { c = $2 } $1 == "total_reads_processed" { r = $2 }
+            END { print c + 0, r + 0 }'
+    done
+}
+
 # bench_run path P test N -> RPS, CLIENT_S (redis-benchmark's user+sys
 # seconds), and BENCH_ERR (its error lines). Not in a $(...) subshell, so
 # that the traps can kill redis-benchmark at once.
@@ -237,29 +252,32 @@ check_run() {
 }
 
 RAW="$OUT_DIR/cluster_raw.csv"
-echo "round,pipeline,test,path,n,rps,proxy_us_per_req,redis_us_per_req,server_us_per_req,client_us_per_req,load1,secs" >"$RAW"
+echo "round,pipeline,test,path,n,rps,proxy_us_per_req,redis_us_per_req,server_us_per_req,client_us_per_req,load1,secs,cmds_per_read" >"$RAW"
 SHORT_RUNS=0   # runs under 2.5 s in threaded mode: their rps is low by up to 10% (the 250 ms tick)
 run_one() { # run_one round path P test N
     local path=$2 P=$3 t=$4 n=$5 pp=${PROXY_PID[$2]}
-    local r0 r1 p0="" p1="" rus pus="" sus cus s0 s1 x secs
+    local r0 r1 p0="" p1="" rus pus="" sus cus s0 s1 x secs k0 k1 cpr
     for x in "${CL_PIDS[@]}" $pp; do kill -0 "$x" 2>/dev/null || die "process $x died; logs in $TMP"; done
     s0=$(primaries_stat "$t")
+    k0=$(node_reads)
     r0=$(cpu_ticks_sum "${CL_PIDS[@]}"); [ -n "$pp" ] && p0=$(cpu_ticks "$pp")
     bench_run "$path" "$P" "$t" "$n"
     r1=$(cpu_ticks_sum "${CL_PIDS[@]}"); [ -n "$pp" ] && p1=$(cpu_ticks "$pp")
     s1=$(primaries_stat "$t")
+    k1=$(node_reads)
     check_run "$path" "$P" "$t" "$n" "$s0" "$s1"
     rus=$(us_per_req "$r0" "$r1" "$n")
     [ -n "$pp" ] && pus=$(us_per_req "$p0" "$p1" "$n")
     sus=$(awk -v a="${pus:-0}" -v b="$rus" 'BEGIN { printf "%.3f", a + b }')
     cus=$(awk -v s="$CLIENT_S" -v n="$n" 'BEGIN { printf "%.3f", s * 1e6 / n }')
     secs=$(awk -v r="$RPS" -v n="$n" 'BEGIN { printf "%.3f", n / r }')
+    cpr=$(paste -d' ' <(echo "$k0") <(echo "$k1") | awk '{ sep = NR > 1 ? "/" : ""; r = $4 > $2 ? ($3 - $1) / ($4 - $2) : 0; printf "%s%.1f", sep, r }')
     if [ "$path" = direct ] || [ "$THREADS" != 0 ]; then
         awk -v x="$secs" 'BEGIN { exit !(x < 2.5) }' && SHORT_RUNS=1
     fi
-    echo "$1,$P,$t,$path,$n,$RPS,$pus,$rus,$sus,$cus,$(cut -d' ' -f1 /proc/loadavg),$secs" >>"$RAW"
-    log "$(printf 'round %s/%s  -P %-2s %-3s %-6s %10s rps  proxy %6s  redis %6s  server side %6s  (client %6s) us/req' \
-        "$1" "$ROUNDS" "$P" "$t" "$path" "$RPS" "${pus:--}" "$rus" "$sus" "$cus")"
+    echo "$1,$P,$t,$path,$n,$RPS,$pus,$rus,$sus,$cus,$(cut -d' ' -f1 /proc/loadavg),$secs,$cpr" >>"$RAW"
+    log "$(printf 'round %s/%s  -P %-2s %-3s %-6s %10s rps  proxy %6s  redis %6s  server side %6s  (client %6s) us/req  commands per read %s' \
+        "$1" "$ROUNDS" "$P" "$t" "$path" "$RPS" "${pus:--}" "$rus" "$sus" "$cus" "$cpr")"
 }
 
 # ---------------------------------------------------------------- warm-up
@@ -293,16 +311,28 @@ log "paths: ${PATHS[*]}; rounds: $ROUNDS; pipelines: $PIPELINES; tests: $TESTS; 
 run_rounds
 
 # ---------------------------------------------------------------- figures
+# per_node_median "a/b/c" lines (one per round) -> the median of each position, "a/b/c"
+per_node_median() {
+    local i n out="" v
+    n=$(head -n 1 <<<"$1" | awk -F/ '{ print NF }')
+    [ -n "$1" ] && [ "${n:-0}" -gt 0 ] || { echo "-"; return; }
+    for i in $(seq 1 "$n"); do
+        v=$(awk -F/ -v i="$i" '{ print $i }' <<<"$1" | median)
+        out="$out${out:+/}$(fmt "$v" '%.1f')"
+    done
+    echo "$out"
+}
 col() { awk -F, -v P="$1" -v t="$2" -v p="$3" -v f="$4" 'NR > 1 && $2 == P && $3 == t && $4 == p {print $f}' "$RAW"; }
 TABLE=$(
-    echo "| -P | test | path | median rps | min-max rps | proxy CPU us/req | redis CPU us/req (6 nodes) | server side us/req | client us/req (not counted) |"
-    echo "|---:|------|------|-----------:|------------:|-----------------:|---------------------------:|-------------------:|----------------------------:|"
+    echo "| -P | test | path | median rps | min-max rps | proxy CPU us/req | redis CPU us/req (6 nodes) | server side us/req | client us/req (not counted) | redis commands per read (each primary) |"
+    echo "|---:|------|------|-----------:|------------:|-----------------:|---------------------------:|-------------------:|----------------------------:|---------------------------------------:|"
     for P in $PIPELINES; do for t in $TESTS; do for path in "${PATHS[@]}"; do
         name=$path; [ "$path" = direct ] && name="direct (--cluster)"; [ "$path" = proxy ] && name=verbproxy
-        printf '| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n' "$P" "$t" "$name" \
+        printf '| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n' "$P" "$t" "$name" \
             "$(fmt "$(col "$P" "$t" "$path" 6 | median)" '%.0f')" "$(col "$P" "$t" "$path" 6 | minmax)" \
             "$(fmt "$(col "$P" "$t" "$path" 7 | median)" '%.2f')" "$(fmt "$(col "$P" "$t" "$path" 8 | median)" '%.2f')" \
-            "$(fmt "$(col "$P" "$t" "$path" 9 | median)" '%.2f')" "$(fmt "$(col "$P" "$t" "$path" 10 | median)" '%.2f')"
+            "$(fmt "$(col "$P" "$t" "$path" 9 | median)" '%.2f')" "$(fmt "$(col "$P" "$t" "$path" 10 | median)" '%.2f')" \
+            "$(per_node_median "$(col "$P" "$t" "$path" 13)")"
     done; done; done
 )
 # target_row label field P op target: per test, the median over rounds of

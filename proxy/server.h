@@ -62,6 +62,12 @@ typedef struct vp_server {
     /* Clients given replies by a shared connection in the current read
      * round, flushed at its end (intrusive, through touched_next). */
     struct client_session *touched;
+    /* Cluster mode: clients given replies in this poll phase while still
+     * owed some by another node, written once in the check phase, with
+     * whatever the other nodes' reads of the same phase added
+     * (client_flush_deferred; intrusive, through deferred_next). */
+    struct client_session *deferred;
+    uv_check_t flush_check; /* (started by cluster_start) */
     /* Redis has a client-output-buffer-limit for normal clients: nobody
      * shares (see upstream_probe_output_limit). */
     int sharing_off;

@@ -138,6 +138,13 @@ void outq_add_copy(outq *q, const char *p, size_t n)
     outq_append(q, p, n);
 }
 
+void outq_copy_now(outq *q)
+{
+    if (!q->blk) return;
+    outq_copy_pieces(q);
+    outq_put_block(q);
+}
+
 static void outq_after_write(uv_write_t *req, int status);
 
 /* `pending` goes out by uv_write as `inflight` (empty and given back by

@@ -74,6 +74,9 @@ void outq_add(outq *q, const char *p, size_t n);
 void outq_add_ref(outq *q, const vp_buf *b, size_t off, size_t n);
 /* Queue bytes by copying them now (for bytes about to disappear). */
 void outq_add_copy(outq *q, const char *p, size_t n);
+/* Copy the pieces queued so far (the bytes they point at are about to go):
+ * the next outq_flush() writes the copy, with what is added meanwhile. */
+void outq_copy_now(outq *q);
 /* Send what the round gathered; returns 0 or a libuv error (stream broken). */
 int outq_flush(outq *q);
 /* Bytes accepted but not yet written to the kernel. */

@@ -241,6 +241,13 @@ void cluster_suspect(vp_server *srv, const char *why)
 
 /* ---- start, stop ---- */
 
+/* The check phase, after the poll phase's reads: the clients whose
+ * replies came from several nodes in it get them in one write each. */
+static void cluster_flush_check(uv_check_t *h)
+{
+    client_flush_deferred(h->data);
+}
+
 int cluster_start(vp_server *srv)
 {
     cluster_state *cs = vp_malloc(sizeof(*cs));
@@ -262,6 +269,9 @@ int cluster_start(vp_server *srv)
     cs->timer.data = srv;
     cs->tryagain = tryagain_new(srv);
     uv_timer_start(&cs->timer, cluster_tick, 0, CLUSTER_TICK_MS);
+    uv_check_init(srv->loop, &srv->flush_check);
+    srv->flush_check.data = srv;
+    uv_check_start(&srv->flush_check, cluster_flush_check);
     vp_log(VP_LOG_NOTICE, "cluster mode: %d seed node(s), the first %s", srv->conf.ncluster_seeds,
            srv->nodes[0]->addr);
     return 0;
@@ -290,6 +300,8 @@ void cluster_stop(vp_server *srv)
     cluster_fetch_done(srv);
     tryagain_free(cs->tryagain);
     srv->cluster = NULL;
+    client_flush_deferred(srv);
+    uv_close((uv_handle_t *)&srv->flush_check, NULL);
     uv_timer_stop(&cs->timer);
     cs->timer.data = cs;
     uv_close((uv_handle_t *)&cs->timer, cluster_timer_closed);

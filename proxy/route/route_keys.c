@@ -340,8 +340,15 @@ static const rkeys_cmd *search(const rkeys_cmd *t, int n, size_t skip, const cha
 
 const rkeys_cmd *rkeys_lookup(int argc, const char *const *argv, const size_t *lens)
 {
+    /* The last command found: clients mostly send runs of the same few
+     * commands, and one comparison then replaces the search's ~8. (Only
+     * ever a table entry: state of no client, the same answer either way.) */
+    static const rkeys_cmd *last;
     if (argc < 1) return NULL;
-    const rkeys_cmd *c = search(rkeys_table, rkeys_table_len, 0, argv[0], lens[0]);
+    const rkeys_cmd *c = last && name_cmp(last->name, argv[0], lens[0]) == 0
+                             ? last
+                             : search(rkeys_table, rkeys_table_len, 0, argv[0], lens[0]);
+    if (c) last = c;
     if (!c || !c->nsubs || argc < 2) return c;
     return search(c->subs, c->nsubs, strlen(c->name) + 1, argv[1], lens[1]);
 }

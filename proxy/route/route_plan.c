@@ -86,7 +86,8 @@ static rplan_kind local_reply(rplan *p, rplan_local what, const char *error)
 
 /* The commands the proxy answers itself: it presents one standalone Redis
  * (a cluster-aware client must not be led around it), so CLUSTER is
- * "disabled" but for KEYSLOT, which needs no topology. -1: not one. */
+ * "disabled" but for KEYSLOT, which needs no topology. -1: not one. (None
+ * has a key spec: rplan_make asks only for commands without.) */
 static int plan_local(rplan *p, const rkeys_cmd *cmd, int argc, const char *const *argv, const size_t *lens)
 {
     if (is(cmd, "ping")) {
@@ -113,7 +114,8 @@ static int plan_local(rplan *p, const rkeys_cmd *cmd, int argc, const char *cons
     return -1;
 }
 
-/* The keyless commands every primary runs, and how their replies merge:
+/* The keyless commands every primary runs (none has a key spec: rplan_make
+ * asks only those without), and how their replies merge:
  * the table's response_policy tip where it has one, else the rule the
  * command's meaning asks for (KEYS, RANDOMKEY, SCAN have no tip). */
 static const char *const fanout_names[] = {"dbsize",        "keys",        "flushall",     "flushdb",
@@ -218,8 +220,12 @@ rplan_kind rplan_make(rplan *p, const rkeys_cmd *cmd, int argc, const char *cons
     /* not Redis's (a verb is planned by its own keys), or arguments Redis
      * refuses with the same error on every node */
     if (!cmd || !arity_ok(cmd, argc)) return p->kind;
-    if (plan_local(p, cmd, argc, argv, lens) == 0) return p->kind;
-    if (plan_fanout(p, cmd) == 0) return p->kind;
+    /* Every command answered here or run on every primary has no key
+     * spec: a command with keys skips their ~16 name comparisons. */
+    if (cmd->nspecs == 0) {
+        if (plan_local(p, cmd, argc, argv, lens) == 0) return p->kind;
+        if (plan_fanout(p, cmd) == 0) return p->kind;
+    }
 
     int n = rkeys_find(cmd, argc, argv, lens, space->argi, space->cap);
     if (n == 0) n = shard_channels(cmd, argc, space);

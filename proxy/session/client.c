@@ -1735,12 +1735,48 @@ void client_touch(client_session *c)
     c->srv->touched = c;
 }
 
+/* Cluster mode: a client's pipeline spans nodes, whose replies arrive in
+ * separate reads, each of which wrote the client the part it completed (at
+ * -P 16, two writes per pipeline where one node needs one: as many more
+ * wakeups and reads for the client). A client still owed replies, given
+ * little, is written in the check phase instead, once the poll phase's
+ * other reads are in; its pieces point into this upstream's read buffer,
+ * so they are copied now (small: CLIENT_DEFER_BYTES). */
+#define CLIENT_DEFER_BYTES 16384
+
+static int client_defer_flush(client_session *c)
+{
+    vp_server *srv = c->srv;
+    if (!srv->cluster || c->closing || c->slot_len == 0 || c->settling || c->owed_wait ||
+        outq_size(&c->out) > CLIENT_DEFER_BYTES)
+        return 0;
+    outq_copy_now(&c->out);
+    if (!c->deferred) {
+        c->deferred = 1;
+        c->deferred_next = srv->deferred;
+        srv->deferred = c;
+    }
+    return 1;
+}
+
 void client_flush_touched(vp_server *srv)
 {
     client_session *c;
     while ((c = srv->touched)) {
         srv->touched = c->touched_next;
         c->touched = 0;
+        if (!client_defer_flush(c)) client_round_end(c);
+    }
+}
+
+/* (The check phase runs before the closing phase's callbacks free a client
+ * closed meanwhile: every client listed is still there.) */
+void client_flush_deferred(vp_server *srv)
+{
+    client_session *c;
+    while ((c = srv->deferred)) {
+        srv->deferred = c->deferred_next;
+        c->deferred = 0;
         client_round_end(c);
     }
 }

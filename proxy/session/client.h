@@ -113,6 +113,7 @@ typedef struct client_session {
                                   or, on a shared connection, for every reply owed before it moves */
     unsigned own_upstream : 1; /* on a connection of its own for the rest of the session */
     unsigned touched : 1;      /* in srv->touched */
+    unsigned deferred : 1;     /* in srv->deferred (cluster mode: flushed in the check phase) */
     /* On a shared connection, reasons not to read (and parse) it for now: */
     unsigned shared_wait : 1; /* the shared connection's backlog must drain (up->waiters) */
     unsigned output_held : 1; /* its own output must drain (a slow reader) */
@@ -146,12 +147,15 @@ typedef struct client_session {
     uint64_t eof_at;  /* loop time the client sent EOF with replies owed, 0 = not */
     uint64_t last_io; /* loop time it was last read from or written to (`timeout`) */
     /* The batch hold (upstream_hold.h): the millisecond it last sent on a
-     * shared connection, and the batch it joined there last. */
+     * shared connection, the batch it joined there last, and that
+     * connection (cluster mode: one of several nodes'). */
     uint64_t hold_window;
     unsigned hold_batch;
+    const void *hold_up; /* (only compared, never followed) */
 
     struct client_session *prev, *next;
     struct client_session *touched_next;
+    struct client_session *deferred_next;
 } client_session;
 
 /* A new connection on a listener (`tls`: the tls-port one). */
@@ -197,6 +201,9 @@ void client_upstream_drained(client_session *c);
  * read (client_flush_touched). */
 void client_touch(client_session *c);
 void client_flush_touched(vp_server *srv);
+/* Cluster mode, the loop's check phase: write what client_flush_touched
+ * held back for clients still owed replies by another node. */
+void client_flush_deferred(vp_server *srv);
 /* A shared connection's events, for every client on it. */
 void client_shared_ready(vp_server *srv, upstream_conn *up);
 void client_shared_failed(vp_server *srv, upstream_conn *up, const char *reason);

@@ -15,7 +15,7 @@
  * the early-write size (8 KiB, upstream.c). `shared-batch-hold 0` turns it
  * off.
  *
- * Cost on the hot path: per command forwarded on a shared connection, two
+ * Cost on the hot path: per command forwarded on a shared connection, three
  * comparisons and at most two increments (up_hold_note); per loop
  * iteration, one clock read while a batch is held. The wait itself is a
  * timerfd (libuv's timers count milliseconds), one per process. */
@@ -43,11 +43,18 @@ static inline void up_hold_note(upstream_conn *up, client_session *c)
         up->hold_cur = 0;
         up->hold_window = ms;
     }
-    if (c->hold_window != ms) {
+    /* In cluster mode a client sends on several nodes' connections, whose
+     * windows and batch numbers are their own: what it noted on another
+     * one says nothing about this one (else a client that sent to node A
+     * in this millisecond went uncounted at B, and B's batches, a third of
+     * the traffic each, were held even less often than their rate asks). */
+    int other = c->hold_up != up;
+    c->hold_up = up;
+    if (other || c->hold_window != ms) {
         c->hold_window = ms;
         up->hold_cur++;
     }
-    if (c->hold_batch != up->hold_batch) {
+    if (other || c->hold_batch != up->hold_batch) {
         c->hold_batch = up->hold_batch;
         up->hold_batch_clients++;
     }
