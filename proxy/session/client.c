@@ -128,10 +128,34 @@ static client_slot *slot_push(client_session *c, client_slot_kind kind)
     return s;
 }
 
+/* A reply held in its slot (one that overtook another: in cluster mode a
+ * node answering before the node of an earlier request, which is common)
+ * starts in a pooled block, so holding a small one allocates nothing. */
+#define CLIENT_SLOT_SMALL 256
+static vp_pool client_slot_small = VP_POOL_INIT("slot_replies", CLIENT_SLOT_SMALL);
+
+static void slot_data_free(client_slot *s)
+{
+    if (s->pooled)
+        vp_pool_put(&client_slot_small, s->data);
+    else
+        free(s->data);
+    s->pooled = 0;
+}
+
+/* Give the slot a reply made elsewhere (malloc'd, now the slot's). */
+static void slot_data_take(client_slot *s, char *data, size_t len, size_t cap)
+{
+    slot_data_free(s);
+    s->data = data;
+    s->len = len;
+    s->cap = cap;
+}
+
 static void slot_pop(client_session *c)
 {
     client_slot *s = slot_at(c, 0);
-    free(s->data);
+    slot_data_free(s);
     free(s->verb_ids);
     cmerge_free(s->merge);
     s->data = NULL;
@@ -147,11 +171,18 @@ static void slot_pop(client_session *c)
 static void slot_append(client_slot *s, const char *p, size_t n)
 {
     if (s->len + n > s->cap) {
-        size_t cap = s->cap ? s->cap : 256;
-        while (cap < s->len + n)
-            cap *= 2;
-        s->data = vp_realloc(s->data, cap);
-        s->cap = cap;
+        if (!s->data && n <= CLIENT_SLOT_SMALL) {
+            s->data = vp_pool_get(&client_slot_small);
+            s->cap = CLIENT_SLOT_SMALL;
+            s->pooled = 1;
+        } else {
+            size_t cap = s->cap ? s->cap * 2 : CLIENT_SLOT_SMALL;
+            while (cap < s->len + n)
+                cap *= 2;
+            char *data = vp_malloc(cap);
+            if (s->len) memcpy(data, s->data, s->len);
+            slot_data_take(s, data, s->len, cap);
+        }
     }
     memcpy(s->data + s->len, p, n);
     s->len += n;
@@ -1596,10 +1627,7 @@ static void client_patch_reply(client_session *c, client_slot *s)
 {
     vp_buf out = {0};
     if (admin_patch_reply(&c->srv->verbs, s->patch, s->verb_ids, s->nverb_ids, s->data, s->len, &out) == 0) {
-        free(s->data);
-        s->data = out.data;
-        s->len = out.len;
-        s->cap = out.cap;
+        slot_data_take(s, out.data, out.len, out.cap);
     } else {
         vp_buf_free(&out); /* not the reply expected (an error): as Redis sent it */
     }
@@ -1629,10 +1657,7 @@ static void client_reply_part(client_session *c, client_slot *s, int part, const
     cmerge_result(s->merge, &out);
     cmerge_free(s->merge);
     s->merge = NULL;
-    free(s->data);
-    s->data = out.data;
-    s->len = out.len;
-    s->cap = out.cap;
+    slot_data_take(s, out.data, out.len, out.cap);
     s->kind = SLOT_READY;
     client_release_ready(c);
 }

@@ -48,6 +48,7 @@ typedef struct client_slot {
     unsigned replace : 1; /* data is the proxy's answer; the upstream's is dropped */
     unsigned patch : 3;   /* admin_patch_kind: fill the verbs into a COMMAND reply */
     unsigned err : 1;     /* the reply going out is an error (metrics) */
+    unsigned pooled : 1;  /* data is a block of the small held replies' pool */
     unsigned cmd : 16;    /* the command's id (cmdid.h; CMDID_NONE: answers none) */
     uint64_t t0;          /* when its bytes were read (metrics_read_clock; 0: not timed) */
     size_t len, cap;
