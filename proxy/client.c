@@ -857,6 +857,10 @@ static void client_stream_partial(client_session *c, const char *p, size_t avail
     size_t n;
     if (!c->streaming) {
         if (avail < CLIENT_STREAM_THRESHOLD) return;
+        /* Cluster mode: the node is its keys' (client_route), which half a
+         * request cannot say for sure; sent on the connection at hand it
+         * met -MOVED there, passed to the client. Held whole instead. */
+        if (c->srv->cluster) return;
         if (c->up->shared) {
             /* Half a request on a shared connection would hold up everyone
              * behind it: streaming is done on a connection of its own.
