@@ -9,6 +9,14 @@
 //
 //     VP_BINARY=build/verbproxy node --test tests/clients/test_ioredis.js
 //
+// In the cluster variant (ctest's clients-cluster/ioredis: tests/support/
+// cluster_run.py starts a 3 + 3 Redis Cluster and sets VP_TEST_UPSTREAM_MODE=
+// cluster and VP_TEST_CLUSTER_NODES) no redis-server is started: the proxy
+// runs with --upstream-mode cluster in front of that cluster, every primary is
+// flushed before each test, the stories over keys of one slot run, those
+// over several slots skip (`standalone`), and the cluster's own run
+// (`clusterOnly`).
+//
 // (run_ioredis.sh installs ioredis first when tests/clients/node_modules is
 // missing). VP_TEST_VERBOSE=1 prints verbproxy's stderr at the end. Every
 // wait polls a condition until a deadline; nothing sleeps a fixed time.
@@ -161,6 +169,13 @@ class Server {
     }
 }
 
+// The cluster variant's nodes [{host, port}], primaries first; null outside it.
+const CLUSTER = process.env.VP_TEST_UPSTREAM_MODE === 'cluster'
+    ? process.env.VP_TEST_CLUSTER_NODES.split(',').map((a) => {
+        const i = a.lastIndexOf(':');
+        return { host: a.slice(0, i), port: Number(a.slice(i + 1)) };
+    })
+    : null;
 const binary = process.env.VP_BINARY && path.resolve(process.env.VP_BINARY); // servers run in their temp dir
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'vt-clients-'));
 const redisServer = new Server('redis-server', (port) => [REDIS_SERVER, '--port', String(port), '--bind',
@@ -174,7 +189,8 @@ childProcess.execFileSync('bash', [path.join(__dirname, 'make_certs.sh'), certs]
 
 let tlsPort = 0; // the proxy's tls-port, picked before each start attempt
 const proxy = new Server('verbproxy', (port) => [binary, '--port', String(port), '--bind', '127.0.0.1',
-    '--upstream', `127.0.0.1:${redisServer.port}`, '--loglevel', 'warning', '--shutdown-timeout', '0',
+    '--upstream', CLUSTER ? `${CLUSTER[0].host}:${CLUSTER[0].port}` : `127.0.0.1:${redisServer.port}`,
+    ...(CLUSTER ? ['--upstream-mode', 'cluster'] : []), '--loglevel', 'warning', '--shutdown-timeout', '0',
     '--tls-port', String(tlsPort),
     '--tls-cert-file', path.join(certs, 'server.crt'), '--tls-key-file', path.join(certs, 'server.key'),
     '--tls-auth-clients', 'no'], dir, async () => {
@@ -225,13 +241,19 @@ async function assertError(r, text, ...args) {
     });
 }
 
+// A story told only outside the cluster variant (why: its reason there), and
+// one told only in it.
+const standalone = (why) => (name, fn) => it(name, CLUSTER ? { skip: `not in the cluster variant: ${why}` } : {}, fn);
+const clusterOnly = (name, fn) => it(name, CLUSTER ? {} : { skip: 'the cluster variant\'s (clients-cluster/ioredis)' }, fn);
+const SEVERAL_SLOTS = 'keys in several slots (a queue and its lease set)';
+
 describe('verbproxy through ioredis', () => {
     let r;
 
     before(async () => {
         assert.ok(binary, 'set VP_BINARY to the verbproxy binary');
         try {
-            await redisServer.start();
+            if (!CLUSTER) await redisServer.start();
             await proxy.start();
         } catch (e) {
             proxy.kill();
@@ -246,16 +268,18 @@ describe('verbproxy through ioredis', () => {
         await Promise.all(clients.map((c) => c.quit().catch(() => c.disconnect())));
         const clean = await proxy.stop();
         if (!clean || process.env.VP_TEST_VERBOSE) console.error(proxy.log());
-        await redisServer.stop();
+        if (!CLUSTER) await redisServer.stop();
         fs.rmSync(dir, { recursive: true, force: true });
         assert.ok(clean, 'verbproxy did not stop cleanly (its log is above)');
     });
 
     beforeEach(async () => {
-        // straight to Redis, so a broken proxy cannot hide leftovers
-        const direct = new Redis({ host: '127.0.0.1', port: redisServer.port, maxRetriesPerRequest: 0 });
-        await direct.flushall();
-        await direct.quit();
+        // straight to Redis (every primary of a cluster), so a broken proxy cannot hide leftovers
+        for (const node of CLUSTER || [{ host: '127.0.0.1', port: redisServer.port }]) {
+            const direct = new Redis({ ...node, maxRetriesPerRequest: 0 });
+            if (!CLUSTER || (await direct.call('ROLE'))[0] === 'master') await direct.flushall();
+            await direct.quit();
+        }
     });
 
     it('ZTICK: crates past the end of the conveyor fall off, the rest move on', async () => {
@@ -289,7 +313,7 @@ describe('verbproxy through ioredis', () => {
         assert.equal(await r.zscore('cooling', 'ingot-1'), '30');
     });
 
-    it('QPOP/QACK/QEXTEND/QRECLAIM: workers lease jobs, finish some, a crashed one is reclaimed', async () => {
+    standalone(SEVERAL_SLOTS)('QPOP/QACK/QEXTEND/QRECLAIM: workers lease jobs, finish some, a crashed one is reclaimed', async () => {
         await r.zadd('jobs', 2, 'send-invoice', 1, 'resize-image', 2, 'send-email', 3, 'job-c', 4, 'job-d');
         assert.deepEqual(await r.call('QPOP', 'jobs'), ['resize-image', '1']);
         let t0 = await serverMs(r);
@@ -421,7 +445,7 @@ describe('verbproxy through ioredis', () => {
         assert.equal(await r.exists('rl'), 0);
     });
 
-    it('ioredis connections share the upstream connection, names and all', async () => {
+    standalone('it counts the connections of one redis-server')('ioredis connections share the upstream connection, names and all', async () => {
         // ioredis names itself as it connects (CLIENT SETNAME, CLIENT SETINFO):
         // that must not cost a client its place on the shared connection.
         const stat = async (name) => {
@@ -461,7 +485,7 @@ describe('verbproxy through ioredis', () => {
         assert.equal(await r.dbsize(), 4);
     });
 
-    it('a pipeline mixes verbs and plain commands, in order', async () => {
+    standalone(SEVERAL_SLOTS)('a pipeline mixes verbs and plain commands, in order', async () => {
         await r.zadd('conveyor', 0, 'crate-1', 90, 'crate-2');
         await r.zadd('jobs', 1, 'job-1');
         const res = await r.pipeline()
@@ -484,7 +508,7 @@ describe('verbproxy through ioredis', () => {
             [1, 1], 1, 0]);
     });
 
-    it('a MULTI returns the verbs\' real replies', async () => {
+    standalone('a MULTI over keys in several slots')('a MULTI returns the verbs\' real replies', async () => {
         await r.zadd('conveyor', 0, 'crate-1', 90, 'crate-2');
         await r.zadd('jobs', 1, 'job-1', 2, 'job-2');
         await r.set('lock:t', 'tok-A', 'PX', 30000);
@@ -509,7 +533,7 @@ describe('verbproxy through ioredis', () => {
         assert.deepEqual(await r.call('QPOP', 'jobs'), ['job-2', '2']);
     });
 
-    it('in a MULTI a verb with a bad argument fails alone at EXEC, as Redis\'s own commands do', async () => {
+    standalone('a MULTI over keys in several slots')('in a MULTI a verb with a bad argument fails alone at EXEC, as Redis\'s own commands do', async () => {
         // MULTI; SET a 1; ZADD z fast m; EXEC on Redis: [OK, -ERR value is not a valid float]
         await r.set('lock:t', 'tok', 'PX', 30000);
         const res = await r.multi()
@@ -521,7 +545,7 @@ describe('verbproxy through ioredis', () => {
         assert.equal(await r.get('a'), '1');
     });
 
-    it('a MULTI with a malformed verb is discarded, as Redis does', async () => {
+    standalone('a MULTI over keys in several slots')('a MULTI with a malformed verb is discarded, as Redis does', async () => {
         await assert.rejects(r.multi().set('a', '1').call('LOCKRELEASE', 'lock:t').incr('b').exec(), (e) => {
             assert.match(e.message, /^EXECABORT /);
             assert.deepEqual(e.previousErrors.map((x) => x.message),
@@ -532,7 +556,7 @@ describe('verbproxy through ioredis', () => {
         assert.equal(await r.set('a', '2'), 'OK');
     });
 
-    it('several connections and an auto-pipelining one pop every job exactly once', async () => {
+    standalone(SEVERAL_SLOTS)('several connections and an auto-pipelining one pop every job exactly once', async () => {
         const jobs = Array.from({ length: 600 }, (_, i) => `job-${String(i).padStart(4, '0')}`);
         await r.zadd('work', ...jobs.flatMap((j, i) => [i % 7, j]));
         const taken = [];
@@ -564,6 +588,73 @@ describe('verbproxy through ioredis', () => {
         assert.deepEqual([...taken].sort(), jobs);
         assert.equal(await r.exists('work', 'work:lease'), 0);
     });
+    clusterOnly('a pipeline over every slot gets its replies in order, and the keys reach every primary', async () => {
+        const p = r.pipeline();
+        for (let i = 0; i < 600; i++) p.set(`key:${i}`, `value-${i}`).incr(`counter:${i % 50}`).get(`key:${i}`);
+        const replies = await p.exec();
+        for (let i = 0; i < 600; i++) {
+            assert.deepEqual(replies[3 * i], [null, 'OK']);
+            assert.deepEqual(replies[3 * i + 1], [null, Math.floor(i / 50) + 1]);
+            assert.deepEqual(replies[3 * i + 2], [null, `value-${i}`]);
+        }
+        let holding = 0;
+        for (const node of CLUSTER) {
+            const direct = new Redis({ ...node, maxRetriesPerRequest: 0 });
+            if ((await direct.call('ROLE'))[0] === 'master' && (await direct.dbsize()) > 0) holding++;
+            await direct.quit();
+        }
+        assert.equal(holding, 3, 'the keys did not reach every primary');
+    });
+
+    clusterOnly('a MULTI on one hash tag, then every node again; one over two slots is refused', async () => {
+        const res = await r.multi().set('{order:7}:state', 'paid').incrby('{order:7}:items', 3)
+            .call('QPOP', '{order:7}:queue').get('{order:7}:state').exec();
+        assert.deepEqual(res, [[null, 'OK'], [null, 3], [null, null], [null, 'paid']]);
+        for (let i = 0; i < 30; i++) assert.equal(await r.set(`after:${i}`, i), 'OK');
+        await assert.rejects(r.multi().set('{a}x', 1).set('{b}x', 2).exec(), /EXECABORT/);
+        assert.equal(await r.exists('{a}x'), 0, 'EXEC ran half a transaction');
+    });
+
+    clusterOnly('a hash-tagged job queue: several connections and an auto-pipelining one pop every job once', async () => {
+        const jobs = [];
+        for (let i = 0; i < 300; i++) jobs.push(i % 7, `job-${String(i).padStart(4, '0')}`);
+        await r.zadd('{work}', ...jobs);
+        const workers = [client(), client(), client({ enableAutoPipelining: true })];
+        const taken = await Promise.all(workers.map(async (w, n) => {
+            const mine = [];
+            for (;;) {
+                const got = await w.call('QPOP', '{work}', 'COUNT', 1 + n, 'LEASE', '{work}:lease', 60000);
+                const members = got.filter((_, i) => i % 2 === 0);
+                if (members.length === 0) return mine;
+                assert.equal(await w.call('QACK', '{work}:lease', ...members), members.length);
+                await w.set(`done:${members[0]}`, n); // keys of every slot meanwhile
+                mine.push(...members);
+            }
+        }));
+        assert.equal(taken.flat().length, 300);
+        assert.equal(new Set(taken.flat()).size, 300);
+        assert.equal(await r.exists('{work}', '{work}:lease'), 0);
+        await assertError(r, "CROSSSLOT Keys in request don't hash to the same slot",
+            'QPOP', 'elsewhere', 'LEASE', '{work}:lease', 1000);
+    });
+
+    clusterOnly('pub/sub through the proxy', async () => {
+        const sub = client();
+        let message = null;
+        sub.on('message', (ch, msg) => { message = [ch, msg]; });
+        await sub.subscribe('news');
+        // PUBLISH reaches whichever node the proxy sends it to, the cluster
+        // bus carries it to the subscriber's node (its count is that node's
+        // subscribers only): published until it arrives
+        const end = Date.now() + 10000;
+        while (message === null) {
+            assert.ok(Date.now() < end, 'no message arrived');
+            await r.publish('news', 'hello');
+            await new Promise((res) => setTimeout(res, 20));
+        }
+        assert.deepEqual(message, ['news', 'hello']);
+    });
+
     it('over TLS on the tls-port: commands, a pipeline and a verb', async () => {
         const t = tlsClient();
         assert.equal(await t.set('greeting', 'hello over TLS'), 'OK');

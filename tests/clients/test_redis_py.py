@@ -12,6 +12,14 @@ Run with Debian's interpreter, which has python3-redis:
     VP_BINARY=build/verbproxy /usr/bin/python3 tests/clients/test_redis_py.py
     /usr/bin/python3 tests/clients/test_redis_py.py build/verbproxy LockTest  # one class
 
+In the cluster variant (ctest's clients-cluster/redis_py: tests/support/
+cluster_run.py starts a 3 + 3 Redis Cluster and sets VP_TEST_UPSTREAM_MODE=
+cluster and VP_TEST_CLUSTER_NODES) no redis-server is started: the proxy runs
+with --upstream-mode cluster in front of that cluster, every primary is
+flushed before each test, and the classes whose stories stay sensible there
+(`cluster_ok`, and ClusterTest, which runs only there) run; the others skip
+with the reason.
+
 VP_TEST_VERBOSE=1 prints verbproxy's stderr at the end (it is always printed
 when the proxy did not stop cleanly). Every wait polls a condition until a
 deadline; nothing sleeps a fixed time.
@@ -153,6 +161,13 @@ def make_certs(workdir):
     return d
 
 
+def cluster_nodes():
+    """The cluster variant's nodes as [(host, port)], primaries first; [] outside it."""
+    if os.environ.get("VP_TEST_UPSTREAM_MODE") != "cluster":
+        return []
+    return [(h, int(p)) for h, p in (a.rsplit(":", 1) for a in os.environ["VP_TEST_CLUSTER_NODES"].split(","))]
+
+
 class Env:
     """redis-server plus verbproxy in front of it, shared by a test class.
     With tls, the proxy also listens on a tls-port (certs from make_certs)."""
@@ -163,6 +178,7 @@ class Env:
             raise RuntimeError("set VP_BINARY (or pass the verbproxy binary as the first argument)")
         binary = os.path.abspath(binary)  # the servers run in their temp dir
         self.dir = tempfile.mkdtemp(prefix="vt-clients-")
+        self.cluster = cluster_nodes()
         self.redis = Server("redis-server", lambda port: [
             REDIS_SERVER, "--port", str(port), "--bind", "127.0.0.1", "--dir", self.dir,
             "--save", "", "--appendonly", "no", "--daemonize", "no"], self.dir)
@@ -170,9 +186,23 @@ class Env:
         self.tls_port = None
         self.proxy = Server("verbproxy", lambda port: [
             binary, "--port", str(port), "--bind", "127.0.0.1",
-            "--upstream", "127.0.0.1:%d" % self.redis.port, "--loglevel", "warning",
+            "--upstream", self.upstream()] + self.mode_args() + ["--loglevel", "warning",
             # SIGTERM drains: without a wait, what is owed is written and the clients closed
             "--shutdown-timeout", "0"] + self.tls_args(), self.dir)
+
+    def upstream(self):
+        return "%s:%d" % self.cluster[0] if self.cluster else "127.0.0.1:%d" % self.redis.port
+
+    def mode_args(self):
+        return ["--upstream-mode", "cluster"] if self.cluster else []
+
+    def flushall(self):
+        """Straight to Redis (every primary of a cluster), so a broken proxy cannot hide leftovers."""
+        for host, port in self.cluster or [(HOST, self.redis.port)]:
+            direct = redis.Redis(host=host, port=port, decode_responses=True)
+            if not self.cluster or direct.execute_command("ROLE")[0] == "master":
+                direct.flushall()
+            direct.close()
 
     def tls_args(self):
         """The tls-port directives (a new free port on every start attempt); none without tls."""
@@ -184,7 +214,8 @@ class Env:
 
     def start(self):
         try:
-            self.redis.start()
+            if not self.cluster:
+                self.redis.start()
             self.proxy.start()
         except BaseException:
             self.kill()
@@ -210,9 +241,16 @@ class ProxyTestCase(unittest.TestCase):
 
     env = None
     tls = False  # the proxy also on a tls-port (TlsTest)
+    # Runs in the cluster variant too: True, or why not (a skip's reason).
+    cluster_ok = "its stories use keys in several slots (a queue and its lease set, MULTI over them)"
+    cluster_only = False
 
     @classmethod
     def setUpClass(cls):
+        if cluster_nodes() and cls.cluster_ok is not True:
+            raise unittest.SkipTest("not in the cluster variant: " + cls.cluster_ok)
+        if cls.cluster_only and not cluster_nodes():
+            raise unittest.SkipTest("the cluster variant's (clients-cluster/redis_py)")
         cls.env = Env(tls=cls.tls)
         cls.env.start()
 
@@ -223,10 +261,7 @@ class ProxyTestCase(unittest.TestCase):
             raise AssertionError("verbproxy did not stop cleanly (its log is above)")
 
     def setUp(self):
-        # Straight to Redis, so a broken proxy cannot hide leftovers.
-        direct = redis.Redis(host=HOST, port=self.env.redis.port, decode_responses=True)
-        direct.flushall()
-        direct.close()
+        self.env.flushall()
         self.r = self.client()
 
     def tearDown(self):
@@ -258,6 +293,8 @@ class ProxyTestCase(unittest.TestCase):
 
 class ConveyorTest(ProxyTestCase):
     """ZTICK: crates on a conveyor move forward; those reaching the end fall off."""
+
+    cluster_ok = True
 
     def test_crates_past_the_end_fall_off_and_the_rest_move_on(self):
         self.r.zadd("conveyor:positions", {"crate-1": 0, "crate-2": 10, "crate-3": 90})
@@ -432,6 +469,8 @@ class JobQueueTest(ProxyTestCase):
 class LockTest(ProxyTestCase):
     """LOCKRELEASE/LOCKRENEW/LOCKHANDOVER: a lock taken with SET NX PX, only its holder may touch it."""
 
+    cluster_ok = True
+
     def test_release_renew_handover(self):
         self.assertTrue(self.r.set("lock:report", "tok-A", nx=True, px=30000))
         self.assertIsNone(self.r.set("lock:report", "tok-B", nx=True, px=30000))
@@ -486,6 +525,8 @@ class LockTest(ProxyTestCase):
 class VersionedWriteTest(ProxyTestCase):
     """HSETVER: writers racing to store a document; an older version never overwrites a newer one."""
 
+    cluster_ok = True
+
     def test_newer_versions_win(self):
         self.assertEqual(self.v("HSETVER", "doc:42", 3, "title", "Draft", "body", "hello"), 1)
         self.assertEqual(self.r.hgetall("doc:42"), {"title": "Draft", "body": "hello", "version": "3"})
@@ -525,6 +566,8 @@ class VersionedWriteTest(ProxyTestCase):
 
 class RateLimiterTest(ProxyTestCase):
     """ZWINDOW: at most N requests per sliding window, on the server's clock."""
+
+    cluster_ok = True
 
     def test_three_requests_a_minute(self):
         t0 = self.server_ms()
@@ -765,10 +808,151 @@ class ClientFeaturesTest(ProxyTestCase):
         self.assertTrue(sum(1 for t in taken if t) > 1, "only one worker got jobs")
 
 
+
+class ClusterTest(ProxyTestCase):
+    """A plain (non-cluster) redis-py client on the proxy in front of a Redis
+    Cluster: keys over every slot, one slot's keys (a hash tag) for what
+    Redis Cluster keeps to one slot. Runs only in the cluster variant."""
+
+    cluster_ok = True
+    cluster_only = True
+
+    def primaries_holding_keys(self):
+        n = 0
+        for host, port in self.env.cluster:
+            direct = redis.Redis(host=host, port=port, decode_responses=True)
+            if direct.execute_command("ROLE")[0] == "master" and direct.dbsize() > 0:
+                n += 1
+            direct.close()
+        return n
+
+    def test_a_pipeline_over_every_slot_gets_its_replies_in_order(self):
+        p = self.r.pipeline(transaction=False)
+        for i in range(600):
+            p.set("key:%d" % i, "value-%d" % i)
+            p.incr("counter:%d" % (i % 50))
+            p.get("key:%d" % i)
+        replies = p.execute()
+        for i in range(600):
+            self.assertEqual(replies[3 * i], True)
+            self.assertEqual(replies[3 * i + 1], i // 50 + 1)
+            self.assertEqual(replies[3 * i + 2], "value-%d" % i)
+        self.assertEqual(self.primaries_holding_keys(), 3, "the keys did not reach every primary")
+        self.assertEqual([self.r.get("key:%d" % i) for i in range(0, 600, 97)],
+                         ["value-%d" % i for i in range(0, 600, 97)])
+
+    def test_a_transaction_on_one_hash_tag(self):
+        p = self.r.pipeline(transaction=True)
+        p.set("{order:7}:state", "paid")
+        p.incrby("{order:7}:items", 3)
+        p.rpush("{order:7}:log", "created", "paid")
+        p.get("{order:7}:state")
+        self.assertEqual(p.execute(), [True, 3, 2, "paid"])
+        # and the client reaches every node after it
+        for i in range(30):
+            self.assertTrue(self.r.set("after:%d" % i, i))
+        self.assertEqual(self.r.lrange("{order:7}:log", 0, -1), ["created", "paid"])
+
+    def test_a_transaction_over_two_slots_is_refused_as_redis_cluster_does(self):
+        p = self.r.pipeline(transaction=True)
+        p.set("{a}x", "1")
+        p.set("{b}x", "2")
+        with self.assertRaises(redis.ResponseError):
+            p.execute()
+        self.assertEqual(self.r.exists("{a}x"), 0, "EXEC ran half a transaction")
+        self.assertEqual(self.r.exists("{b}x"), 0, "EXEC ran half a transaction")
+
+    def test_a_watched_transaction_aborted_by_another_client(self):
+        self.r.set("{acct}:balance", 10)
+        other = self.client()
+        try:
+            p = self.r.pipeline(transaction=True)
+            p.watch("{acct}:balance")
+            self.assertEqual(p.get("{acct}:balance"), "10")
+            self.assertEqual(other.incrby("{acct}:balance", 5), 15)
+            p.multi()
+            p.set("{acct}:balance", 0)
+            with self.assertRaises(redis.WatchError):
+                p.execute()
+            p.reset()
+        finally:
+            other.close()
+        self.assertEqual(self.r.get("{acct}:balance"), "15")
+
+    def test_a_job_queue_and_its_leases_on_one_hash_tag(self):
+        self.r.zadd("{jobs}:ready", {"job-a": 1, "job-b": 2, "job-c": 3})
+        self.assertEqual(self.v("QPOP", "{jobs}:ready", "COUNT", 2, "LEASE", "{jobs}:lease", 30000),
+                         ["job-a", "1", "job-b", "2"])
+        self.assertEqual(self.v("QACK", "{jobs}:lease", "job-a"), 1)
+        self.assertEqual(self.v("QEXTEND", "{jobs}:lease", "job-b", 60000), 1)
+        self.assertEqual(self.r.zrange("{jobs}:lease", 0, -1), ["job-b"])
+        with self.assertRaises(redis.ResponseError) as cm:
+            self.v("QPOP", "jobs-elsewhere", "LEASE", "{jobs}:lease", 1000)
+        self.assertEqual(str(cm.exception), "CROSSSLOT Keys in request don't hash to the same slot")
+
+    def test_pub_sub_through_the_proxy(self):
+        sub = self.client()
+        ps = sub.pubsub()
+        try:
+            ps.subscribe("news")
+            self.assertEqual(ps.get_message(timeout=10)["type"], "subscribe")
+            # published from another client of the proxy to whichever node it
+            # reaches; the cluster bus carries it to the subscriber's node (so
+            # PUBLISH counts that node's subscribers only): until it arrives
+            msg = None
+            end = time.monotonic() + 10
+            while msg is None and time.monotonic() < end:
+                self.r.publish("news", "hello")
+                m = ps.get_message(timeout=0.2)
+                if m and m["type"] == "message":
+                    msg = m
+            self.assertIsNotNone(msg, "no message arrived")
+            self.assertEqual((msg["channel"], msg["data"]), ("news", "hello"))
+        finally:
+            ps.close()
+            sub.close()
+
+    def test_a_pool_of_threads_pops_a_hash_tagged_queue_exactly_once(self):
+        jobs = ["job-%04d" % i for i in range(400)]
+        self.r.zadd("{work}", {j: i % 7 for i, j in enumerate(jobs)})
+        pool = redis.ConnectionPool(host=HOST, port=self.env.proxy.port, decode_responses=True,
+                                    max_connections=8, socket_timeout=10)
+        shared = redis.Redis(connection_pool=pool)
+        taken = [[] for _ in range(8)]
+        errors = []
+
+        def worker(n):
+            try:
+                while True:
+                    got = shared.execute_command("QPOP", "{work}", "COUNT", 1 + n % 3,
+                                                 "LEASE", "{work}:lease", 60000)
+                    members = got[0::2]
+                    if not members:
+                        return
+                    if shared.execute_command("QACK", "{work}:lease", *members) != len(members):
+                        errors.append("worker %d: an ack was lost" % n)
+                    shared.set("done:%s" % members[0], n)  # and keys of every slot meanwhile
+                    taken[n].extend(members)
+            except Exception as e:  # reported below, on the main thread
+                errors.append("worker %d: %r" % (n, e))
+
+        threads = [threading.Thread(target=worker, args=(n,)) for n in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        self.assertFalse(any(t.is_alive() for t in threads), "a worker hung")
+        pool.disconnect()
+        self.assertEqual(errors, [])
+        self.assertEqual(sorted(m for t in taken for m in t), jobs)
+        self.assertEqual(self.r.exists("{work}"), 0)
+        self.assertEqual(self.r.exists("{work}:lease"), 0)
+
 class TlsTest(ProxyTestCase):
     """A redis-py client on the proxy's tls-port: it checks the proxy's certificate against its CA."""
 
     tls = True
+    cluster_ok = "the client side's TLS does not depend on the upstream mode"
 
     def tls_client(self, ca="ca.crt"):
         return self.client(port=self.env.tls_port, ssl=True, ssl_cert_reqs="required",

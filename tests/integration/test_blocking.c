@@ -6,6 +6,7 @@
  * the client as blocked (INFO blocked_clients) before writing, so nothing
  * depends on timing. */
 #include "tests/support/checks.h"
+#include "tests/support/cluster_env.h"
 
 static vt_env env;
 
@@ -30,9 +31,10 @@ static void send_only(redisContext *c, const char *cmd)
         cr_assert_eq(redisBufferWrite(c, &done), REDIS_OK, "write: %s", c->errstr);
 }
 
-static void wait_blocked(long long n)
+/* Blocked on `key`, as its Redis sees it (its node's, in the cluster variant). */
+static void wait_blocked(const char *key, long long n)
 {
-    cr_assert(vt_wait_until_blocked(env.redis->port, n, VT_READ_DEADLINE_MS),
+    cr_assert(vt_wait_until_blocked(vt_cluster_env_key_port(key, env.redis->port), n, VT_READ_DEADLINE_MS),
               "Redis never saw %lld blocked client(s)", n);
 }
 
@@ -43,7 +45,7 @@ Test(blocking, blpop_is_released_by_another_clients_lpush)
 
     send_only(worker, "BLPOP bl:jobs 10");
     send_only(worker, "PING"); /* pipelined behind the blocked command */
-    wait_blocked(1);
+    wait_blocked("bl:jobs", 1);
 
     redisReply *r = vt_cmd(producer, "LPUSH bl:jobs job-1");
     vt_assert_int(r, 1);
@@ -68,7 +70,7 @@ Test(blocking, bzpopmin_is_released_by_zadd)
     redisContext *producer = vt_must_connect(env.proxy->port);
 
     send_only(worker, "BZPOPMIN bl:prio 10");
-    wait_blocked(1);
+    wait_blocked("bl:prio", 1);
 
     redisReply *r = vt_cmd(producer, "ZADD bl:prio 2 low 1 high");
     vt_assert_int(r, 2);
@@ -91,7 +93,7 @@ Test(blocking, xread_block_is_released_by_xadd)
     redisContext *writer = vt_must_connect(env.proxy->port);
 
     send_only(reader, "XREAD BLOCK 10000 STREAMS bl:events $");
-    wait_blocked(1);
+    wait_blocked("bl:events", 1);
 
     redisReply *r = vt_cmd(writer, "XADD bl:events 7-1 kind click");
     vt_assert_str(r, "7-1");
@@ -123,9 +125,9 @@ Test(blocking, two_clients_blocked_on_one_list_are_served_in_order)
     redisContext *producer = vt_must_connect(env.proxy->port);
 
     send_only(first, "BRPOP bl:shared 10");
-    wait_blocked(1);
+    wait_blocked("bl:shared", 1);
     send_only(second, "BRPOP bl:shared 10");
-    wait_blocked(2);
+    wait_blocked("bl:shared", 2);
 
     redisReply *r = vt_cmd(producer, "RPUSH bl:shared a b");
     vt_assert_int(r, 2);

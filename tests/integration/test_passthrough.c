@@ -5,7 +5,12 @@
  * commands, wrong types, unknown commands, wrong arity, requests that get no
  * reply at all) is sent once straight to Redis and once through the proxy,
  * each time on a flushed database. Every reply must be the same: type, value,
- * nested elements. */
+ * nested elements.
+ *
+ * In the cluster variant (tests/support/cluster_env.h) the proxy is in
+ * front of the suite's Redis Cluster and "straight to Redis" is a
+ * redis-server of the test's own: the keys spread over every slot get the
+ * replies one Redis would give. */
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -17,6 +22,7 @@
 #include <hiredis/read.h>
 
 #include "tests/support/checks.h"
+#include "tests/support/cluster_env.h"
 #include "tests/support/rng.h"
 
 #define PIPELINE_COMMANDS 100000
@@ -66,8 +72,8 @@ Test(passthrough, a_client_sets_and_gets_through_the_proxy)
               "binary value did not round trip: %s", VT_DESCRIBE(r));
     freeReplyObject(r);
 
-    /* and the data really is in Redis */
-    redisContext *direct = vt_must_connect(env.redis->port);
+    /* and the data really is in Redis (on its key's node in a cluster) */
+    redisContext *direct = vt_must_connect(vt_cluster_env_key_port("greeting", env.redis->port));
     r = vt_cmd(direct, "GET greeting");
     vt_assert_str(r, "hello");
     freeReplyObject(r);
@@ -299,10 +305,16 @@ static void build_pipeline(pipeline *p, int ncommands)
             break;
         }
         case 24: { /* a transaction inside the pipeline: 5 replies, the last nested */
+            /* (in a cluster its keys share a slot, as a transaction's must) */
+            char t1[24], t2[24], t3[24];
+            const char *tag = vt_cluster_mode() ? "{tx}" : "";
+            snprintf(t1, sizeof(t1), "%s%s", tag, k1);
+            snprintf(t2, sizeof(t2), "%s%s", tag, k2);
+            snprintf(t3, sizeof(t3), "%s%s", tag, k3);
             const char *m[] = {"MULTI"};
-            const char *a[] = {"SET", k1, "in-multi"};
-            const char *b[] = {"INCR", k2};
-            const char *c[] = {"LPUSH", k3, "x"};
+            const char *a[] = {"SET", t1, "in-multi"};
+            const char *b[] = {"INCR", t2};
+            const char *c[] = {"LPUSH", t3, "x"};
             const char *e[] = {"EXEC"};
             cmd(p, 1, m, NULL);
             cmd(p, 3, a, NULL);
@@ -432,12 +444,16 @@ Test(passthrough, a_hundred_thousand_mixed_pipelined_commands_get_the_same_repli
     build_pipeline(&p, PIPELINE_COMMANDS);
     char err[256];
 
-    flushall();
+    /* the cluster variant: the suite's cluster (flushed) behind the proxy,
+     * one redis-server of the test's own for the reference */
+    vt_redis *ref = vt_cluster_mode() ? vt_redis_start(&(vt_redis_opts){.standalone = true}) : env.redis;
+    cr_assert(ref, "the reference redis-server did not start");
+    if (!vt_cluster_mode()) flushall();
     redisReply **want = calloc(p.nreplies, sizeof(*want));
-    size_t nwant = run_pipeline(env.redis->port, &p, want, err, sizeof(err));
+    size_t nwant = run_pipeline(ref->port, &p, want, err, sizeof(err));
     cr_assert_eq(nwant, p.nreplies, "straight to redis: %zu of %zu replies: %s", nwant, p.nreplies, err);
 
-    flushall();
+    if (!vt_cluster_mode()) flushall();
     redisReply **got = calloc(p.nreplies, sizeof(*got));
     size_t ngot = run_pipeline(env.proxy->port, &p, got, err, sizeof(err));
 
@@ -454,12 +470,16 @@ Test(passthrough, a_hundred_thousand_mixed_pipelined_commands_get_the_same_repli
     cr_assert_eq(ngot, p.nreplies, "through the proxy: only %zu of %zu replies: %s", ngot, p.nreplies, err);
 
     /* the data Redis holds afterwards is the same too */
-    redisContext *c = vt_must_connect(env.redis->port);
+    redisContext *c = vt_must_connect(ref->port);
     redisReply *r = vt_cmd(c, "DBSIZE");
     vt_assert_reply(r, c);
     cr_assert(r->integer > 0);
+    if (vt_cluster_mode())
+        cr_assert_eq(vt_cluster_env_dbsize(), r->integer, "the cluster's primaries hold %lld keys, Redis %lld",
+                     vt_cluster_env_dbsize(), r->integer);
     freeReplyObject(r);
     redisFree(c);
+    if (ref != env.redis) vt_redis_free(ref);
 
     free_replies(want, nwant);
     free_replies(got, ngot);

@@ -41,6 +41,7 @@ static void expect_get(redisContext *c, const char *key, const char *want)
 
 Test(state, select_isolates_two_clients)
 {
+    VT_SKIP_IN_CLUSTER("a Redis Cluster has database 0 only (SELECT n is refused)");
     redisContext *alice = vt_must_connect(env.proxy->port);
     redisContext *bob = vt_must_connect(env.proxy->port);
 
@@ -91,6 +92,7 @@ Test(state, client_setname_is_seen_by_getname_on_that_connection_only)
 
 Test(state, client_reply_off_on_skip_give_exactly_the_replies_redis_sends)
 {
+    VT_SKIP_IN_CLUSTER("CLIENT REPLY keeps the connection on one node, and the story's key may be another's");
     int fd = vt_must_sock(env.proxy->port);
     vt_buf req = {0}, got = {0};
     vt_buf_cmd(&req, "CLIENT", "REPLY", "OFF", NULL);  /* no reply */

@@ -32,12 +32,13 @@ static void ok(redisContext *c, const char *cmd, const char *status)
 
 Test(transactions, multi_exec_runs_the_queued_commands_atomically)
 {
+    /* (one hash tag: in the cluster variant a transaction is one slot's) */
     redisContext *c = vt_must_connect(env.proxy->port);
     ok(c, "MULTI", "OK");
-    ok(c, "SET tx:a 10", "QUEUED");
-    ok(c, "INCRBY tx:a 5", "QUEUED");
-    ok(c, "LPUSH tx:l x y", "QUEUED");
-    ok(c, "GET tx:a", "QUEUED");
+    ok(c, "SET {tx}:a 10", "QUEUED");
+    ok(c, "INCRBY {tx}:a 5", "QUEUED");
+    ok(c, "LPUSH {tx}:l x y", "QUEUED");
+    ok(c, "GET {tx}:a", "QUEUED");
 
     redisReply *r = vt_cmd(c, "EXEC");
     vt_assert_array(r, 4);
@@ -48,7 +49,7 @@ Test(transactions, multi_exec_runs_the_queued_commands_atomically)
     freeReplyObject(r);
 
     /* and the connection is back to normal */
-    r = vt_cmd(c, "GET tx:a");
+    r = vt_cmd(c, "GET {tx}:a");
     vt_assert_str(r, "15");
     freeReplyObject(r);
     redisFree(c);

@@ -15,6 +15,7 @@
 #include <stdatomic.h>
 
 #include "tests/support/checks.h"
+#include "tests/support/cluster_env.h"
 
 #define THREADS 8
 #define JOBS 100000
@@ -101,7 +102,7 @@ static bool is_string(const redisReply *e, const char *want)
  * written straight to Redis in batches. */
 static void fill_queue(const char *key)
 {
-    redisContext *admin = vt_must_connect(env.redis->port);
+    redisContext *admin = vt_must_connect(vt_cluster_env_key_port(key, env.redis->port));
     static const char *argv[2 + 2 * FILL_BATCH];
     static char scores[FILL_BATCH][16], members[FILL_BATCH][16];
     for (int base = 0; base < JOBS; base += FILL_BATCH) {
@@ -128,7 +129,7 @@ static void fill_queue(const char *key)
 
 static void expect_gone(const char *key)
 {
-    redisContext *admin = vt_must_connect(env.redis->port);
+    redisContext *admin = vt_must_connect(vt_cluster_env_key_port(key, env.redis->port));
     redisReply *r = vt_cmd(admin, "EXISTS %s", key);
     cr_assert(r && r->type == REDIS_REPLY_INTEGER && r->integer == 0, "%s still exists (EXISTS: %s)", key,
               VT_DESCRIBE(r));
@@ -311,7 +312,7 @@ static void empty_the_queue_with_eight_workers(const char *queue, bool lease)
             .lease = lease,
             .queue = queue,
         };
-        snprintf(poppers[i].lease_key, sizeof(poppers[i].lease_key), "%s:lease", queue);
+        snprintf(poppers[i].lease_key, sizeof(poppers[i].lease_key), "%s:lease", queue); /* its slot */
         cr_assert_eq(pthread_create(&threads[i], NULL, pop_until_empty, &poppers[i]), 0);
     }
     long long total = 0;
@@ -342,15 +343,15 @@ static void empty_the_queue_with_eight_workers(const char *queue, bool lease)
 Test(verbs_concurrency, eight_workers_pop_every_job_exactly_once)
 {
     VT_SKIP_IF_DIRECT();
-    empty_the_queue_with_eight_workers("cq:jobs", false);
+    empty_the_queue_with_eight_workers("{cq:jobs}", false);
 }
 
 Test(verbs_concurrency, eight_workers_lease_and_ack_every_job_exactly_once)
 {
     VT_SKIP_IF_DIRECT();
-    empty_the_queue_with_eight_workers("cq:leased", true);
+    empty_the_queue_with_eight_workers("{cq:leased}", true);
     /* everything popped was acked: the lease set is empty, so gone */
-    expect_gone("cq:leased:lease");
+    expect_gone("{cq:leased}:lease");
 }
 
 /* ---- four conveyors tick one belt ---- */
@@ -409,7 +410,7 @@ static void *tick(void *arg)
 Test(verbs_concurrency, four_conveyors_tick_one_belt_and_move_every_crate_once_per_tick)
 {
     VT_SKIP_IF_DIRECT();
-    redisContext *admin = vt_must_connect(env.redis->port);
+    redisContext *admin = vt_must_connect(vt_cluster_env_key_port("cq:belt", env.redis->port));
     for (int i = 0; i < CRATES; i++) {
         atomic_store(&removed[i], 0);
         redisAppendCommand(admin, "ZADD cq:belt %d c:%d", i, i);
@@ -528,7 +529,7 @@ static void *stranger_releases(void *arg)
 Test(verbs_concurrency, strangers_racing_the_owner_never_release_the_lock)
 {
     VT_SKIP_IF_DIRECT();
-    redisContext *admin = vt_must_connect(env.redis->port);
+    redisContext *admin = vt_must_connect(vt_cluster_env_key_port("cq:lock", env.redis->port));
     redisReply *r = vt_cmd(admin, "SET cq:lock %s NX PX %d", OWNER_TOKEN, LOCK_TTL_MS);
     vt_assert_status(r, "OK");
     freeReplyObject(r);
@@ -582,7 +583,7 @@ Test(verbs_concurrency, strangers_racing_the_owner_never_release_the_lock)
 Test(verbs_concurrency, of_four_simultaneous_releases_exactly_one_wins)
 {
     VT_SKIP_IF_DIRECT();
-    redisContext *admin = vt_must_connect(env.redis->port);
+    redisContext *admin = vt_must_connect(vt_cluster_env_key_port("cq:shared", env.redis->port));
     redisContext *holders[RELEASERS];
     for (int i = 0; i < RELEASERS; i++)
         holders[i] = vt_must_connect(env.proxy->port);

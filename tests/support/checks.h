@@ -14,6 +14,7 @@
 
 #include "tests/support/bystander.h"
 #include "tests/support/client.h"
+#include "tests/support/cluster_env.h"
 #include "tests/support/servers.h"
 
 /* Deadline for a single criterion test: a hung proxy fails, it never hangs CI. */
@@ -31,6 +32,14 @@
 #define VT_SKIP_IF_UPSTREAM_TLS()                                                                            \
     do {                                                                                                     \
         if (vt_upstream_tls_mode()) cr_skip_test("Redis's plaintext refusal text (VP_TEST_UPSTREAM_TLS=1)"); \
+    } while (0)
+
+/* A story that cannot be told through a proxy in front of a Redis Cluster
+ * (the integration-cluster/ variant, cluster_env.h): skipped there, with
+ * the reason (tests/integration/README.md lists them). */
+#define VT_SKIP_IN_CLUSTER(why)                                                                              \
+    do {                                                                                                     \
+        if (vt_cluster_mode()) cr_skip_test("not in the cluster variant: %s", (why));                        \
     } while (0)
 
 #define VT_DESCRIBE(r) vt_reply_describe((r), (char[512]){0}, 512)

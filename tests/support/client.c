@@ -1,5 +1,6 @@
 /* client.c - see client.h. */
 #include "tests/support/client.h"
+#include "tests/support/cluster_env.h"
 
 #include <errno.h>
 #include <netinet/in.h>
@@ -60,11 +61,21 @@ redisContext *vt_connect_unix(const char *path)
 
 redisReply *vt_cmd(redisContext *c, const char *fmt, ...)
 {
-    va_list ap;
+    va_list ap, again;
     va_start(ap, fmt);
+    va_copy(again, ap);
     redisReply *r = redisvCommand(c, fmt, ap);
     va_end(ap);
     if (!r) fprintf(stderr, "vt: \"%s\": %s\n", fmt, c->errstr);
+    if (r && r->type == REDIS_REPLY_ERROR && vt_cluster_mode()) { /* a look at a cluster node: cluster_env.h */
+        char *cmd;
+        int len = redisvFormatCommand(&cmd, fmt, again);
+        if (len > 0) {
+            r = vt_cluster_env_follow(c, r, cmd, (size_t)len);
+            free(cmd);
+        }
+    }
+    va_end(again);
     return r;
 }
 
@@ -72,6 +83,14 @@ redisReply *vt_cmd_argv(redisContext *c, int argc, const char **argv, const size
 {
     redisReply *r = redisCommandArgv(c, argc, argv, lens);
     if (!r) fprintf(stderr, "vt: %s...: %s\n", argv[0], c->errstr);
+    if (r && r->type == REDIS_REPLY_ERROR && vt_cluster_mode()) { /* a look at a cluster node: cluster_env.h */
+        char *cmd;
+        int len = redisFormatCommandArgv(&cmd, argc, argv, lens);
+        if (len > 0) {
+            r = vt_cluster_env_follow(c, r, cmd, (size_t)len);
+            free(cmd);
+        }
+    }
     return r;
 }
 

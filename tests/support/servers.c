@@ -1,5 +1,6 @@
 /* servers.c - see servers.h. */
 #include "tests/support/servers.h"
+#include "tests/support/cluster_env.h"
 #include "tests/support/tls_certs.h"
 
 #include <errno.h>
@@ -572,6 +573,10 @@ static bool launch_once(vt_redis *r)
 bool vt_redis_launch(vt_redis *r)
 {
     if (r->pid) return true;
+    if (r->borrowed) {
+        fprintf(stderr, "vt: a borrowed cluster node (cluster_env.h) is not started by a test\n");
+        return false;
+    }
     if (r->port <= 0) {
         fprintf(stderr, "vt: no free port\n");
         return false;
@@ -581,8 +586,16 @@ bool vt_redis_launch(vt_redis *r)
     return false;
 }
 
+/* Options a redis-server of the cluster variant's cluster also has. */
+static bool plain_opts(const vt_redis_opts *o)
+{
+    return !o || (!o->unixsocket && (o->tls == VT_REDIS_TLS_AUTO || o->tls == VT_REDIS_TLS_NONE) &&
+                  !o->requirepass && !o->extra_args && !o->config_text && !o->sentinel && !o->standalone);
+}
+
 vt_redis *vt_redis_start(const vt_redis_opts *opts)
 {
+    if (vt_cluster_mode() && plain_opts(opts)) return vt_cluster_env_borrow();
     for (int attempt = 0; attempt < START_ATTEMPTS; attempt++) {
         vt_redis *r = vt_redis_new(opts);
         if (!r) return NULL;
@@ -618,6 +631,10 @@ bool vt_redis_restart(vt_redis *r)
 void vt_redis_free(vt_redis *r)
 {
     if (!r) return;
+    if (r->borrowed) { /* the suite's cluster: cluster_run.py stops it */
+        free(r);
+        return;
+    }
     vt_redis_stop(r);
     release_dir(r->dir, r->reaper);
     for (int i = 0; r->args[i]; i++)
@@ -652,6 +669,10 @@ static bool proxy_launch_once(vt_proxy *p)
     if (!p->opts.no_loglevel) {
         argv[n++] = "--loglevel";
         argv[n++] = "warning";
+    }
+    if (p->cluster) {
+        argv[n++] = "--upstream-mode";
+        argv[n++] = "cluster";
     }
     if (p->upstream_tls) {
         argv[n++] = "--upstream-tls";
@@ -745,6 +766,7 @@ vt_proxy *vt_proxy_start(const vt_redis *upstream, const vt_proxy_opts *opts)
     } else {
         snprintf(p->upstream, sizeof(p->upstream), "127.0.0.1:%d", upstream->port);
     }
+    p->cluster = upstream->borrowed;
 
     if (vt_direct_mode()) {
         p->direct = true;

@@ -57,6 +57,8 @@ typedef struct vt_redis_opts {
     const char *config_text;       /* written to <dir>/redis.conf, given as the config file (sentinels
                                       rewrite theirs); NULL: none */
     bool sentinel;                 /* --sentinel (with config_text: sentinel.h) */
+    bool standalone;               /* a redis-server of its own even in the cluster variant
+                                      (cluster_env.h): a reference to compare replies with */
 } vt_redis_opts;
 
 /* One redis-server. Owned by the test; vt_redis_free() stops it and removes
@@ -71,6 +73,8 @@ typedef struct vt_redis {
     char log[128];                         /* redis-server's stdout/stderr */
     char conf[128];                        /* "" unless opts.config_text */
     bool sentinel;
+    bool borrowed;                          /* a node of the variant's shared cluster (cluster_env.h):
+                                               nothing started here, nothing to stop */
     char *args[2 * VT_MAX_EXTRA_ARGS + 24]; /* copied extra arguments, NULL-terminated */
     pid_t reaper;
 } vt_redis;
@@ -79,7 +83,8 @@ typedef struct vt_redis {
 vt_redis *vt_redis_new(const vt_redis_opts *opts);
 /* Start the (stopped) server on its port and wait until PING answers. */
 bool vt_redis_launch(vt_redis *r);
-/* vt_redis_new + vt_redis_launch. NULL on failure. */
+/* vt_redis_new + vt_redis_launch. NULL on failure. In the cluster variant
+ * (cluster_env.h) plain options borrow the suite's cluster instead. */
 vt_redis *vt_redis_start(const vt_redis_opts *opts);
 /* SIGTERM, wait; SIGKILL at the deadline. */
 void vt_redis_stop(vt_redis *r);
@@ -110,6 +115,7 @@ typedef struct vt_proxy {
     char unixsocket[128]; /* "" unless opts.unixsocket */
     char upstream[160];   /* what --upstream was given */
     bool upstream_tls;    /* --upstream-tls yes was given */
+    bool cluster;         /* --upstream-mode cluster (in front of a borrowed cluster node) */
     char dir[64];         /* "" in direct mode */
     char log[128];        /* verbproxy's stdout/stderr */
     vt_proxy_opts opts;
