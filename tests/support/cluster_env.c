@@ -40,6 +40,17 @@ static redisReply *ask(int port, const char *cmd)
     return r;
 }
 
+/* Is the node on `port` a primary now (ROLE)? */
+static bool is_primary(int port)
+{
+    redisReply *role = ask(port, "ROLE");
+    bool primary = role && role->type == REDIS_REPLY_ARRAY && role->elements > 0 &&
+                   role->element[0]->type == REDIS_REPLY_STRING &&
+                   strcmp(role->element[0]->str, "master") == 0;
+    if (role) freeReplyObject(role);
+    return primary;
+}
+
 vt_redis *vt_cluster_env_borrow(void)
 {
     int ports[MAX_NODES];
@@ -49,12 +60,7 @@ vt_redis *vt_cluster_env_borrow(void)
         return NULL;
     }
     for (int i = 0; i < n; i++) {
-        redisReply *role = ask(ports[i], "ROLE");
-        bool primary = role && role->type == REDIS_REPLY_ARRAY && role->elements > 0 &&
-                       role->element[0]->type == REDIS_REPLY_STRING &&
-                       strcmp(role->element[0]->str, "master") == 0;
-        if (role) freeReplyObject(role);
-        if (!primary) continue;
+        if (!is_primary(ports[i])) continue;
         /* SYNC: the next test must not see a key of this one */
         redisReply *r = ask(ports[i], "FLUSHALL SYNC");
         bool ok = r && r->type == REDIS_REPLY_STATUS;
@@ -102,15 +108,12 @@ long long vt_cluster_env_dbsize(void)
     int n = node_ports(ports);
     long long sum = 0;
     for (int i = 0; i < n; i++) {
-        redisReply *role = ask(ports[i], "ROLE");
-        bool primary = role && role->type == REDIS_REPLY_ARRAY && role->elements > 0 &&
-                       role->element[0]->type == REDIS_REPLY_STRING &&
-                       strcmp(role->element[0]->str, "master") == 0;
-        if (role) freeReplyObject(role);
-        if (!primary) continue;
+        if (!is_primary(ports[i])) continue;
         redisReply *r = ask(ports[i], "DBSIZE");
-        if (!r || r->type != REDIS_REPLY_INTEGER) sum = -1;
-        else if (sum >= 0) sum += r->integer;
+        if (!r || r->type != REDIS_REPLY_INTEGER)
+            sum = -1;
+        else if (sum >= 0)
+            sum += r->integer;
         if (r) freeReplyObject(r);
     }
     return n ? sum : -1;
