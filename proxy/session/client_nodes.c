@@ -116,14 +116,6 @@ int cnodes_has_state(const client_session *c)
     return c->nodes && c->nodes->nstate > 0;
 }
 
-int cnodes_is_parked(const client_session *c, const upstream_conn *up)
-{
-    if (!c->nodes) return 0;
-    for (int i = 0; i < c->nodes->nparked; i++)
-        if (c->nodes->parked[i] == up) return 1;
-    return 0;
-}
-
 static void park(struct cnodes *n, upstream_conn *up)
 {
     if (n->nparked == n->parked_cap) {

@@ -59,8 +59,6 @@ int cnodes_has_state(const struct client_session *c);
  * one with the kept state sent first. Returns it (c->up), or NULL when
  * no descriptor is left for a new one. */
 struct upstream_conn *cnodes_switch(struct client_session *c, struct route_node *node);
-/* Is up one of the client's parked connections? */
-int cnodes_is_parked(const struct client_session *c, const struct upstream_conn *up);
 /* Close every parked connection (the client leaves, or resets). */
 void cnodes_close_parked(struct client_session *c);
 /* The client is gone: everything goes. */
