@@ -18,7 +18,6 @@
  * Cluster mode needs shared connections and the cluster is plaintext:
  * registered once (CMake's VP_INTEGRATION_ONCE). */
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -323,24 +322,12 @@ static void load_stop(load *l)
 
 /* ---- the cluster ---- */
 
-static redisReply *node_cmd(int i, const char *fmt, ...)
-{
-    redisContext *c = vt_connect(cl->node[i]->port);
-    if (!c) return NULL;
-    va_list ap;
-    va_start(ap, fmt);
-    redisReply *r = redisvCommand(c, fmt, ap);
-    va_end(ap);
-    redisFree(c);
-    return r;
-}
-
 /* The replica of primary p (ROLE names its primary's port). */
 static int replica_of(int p)
 {
     for (int i = 0; i < VT_CLUSTER_NODES; i++) {
         if (i == p) continue;
-        redisReply *r = node_cmd(i, "ROLE");
+        redisReply *r = vt_cluster_node_cmd(cl, i, "ROLE");
         bool mine = r && r->type == REDIS_REPLY_ARRAY && r->elements >= 3 &&
                     strcmp(r->element[0]->str, "slave") == 0 && r->element[2]->integer == cl->node[p]->port;
         if (r) freeReplyObject(r);
@@ -432,7 +419,7 @@ static void split_slot_story(void)
     freeReplyObject(r);
     redisFree(c);
     cr_assert(vt_cluster_move_begin(cl, slot, to));
-    r = node_cmd(from, "MIGRATE 127.0.0.1 %d %s 0 5000 KEYS {sp}:a", cl->node[to]->port, "");
+    r = vt_cluster_node_cmd(cl, from, "MIGRATE 127.0.0.1 %d %s 0 5000 KEYS {sp}:a", cl->node[to]->port, "");
     vt_assert_status(r, "OK");
     freeReplyObject(r);
     long long tries0 = stat_of("cluster_tryagain");
@@ -465,7 +452,7 @@ static void split_slot_story(void)
     cr_assert_eq(stat_of("cluster_moved"), 0, "a -MOVED while the slot was only migrating");
     /* The target loses its scripts: the verb -ASKed there meets NOSCRIPT,
      * and its retry after the load carries ASKING too. */
-    r = node_cmd(to, "SCRIPT FLUSH");
+    r = vt_cluster_node_cmd(cl, to, "SCRIPT FLUSH");
     vt_assert_status(r, "OK");
     freeReplyObject(r);
     long long noscript0 = stat_of("noscript_recoveries");
@@ -501,7 +488,7 @@ static void leaving_client_story(void)
     vt_assert_status(r, "OK");
     freeReplyObject(r);
     cr_assert(vt_cluster_move_begin(cl, slot, to));
-    r = node_cmd(from, "MIGRATE 127.0.0.1 %d %s 0 5000 KEYS {sq}:a", cl->node[to]->port, "");
+    r = vt_cluster_node_cmd(cl, from, "MIGRATE 127.0.0.1 %d %s 0 5000 KEYS {sq}:a", cl->node[to]->port, "");
     vt_assert_status(r, "OK");
     freeReplyObject(r);
     int gone = vt_must_sock(proxy->port);
@@ -699,7 +686,7 @@ static bool promoted(void *arg)
     if (!vt_cluster_is_primary(cl, w->replica)) return false;
     for (int i = 0; i < VT_CLUSTER_NODES; i++) {
         if (i == w->dead) continue;
-        redisReply *r = node_cmd(i, "CLUSTER INFO");
+        redisReply *r = vt_cluster_node_cmd(cl, i, "CLUSTER INFO");
         bool ok = r && r->type == REDIS_REPLY_STRING && strstr(r->str, "cluster_state:ok");
         if (r) freeReplyObject(r);
         if (!ok) return false;

@@ -18,7 +18,7 @@
 #define REDIS_CLI "/usr/bin/redis-cli"
 #define MIGRATE_BATCH 100
 
-static redisReply *node_cmd(vt_cluster *c, int i, const char *fmt, ...)
+redisReply *vt_cluster_node_cmd(vt_cluster *c, int i, const char *fmt, ...)
 {
     redisContext *ctx = vt_connect(c->node[i]->port);
     if (!ctx) return NULL;
@@ -143,7 +143,7 @@ vt_cluster *vt_cluster_start(void)
         return NULL;
     }
     for (int i = 0; i < VT_CLUSTER_NODES; i++) {
-        redisReply *r = node_cmd(c, i, "CLUSTER MYID");
+        redisReply *r = vt_cluster_node_cmd(c, i, "CLUSTER MYID");
         if (!r || r->type != REDIS_REPLY_STRING || r->len != 40) {
             fprintf(stderr, "vt cluster: CLUSTER MYID of node %d\n", i);
             if (r) freeReplyObject(r);
@@ -173,7 +173,7 @@ int vt_cluster_index_of_port(const vt_cluster *c, int port)
 
 bool vt_cluster_is_primary(vt_cluster *c, int i)
 {
-    redisReply *r = node_cmd(c, i, "ROLE");
+    redisReply *r = vt_cluster_node_cmd(c, i, "ROLE");
     bool p = r && r->type == REDIS_REPLY_ARRAY && r->elements > 0 &&
              r->element[0]->type == REDIS_REPLY_STRING && strcmp(r->element[0]->str, "master") == 0;
     if (r) freeReplyObject(r);
@@ -188,7 +188,7 @@ static bool slots_view_listed(vt_cluster *c, int i, int *owner, int *listed)
     if (listed) *listed = 0;
     for (int s = 0; s < 16384; s++)
         owner[s] = -1;
-    redisReply *r = node_cmd(c, i, "CLUSTER SLOTS");
+    redisReply *r = vt_cluster_node_cmd(c, i, "CLUSTER SLOTS");
     bool ok = r && r->type == REDIS_REPLY_ARRAY;
     for (size_t k = 0; ok && k < r->elements; k++) {
         redisReply *e = r->element[k];
@@ -225,7 +225,7 @@ int vt_cluster_slot_owner(vt_cluster *c, int asked, int slot)
 
 int vt_cluster_keyslot(vt_cluster *c, const char *key)
 {
-    redisReply *r = node_cmd(c, 0, "CLUSTER KEYSLOT %s", key);
+    redisReply *r = vt_cluster_node_cmd(c, 0, "CLUSTER KEYSLOT %s", key);
     int s = r && r->type == REDIS_REPLY_INTEGER ? (int)r->integer : -1;
     if (r) freeReplyObject(r);
     return s;
@@ -244,7 +244,7 @@ static bool all_ok(void *arg)
     vt_cluster *c = arg;
     static int first[16384], view[16384];
     for (int i = 0; i < VT_CLUSTER_NODES; i++) {
-        redisReply *r = node_cmd(c, i, "CLUSTER INFO");
+        redisReply *r = vt_cluster_node_cmd(c, i, "CLUSTER INFO");
         bool ok = r && r->type == REDIS_REPLY_STRING && strstr(r->str, "cluster_state:ok") &&
                   strstr(r->str, "cluster_slots_assigned:16384") && strstr(r->str, "cluster_slots_ok:16384");
         if (r) freeReplyObject(r);
@@ -283,9 +283,9 @@ bool vt_cluster_move_begin(vt_cluster *c, int slot, int to)
     int from = owner_or_fail(c, slot, to);
     if (from < 0 || from == to) return false;
     return node_ok(c, to, "SETSLOT IMPORTING",
-                   node_cmd(c, to, "CLUSTER SETSLOT %d IMPORTING %s", slot, c->id[from])) &&
+                   vt_cluster_node_cmd(c, to, "CLUSTER SETSLOT %d IMPORTING %s", slot, c->id[from])) &&
            node_ok(c, from, "SETSLOT MIGRATING",
-                   node_cmd(c, from, "CLUSTER SETSLOT %d MIGRATING %s", slot, c->id[to]));
+                   vt_cluster_node_cmd(c, from, "CLUSTER SETSLOT %d MIGRATING %s", slot, c->id[to]));
 }
 
 bool vt_cluster_move_keys(vt_cluster *c, int slot, int to)
@@ -293,7 +293,7 @@ bool vt_cluster_move_keys(vt_cluster *c, int slot, int to)
     int from = owner_or_fail(c, slot, to);
     if (from < 0) return false;
     for (;;) {
-        redisReply *keys = node_cmd(c, from, "CLUSTER GETKEYSINSLOT %d %d", slot, MIGRATE_BATCH);
+        redisReply *keys = vt_cluster_node_cmd(c, from, "CLUSTER GETKEYSINSLOT %d %d", slot, MIGRATE_BATCH);
         if (!keys || keys->type != REDIS_REPLY_ARRAY) {
             if (keys) freeReplyObject(keys);
             return false;
@@ -339,14 +339,16 @@ bool vt_cluster_move_finish(vt_cluster *c, int slot, int to)
     if (from < 0) return false;
     /* the target first (it bumps its epoch and owns the slot), then the
      * source (it stops answering ASK), then every other primary */
-    if (!node_ok(c, to, "SETSLOT NODE", node_cmd(c, to, "CLUSTER SETSLOT %d NODE %s", slot, c->id[to])))
+    if (!node_ok(c, to, "SETSLOT NODE",
+                 vt_cluster_node_cmd(c, to, "CLUSTER SETSLOT %d NODE %s", slot, c->id[to])))
         return false;
-    if (from != to &&
-        !node_ok(c, from, "SETSLOT NODE", node_cmd(c, from, "CLUSTER SETSLOT %d NODE %s", slot, c->id[to])))
+    if (from != to && !node_ok(c, from, "SETSLOT NODE",
+                               vt_cluster_node_cmd(c, from, "CLUSTER SETSLOT %d NODE %s", slot, c->id[to])))
         return false;
     for (int i = 0; i < VT_CLUSTER_NODES; i++)
         if (i != to && i != from && vt_cluster_is_primary(c, i))
-            node_ok(c, i, "SETSLOT NODE", node_cmd(c, i, "CLUSTER SETSLOT %d NODE %s", slot, c->id[to]));
+            node_ok(c, i, "SETSLOT NODE",
+                    vt_cluster_node_cmd(c, i, "CLUSTER SETSLOT %d NODE %s", slot, c->id[to]));
     owner_wait w = {c, slot, to};
     if (vt_wait_until(sees_owner, &w, VT_CLUSTER_DEADLINE_MS)) return true;
     fprintf(stderr, "vt cluster: not every node sees slot %d on node %d\n", slot, to);
@@ -378,7 +380,8 @@ bool vt_cluster_failover(vt_cluster *c, int replica)
         fprintf(stderr, "vt cluster: node %d is a primary, not a replica\n", replica);
         return false;
     }
-    if (!node_ok(c, replica, "CLUSTER FAILOVER", node_cmd(c, replica, "CLUSTER FAILOVER"))) return false;
+    if (!node_ok(c, replica, "CLUSTER FAILOVER", vt_cluster_node_cmd(c, replica, "CLUSTER FAILOVER")))
+        return false;
     failover_wait w = {c, replica};
     if (vt_wait_until(failed_over, &w, VT_CLUSTER_DEADLINE_MS)) return true;
     fprintf(stderr, "vt cluster: node %d did not become a primary seen by all\n", replica);
@@ -413,7 +416,7 @@ bool vt_cluster_fragment(vt_cluster *c, int nslots, int *to_out)
     free(num);
     free(argv);
     /* the highest epoch: its claim wins on every node (the owner too) */
-    redisReply *r = ok ? node_cmd(c, to, "CLUSTER BUMPEPOCH") : NULL;
+    redisReply *r = ok ? vt_cluster_node_cmd(c, to, "CLUSTER BUMPEPOCH") : NULL;
     ok = ok && r && r->type == REDIS_REPLY_STATUS;
     if (r) freeReplyObject(r);
     if (!ok) return false;

@@ -15,6 +15,7 @@
 #ifndef VT_CLUSTER_H
 #define VT_CLUSTER_H
 
+#include <hiredis/hiredis.h>
 #include <stdbool.h>
 
 #include "tests/support/servers.h"
@@ -38,6 +39,9 @@ void vt_cluster_free(vt_cluster *c);
  * CLUSTER SLOTS agrees with node 0's and names all six nodes (each
  * replica attached). */
 bool vt_cluster_wait_ok(vt_cluster *c, int timeout_ms);
+/* One command on node i, on a connection of its own (closed after);
+ * the reply (the caller frees it), or NULL. */
+redisReply *vt_cluster_node_cmd(vt_cluster *c, int i, const char *fmt, ...);
 /* The index of the node on `port`, or -1. */
 int vt_cluster_index_of_port(const vt_cluster *c, int port);
 /* Is node i a primary now (ROLE)? */
