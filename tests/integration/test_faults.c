@@ -246,6 +246,14 @@ static bool everyone_owed(void *t)
     return vt_traffic_owed(t) == WORKERS;
 }
 
+static int stalled_fault = -1;
+
+static bool requests_held(void *unused)
+{
+    (void)unused;
+    return vt_faultproxy_held(fp, stalled_fault) > 256;
+}
+
 /* Replies stop on every upstream connection (after a few KiB of each)
  * until the test releases them, once every worker has sent its pipeline
  * and waits for replies. */
@@ -440,6 +448,12 @@ Test(faults, redis_sigkilled_with_requests_held_on_the_link_closes_the_clients_o
     cr_assert(id >= 0);
     cr_assert(vt_wait_until(everyone_owed, t, STORY_MS), "only %d of %d workers wait for replies",
               vt_traffic_owed(t), WORKERS);
+    /* Requests written after the stall (more than the proxy's own PING)
+     * are what Redis never sees: without them every request may have been
+     * answered before the kill, and nobody need be closed. */
+    stalled_fault = id;
+    cr_assert(vt_wait_until(requests_held, NULL, STORY_MS), "the stall holds %lld request bytes",
+              vt_faultproxy_held(fp, id));
     vt_redis_kill(redis);
     vt_faultproxy_release(fp, id);
 

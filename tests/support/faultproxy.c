@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -673,6 +674,23 @@ bool vt_faultproxy_wait_fired(vt_faultproxy *fp, int id, long long n, int timeou
     ok = ok && fp->fired[id] >= n;
     pthread_mutex_unlock(&fp->lock);
     return ok;
+}
+
+long long vt_faultproxy_held(vt_faultproxy *fp, int id)
+{
+    long long held = 0;
+    pthread_mutex_lock(&fp->lock); /* the thread closes sockets only under it */
+    if (id_valid(fp, id))
+        for (size_t i = 0; i < fp->nconns; i++) {
+            fp_conn *c = fp->conns[i];
+            for (int d = 0; d < 2 && !c->dead; d++) {
+                int unread = 0;
+                if (c->half[d].stall_id == id && ioctl(c->fd[c->half[d].src], FIONREAD, &unread) == 0)
+                    held += unread;
+            }
+        }
+    pthread_mutex_unlock(&fp->lock);
+    return held;
 }
 
 vt_fp_stats vt_faultproxy_stats(vt_faultproxy *fp)

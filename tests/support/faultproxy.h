@@ -123,6 +123,10 @@ void vt_faultproxy_release(vt_faultproxy *fp, int id);
 long long vt_faultproxy_fired(vt_faultproxy *fp, int id);
 /* Until fault `id` has fired at least n times; false at the timeout. */
 bool vt_faultproxy_wait_fired(vt_faultproxy *fp, int id, long long n, int timeout_ms);
+/* Bytes the STALL fault `id` holds back now: what its stalled directions'
+ * senders wrote and nobody has read (their sockets' receive queues). A
+ * sender that wrote after the stall fired shows here. */
+long long vt_faultproxy_held(vt_faultproxy *fp, int id);
 vt_fp_stats vt_faultproxy_stats(vt_faultproxy *fp);
 /* Reset every connection, stop the thread, close the listener, free. NULL
  * is a no-op. */
