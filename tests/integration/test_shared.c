@@ -7,8 +7,11 @@
  * that one client's trouble (leaving mid-pipeline, not reading, QUIT) never
  * reaches another. The proxy is started with --shared-upstreams 1 whatever
  * VP_TEST_SHARED_UPSTREAMS says. */
+#include <errno.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <string.h>
 #include <sys/socket.h>
 
 #include "tests/support/checks.h"
@@ -550,6 +553,99 @@ Test(shared, clients_that_do_not_read_big_replies_cost_the_proxy_a_bounded_windo
     vt_assert_bystanders_ok(b);
     cr_assert_eq(vt_proxy_stat(env.proxy->port, "upstream_lost"), 0, "the shared connection was lost");
     vt_buf_free(&req);
+}
+
+#define WARM_SMALL_GETS 256
+#define WARM_ROUNDS 8
+#define BURST_VALUE_LEN (256 * 1024)
+#define BURST_GETS 512 /* two deepest windows */
+
+/* The bound the window gives, at its worst (README, "A client that does
+ * not read"): a client first earns the deepest window, 256 replies, by
+ * pipelining small GETs and reading every reply, then pipelines 512 GETs of
+ * 256 kB (128 MB) and reads nothing. Nobody can know a reply's size before
+ * Redis sends it, so the 256 it was allowed in flight all run and the
+ * proxy holds them (64 MB); the rest wait unread in the client's socket,
+ * not in the proxy, until it reads. The proxy holds at most buffer-limit
+ * plus that window; without the window it would hold all 128 MB. The
+ * bystanders on the same shared connection are served throughout, and the
+ * client gets every reply in order once it reads. */
+Test(shared, a_client_that_earned_the_deepest_window_then_reads_nothing_costs_the_proxy_that_window_only)
+{
+    vt_store_filled(env.redis->port, "sh:burst", BURST_VALUE_LEN, 'w');
+    vt_store_filled(env.redis->port, "sh:tiny", 1, 't');
+    vt_bystanders *b = vt_must_start_bystanders(env.proxy->port, 4, 24);
+    int fd = vt_must_sock(env.proxy->port);
+    vt_buf small = {0}, burst = {0}, got = {0};
+    for (int i = 0; i < WARM_SMALL_GETS; i++)
+        vt_buf_cmd(&small, "GET", "sh:tiny", NULL);
+    for (int r = 0; r < WARM_ROUNDS; r++) { /* each deep pipeline read whole: the window doubles to 256 */
+        cr_assert(vt_sock_send_buf(fd, &small));
+        got.len = 0;
+        cr_assert(vt_sock_read_len(fd, &got, WARM_SMALL_GETS * strlen("$1\r\nt\r\n"), VT_READ_DEADLINE_MS),
+                  "warm-up round %d: got %zu bytes", r, got.len);
+    }
+    long long before_kb = vt_peak_rss_kb(env.proxy->pid);
+    long long base = redis_gets();
+    for (int i = 0; i < BURST_GETS; i++)
+        vt_buf_cmd(&burst, "GET", "sh:burst", NULL);
+    vt_buf_cmd(&burst, "PING", NULL);
+    /* (the kernel takes what the proxy does not read; no need to wait) */
+    size_t sent = 0;
+    while (sent < burst.len) {
+        ssize_t n = send(fd, burst.data + sent, burst.len - sent, MSG_DONTWAIT | MSG_NOSIGNAL);
+        if (n > 0) {
+            sent += (size_t)n;
+            continue;
+        }
+        cr_assert(n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK), "send: %s", strerror(errno));
+        break; /* the rest follows once the client reads */
+    }
+    /* the window it earned runs at once, though it reads nothing */
+    gets_wait window_run = {.want = base + 256};
+    cr_assert(vt_wait_until(gets_reached, &window_run, 4 * VT_READ_DEADLINE_MS),
+              "only %lld GETs ran: the deepest window was not earned", redis_gets() - base);
+    cr_assert(vt_bystanders_wait(b, 240, VT_READ_DEADLINE_MS), "the bystanders were held up");
+
+    /* then it reads: every reply, in order */
+    size_t one = strlen("$262144\r\n") + BURST_VALUE_LEN + 2;
+    size_t all = one * BURST_GETS + 7;
+    got.len = 0;
+    long long deadline = vt_now_ms() + 4 * VT_READ_DEADLINE_MS;
+    char chunk[64 * 1024];
+    while (got.len < all && vt_now_ms() < deadline) {
+        if (sent < burst.len) {
+            ssize_t n = send(fd, burst.data + sent, burst.len - sent, MSG_DONTWAIT | MSG_NOSIGNAL);
+            if (n > 0) sent += (size_t)n;
+        }
+        struct pollfd pfd = {.fd = fd, .events = POLLIN};
+        if (poll(&pfd, 1, 100) <= 0) continue;
+        ssize_t n = recv(fd, chunk, sizeof(chunk), 0);
+        cr_assert(n > 0, "the client was closed after %zu of %zu bytes", got.len, all);
+        vt_buf_append(&got, chunk, (size_t)n);
+    }
+    cr_assert_eq(got.len, all, "got %zu of %zu bytes", got.len, all);
+    cr_assert_eq(vt_resp_count_replies(got.data, got.len), BURST_GETS + 1);
+    cr_assert(memcmp(got.data + one * (BURST_GETS - 1), "$262144\r\nwwww", 13) == 0,
+              "the last GET's reply: %s", vt_escape(got.data + one * (BURST_GETS - 1), 20));
+    cr_assert(memcmp(got.data + one * BURST_GETS, "+PONG\r\n", 7) == 0, "the PING's reply is not last");
+    vt_assert_bystanders_ok(b);
+    cr_assert_eq(vt_proxy_stat(env.proxy->port, "upstream_lost"), 0, "the shared connection was lost");
+#ifndef VP_SANITIZED
+    long long peak_kb = vt_peak_rss_kb(env.proxy->pid);
+    cr_assert(peak_kb > 0 && before_kb > 0, "cannot read the proxy's VmHWM");
+    /* the window, 64 MB, and buffer-limit (1 MB); all of it would be 128 MB */
+    long long grew_kb = peak_kb - before_kb;
+    cr_assert_lt(grew_kb, 96 * 1024, "the proxy's peak RSS grew by %lld KiB for %d x 256 kB not read",
+                 grew_kb, BURST_GETS);
+    if (getenv("VP_TEST_VERBOSE")) fprintf(stderr, "peak RSS grew by %lld KiB\n", grew_kb);
+#else
+    (void)before_kb;
+#endif
+    close(fd);
+    vt_buf_free(&small);
+    vt_buf_free(&burst);
+    vt_buf_free(&got);
 }
 
 Test(shared, a_client_that_leaves_mid_pipeline_leaves_the_shared_connection_to_the_others)
