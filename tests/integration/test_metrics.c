@@ -190,6 +190,48 @@ Test(metrics, noscript_recovery_counted)
     redisFree(c);
 }
 
+/* The counters the first story cannot move: a client that moves to a
+ * connection of its own, the connection that takes it, and a NOSCRIPT
+ * recovery that a later command of its client overtook. */
+Test(metrics, pinned_connects_and_reordered_recoveries_counted)
+{
+    VT_SKIP_IF_DIRECT();
+    int fd = vt_must_sock(env.proxy->port);
+    vt_buf req = {0};
+    vt_buf_cmd(&req, "LOCKRELEASE", "mr:l", "x", NULL); /* its script loaded */
+    vt_exchange(fd, &req, ":0\r\n");
+    vt_prom a = scrape(mport);
+
+    /* after a flush behind the proxy's back, the INCR runs before the
+     * verb's retry: one recovery, reordered */
+    redisContext *direct = vt_must_connect(env.redis->port);
+    freeReplyObject(vt_cmd(direct, "SCRIPT FLUSH"));
+    redisFree(direct);
+    vt_buf_cmd(&req, "LOCKRELEASE", "mr:l", "x", NULL);
+    vt_buf_cmd(&req, "INCR", "mr:n", NULL);
+    vt_exchange(fd, &req, ":0\r\n:1\r\n");
+    /* connection state: on a shared connection the client moves to one of
+     * its own (a new upstream connection); with own connections it has one */
+    vt_buf_cmd(&req, "SELECT", "1", NULL);
+    vt_exchange(fd, &req, "+OK\r\n");
+    redisContext *other = vt_must_connect(env.proxy->port); /* with own connections: a new one */
+    redisReply *r = vt_cmd(other, "PING");
+    vt_assert_status(r, "PONG");
+    freeReplyObject(r);
+
+    vt_prom b = scrape(mport);
+    cr_assert_eq(DELTA(a, b, "verbproxy_noscript_recoveries_total", ""), 1);
+    cr_assert_eq(DELTA(a, b, "verbproxy_noscript_reordered_total", ""), 1);
+    bool shared = vt_proxy_shared_upstreams(env.proxy) > 0;
+    cr_assert_eq(DELTA(a, b, "verbproxy_clients_pinned_total", ""), shared ? 1 : 0);
+    cr_assert_geq(DELTA(a, b, "verbproxy_upstream_connects_total", ""), 1);
+    redisFree(other);
+    close(fd);
+    vt_buf_free(&req);
+    vt_prom_free(&a);
+    vt_prom_free(&b);
+}
+
 static int clients_port;
 
 static bool no_clients(void *arg)
