@@ -450,3 +450,33 @@ Test(metrics_auth, readyz_refuses_a_wrong_password_and_takes_the_right_one)
     cr_assert(vt_wait_until(readyz_is, &ok, 10000), "/readyz is not 200 with the right password");
     vt_env_stop(&e);
 }
+
+/* Ready means the verbs' scripts can be loaded, checked, not assumed: an
+ * upstream user that may not run SCRIPT answers the probe's PING, but not
+ * its SCRIPT LOAD. Once Redis allows it, the next check says ready. */
+Test(metrics_auth, readyz_fails_while_the_scripts_cannot_be_loaded)
+{
+    VT_SKIP_IF_DIRECT();
+    static const char *const user[] = {"--user", "app",   "on",      ">app-pw", "~*",
+                                       "&*",     "+@all", "-script", NULL};
+    vt_redis_opts ro = {.extra_args = user, .standalone = true};
+    vt_env e = {0};
+    e.redis = vt_redis_start(&ro);
+    cr_assert(e.redis);
+    int port2;
+    static const char *const creds[] = {"--upstream-user", "app", "--upstream-pass", "app-pw", NULL};
+    e.proxy = start_with_metrics(e.redis, NULL, &port2, creds);
+    ready_want w = {port2, 503, "SCRIPT LOAD of"};
+    cr_assert(vt_wait_until(readyz_is, &w, 10000), "/readyz is not 503 while SCRIPT is denied");
+    w.body_has = "NOPERM";
+    cr_assert(vt_wait_until(readyz_is, &w, 10000), "/readyz does not give Redis's NOPERM");
+
+    redisContext *direct = vt_must_connect(e.redis->port);
+    redisReply *r = vt_cmd(direct, "ACL SETUSER app +script");
+    vt_assert_status(r, "OK");
+    freeReplyObject(r);
+    redisFree(direct);
+    ready_want ok = {port2, 200, "ready"};
+    cr_assert(vt_wait_until(readyz_is, &ok, 10000), "/readyz is not 200 once SCRIPT is allowed");
+    vt_env_stop(&e);
+}
