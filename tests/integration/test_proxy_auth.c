@@ -31,21 +31,37 @@ static void start_all(const char *const *redis_args, const char *const *proxy_ar
 
 static void setup_users(void)
 {
-    static const char *const redis_args[] = {
-        "--requirepass", PROXY_PASS, "--user", "alice", "on", ">apw", "~*", "&*", "+@all",
-        "--user", "bob", "off", ">bobpw", "--user", "carol", "on", "nopass", "~*", "&*", "+@all",
-        "--user", "dave", "on", "#" DAVE_HASH, "~*", "&*", "+@all", NULL};
-    static const char *const proxy_args[] = {"--requirepass",
+    static const char *const redis_args[] = {"--requirepass",
                                              PROXY_PASS,
                                              "--user",
-                                             "alice on >apw ~* &* +@all",
+                                             "alice",
+                                             "on",
+                                             ">apw",
+                                             "~*",
+                                             "&*",
+                                             "+@all",
                                              "--user",
-                                             "bob off >bobpw",
+                                             "bob",
+                                             "off",
+                                             ">bobpw",
                                              "--user",
-                                             "carol on nopass",
+                                             "carol",
+                                             "on",
+                                             "nopass",
+                                             "~*",
+                                             "&*",
+                                             "+@all",
                                              "--user",
-                                             "dave on #" DAVE_HASH,
+                                             "dave",
+                                             "on",
+                                             "#" DAVE_HASH,
+                                             "~*",
+                                             "&*",
+                                             "+@all",
                                              NULL};
+    static const char *const proxy_args[] = {
+        "--requirepass", PROXY_PASS,        "--user", "alice on >apw ~* &* +@all", "--user", "bob off >bobpw",
+        "--user",        "carol on nopass", "--user", "dave on #" DAVE_HASH,       NULL};
     start_all(redis_args, proxy_args);
 }
 
@@ -94,8 +110,8 @@ static void ask(int port, const char *req, size_t len, size_t replies, bool clos
         cr_assert(vt_sock_read_eof(fd, got, VT_READ_DEADLINE_MS), "port %d kept the connection open: \"%s\"",
                   port, vt_buf_escaped(got));
     else
-        cr_assert(vt_sock_read_replies(fd, got, replies, VT_READ_DEADLINE_MS), "port %d: %zu replies wanted, got \"%s\"",
-                  port, replies, vt_buf_escaped(got));
+        cr_assert(vt_sock_read_replies(fd, got, replies, VT_READ_DEADLINE_MS),
+                  "port %d: %zu replies wanted, got \"%s\"", port, replies, vt_buf_escaped(got));
     close(fd);
     mask_client_id(got);
 }
@@ -127,11 +143,11 @@ Test(proxy_auth, every_auth_answer_is_redis_own)
     SAME("AUTH a b c\r\n", 1);
     SAME("AUTH alice wrong\r\nGET pa:k\r\n", 2);
     SAME("AUTH alice apw\r\nGET pa:k\r\n", 2);
-    SAME("auth " PROXY_PASS "\r\nAUTH wrong\r\nGET pa:k\r\n", 3); /* a failed AUTH keeps the last one */
+    SAME("auth " PROXY_PASS "\r\nAUTH wrong\r\nGET pa:k\r\n", 3);    /* a failed AUTH keeps the last one */
     SAME("AUTH default " PROXY_PASS "\r\nRESET\r\nGET pa:k\r\n", 3); /* RESET logs out */
-    SAME("AUTH bob bobpw\r\n", 1);                                  /* off */
-    SAME("AUTH carol anything\r\n", 1);                             /* nopass */
-    SAME("AUTH dave davepw\r\nAUTH dave davepW\r\n", 2);            /* #hash */
+    SAME("AUTH bob bobpw\r\n", 1);                                   /* off */
+    SAME("AUTH carol anything\r\n", 1);                              /* nopass */
+    SAME("AUTH dave davepw\r\nAUTH dave davepW\r\n", 2);             /* #hash */
     SAME("AUTH nobody x\r\n", 1);
     SAME("HELLO\r\n", 1);
     SAME("HELLO 3\r\n", 1);
@@ -216,4 +232,48 @@ Test(proxy_auth, a_restricting_acl_rule_is_refused_at_start)
     vt_proxy_opts po = {.extra_args = args};
     vt_proxy *p = vt_proxy_start(upstream, &po);
     cr_assert(p == NULL, "verbproxy started with a rule it cannot enforce");
+}
+
+/* Does the proxy's /proc/<pid>/<what> (NULs and all) hold `secret`? */
+static bool proc_file_holds(const char *what, const char *secret)
+{
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%d/%s", (int)proxy->pid, what);
+    static char buf[65536];
+    size_t n = 0;
+    FILE *f = fopen(path, "rb");
+    if (f) {
+        n = fread(buf, 1, sizeof(buf), f);
+        fclose(f);
+    }
+    cr_assert(n > 0, "cannot read %s", path);
+    return memmem(buf, n, secret, strlen(secret)) != NULL;
+}
+
+/* The proxy's own passwords (requirepass, the user lines' >password) are
+ * wiped from its command line once read, and never in its log or
+ * VERBPROXY STATS, as the upstream password is (test_credentials). */
+Test(proxy_auth, its_own_passwords_are_not_in_ps_the_log_or_stats)
+{
+    VT_SKIP_IF_DIRECT();
+    const char *const secrets[] = {PROXY_PASS, ">apw", ">bobpw", DAVE_HASH};
+    redisContext *c = vt_must_connect(proxy->port);
+    redisReply *r = vt_cmd(c, "AUTH alice apw");
+    vt_assert_status(r, "OK");
+    freeReplyObject(r);
+    r = vt_cmd(c, "AUTH wrong-one");
+    vt_assert_error(r, "WRONGPASS");
+    freeReplyObject(r);
+    r = vt_cmd(c, "VERBPROXY STATS");
+    cr_assert(r && r->type == REDIS_REPLY_STRING, "%s", VT_DESCRIBE(r));
+    char *log = vt_proxy_log(proxy);
+    for (size_t i = 0; i < sizeof(secrets) / sizeof(secrets[0]); i++) {
+        cr_assert(!proc_file_holds("cmdline", secrets[i]), "%s is in /proc/<pid>/cmdline (ps)", secrets[i]);
+        cr_assert(!strstr(r->str, secrets[i]), "%s is in VERBPROXY STATS", secrets[i]);
+        cr_assert(!strstr(log, secrets[i]), "%s is in the proxy's log:\n%s", secrets[i], log);
+    }
+    cr_assert(proc_file_holds("cmdline", "--requirepass"), "the check reads the wrong file");
+    free(log);
+    freeReplyObject(r);
+    redisFree(c);
 }
