@@ -55,7 +55,8 @@ static tls_client *tls_connect(int port, const char *cert, const char *key, char
     if (SSL_read(t->ssl, pong, 7) != 7 || memcmp(pong, "+PONG\r\n", 7) != 0) goto fail;
     return t;
 fail:
-    snprintf(why, whylen, "%s", ERR_peek_last_error() ? ERR_reason_error_string(ERR_peek_last_error()) : "closed");
+    snprintf(why, whylen, "%s",
+             ERR_peek_last_error() ? ERR_reason_error_string(ERR_peek_last_error()) : "closed");
     SSL_free(t->ssl);
     close(t->fd);
     SSL_CTX_free(t->ctx);
@@ -82,8 +83,8 @@ static void tls_read_replies(tls_client *t, vt_buf *b, size_t count)
     long long end = vt_now_ms() + 20000;
     char chunk[65536];
     while (vt_resp_count_replies(b->data, b->len) < count) {
-        cr_assert(vt_now_ms() < end, "only %zu of %zu replies within 20 s", vt_resp_count_replies(b->data, b->len),
-                  count);
+        cr_assert(vt_now_ms() < end, "only %zu of %zu replies within 20 s",
+                  vt_resp_count_replies(b->data, b->len), count);
         if (!SSL_pending(t->ssl)) {
             struct pollfd pfd = {.fd = t->fd, .events = POLLIN};
             if (poll(&pfd, 1, 100) <= 0) continue;
@@ -108,7 +109,8 @@ static void tls_close(tls_client *t)
 /* A Redis on TLS only, with the named certificate. */
 static vt_redis *tls_redis(const char *cert, const char *auth_clients)
 {
-    vt_redis *r = vt_redis_start(&(vt_redis_opts){.tls = VT_REDIS_TLS_ONLY, .tls_cert = cert, .tls_auth_clients = auth_clients});
+    vt_redis *r = vt_redis_start(
+        &(vt_redis_opts){.tls = VT_REDIS_TLS_ONLY, .tls_cert = cert, .tls_auth_clients = auth_clients});
     cr_assert(r, "redis-server with TLS did not start");
     return r;
 }
@@ -160,8 +162,8 @@ static void expect_tls_refusal(vt_proxy *p, const char *reason)
     redisReply *r = vt_cmd(c, "GET k");
     char want[512];
     snprintf(want, sizeof(want), "ERR upstream unavailable: %s: TLS: %s", p->upstream, reason);
-    cr_assert(r && r->type == REDIS_REPLY_ERROR && strstr(r->str, want) == r->str, "expected -%s..., got %s", want,
-              VT_DESCRIBE(r));
+    cr_assert(r && r->type == REDIS_REPLY_ERROR && strstr(r->str, want) == r->str, "expected -%s..., got %s",
+              want, VT_DESCRIBE(r));
     freeReplyObject(r);
     redisFree(c);
     /* Counted: VERBPROXY STATS itself would wait for the upstream, so
@@ -169,8 +171,8 @@ static void expect_tls_refusal(vt_proxy *p, const char *reason)
     vt_proxy_stop(p);
     char *log = vt_proxy_log(p);
     const char *at = strstr(log, "tls_handshake_failures=");
-    cr_assert(at && atoll(at + strlen("tls_handshake_failures=")) >= 1, "the failed handshake is not counted: %s",
-              log);
+    cr_assert(at && atoll(at + strlen("tls_handshake_failures=")) >= 1,
+              "the failed handshake is not counted: %s", log);
     free(log);
 }
 
@@ -233,8 +235,8 @@ Test(tls, a_client_certificate_is_required_by_redis_tls_auth_clients_yes)
     expect_tls_refusal(p, "tlsv13 alert certificate required");
     vt_proxy_free(p);
     /* one from another CA */
-    const char *o[] = {"--upstream-tls-cert-file", vt_cert_path("other-client.crt"), "--upstream-tls-key-file",
-                       vt_cert_path("other-client.key"), NULL};
+    const char *o[] = {"--upstream-tls-cert-file", vt_cert_path("other-client.crt"),
+                       "--upstream-tls-key-file", vt_cert_path("other-client.key"), NULL};
     p = tls_proxy(r, o);
     expect_tls_refusal(p, "tlsv1 alert unknown ca");
     vt_proxy_free(p);
@@ -311,8 +313,9 @@ static pid_t s_server(int port, const char *log)
         char p[16];
         snprintf(p, sizeof(p), "%d", port);
         execlp("openssl", "openssl", "s_server", "-accept", p, "-naccept", "1", "-cert",
-               vt_cert_path("server.crt"), "-key", vt_cert_path("server.key"), "-cert2", vt_cert_path("named.crt"),
-               "-key2", vt_cert_path("named.key"), "-servername", "redis.example", (char *)NULL);
+               vt_cert_path("server.crt"), "-key", vt_cert_path("server.key"), "-cert2",
+               vt_cert_path("named.crt"), "-key2", vt_cert_path("named.key"), "-servername", "redis.example",
+               (char *)NULL);
         _exit(127);
     }
     return pid;
@@ -347,8 +350,13 @@ Test(tls, the_server_name_is_sent_as_sni)
     cr_assert(vt_wait_until(sni_seen, &accepting, 5000), "s_server did not start");
     char up[64];
     snprintf(up, sizeof(up), "127.0.0.1:%d", port);
-    const char *args[] = {"--upstream-tls", "yes", "--upstream-tls-ca-cert-file", vt_cert_path("ca.crt"),
-                          "--upstream-tls-server-name", "redis.example", NULL};
+    const char *args[] = {"--upstream-tls",
+                          "yes",
+                          "--upstream-tls-ca-cert-file",
+                          vt_cert_path("ca.crt"),
+                          "--upstream-tls-server-name",
+                          "redis.example",
+                          NULL};
     vt_proxy *p = vt_proxy_start_upstream(up, &(vt_proxy_opts){.extra_args = args});
     cr_assert(p);
     int fd = vt_must_sock(p->port);
@@ -366,6 +374,56 @@ Test(tls, the_server_name_is_sent_as_sni)
     unlink(log);
 }
 
+/* Without upstream-tls-server-name the SNI is the upstream's host name,
+ * and an IP literal sends none (RFC 6066 allows no address there). */
+static void expect_default_sni(const char *host, bool sent)
+{
+    int port = vt_free_port();
+    char log[64];
+    snprintf(log, sizeof(log), "/tmp/vt-sserver-%d.log", getpid());
+    pid_t pid = s_server(port, log);
+    sni_wait accepting = {log, "ACCEPT"};
+    cr_assert(vt_wait_until(sni_seen, &accepting, 5000), "s_server did not start");
+    char up[64];
+    snprintf(up, sizeof(up), "%s:%d", host, port);
+    const char *args[] = {"--upstream-tls", "yes", "--upstream-tls-ca-cert-file", vt_cert_path("ca.crt"),
+                          NULL};
+    vt_proxy *p = vt_proxy_start_upstream(up, &(vt_proxy_opts){.extra_args = args});
+    cr_assert(p);
+    int fd = vt_must_sock(p->port);
+    vt_sock_send_str(fd, "PING\r\n");
+    /* the handshake is over (s_server prints the cipher; the proxy
+     * verified the certificate, which names both) */
+    sni_wait w = {log, "CIPHER is"};
+    bool through = vt_wait_until(sni_seen, &w, 5000);
+    char *text = vt_read_file(log);
+    cr_assert(through, "no TLS handshake with s_server: %s", text);
+    char want[64];
+    snprintf(want, sizeof(want), "Hostname in TLS extension: \"%s\"", host);
+    if (sent)
+        cr_assert(strstr(text, want), "s_server did not see the SNI %s: %s", host, text);
+    else
+        cr_assert(!strstr(text, "Hostname in TLS extension"), "an SNI was sent for %s: %s", host, text);
+    free(text);
+    close(fd);
+    vt_proxy_free(p);
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    unlink(log);
+}
+
+Test(tls, the_upstream_host_name_is_the_default_sni)
+{
+    VT_SKIP_IF_DIRECT();
+    expect_default_sni("localhost", true);
+}
+
+Test(tls, an_upstream_ip_address_sends_no_sni)
+{
+    VT_SKIP_IF_DIRECT();
+    expect_default_sni("127.0.0.1", false);
+}
+
 Test(tls, failing_handshakes_cost_the_bystanders_nothing)
 {
     VT_SKIP_IF_DIRECT();
@@ -373,8 +431,15 @@ Test(tls, failing_handshakes_cost_the_bystanders_nothing)
     int tls_port = vt_free_port();
     char tp[16];
     snprintf(tp, sizeof(tp), "%d", tls_port);
-    const char *args[] = {"--tls-port", tp, "--tls-cert-file", vt_cert_path("server.crt"), "--tls-key-file",
-                          vt_cert_path("server.key"), "--tls-ca-cert-file", vt_cert_path("ca.crt"), NULL};
+    const char *args[] = {"--tls-port",
+                          tp,
+                          "--tls-cert-file",
+                          vt_cert_path("server.crt"),
+                          "--tls-key-file",
+                          vt_cert_path("server.key"),
+                          "--tls-ca-cert-file",
+                          vt_cert_path("ca.crt"),
+                          NULL};
     vt_proxy *p = tls_proxy(r, args);
     vt_bystanders *b = vt_must_start_bystanders(p->port, 3, 30);
     for (int i = 0; i < 20; i++) {
@@ -416,9 +481,19 @@ static void tls_env_start(tls_env *e, const char *auth_clients, const char *maxc
     e->tls_port = vt_free_port();
     static char tp[16];
     snprintf(tp, sizeof(tp), "%d", e->tls_port);
-    const char *args[] = {"--tls-port", tp, "--tls-cert-file", vt_cert_path("server.crt"), "--tls-key-file",
-                          vt_cert_path("server.key"), "--tls-ca-cert-file", vt_cert_path("ca.crt"),
-                          "--tls-auth-clients", auth_clients, "--maxclients", maxclients, NULL};
+    const char *args[] = {"--tls-port",
+                          tp,
+                          "--tls-cert-file",
+                          vt_cert_path("server.crt"),
+                          "--tls-key-file",
+                          vt_cert_path("server.key"),
+                          "--tls-ca-cert-file",
+                          vt_cert_path("ca.crt"),
+                          "--tls-auth-clients",
+                          auth_clients,
+                          "--maxclients",
+                          maxclients,
+                          NULL};
     e->proxy = tls_proxy(e->redis, args);
 }
 
@@ -510,7 +585,8 @@ Test(tls, tls_auth_clients_optional_and_yes)
                    "optional: served a certificate of another CA");
     tls_env_stop(&e);
     tls_env_start(&e, "yes", "100");
-    cr_assert_null(tls_connect(e.tls_port, NULL, NULL, why, sizeof(why)), "yes: served without a certificate");
+    cr_assert_null(tls_connect(e.tls_port, NULL, NULL, why, sizeof(why)),
+                   "yes: served without a certificate");
     t = tls_connect(e.tls_port, "client.crt", "client.key", why, sizeof(why));
     cr_assert(t, "yes: refused a good certificate: %s", why);
     tls_close(t);
@@ -530,7 +606,8 @@ Test(tls, past_maxclients_a_tls_client_is_closed_without_a_word)
     cr_assert(first, "the first TLS client was refused: %s", why);
     int fd = vt_must_sock(e.tls_port);
     vt_buf got = {0};
-    cr_assert(vt_sock_read_eof(fd, &got, VT_READ_DEADLINE_MS), "the TLS client past maxclients was not closed");
+    cr_assert(vt_sock_read_eof(fd, &got, VT_READ_DEADLINE_MS),
+              "the TLS client past maxclients was not closed");
     cr_assert_eq(got.len, 0, "it was sent bytes: \"%s\"", vt_buf_escaped(&got));
     close(fd);
     /* plaintext: Redis's error, as before */
@@ -551,7 +628,9 @@ Test(tls, redis_cli_tls_through_the_proxy)
     tls_env e;
     tls_env_start(&e, "no", "100");
     char cmd[512];
-    snprintf(cmd, sizeof(cmd), "redis-cli --tls --cacert %s -p %d SET tls:cli hello && redis-cli --tls --cacert %s -p %d GET tls:cli",
+    snprintf(cmd, sizeof(cmd),
+             "redis-cli --tls --cacert %s -p %d SET tls:cli hello && redis-cli --tls --cacert %s -p %d GET "
+             "tls:cli",
              vt_cert_path("ca.crt"), e.tls_port, vt_cert_path("ca.crt"), e.tls_port);
     FILE *f = popen(cmd, "r");
     char out[256] = {0};
@@ -591,12 +670,13 @@ Test(tls, bad_tls_settings_stop_start_up_with_file_line_and_reason)
     cr_assert_eq(run("--upstream-tls-protocols TLSv9", out, sizeof(out)), 1, "%s", out);
     cr_assert(strstr(out, "'upstream-tls-protocols' must list"), "%s", out);
     /* a key that is not the certificate's: found at start, not at the first connect */
-    snprintf(args, sizeof(args), "--port 0 --tls-port %d --tls-cert-file %s --tls-key-file %s --tls-auth-clients no",
+    snprintf(args, sizeof(args),
+             "--port 0 --tls-port %d --tls-cert-file %s --tls-key-file %s --tls-auth-clients no",
              vt_free_port(), vt_cert_path("server.crt"), vt_cert_path("client.key"));
     cr_assert_eq(run(args, out, sizeof(out)), 1, "%s", out);
     cr_assert(strstr(out, "tls-key-file"), "%s", out);
-    snprintf(args, sizeof(args), "--port 0 --tls-port %d --tls-cert-file %s --tls-key-file %s", vt_free_port(),
-             vt_cert_path("server.crt"), vt_cert_path("server.key"));
+    snprintf(args, sizeof(args), "--port 0 --tls-port %d --tls-cert-file %s --tls-key-file %s",
+             vt_free_port(), vt_cert_path("server.crt"), vt_cert_path("server.key"));
     cr_assert_eq(run(args, out, sizeof(out)), 1, "%s", out);
     cr_assert(strstr(out, "Either tls-ca-cert-file or tls-ca-cert-dir must be specified"), "%s", out);
 }
