@@ -680,3 +680,70 @@ Test(tls, bad_tls_settings_stop_start_up_with_file_line_and_reason)
     cr_assert_eq(run(args, out, sizeof(out)), 1, "%s", out);
     cr_assert(strstr(out, "Either tls-ca-cert-file or tls-ca-cert-dir must be specified"), "%s", out);
 }
+
+#define KEY_PASS "kp-s3cret-Pw"
+
+/* tls-key-file-pass opens an encrypted key (a wrong one stops start-up),
+ * and is wiped from the command line; tls-protocols holds on the client
+ * side: a TLS 1.2-only client is refused by a proxy limited to TLS 1.3. */
+Test(tls, an_encrypted_key_with_tls_key_file_pass_and_tls_protocols)
+{
+    VT_SKIP_IF_DIRECT();
+    char key[96], cmd[512];
+    snprintf(key, sizeof(key), "/tmp/vt-enc-key-%d.pem", getpid());
+    snprintf(cmd, sizeof(cmd), "openssl pkey -in %s -aes256 -passout pass:%s -out %s 2>/dev/null",
+             vt_cert_path("server.key"), KEY_PASS, key);
+    cr_assert_eq(system(cmd), 0, "cannot encrypt the key: %s", cmd);
+
+    char out[4096], args[512];
+    snprintf(args, sizeof(args),
+             "--port 0 --tls-port %d --tls-cert-file %s --tls-key-file %s --tls-key-file-pass wrong-one "
+             "--tls-auth-clients no",
+             vt_free_port(), vt_cert_path("server.crt"), key);
+    cr_assert_eq(run(args, out, sizeof(out)), 1, "started with a wrong key password: %s", out);
+    cr_assert(strstr(out, "tls-key-file"), "%s", out);
+
+    vt_redis *r = tls_redis("server", "no");
+    int tls_port = vt_free_port();
+    char tp[16];
+    snprintf(tp, sizeof(tp), "%d", tls_port);
+    const char *pargs[] = {"--tls-port",
+                           tp,
+                           "--tls-cert-file",
+                           vt_cert_path("server.crt"),
+                           "--tls-key-file",
+                           key,
+                           "--tls-key-file-pass",
+                           KEY_PASS,
+                           "--tls-auth-clients",
+                           "no",
+                           "--tls-protocols",
+                           "TLSv1.3",
+                           NULL};
+    vt_proxy *p = tls_proxy(r, pargs);
+    tls_client *t = tls_must_connect(tls_port); /* (TLS 1.3 by default) */
+    tls_close(t);
+
+    /* a client that speaks TLS 1.2 only */
+    SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
+    SSL_CTX_set_max_proto_version(ctx, TLS1_2_VERSION);
+    int fd = vt_must_sock(tls_port);
+    SSL *ssl = SSL_new(ctx);
+    SSL_set_fd(ssl, fd);
+    cr_assert_neq(SSL_connect(ssl), 1, "a TLS 1.2 client was served by a TLSv1.3-only proxy");
+    SSL_free(ssl);
+    close(fd);
+    SSL_CTX_free(ctx);
+
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%d/cmdline", (int)p->pid);
+    char line[4096];
+    FILE *f = fopen(path, "rb");
+    cr_assert(f, "cannot read %s", path);
+    size_t n = fread(line, 1, sizeof(line), f);
+    fclose(f);
+    cr_assert(n > 0 && !memmem(line, n, KEY_PASS, strlen(KEY_PASS)), "the key's password is in ps");
+    vt_proxy_free(p);
+    vt_redis_free(r);
+    unlink(key);
+}
