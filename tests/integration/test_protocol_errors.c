@@ -26,9 +26,12 @@ static void teardown(void)
 
 TestSuite(protocol_errors, .init = setup, .fini = teardown, .timeout = VT_TEST_TIMEOUT_S);
 
-/* Send `request`, expect exactly `reply` and then the connection closed. */
+/* Send `request`, expect exactly `reply` and then the connection closed;
+ * honest clients pipelining on the same proxy (and, by default, the same
+ * shared upstream connection) meanwhile get every reply, in order. */
 static void expect_closed_after(const char *request, size_t len, const char *reply)
 {
+    vt_bystanders *b = vt_must_start_bystanders(env.proxy->port, 2, 20);
     vt_expect_closed_after(env.proxy->port, request, len, reply);
 
     /* the proxy itself is fine */
@@ -37,6 +40,8 @@ static void expect_closed_after(const char *request, size_t len, const char *rep
     vt_assert_status(r, "PONG");
     freeReplyObject(r);
     redisFree(c);
+    cr_assert(vt_bystanders_wait(b, 20, VT_READ_DEADLINE_MS), "the bystanders were held up");
+    vt_assert_bystanders_ok(b);
 }
 
 #define EXPECT_CLOSED_AFTER(request, reply) expect_closed_after((request), sizeof(request) - 1, (reply))
