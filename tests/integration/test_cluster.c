@@ -11,8 +11,10 @@
  *   - a slot moved under pipelines (MIGRATING/IMPORTING, MIGRATE, SETSLOT
  *     NODE): -ASK and -MOVED are followed by the proxy, never shown, and
  *     every reply is right.
- * No TLS and no own-connection variant (cluster mode needs shared
- * connections): registered once (CMake's VP_INTEGRATION_ONCE). */
+ * The cluster_tls suite makes a cluster with TLS ports, bus and
+ * replication, and the proxy reaches it over TLS. No TLS variant and no
+ * own-connection variant (cluster mode needs shared connections):
+ * registered once (CMake's VP_INTEGRATION_ONCE). */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -68,6 +70,59 @@ Test(cluster, traffic_over_every_primary_gets_every_reply_in_order)
         if (vt_cluster_is_primary(cl, i) && node_dbsize(i) > 0) primaries_with_keys++;
     cr_assert_eq(primaries_with_keys, 3, "the keys reached %d primaries, expected all 3",
                  primaries_with_keys);
+}
+
+/* ---- over TLS: every node connection and the map's fetch ---- */
+
+static void setup_tls(void)
+{
+    cl = vt_cluster_start_tls();
+    cr_assert_not_null(cl, "the TLS cluster did not come up (see stderr)");
+    static const char *const args[] = {"--upstream-mode", "cluster", NULL};
+    /* the seed is node 0's TLS port, so the map comes over TLS and names
+     * the nodes' TLS ports: a node reached in plaintext would not answer */
+    proxy = vt_proxy_start(cl->node[0], &(vt_proxy_opts){.extra_args = args, .upstream_tls = true});
+    cr_assert_not_null(proxy, "verbproxy did not start");
+}
+
+TestSuite(cluster_tls, .init = setup_tls, .fini = teardown, .timeout = 180);
+
+Test(cluster_tls, traffic_over_tls_to_every_primary_gets_every_reply_in_order)
+{
+    cr_assert(strstr(proxy->upstream, "127.0.0.1:") &&
+                  atoi(strchr(proxy->upstream, ':') + 1) == cl->node[0]->tls_port,
+              "the proxy's seed is %s, not node 0's TLS port", proxy->upstream);
+    vt_traffic *t = vt_traffic_start(
+        proxy->port,
+        &(vt_traffic_opts){.workers = 4, .tx_workers = 1, .sessions = 3, .verbs = true, .cluster = true});
+    cr_assert(t);
+    vt_traffic_result r;
+    bool ok = vt_traffic_finish(t, &r);
+    cr_assert(ok, "%s", r.why);
+    cr_assert_eq(r.complete, r.sessions, "%lld of %lld sessions complete", r.complete, r.sessions);
+    int primaries_with_keys = 0;
+    for (int i = 0; i < VT_CLUSTER_NODES; i++)
+        if (vt_cluster_is_primary(cl, i) && node_dbsize(i) > 0) primaries_with_keys++;
+    cr_assert_eq(primaries_with_keys, 3, "the keys reached %d primaries, expected all 3",
+                 primaries_with_keys);
+    /* and a multi-slot MGET split over the nodes, merged */
+    redisContext *c = vt_must_connect(proxy->port);
+    redisReply *rep = vt_cmd(c, "MSET {a}k 1 {b}k 2 {c}k 3");
+    cr_assert(rep && rep->type == REDIS_REPLY_ERROR && strstr(rep->str, "CROSSSLOT"), "%s", VT_DESCRIBE(rep));
+    freeReplyObject(rep);
+    const char *keys[] = {"{a}k", "{b}k", "{c}k"};
+    for (int i = 0; i < 3; i++) {
+        rep = vt_cmd(c, "SET %s v%d", keys[i], i);
+        vt_assert_status(rep, "OK");
+        freeReplyObject(rep);
+    }
+    rep = vt_cmd(c, "MGET {a}k {b}k {c}k");
+    cr_assert(rep && rep->type == REDIS_REPLY_ARRAY && rep->elements == 3, "%s", VT_DESCRIBE(rep));
+    for (int i = 0; i < 3; i++)
+        cr_assert(rep->element[i]->type == REDIS_REPLY_STRING && rep->element[i]->str[1] == '0' + i,
+                  "MGET: %s", VT_DESCRIBE(rep));
+    freeReplyObject(rep);
+    redisFree(c);
 }
 
 Test(cluster, the_proxy_answers_as_one_standalone_redis)

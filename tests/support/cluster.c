@@ -92,7 +92,7 @@ static bool run_cli(vt_cluster *c, char *const argv[], int timeout_ms)
     return true;
 }
 
-static vt_redis *start_node(int *bus)
+static vt_redis *start_node(int *bus, bool tls)
 {
     for (int attempt = 0; attempt < 5; attempt++) {
         char bus_s[16], timeout_s[16];
@@ -104,8 +104,12 @@ static vt_redis *start_node(int *bus)
                                /* CLUSTER SLOTS lists a replica once its replication offset is
                                 * not 0: sync at once (no 5 s wait for more replicas) and let the
                                 * primary's PING move the offset every second, not every 10 */
-                               "--repl-diskless-sync-delay", "0", "--repl-ping-replica-period", "1", NULL};
-        vt_redis_opts o = {.tls = VT_REDIS_TLS_NONE, .extra_args = extra};
+                               "--repl-diskless-sync-delay", "0", "--repl-ping-replica-period", "1",
+                               /* with TLS, the bus and replication too: a node then tells a TLS
+                                * client its TLS ports, a plain one its plain ports (without
+                                * TLS the NULL ends the list here) */
+                               tls ? "--tls-cluster" : NULL, "yes", "--tls-replication", "yes", NULL};
+        vt_redis_opts o = {.tls = tls ? VT_REDIS_TLS_ALSO : VT_REDIS_TLS_NONE, .extra_args = extra};
         vt_redis *r = vt_redis_new(&o);
         if (!r) return NULL;
         if (r->port != *bus && vt_redis_launch(r)) return r;
@@ -114,12 +118,12 @@ static vt_redis *start_node(int *bus)
     return NULL;
 }
 
-vt_cluster *vt_cluster_start(void)
+static vt_cluster *cluster_start(bool tls)
 {
     vt_cluster *c = calloc(1, sizeof(*c));
     if (!c) abort();
     for (int i = 0; i < VT_CLUSTER_NODES; i++) {
-        c->node[i] = start_node(&c->bus_port[i]);
+        c->node[i] = start_node(&c->bus_port[i], tls);
         if (!c->node[i]) {
             fprintf(stderr, "vt cluster: node %d did not start\n", i);
             vt_cluster_free(c);
@@ -154,6 +158,16 @@ vt_cluster *vt_cluster_start(void)
         freeReplyObject(r);
     }
     return c;
+}
+
+vt_cluster *vt_cluster_start(void)
+{
+    return cluster_start(false);
+}
+
+vt_cluster *vt_cluster_start_tls(void)
+{
+    return cluster_start(true);
 }
 
 void vt_cluster_free(vt_cluster *c)

@@ -33,6 +33,11 @@ typedef struct vt_cluster {
 
 /* Start six nodes and create the cluster; NULL on failure. */
 vt_cluster *vt_cluster_start(void);
+/* The same with a TLS port beside each plain one (node[i]->tls_port, the
+ * test certificates), the cluster bus and replication over TLS: a client
+ * on a TLS port is told the TLS ports (CLUSTER SLOTS, -MOVED), the helpers
+ * below still use the plain ones. */
+vt_cluster *vt_cluster_start_tls(void);
 void vt_cluster_free(vt_cluster *c);
 
 /* Every node: cluster_state:ok, all slots assigned, and every node's
