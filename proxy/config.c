@@ -33,6 +33,7 @@ void conf_defaults(vp_config *c)
     c->client_query_buffer_limit = 1024LL * 1024 * 1024;
     c->loglevel = VP_LOG_NOTICE;
     c->shutdown_timeout = 30;
+    c->shutdown_min_drain = 0; /* exit as soon as no client is left (a native sidecar) */
     c->ztick_max_members = 100000;
     c->tcp_keepalive = 300; /* Redis's */
     c->protected_mode = 1;
@@ -324,6 +325,7 @@ static const conf_directive conf_directives[] = {
     {"loglevel", T_LOGLEVEL, OFF(loglevel), 0, 0},
     {"log-format", T_LOGFORMAT, OFF(log_format), 0, 0},
     {"shutdown-timeout", T_INT, OFF(shutdown_timeout), 0, 24 * 3600},
+    {"shutdown-min-drain", T_INT, OFF(shutdown_min_drain), 0, 24 * 3600},
     {"ztick-max-members", T_INT, OFF(ztick_max_members), 0, LLONG_MAX},
     {"verb", T_VERB, 0, 0, 0},
     {"aggregate-count-polyfill", T_POLYFILL, OFF(aggregate_count), 0, 0},

@@ -126,8 +126,11 @@ typedef struct vp_config {
     long long client_query_buffer_limit; /* a client holding more unparsed bytes is closed */
 
     vp_log_level loglevel;
-    int log_format;             /* vp_log_format: redis (Redis's line) or json */
-    long long shutdown_timeout; /* seconds SIGTERM's drain waits for clients to leave (proxy/ops/lifecycle.c) */
+    int log_format; /* vp_log_format: redis (Redis's line) or json */
+    /* SIGTERM's drain (proxy/ops/lifecycle.c): seconds it waits for clients
+     * to leave; seconds it lasts at least, clients or not (0: none). */
+    long long shutdown_timeout;
+    long long shutdown_min_drain;
 
     /* Verbs. */
     long long ztick_max_members;    /* a bigger set makes ZTICK fail; 0 = no limit */

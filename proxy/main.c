@@ -57,6 +57,8 @@ static void usage(FILE *out)
                  "                         1 otherwise (for a container's HEALTHCHECK)\n"
                  "  --shutdown-timeout S   SIGTERM: serve clients up to S seconds while they\n"
                  "                         leave (default 30); SIGHUP reloads the config\n"
+                 "  --shutdown-min-drain S SIGTERM: do not exit for want of clients before S\n"
+                 "                         seconds (default 0; a classic sidecar: e.g. 5)\n"
                  "  --log-format FMT       redis (default) or json\n"
                  "  --script NAME          print the script of built-in verb NAME as Redis runs\n"
                  "                         it (helpers put in), to SCRIPT LOAD it yourself\n"

@@ -59,6 +59,7 @@ static void lifecycle_stop(vp_lifecycle *lc, const char *why)
     close_if_open((uv_handle_t *)&lc->sigquit);
     close_if_open((uv_handle_t *)&lc->sighup);
     close_if_open((uv_handle_t *)&lc->timer);
+    close_if_open((uv_handle_t *)&lc->min_drain);
     close_if_open((uv_handle_t *)&lc->check);
 }
 
@@ -86,6 +87,7 @@ static void lifecycle_flush(vp_lifecycle *lc)
         next = c->next;
         client_drain_close(c); /* (may close c, never another one) */
     }
+    uv_timer_stop(&lc->min_drain);
     uv_timer_stop(&lc->timer);
     uv_timer_start(&lc->timer, on_flush_bound, LIFECYCLE_FLUSH_MS, 0);
 }
@@ -95,33 +97,63 @@ static void on_shutdown_timeout(uv_timer_t *t)
     lifecycle_flush(t->data);
 }
 
-/* After every loop turn while draining: the last client gone ends it. */
+/* After every loop turn while draining: the last client gone ends it,
+ * once shutdown-min-drain has passed (the flush ends it regardless). */
 static void on_check(uv_check_t *h)
 {
     vp_lifecycle *lc = h->data;
-    if (lc->srv->clients == NULL)
-        lifecycle_stop(lc, lc->phase == LIFECYCLE_FLUSHING ? "drain: every owed reply written"
-                                                           : "drain: no client left");
+    if (lc->srv->clients != NULL) return;
+    if (lc->phase == LIFECYCLE_FLUSHING)
+        lifecycle_stop(lc, "drain: every owed reply written");
+    else if (lc->min_drain_over)
+        lifecycle_stop(lc, "drain: no client left");
+}
+
+/* shutdown-min-drain has passed: from now on the last client leaving ends
+ * the drain, and if none is left it ends here (the check handle would run
+ * only after the loop's next wait for I/O, which with no client may last
+ * until shutdown-timeout). */
+static void on_min_drain(uv_timer_t *t)
+{
+    vp_lifecycle *lc = t->data;
+    lc->min_drain_over = 1;
+    if (lc->phase == LIFECYCLE_DRAINING && lc->srv->clients == NULL)
+        lifecycle_stop(lc, "drain: shutdown-min-drain over, no client left");
 }
 
 static void lifecycle_drain(vp_lifecycle *lc, const char *signame)
 {
     vp_server *srv = lc->srv;
+    long long timeout = srv->conf.shutdown_timeout, min_drain = srv->conf.shutdown_min_drain;
     lc->phase = LIFECYCLE_DRAINING;
     srv->draining = 1;
+    /* A minimum drain at or above shutdown-timeout is cut to it: the
+     * timeout's flush ends the drain whatever the minimum said. */
+    lc->min_drain_over = min_drain == 0;
+    char min_note[160] = "";
+    if (min_drain > 0 && min_drain < timeout)
+        snprintf(min_note, sizeof(min_note), " (and for shutdown-min-drain %llds at least, clients or not)",
+                 min_drain);
+    else if (min_drain > 0)
+        snprintf(min_note, sizeof(min_note),
+                 " (and, shutdown-min-drain %llds being no shorter than shutdown-timeout, until the timeout)",
+                 min_drain);
     vp_log(VP_LOG_NOTICE,
            "received %s: draining: not ready any more, still serving %lu client(s) (and new ones) until they "
-           "leave, or for shutdown-timeout %llds; send it again or SIGQUIT to exit at once",
-           signame, count_clients(srv), (long long)srv->conf.shutdown_timeout);
-    if (!srv->clients) {
+           "leave%s, or for shutdown-timeout %llds; send it again or SIGQUIT to exit at once",
+           signame, count_clients(srv), min_note, timeout);
+    if (!srv->clients && lc->min_drain_over) {
         lifecycle_stop(lc, "drain: no client left");
         return;
     }
     uv_check_start(&lc->check, on_check);
-    if (srv->conf.shutdown_timeout == 0)
+    if (timeout == 0) {
         lifecycle_flush(lc);
-    else
-        uv_timer_start(&lc->timer, on_shutdown_timeout, (uint64_t)srv->conf.shutdown_timeout * 1000, 0);
+        return;
+    }
+    uv_timer_start(&lc->timer, on_shutdown_timeout, (uint64_t)timeout * 1000, 0);
+    if (min_drain > 0 && min_drain < timeout)
+        uv_timer_start(&lc->min_drain, on_min_drain, (uint64_t)min_drain * 1000, 0);
 }
 
 static void on_signal(uv_signal_t *h, int signum)
@@ -160,6 +192,8 @@ void lifecycle_init(vp_lifecycle *lc, vp_server *srv, vp_listener *listener, con
     signal_start(lc, &lc->sighup, SIGHUP);
     uv_timer_init(srv->loop, &lc->timer);
     lc->timer.data = lc;
+    uv_timer_init(srv->loop, &lc->min_drain);
+    lc->min_drain.data = lc;
     uv_check_init(srv->loop, &lc->check);
     lc->check.data = lc;
     /* (The check handle keeps nothing alive; the timer runs only while

@@ -2,8 +2,13 @@
  *
  * SIGTERM or SIGINT: drain. srv->draining is set (readiness fails), the
  * listeners stay open and every client, old or new, is served as before.
- * The process exits 0 as soon as no client connection is left, or after
- * `shutdown-timeout` seconds (0: at once), when each remaining client
+ * The process exits 0 as soon as no client connection is left and
+ * `shutdown-min-drain` seconds have passed since the signal (0, the
+ * default: at once; a classic sidecar's application, signalled at the
+ * same moment, may connect only during its own shutdown: Istio's
+ * MINIMUM_DRAIN_DURATION with EXIT_ON_ZERO_ACTIVE_CONNECTIONS), or after
+ * `shutdown-timeout` seconds (0: at once; it wins over a longer
+ * shutdown-min-drain), when each remaining client
  * stops being read, gets every reply owed for what was already sent
  * upstream, and is closed; that last flush is bounded by
  * LIFECYCLE_FLUSH_MS (a client that does not read, a blocked BLPOP, a
@@ -39,8 +44,10 @@ typedef struct vp_lifecycle {
     vp_listener *listener;
     const vp_conf_source *source;
     uv_signal_t sigint, sigterm, sigquit, sighup;
-    uv_timer_t timer;   /* shutdown-timeout, then LIFECYCLE_FLUSH_MS */
-    uv_check_t check;   /* while draining: after each loop turn, is any client left? */
+    uv_timer_t timer;     /* shutdown-timeout, then LIFECYCLE_FLUSH_MS */
+    uv_timer_t min_drain; /* shutdown-min-drain: no exit for want of clients before it */
+    int min_drain_over;   /* it has passed (or there is none): no client left ends the drain */
+    uv_check_t check;     /* while draining: after each loop turn, is any client left? */
     uv_handle_t *owned[LIFECYCLE_MAX_OWNED]; /* main's handles, closed at the stop */
     int nowned;
     lifecycle_phase phase;

@@ -227,6 +227,7 @@ static void note_settings(const vp_config *cur, const vp_config *fresh, reload_n
     NOTE_NUM(shared_batch_hold, "shared-batch-hold")
     NOTE_NUM(client_query_buffer_limit, "client-query-buffer-limit")
     NOTE_NUM(shutdown_timeout, "shutdown-timeout")
+    NOTE_NUM(shutdown_min_drain, "shutdown-min-drain")
     NOTE_NUM(protected_mode, "protected-mode")
     NOTE_NUM(aggregate_count, "aggregate-count-polyfill")
 #undef NOTE_NUM

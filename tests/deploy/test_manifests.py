@@ -14,6 +14,12 @@ deploy/docker/verbproxy.conf, the Dockerfile and bench/RESULTS.md:
   the --config path, which is the Dockerfile's too;
 - the Secret's key lands at `upstream-pass-file`;
 - terminationGracePeriodSeconds > shutdown-timeout;
+- the classic sidecar sets shutdown-min-drain (it gets SIGTERM together with
+  the application, which may connect only during its own shutdown), above 0
+  and below shutdown-timeout; wherever it is set, it is below
+  shutdown-timeout (the timeout would cut it). Each Deployment's settings are
+  the ConfigMap's file, then its VERBPROXY_* env, then its --flags, as the
+  proxy stacks them;
 - runAsNonRoot, runAsUser = the Dockerfile's numeric USER, read-only root,
   no privilege escalation, every capability dropped;
 - the native sidecar is an init container with restartPolicy Always, the
@@ -70,6 +76,21 @@ def parse_conf(text):
         words = line.split(None, 1)
         conf[words[0].lower()] = words[1].strip().strip('"') if len(words) > 1 else ""
     return conf
+
+
+def effective_conf(conf, container):
+    """The settings one container's proxy runs with: the file, then its
+    VERBPROXY_<DIRECTIVE> env (upper case, '_' for '-'), then its --flags."""
+    eff = dict(conf)
+    for e in container.get("env") or []:
+        name = e.get("name", "")
+        if name.startswith("VERBPROXY_") and name != "VERBPROXY_UPSTREAM_PASS" and "value" in e:
+            eff[name[len("VERBPROXY_"):].lower().replace("_", "-")] = str(e["value"])
+    words = (container.get("command") or []) + (container.get("args") or [])
+    for i, w in enumerate(words):
+        if w.startswith("--") and w != "--config" and i + 1 < len(words):
+            eff[w[2:].lower()] = words[i + 1]
+    return eff
 
 
 def k8s_bytes(q):
@@ -262,9 +283,25 @@ def problems(b):
         if not found:
             say("%s: no Secret key is mounted at upstream-pass-file %s" % (ctx, pass_file))
 
+        eff = effective_conf(conf, vp)
+        try:
+            timeout = int(eff.get("shutdown-timeout", "30"))
+        except ValueError:
+            say("%s: shutdown-timeout %r is not a number" % (ctx, eff.get("shutdown-timeout")))
+            timeout = stimeout
         grace = d["doc"]["spec"]["template"]["spec"].get("terminationGracePeriodSeconds", 30)
-        if stimeout is not None and not grace > stimeout:
-            say("%s: terminationGracePeriodSeconds %s is not above shutdown-timeout %s" % (name, grace, stimeout))
+        if timeout is not None and not grace > timeout:
+            say("%s: terminationGracePeriodSeconds %s is not above shutdown-timeout %s" % (name, grace, timeout))
+        min_drain = eff.get("shutdown-min-drain")
+        if min_drain is not None and not re.fullmatch(r"\d+", min_drain):
+            say("%s: shutdown-min-drain %r is not a number of seconds" % (ctx, min_drain))
+            min_drain = None
+        if not native and (min_drain is None or int(min_drain) == 0):
+            say("%s: a classic sidecar needs shutdown-min-drain above 0: it gets SIGTERM together with the "
+                "application, which may connect only during its own shutdown" % ctx)
+        if min_drain is not None and int(min_drain) > 0 and timeout is not None and not int(min_drain) < timeout:
+            say("%s: shutdown-min-drain %s is not below shutdown-timeout %s (the timeout would cut it)"
+                % (ctx, min_drain, timeout))
 
         sc = dict(spec.get("securityContext") or {})
         sc.update(vp.get("securityContext") or {})
@@ -330,6 +367,13 @@ def mutations():
     def classic(b):
         return the_proxy(b, "classic")
 
+    def classic_env(b):
+        return {e["name"]: e for e in classic(b)[0].get("env") or []}
+
+    def drop_min_drain(b):
+        c = classic(b)[0]
+        c["env"] = [e for e in c.get("env") or [] if e["name"] != "VERBPROXY_SHUTDOWN_MIN_DRAIN"]
+
     def move_to_containers(b):
         c, spec = native(b)
         spec["initContainers"].remove(c)
@@ -353,6 +397,18 @@ def mutations():
         ("--config path changed", lambda b: native(b)[0].update(command=["/usr/local/bin/verbproxy", "--config", "/etc/vp.conf"])),
         ("secret item path changed", lambda b: native(b)[1]["volumes"][1]["secret"]["items"][0].update(path="pw")),
         ("grace period too short", lambda b: classic(b)[1].update(terminationGracePeriodSeconds=30)),
+        ("classic sidecar without shutdown-min-drain", drop_min_drain),
+        ("classic shutdown-min-drain 0", lambda b: classic_env(b)["VERBPROXY_SHUTDOWN_MIN_DRAIN"].update(value="0")),
+        ("classic shutdown-min-drain not below shutdown-timeout",
+         lambda b: classic_env(b)["VERBPROXY_SHUTDOWN_MIN_DRAIN"].update(value="30")),
+        ("classic shutdown-min-drain not a number",
+         lambda b: classic_env(b)["VERBPROXY_SHUTDOWN_MIN_DRAIN"].update(value="5s")),
+        ("classic shutdown-timeout flag below shutdown-min-drain",
+         lambda b: classic(b)[0].update(args=["--shutdown-timeout", "4"])),
+        ("native shutdown-min-drain above the ConfigMap's shutdown-timeout",
+         lambda b: native(b)[0].update(env=[{"name": "VERBPROXY_SHUTDOWN_MIN_DRAIN", "value": "60"}])),
+        ("classic grace period below an env shutdown-timeout",
+         lambda b: classic(b)[0]["env"].append({"name": "VERBPROXY_SHUTDOWN_TIMEOUT", "value": "50"})),
         ("runAsUser differs", lambda b: native(b)[0]["securityContext"].update(runAsUser=1000)),
         ("runAsNonRoot off", lambda b: classic(b)[0]["securityContext"].update(runAsNonRoot=False)),
         ("writable root", lambda b: native(b)[0]["securityContext"].update(readOnlyRootFilesystem=False)),

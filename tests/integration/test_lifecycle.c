@@ -9,7 +9,14 @@
  * are still pipelining at shutdown-timeout, each gets exactly the replies
  * to what Redis ran: its counter in Redis equals the last INCR reply it
  * read. An idle client is closed at shutdown-timeout, not before. A second
- * SIGTERM, or SIGQUIT, ends it at once. */
+ * SIGTERM, or SIGQUIT, ends it at once.
+ *
+ * With shutdown-min-drain (a classic sidecar whose application holds no
+ * connection when both get SIGTERM, and opens one during its own shutdown
+ * to flush its writes): a client that connects after the signal is served,
+ * the proxy stays while it is connected, and exits 0 once it left and the
+ * minimum passed; with no client at all it exits 0 after the minimum, and
+ * shutdown-timeout wins over a longer minimum. A reload sets it. */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -19,6 +26,8 @@
 #include <sys/wait.h>
 
 #include "tests/support/checks.h"
+#include "tests/support/http.h"
+#include "tests/support/prom.h"
 
 #define PIPE_CLIENTS 4
 #define PIPE_COMMANDS 25000
@@ -26,6 +35,9 @@
 #define PIPE_DEADLINE_MS 60000
 
 static vt_env env;
+static int mport;         /* start_min_drain's admin endpoint */
+static char conf_dir[64]; /* min_drain_set_by_a_reload's --config file's */
+static char conf_path[128];
 
 static void start(const char *shutdown_timeout)
 {
@@ -35,10 +47,32 @@ static void start(const char *shutdown_timeout)
     vt_env_start(&env, NULL, &po);
 }
 
+/* With shutdown-min-drain and the admin endpoint (for /readyz). */
+static void start_min_drain(const char *shutdown_timeout, const char *min_drain)
+{
+    VT_SKIP_IF_DIRECT();
+    /* (The proxy keeps pointing at its arguments: static.) */
+    static char mport_arg[16];
+    static const char *args[] = {
+        "--metrics-port",       mport_arg, "--loglevel", "notice", "--shutdown-timeout", NULL,
+        "--shutdown-min-drain", NULL,      NULL};
+    mport = vt_free_port();
+    snprintf(mport_arg, sizeof(mport_arg), "%d", mport);
+    args[5] = shutdown_timeout;
+    args[7] = min_drain;
+    vt_proxy_opts po = {.extra_args = args};
+    vt_env_start(&env, NULL, &po);
+}
+
 static void teardown(void)
 {
     /* A proxy that exited as the story wanted has pid 0: stop is a no-op. */
     vt_env_stop(&env);
+    if (conf_dir[0]) {
+        unlink(conf_path);
+        rmdir(conf_dir);
+        conf_dir[0] = '\0';
+    }
 }
 
 TestSuite(lifecycle, .fini = teardown, .timeout = VT_TEST_TIMEOUT_S);
@@ -440,4 +474,153 @@ Test(lifecycle, sigterm_without_clients_exits_at_once)
     int st;
     cr_assert(vt_proxy_wait_exit(env.proxy, 2000, &st), "did not exit");
     cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "exit status 0x%x", st);
+}
+
+/* ---- shutdown-min-drain ---- */
+
+static bool readyz_draining(void *arg)
+{
+    (void)arg;
+    vt_http_resp r = vt_http_get(mport, "/readyz");
+    bool ok = r.status == 503 && r.body && strstr(r.body, "draining");
+    vt_http_free(&r);
+    return ok;
+}
+
+/* The proxy holds no client connection: the start-up check's connection
+ * (tests/support: connect, close) may still be open on its side, and a
+ * SIGTERM then would find a client to drain for. */
+static bool no_client_connected(void *arg)
+{
+    (void)arg;
+    vt_http_resp r = vt_http_get(mport, "/metrics");
+    vt_prom p;
+    char why[256];
+    bool ok = r.status == 200 && vt_prom_parse(r.body, r.body_len, &p, why, sizeof(why));
+    if (ok) {
+        ok = vt_prom_get(&p, "verbproxy_connected_clients", "", -1) == 0;
+        vt_prom_free(&p);
+    }
+    vt_http_free(&r);
+    return ok;
+}
+
+/* With no client connected, SIGTERM, then wait until the proxy logged it
+ * and /readyz fails: the drain has begun. Returns the time just before
+ * the signal. */
+static long long sigterm_and_wait_for_the_drain(void)
+{
+    cr_assert(vt_wait_until(no_client_connected, NULL, 5000), "a client connection is still open");
+    long long t0 = vt_now_ms();
+    cr_assert(vt_proxy_signal(env.proxy, SIGTERM));
+    cr_assert(vt_wait_until(proxy_says, "draining", 5000), "no drain in the log (exited at once?)");
+    cr_assert(vt_wait_until(readyz_draining, NULL, 5000), "/readyz does not fail with \"draining\"");
+    return t0;
+}
+
+static void expect_served(redisContext *c, const char *val)
+{
+    redisReply *r = vt_cmd(c, "SET lc:late %s", val);
+    vt_assert_status(r, "OK");
+    freeReplyObject(r);
+    r = vt_cmd(c, "GET lc:late");
+    vt_assert_str(r, val);
+    freeReplyObject(r);
+}
+
+/* The classic sidecar's story: no client when SIGTERM comes; the
+ * application connects during its own shutdown and is served; the proxy
+ * stays while it is connected, past the 2 s, and exits 0 promptly once it
+ * leaves. */
+Test(lifecycle, min_drain_serves_a_client_that_connects_after_sigterm_while_it_stays)
+{
+    start_min_drain("30", "2");
+    long long t0 = sigterm_and_wait_for_the_drain();
+    redisContext *late = vt_must_connect(env.proxy->port);
+    expect_served(late, "first");
+    int st = 0;
+    /* Connected until 2.5 s after the signal: no exit meanwhile. */
+    long long hold = t0 + 2500 - vt_now_ms();
+    cr_assert(hold > 0, "the first commands took past 2.5 s");
+    cr_assert(!vt_proxy_wait_exit(env.proxy, (int)hold, &st), "exited after %lld ms with a client connected",
+              vt_now_ms() - t0);
+    expect_served(late, "second"); /* after the minimum too */
+    redisFree(late);
+    cr_assert(vt_proxy_wait_exit(env.proxy, 3000, &st), "no exit within 3 s of the last client leaving");
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "exit status 0x%x", st);
+}
+
+/* Exit 0 within [min_ms, max_ms] of t0 (the time before the SIGTERM).
+ * (The proxy's timer starts when it handles the signal, after t0: an exit
+ * before min_ms is an exit before the minimum.) */
+static void expect_exit_between(long long t0, long long min_ms, long long max_ms)
+{
+    int st = 0;
+    long long wait = t0 + max_ms - vt_now_ms();
+    cr_assert(vt_proxy_wait_exit(env.proxy, wait > 0 ? (int)wait : 0, &st), "no exit within %lld ms", max_ms);
+    long long took = vt_now_ms() - t0;
+    cr_assert(took >= min_ms, "exited after %lld ms, before %lld ms", took, min_ms);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "exit status 0x%x", st);
+}
+
+/* The application connects after SIGTERM, flushes and leaves well before
+ * the 2 s are over: the proxy still waits for the minimum (another
+ * connection may come), then exits 0 at once. */
+Test(lifecycle, min_drain_holds_the_exit_after_a_client_came_and_left)
+{
+    start_min_drain("30", "2");
+    long long t0 = sigterm_and_wait_for_the_drain();
+    redisContext *late = vt_must_connect(env.proxy->port);
+    expect_served(late, "flushed");
+    redisFree(late);
+    cr_assert(vt_now_ms() - t0 < 1800, "the client took until %lld ms (the story needs it gone before 2 s)",
+              vt_now_ms() - t0);
+    expect_exit_between(t0, 2000, 2000 + 2000);
+}
+
+/* Nobody comes at all: exit 0 after about the minimum, not at once, and
+ * long before shutdown-timeout. */
+Test(lifecycle, min_drain_without_any_client_exits_after_it)
+{
+    start_min_drain("30", "2");
+    long long t0 = sigterm_and_wait_for_the_drain();
+    expect_exit_between(t0, 2000, 2000 + 2000);
+}
+
+/* A minimum no shorter than shutdown-timeout: shutdown-timeout (1 s) ends
+ * the drain. */
+Test(lifecycle, shutdown_timeout_wins_over_a_longer_min_drain)
+{
+    start_min_drain("1", "10");
+    long long t0 = sigterm_and_wait_for_the_drain();
+    cr_assert(vt_wait_until(proxy_says, "no shorter than shutdown-timeout", 2000), "the log does not say so");
+    expect_exit_between(t0, 1000, 1000 + 2000);
+}
+
+/* shutdown-min-drain set by a reload counts at the next SIGTERM. */
+Test(lifecycle, min_drain_set_by_a_reload)
+{
+    VT_SKIP_IF_DIRECT();
+    snprintf(conf_dir, sizeof(conf_dir), "/tmp/vt-lifecycle-XXXXXX");
+    cr_assert(mkdtemp(conf_dir) != NULL);
+    snprintf(conf_path, sizeof(conf_path), "%s/proxy.conf", conf_dir);
+    FILE *f = fopen(conf_path, "w");
+    cr_assert(f != NULL);
+    fputs("shutdown-timeout 30\nshutdown-min-drain 0\n", f);
+    fclose(f);
+    static char mport_arg[16];
+    static const char *args[] = {"--config",       conf_path, "--loglevel", "notice",
+                                 "--metrics-port", mport_arg, NULL};
+    mport = vt_free_port();
+    snprintf(mport_arg, sizeof(mport_arg), "%d", mport);
+    vt_proxy_opts po = {.extra_args = args};
+    vt_env_start(&env, NULL, &po);
+    f = fopen(conf_path, "w");
+    cr_assert(f != NULL);
+    fputs("shutdown-timeout 30\nshutdown-min-drain 1\n", f);
+    fclose(f);
+    cr_assert(vt_proxy_signal(env.proxy, SIGHUP));
+    cr_assert(vt_wait_until(proxy_says, "shutdown-min-drain 0 -> 1", 5000), "the reload does not say it");
+    long long t0 = sigterm_and_wait_for_the_drain();
+    expect_exit_between(t0, 1000, 1000 + 2000);
 }

@@ -40,6 +40,8 @@ Test(config, defaults_match_the_documented_ones)
     cr_assert_eq(c.proto_max_multibulk_len, 2147483647LL);
     cr_assert_eq(c.connect_timeout_ms, 2000);
     cr_assert_eq(c.maxclients, 10000); /* Redis's */
+    cr_assert_eq(c.shutdown_timeout, 30);
+    cr_assert_eq(c.shutdown_min_drain, 0); /* exit as soon as no client is left */
 }
 
 Test(config, maxclients_is_a_positive_count)
@@ -203,4 +205,23 @@ Test(config, cluster_seeds)
     cr_assert_eq(load(&c, "upstream-mode cluster\nupstream /tmp/r.sock\n", err, sizeof(err)), 0, "%s", err);
     cr_assert_eq(conf_finish(&c, NULL, err, sizeof(err)), -1);
     conf_free(&c);
+}
+
+/* shutdown-min-drain: seconds, checked like shutdown-timeout (0 to a day). */
+Test(config, shutdown_min_drain_is_seconds_like_shutdown_timeout)
+{
+    vp_config c;
+    char err[256] = "";
+    cr_assert_eq(load(&c, "shutdown-min-drain 5\nshutdown-timeout 30\n", err, sizeof(err)), 0, "%s", err);
+    cr_assert_eq(c.shutdown_min_drain, 5);
+    cr_assert_eq(c.shutdown_timeout, 30);
+    /* Above shutdown-timeout is allowed: shutdown-timeout then ends the drain. */
+    cr_assert_eq(load(&c, "shutdown-min-drain 86400\nshutdown-timeout 0\n", err, sizeof(err)), 0, "%s", err);
+    cr_assert_eq(c.shutdown_min_drain, 86400);
+    assert_rejected("shutdown-min-drain -1\n", 1,
+                    "'shutdown-min-drain' must be an integer between 0 and 86400, got '-1'");
+    assert_rejected("shutdown-min-drain 86401\n", 1,
+                    "'shutdown-min-drain' must be an integer between 0 and 86400, got '86401'");
+    assert_rejected("shutdown-min-drain 5s\n", 1, "'shutdown-min-drain' must be an integer");
+    assert_rejected("shutdown-min-drain\n", 1, "'shutdown-min-drain' takes exactly one value");
 }

@@ -47,6 +47,7 @@ Test(config_env, directives_by_their_upper_case_names)
                                        "VERBPROXY_PORT=7001",
                                        "VERBPROXY_BIND=0.0.0.0",
                                        "VERBPROXY_BUFFER_LIMIT=2mb",
+                                       "VERBPROXY_SHUTDOWN_MIN_DRAIN=5",
                                        "verbproxy_port=1", /* another prefix: not ours */
                                        "VERBPROXY_upstream_user=app",
                                        "VERBPROXY_UPSTREAM_PASS=taken-by-conf_finish",
@@ -58,10 +59,11 @@ Test(config_env, directives_by_their_upper_case_names)
     cr_assert_eq(c.port, 7001);
     cr_assert_str_eq(c.bind, "0.0.0.0");
     cr_assert_eq(c.buffer_limit, 2 * 1024 * 1024);
+    cr_assert_eq(c.shutdown_min_drain, 5);
     cr_assert_str_eq(c.upstream_user, "app");
     /* VERBPROXY_UPSTREAM_PASS is left to conf_finish (its own order). */
     cr_assert_str_eq(c.upstream_pass, "");
-    cr_assert_str_eq(e.vars[8], "VERBPROXY_UPSTREAM_PASS=taken-by-conf_finish");
+    cr_assert_str_eq(e.vars[9], "VERBPROXY_UPSTREAM_PASS=taken-by-conf_finish");
     env_free(&e);
     conf_free(&c);
 }
