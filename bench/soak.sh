@@ -5,8 +5,8 @@
 # connection) in front of it; bench/soak.py drives SOAK_CONNS connections
 # (default 200) of mixed passthrough commands and every verb for
 # SOAK_SECONDS (default 120), checking every reply in order, while the script
-# cache is flushed behind the proxy's back every SOAK_FLUSH_EVERY s (default
-# 10) and Redis is restarted once at half time (SHUTDOWN SAVE, then started
+# cache is flushed (SCRIPT FLUSH through the proxy) every SOAK_FLUSH_EVERY s
+# (default 10) and Redis is restarted once at half time (SHUTDOWN SAVE, then started
 # again here on the same port with its data). Reports throughput, the
 # proxy's RSS over time, p50/p99 batch latency, and that no reply was lost,
 # wrong or reordered and every QPOP job was popped once; writes the "Soak"
@@ -72,8 +72,8 @@ SECTION=$(
     echo "## Soak"
     echo
     echo "\`SOAK_SECONDS=$SOAK_SECONDS SOAK_CONNS=$SOAK_CONNS bash bench/soak.sh\`, $STARTED, tree $TREE."
-    echo "Mixed passthrough commands and every verb on $SOAK_CONNS connections, SCRIPT FLUSH behind the proxy's"
-    echo "back every ${SOAK_FLUSH_EVERY:-10} s, Redis restarted once at half time; every reply checked in order."
+    echo "Mixed passthrough commands and every verb on $SOAK_CONNS connections, SCRIPT FLUSH through the"
+    echo "proxy every ${SOAK_FLUSH_EVERY:-10} s, Redis restarted once at half time; every reply checked in order."
     echo
     echo "| figure | value |"
     echo "|---|---:|"
