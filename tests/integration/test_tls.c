@@ -13,7 +13,6 @@
 #include <fcntl.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
-#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,83 +23,45 @@
 #include "tests/support/checks.h"
 #include "tests/support/expect.h"
 #include "tests/support/tls_certs.h"
+#include "tests/support/tls_client.h"
 
-/* ---- a small blocking TLS client (hiredis 0.14 has no TLS) ---- */
+/* ---- the TLS client (tests/support/tls_client.h) ---- */
 
-typedef struct tls_client {
-    SSL_CTX *ctx;
-    SSL *ssl;
-    int fd;
-} tls_client;
-
-/* Connect and handshake; NULL with OpenSSL's reason in why. */
-static tls_client *tls_connect(int port, const char *cert, const char *key, char *why, size_t whylen)
+/* Connect, handshake and PING (with TLS 1.3 a refused client certificate
+ * shows only at the first read); NULL with OpenSSL's reason in why. */
+static vt_tls_client *tls_connect(int port, const char *cert, const char *key, char *why, size_t whylen)
 {
-    tls_client *t = calloc(1, sizeof(*t));
-    t->ctx = SSL_CTX_new(TLS_client_method());
-    SSL_CTX_load_verify_locations(t->ctx, vt_cert_path("ca.crt"), NULL);
-    SSL_CTX_set_verify(t->ctx, SSL_VERIFY_PEER, NULL);
-    if (cert) {
-        SSL_CTX_use_certificate_file(t->ctx, vt_cert_path(cert), SSL_FILETYPE_PEM);
-        SSL_CTX_use_PrivateKey_file(t->ctx, vt_cert_path(key), SSL_FILETYPE_PEM);
-    }
-    t->fd = vt_must_sock(port);
-    t->ssl = SSL_new(t->ctx);
-    SSL_set_fd(t->ssl, t->fd);
-    SSL_set1_host(t->ssl, "localhost");
-    ERR_clear_error();
-    /* With TLS 1.3 a refused client certificate shows at the first read. */
-    if (SSL_connect(t->ssl) != 1 || (SSL_write(t->ssl, "PING\r\n", 6) != 6)) goto fail;
-    char pong[8];
-    if (SSL_read(t->ssl, pong, 7) != 7 || memcmp(pong, "+PONG\r\n", 7) != 0) goto fail;
-    return t;
-fail:
-    snprintf(why, whylen, "%s", ERR_peek_last_error() ? ERR_reason_error_string(ERR_peek_last_error()) : "closed");
-    SSL_free(t->ssl);
-    close(t->fd);
-    SSL_CTX_free(t->ctx);
-    free(t);
+    vt_tls_client *t = vt_tls_connect(port, cert, key, why, whylen);
+    if (!t) return NULL;
+    vt_buf pong = {0};
+    bool ok = vt_tls_send_str(t, "PING\r\n") && vt_tls_read_replies(t, &pong, 1, VT_READ_DEADLINE_MS) &&
+              pong.len == 7 && memcmp(pong.data, "+PONG\r\n", 7) == 0;
+    vt_buf_free(&pong);
+    if (ok) return t;
+    unsigned long e = ERR_peek_last_error();
+    snprintf(why, whylen, "%s", e ? ERR_reason_error_string(e) : "closed");
+    vt_tls_free(t);
     return NULL;
 }
 
-static tls_client *tls_must_connect(int port)
+static vt_tls_client *tls_must_connect(int port)
 {
     char why[256];
-    tls_client *t = tls_connect(port, NULL, NULL, why, sizeof(why));
+    vt_tls_client *t = tls_connect(port, NULL, NULL, why, sizeof(why));
     cr_assert(t, "TLS connect to %d failed: %s", port, why);
     return t;
 }
 
-static void tls_send(tls_client *t, const void *p, size_t n)
+static void tls_send(vt_tls_client *t, const void *p, size_t n)
 {
-    cr_assert_eq(SSL_write(t->ssl, p, (int)n), (int)n, "TLS write failed");
+    cr_assert(vt_tls_send(t, p, n), "TLS write failed");
 }
 
 /* Read until `count` whole replies are in b (deadline). */
-static void tls_read_replies(tls_client *t, vt_buf *b, size_t count)
+static void tls_read_replies(vt_tls_client *t, vt_buf *b, size_t count)
 {
-    long long end = vt_now_ms() + 20000;
-    char chunk[65536];
-    while (vt_resp_count_replies(b->data, b->len) < count) {
-        cr_assert(vt_now_ms() < end, "only %zu of %zu replies within 20 s", vt_resp_count_replies(b->data, b->len),
-                  count);
-        if (!SSL_pending(t->ssl)) {
-            struct pollfd pfd = {.fd = t->fd, .events = POLLIN};
-            if (poll(&pfd, 1, 100) <= 0) continue;
-        }
-        int n = SSL_read(t->ssl, chunk, sizeof(chunk));
-        cr_assert(n > 0, "the TLS connection ended after %zu bytes", b->len);
-        vt_buf_append(b, chunk, (size_t)n);
-    }
-}
-
-static void tls_close(tls_client *t)
-{
-    SSL_shutdown(t->ssl);
-    SSL_free(t->ssl);
-    close(t->fd);
-    SSL_CTX_free(t->ctx);
-    free(t);
+    cr_assert(vt_tls_read_replies(t, b, count, 20000), "only %zu of %zu replies within 20 s",
+              vt_resp_count_replies(b->data, b->len), count);
 }
 
 /* ---- helpers ---- */
@@ -108,7 +69,8 @@ static void tls_close(tls_client *t)
 /* A Redis on TLS only, with the named certificate. */
 static vt_redis *tls_redis(const char *cert, const char *auth_clients)
 {
-    vt_redis *r = vt_redis_start(&(vt_redis_opts){.tls = VT_REDIS_TLS_ONLY, .tls_cert = cert, .tls_auth_clients = auth_clients});
+    vt_redis *r = vt_redis_start(
+        &(vt_redis_opts){.tls = VT_REDIS_TLS_ONLY, .tls_cert = cert, .tls_auth_clients = auth_clients});
     cr_assert(r, "redis-server with TLS did not start");
     return r;
 }
@@ -160,8 +122,8 @@ static void expect_tls_refusal(vt_proxy *p, const char *reason)
     redisReply *r = vt_cmd(c, "GET k");
     char want[512];
     snprintf(want, sizeof(want), "ERR upstream unavailable: %s: TLS: %s", p->upstream, reason);
-    cr_assert(r && r->type == REDIS_REPLY_ERROR && strstr(r->str, want) == r->str, "expected -%s..., got %s", want,
-              VT_DESCRIBE(r));
+    cr_assert(r && r->type == REDIS_REPLY_ERROR && strstr(r->str, want) == r->str, "expected -%s..., got %s",
+              want, VT_DESCRIBE(r));
     freeReplyObject(r);
     redisFree(c);
     /* Counted: VERBPROXY STATS itself would wait for the upstream, so
@@ -169,8 +131,8 @@ static void expect_tls_refusal(vt_proxy *p, const char *reason)
     vt_proxy_stop(p);
     char *log = vt_proxy_log(p);
     const char *at = strstr(log, "tls_handshake_failures=");
-    cr_assert(at && atoll(at + strlen("tls_handshake_failures=")) >= 1, "the failed handshake is not counted: %s",
-              log);
+    cr_assert(at && atoll(at + strlen("tls_handshake_failures=")) >= 1,
+              "the failed handshake is not counted: %s", log);
     free(log);
 }
 
@@ -233,8 +195,8 @@ Test(tls, a_client_certificate_is_required_by_redis_tls_auth_clients_yes)
     expect_tls_refusal(p, "tlsv13 alert certificate required");
     vt_proxy_free(p);
     /* one from another CA */
-    const char *o[] = {"--upstream-tls-cert-file", vt_cert_path("other-client.crt"), "--upstream-tls-key-file",
-                       vt_cert_path("other-client.key"), NULL};
+    const char *o[] = {"--upstream-tls-cert-file", vt_cert_path("other-client.crt"),
+                       "--upstream-tls-key-file", vt_cert_path("other-client.key"), NULL};
     p = tls_proxy(r, o);
     expect_tls_refusal(p, "tlsv1 alert unknown ca");
     vt_proxy_free(p);
@@ -311,8 +273,9 @@ static pid_t s_server(int port, const char *log)
         char p[16];
         snprintf(p, sizeof(p), "%d", port);
         execlp("openssl", "openssl", "s_server", "-accept", p, "-naccept", "1", "-cert",
-               vt_cert_path("server.crt"), "-key", vt_cert_path("server.key"), "-cert2", vt_cert_path("named.crt"),
-               "-key2", vt_cert_path("named.key"), "-servername", "redis.example", (char *)NULL);
+               vt_cert_path("server.crt"), "-key", vt_cert_path("server.key"), "-cert2",
+               vt_cert_path("named.crt"), "-key2", vt_cert_path("named.key"), "-servername", "redis.example",
+               (char *)NULL);
         _exit(127);
     }
     return pid;
@@ -347,8 +310,13 @@ Test(tls, the_server_name_is_sent_as_sni)
     cr_assert(vt_wait_until(sni_seen, &accepting, 5000), "s_server did not start");
     char up[64];
     snprintf(up, sizeof(up), "127.0.0.1:%d", port);
-    const char *args[] = {"--upstream-tls", "yes", "--upstream-tls-ca-cert-file", vt_cert_path("ca.crt"),
-                          "--upstream-tls-server-name", "redis.example", NULL};
+    const char *args[] = {"--upstream-tls",
+                          "yes",
+                          "--upstream-tls-ca-cert-file",
+                          vt_cert_path("ca.crt"),
+                          "--upstream-tls-server-name",
+                          "redis.example",
+                          NULL};
     vt_proxy *p = vt_proxy_start_upstream(up, &(vt_proxy_opts){.extra_args = args});
     cr_assert(p);
     int fd = vt_must_sock(p->port);
@@ -373,8 +341,15 @@ Test(tls, failing_handshakes_cost_the_bystanders_nothing)
     int tls_port = vt_free_port();
     char tp[16];
     snprintf(tp, sizeof(tp), "%d", tls_port);
-    const char *args[] = {"--tls-port", tp, "--tls-cert-file", vt_cert_path("server.crt"), "--tls-key-file",
-                          vt_cert_path("server.key"), "--tls-ca-cert-file", vt_cert_path("ca.crt"), NULL};
+    const char *args[] = {"--tls-port",
+                          tp,
+                          "--tls-cert-file",
+                          vt_cert_path("server.crt"),
+                          "--tls-key-file",
+                          vt_cert_path("server.key"),
+                          "--tls-ca-cert-file",
+                          vt_cert_path("ca.crt"),
+                          NULL};
     vt_proxy *p = tls_proxy(r, args);
     vt_bystanders *b = vt_must_start_bystanders(p->port, 3, 30);
     for (int i = 0; i < 20; i++) {
@@ -393,9 +368,9 @@ Test(tls, failing_handshakes_cost_the_bystanders_nothing)
                        "served with another CA's certificate");
     }
     char why[256];
-    tls_client *t = tls_connect(tls_port, "client.crt", "client.key", why, sizeof(why));
+    vt_tls_client *t = tls_connect(tls_port, "client.crt", "client.key", why, sizeof(why));
     cr_assert(t, "a client with a good certificate was refused: %s", why);
-    tls_close(t);
+    vt_tls_free(t);
     cr_assert_geq(proxy_stat(p->port, "tls_client_handshake_failures"), 40);
     vt_assert_bystanders_ok(b);
     vt_proxy_free(p);
@@ -416,9 +391,19 @@ static void tls_env_start(tls_env *e, const char *auth_clients, const char *maxc
     e->tls_port = vt_free_port();
     static char tp[16];
     snprintf(tp, sizeof(tp), "%d", e->tls_port);
-    const char *args[] = {"--tls-port", tp, "--tls-cert-file", vt_cert_path("server.crt"), "--tls-key-file",
-                          vt_cert_path("server.key"), "--tls-ca-cert-file", vt_cert_path("ca.crt"),
-                          "--tls-auth-clients", auth_clients, "--maxclients", maxclients, NULL};
+    const char *args[] = {"--tls-port",
+                          tp,
+                          "--tls-cert-file",
+                          vt_cert_path("server.crt"),
+                          "--tls-key-file",
+                          vt_cert_path("server.key"),
+                          "--tls-ca-cert-file",
+                          vt_cert_path("ca.crt"),
+                          "--tls-auth-clients",
+                          auth_clients,
+                          "--maxclients",
+                          maxclients,
+                          NULL};
     e->proxy = tls_proxy(e->redis, args);
 }
 
@@ -433,7 +418,7 @@ Test(tls, big_replies_and_pipelines_both_ways_over_tls)
     VT_SKIP_IF_DIRECT();
     tls_env e;
     tls_env_start(&e, "no", "100");
-    tls_client *t = tls_must_connect(e.tls_port);
+    vt_tls_client *t = tls_must_connect(e.tls_port);
     /* a 6 MB value up and down */
     size_t big = 6u << 20;
     char *v = malloc(big);
@@ -461,7 +446,7 @@ Test(tls, big_replies_and_pipelines_both_ways_over_tls)
     vt_buf_free(&req);
     vt_buf_free(&got);
     free(v);
-    tls_close(t);
+    vt_tls_free(t);
     tls_env_stop(&e);
 }
 
@@ -478,7 +463,7 @@ Test(tls, a_tls_client_that_stops_reading_gets_every_big_reply_when_it_resumes)
     vt_assert_status(r, "OK");
     freeReplyObject(r);
     redisFree(c);
-    tls_client *t = tls_must_connect(e.tls_port);
+    vt_tls_client *t = tls_must_connect(e.tls_port);
     vt_buf req = {0};
     for (int i = 0; i < 16; i++) /* 64 MB of replies, far over buffer-limit */
         vt_buf_cmd(&req, "GET", "tls:big", NULL);
@@ -493,7 +478,7 @@ Test(tls, a_tls_client_that_stops_reading_gets_every_big_reply_when_it_resumes)
     vt_buf_free(&req);
     vt_buf_free(&got);
     free(v);
-    tls_close(t);
+    vt_tls_free(t);
     tls_env_stop(&e);
 }
 
@@ -503,17 +488,18 @@ Test(tls, tls_auth_clients_optional_and_yes)
     char why[256];
     tls_env e;
     tls_env_start(&e, "optional", "100");
-    tls_client *t = tls_connect(e.tls_port, NULL, NULL, why, sizeof(why));
+    vt_tls_client *t = tls_connect(e.tls_port, NULL, NULL, why, sizeof(why));
     cr_assert(t, "optional: refused without a certificate: %s", why);
-    tls_close(t);
+    vt_tls_free(t);
     cr_assert_null(tls_connect(e.tls_port, "other-client.crt", "other-client.key", why, sizeof(why)),
                    "optional: served a certificate of another CA");
     tls_env_stop(&e);
     tls_env_start(&e, "yes", "100");
-    cr_assert_null(tls_connect(e.tls_port, NULL, NULL, why, sizeof(why)), "yes: served without a certificate");
+    cr_assert_null(tls_connect(e.tls_port, NULL, NULL, why, sizeof(why)),
+                   "yes: served without a certificate");
     t = tls_connect(e.tls_port, "client.crt", "client.key", why, sizeof(why));
     cr_assert(t, "yes: refused a good certificate: %s", why);
-    tls_close(t);
+    vt_tls_free(t);
     tls_env_stop(&e);
 }
 
@@ -524,13 +510,14 @@ Test(tls, past_maxclients_a_tls_client_is_closed_without_a_word)
     tls_env_start(&e, "no", "1");
     /* (The harness's own probe of the port may still hold the one place.) */
     char why[256];
-    tls_client *first = NULL;
+    vt_tls_client *first = NULL;
     for (long long end = vt_now_ms() + 3000; !first && vt_now_ms() < end; usleep(20000))
         first = tls_connect(e.tls_port, NULL, NULL, why, sizeof(why));
     cr_assert(first, "the first TLS client was refused: %s", why);
     int fd = vt_must_sock(e.tls_port);
     vt_buf got = {0};
-    cr_assert(vt_sock_read_eof(fd, &got, VT_READ_DEADLINE_MS), "the TLS client past maxclients was not closed");
+    cr_assert(vt_sock_read_eof(fd, &got, VT_READ_DEADLINE_MS),
+              "the TLS client past maxclients was not closed");
     cr_assert_eq(got.len, 0, "it was sent bytes: \"%s\"", vt_buf_escaped(&got));
     close(fd);
     /* plaintext: Redis's error, as before */
@@ -541,7 +528,7 @@ Test(tls, past_maxclients_a_tls_client_is_closed_without_a_word)
     vt_assert_bytes(&got, "-ERR max number of clients reached\r\n");
     close(fd);
     vt_buf_free(&got);
-    tls_close(first);
+    vt_tls_free(first);
     tls_env_stop(&e);
 }
 
@@ -551,7 +538,9 @@ Test(tls, redis_cli_tls_through_the_proxy)
     tls_env e;
     tls_env_start(&e, "no", "100");
     char cmd[512];
-    snprintf(cmd, sizeof(cmd), "redis-cli --tls --cacert %s -p %d SET tls:cli hello && redis-cli --tls --cacert %s -p %d GET tls:cli",
+    snprintf(cmd, sizeof(cmd),
+             "redis-cli --tls --cacert %s -p %d SET tls:cli hello && redis-cli --tls --cacert %s -p %d GET "
+             "tls:cli",
              vt_cert_path("ca.crt"), e.tls_port, vt_cert_path("ca.crt"), e.tls_port);
     FILE *f = popen(cmd, "r");
     char out[256] = {0};
@@ -591,12 +580,13 @@ Test(tls, bad_tls_settings_stop_start_up_with_file_line_and_reason)
     cr_assert_eq(run("--upstream-tls-protocols TLSv9", out, sizeof(out)), 1, "%s", out);
     cr_assert(strstr(out, "'upstream-tls-protocols' must list"), "%s", out);
     /* a key that is not the certificate's: found at start, not at the first connect */
-    snprintf(args, sizeof(args), "--port 0 --tls-port %d --tls-cert-file %s --tls-key-file %s --tls-auth-clients no",
+    snprintf(args, sizeof(args),
+             "--port 0 --tls-port %d --tls-cert-file %s --tls-key-file %s --tls-auth-clients no",
              vt_free_port(), vt_cert_path("server.crt"), vt_cert_path("client.key"));
     cr_assert_eq(run(args, out, sizeof(out)), 1, "%s", out);
     cr_assert(strstr(out, "tls-key-file"), "%s", out);
-    snprintf(args, sizeof(args), "--port 0 --tls-port %d --tls-cert-file %s --tls-key-file %s", vt_free_port(),
-             vt_cert_path("server.crt"), vt_cert_path("server.key"));
+    snprintf(args, sizeof(args), "--port 0 --tls-port %d --tls-cert-file %s --tls-key-file %s",
+             vt_free_port(), vt_cert_path("server.crt"), vt_cert_path("server.key"));
     cr_assert_eq(run(args, out, sizeof(out)), 1, "%s", out);
     cr_assert(strstr(out, "Either tls-ca-cert-file or tls-ca-cert-dir must be specified"), "%s", out);
 }
