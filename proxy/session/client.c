@@ -209,10 +209,8 @@ static void client_release_ready(client_session *c)
 
 static int client_idle(client_session *c);
 
-/* A close after which nothing can or need be said over TLS: the socket
- * broke (a reset, a failed write, a TLS error), or the client closed
- * first (Redis sends no close_notify once its read found the client's end:
- * the connection is CLOSED then, connTLSRead). */
+/* A close after which nothing can be said over TLS: the socket broke (a
+ * reset, a failed write, a TLS error, a handshake cut short). */
 static void client_close_gone(client_session *c)
 {
     c->gone = 1;
@@ -1410,8 +1408,12 @@ static void client_input_ended(client_session *c)
 {
     /* (shut: the drain's FIN went out, this EOF is the answer to it) */
     if (client_idle(c) || c->shut) {
+        /* (Over TLS it is answered with close_notify, as TLS asks, and as
+         * when replies were still owed: a client that is done writing and
+         * still reads sees a clean end either way. Redis sends none once
+         * its read found the end, connTLSRead: README.) */
         vp_log(VP_LOG_DEBUG, "client %llu %s: closed the connection", c->id, c->addr);
-        client_close_gone(c);
+        client_close(c);
         return;
     }
     /* End of input with replies still owed: a client that half-closed

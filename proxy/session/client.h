@@ -141,7 +141,7 @@ typedef struct client_session {
     unsigned linger : 1;
     unsigned shut : 1;
     /* Over TLS: the close sends no close_notify (client_close_gone): the
-     * socket broke, or the client ended the session first. */
+     * socket broke. */
     unsigned gone : 1;
     /* On a shared connection: how many replies it may be owed at once
      * (client_share_window), and the bytes of the reply coming in. */

@@ -5,11 +5,13 @@
  * whose handshake is over (connTLSClose): after QUIT, after a protocol
  * error, at `timeout`. A client on verbproxy's tls-port reads to the end
  * and must see the same clean end as one on Redis's, with the same bytes
- * before it; so must one closed by the SIGTERM drain (proxy-only). A
- * client past maxclients is closed before its handshake, without a word
- * or an alert, as by Redis (test_tls.c). The proxy's own TLS connections
- * to the upstream end the same way when it closes them (an upstream that
- * shows what it reads: openssl s_server -msg). Certificates: tls_certs.h. */
+ * before it; so must one closed by the SIGTERM drain, and one that sent
+ * its own close_notify behind a request gets the reply first (both
+ * proxy-only). A client past maxclients is closed before its handshake,
+ * without a word or an alert, as by Redis (test_tls.c). The proxy's own
+ * TLS connections to the upstream end the same way when it closes them
+ * (an upstream that shows what it reads: openssl s_server -msg).
+ * Certificates: tls_certs.h. */
 #include <criterion/criterion.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -146,6 +148,27 @@ Test(tls_close, the_drain_closes_a_tls_client_with_close_notify)
     vt_tls_free(t);
     int status;
     cr_assert(vt_proxy_wait_exit(proxy, 10000, &status), "the drain did not end");
+}
+
+/* A client that sends its close_notify right behind a request (it is done
+ * writing, still reading) gets its reply, then the proxy's close_notify.
+ * (Proxy-only: Redis closes once its read finds the client's end, without
+ * close_notify, README "How a TLS connection ends".) */
+Test(tls_close, a_client_that_half_closed_gets_its_reply_then_close_notify)
+{
+    VT_SKIP_IF_DIRECT();
+    char why[256];
+    vt_tls_client *t = vt_tls_connect(proxy_tls_port, NULL, NULL, why, sizeof(why));
+    cr_assert(t, "TLS connect failed: %s", why);
+    cr_assert(vt_tls_send_str(t, "AUTH " PASS "\r\nPING\r\n"));
+    cr_assert_eq(SSL_shutdown(t->ssl), 0, "our close_notify did not go out");
+    vt_buf got = {0};
+    vt_tls_end e = vt_tls_read_to_end(t, &got, VT_READ_DEADLINE_MS);
+    cr_assert_eq(e, VT_TLS_END_CLOSE_NOTIFY, "ended with %s after \"%s\"", vt_tls_end_name(e),
+                 vt_buf_escaped(&got));
+    vt_assert_bytes(&got, "+OK\r\n+PONG\r\n");
+    vt_buf_free(&got);
+    vt_tls_free(t);
 }
 
 /* ---- the upstream side ---- */
