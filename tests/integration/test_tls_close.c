@@ -198,6 +198,13 @@ static pid_t s_server_msg(int port, const char *log, int *stdin_w)
     return pid;
 }
 
+static void s_server_stop(pid_t pid, int stdin_w)
+{
+    close(stdin_w);
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+}
+
 /* A line of the log that starts with `start` and holds `needle`. */
 typedef struct log_wait {
     const char *log, *start, *needle;
@@ -227,7 +234,10 @@ Test(tls_close, the_proxy_ends_its_own_upstream_tls_connection_with_close_notify
     snprintf(log, sizeof(log), "/tmp/vt-sserver-close-%d.log", getpid());
     pid_t pid = s_server_msg(port, log, &stdin_w);
     log_wait accepting = {log, "ACCEPT", ""};
-    cr_assert(vt_wait_until(log_has, &accepting, 5000), "s_server did not start");
+    if (!vt_wait_until(log_has, &accepting, 5000)) {
+        s_server_stop(pid, stdin_w);
+        cr_assert_fail("s_server did not start");
+    }
     char up[64];
     snprintf(up, sizeof(up), "127.0.0.1:%d", port);
     const char *args[] = {"--upstream-tls",
@@ -238,21 +248,23 @@ Test(tls_close, the_proxy_ends_its_own_upstream_tls_connection_with_close_notify
                           "0",
                           NULL};
     vt_proxy *p = vt_proxy_start_upstream(up, &(vt_proxy_opts){.extra_args = args});
-    cr_assert(p, "verbproxy did not start");
+    if (!p) {
+        s_server_stop(pid, stdin_w);
+        cr_assert_fail("verbproxy did not start");
+    }
     /* (Its connection opens as the client connects.) */
-    int fd = vt_must_sock(p->port);
+    int fd = vt_sock_tcp(p->port);
     log_wait done = {log, "<<< ", ", Finished"}; /* (read: the proxy's) */
-    bool up_done = vt_wait_until(log_has, &done, 5000);
-    close(fd);
+    bool up_done = fd >= 0 && vt_wait_until(log_has, &done, 5000);
+    if (fd >= 0) close(fd);
     log_wait notify = {log, "<<< ", "close_notify"};
     bool seen = up_done && vt_wait_until(log_has, &notify, 5000);
     char *text = vt_read_file(log);
+    /* (s_server stopped before any assertion: a failed one ends the test.) */
+    vt_proxy_free(p);
+    s_server_stop(pid, stdin_w);
+    unlink(log);
     cr_assert(up_done, "the proxy's upstream handshake did not finish: %s", text);
     cr_assert(seen, "s_server read no close_notify from the proxy: %s", text);
     free(text);
-    vt_proxy_free(p);
-    close(stdin_w);
-    kill(pid, SIGKILL);
-    waitpid(pid, NULL, 0);
-    unlink(log);
 }
