@@ -246,7 +246,8 @@ static void outq_take_ciphertext(outq *q)
     size_t n;
     while ((n = vp_tls_output_pending(q->tls)) > 0) {
         vp_pool_buf_reserve(&q->pending, n);
-        q->pending.len += vp_tls_take_output(q->tls, q->pending.data + q->pending.len, q->pending.cap - q->pending.len);
+        q->pending.len +=
+            vp_tls_take_output(q->tls, q->pending.data + q->pending.len, q->pending.cap - q->pending.len);
     }
 }
 
@@ -330,6 +331,13 @@ int outq_flush_tls_output(outq *q)
 {
     outq_take_ciphertext(q);
     return outq_write_pending(q, 0);
+}
+
+int outq_close_notify(outq *q)
+{
+    if (!q->tls || q->writing || outq_size(q) || !vp_tls_close_notify(q->tls)) return 0;
+    /* (With anything OpenSSL wrote on its own before it.) */
+    return outq_flush_tls_output(q) == 0 && outq_size(q) == 0;
 }
 
 void outq_set_tls(outq *q, struct vp_tls *t)

@@ -53,7 +53,7 @@ struct vp_tls;
 struct outq {
     uv_stream_t *stream;
     struct vp_tls *tls; /* NULL: plaintext */
-    void *owner; /* passed back through q->owner in the callback */
+    void *owner;        /* passed back through q->owner in the callback */
     outq_written_cb on_written;
 
     outq_block *blk; /* while pieces are queued or a write is in flight */
@@ -91,5 +91,15 @@ void outq_set_tls(outq *q, struct vp_tls *t);
  * tickets), leaving queued plaintext for the owner's flush. Returns 0 or a
  * libuv error. */
 int outq_flush_tls_output(outq *q);
+/* The owner ends the stream: with TLS, the close_notify alert
+ * (vp_tls_close_notify), the last bytes on the connection, written as any
+ * output (one try, then uv_write for what the kernel did not take). Only
+ * when everything queued went to the kernel (after a record cut short the
+ * alert would not end whole records). An owner that closes the handle
+ * right after makes it a best effort, as Redis's SSL_shutdown on its
+ * non-blocking socket: the close cancels what is left; one that shuts the
+ * stream down (uv_shutdown) has libuv write it first. Returns 1 when the
+ * kernel took the whole alert, else 0. */
+int outq_close_notify(outq *q);
 
 #endif

@@ -52,7 +52,8 @@ struct vp_tls {
     unsigned raw_reading : 1; /* uv_read_start is on */
     unsigned scheduled : 1;   /* in the list delivered from the loop */
     unsigned delivering : 1;
-    ssize_t end;       /* the stream ended (UV_EOF or an error): told after the plaintext */
+    unsigned notified : 1; /* our close_notify is in the output (vp_tls_close_notify) */
+    ssize_t end;           /* the stream ended (UV_EOF or an error): told after the plaintext */
     vp_tls *sched_next, *sched_prev;
     char error[160];
 };
@@ -155,8 +156,8 @@ static SSL_CTX *tls_ctx_common(const conf_tls *t, int server, const char *what, 
     if (!ctx) abort();
     char why[160];
     /* As Redis: no compression, no client-initiated renegotiation. */
-    SSL_CTX_set_options(ctx, SSL_OP_NO_COMPRESSION | SSL_OP_NO_RENEGOTIATION | (unsigned long)tls_parse_protocols(
-                                                                                   t->protocols));
+    SSL_CTX_set_options(ctx, SSL_OP_NO_COMPRESSION | SSL_OP_NO_RENEGOTIATION |
+                                 (unsigned long)tls_parse_protocols(t->protocols));
     /* Records are written whole through a memory BIO; the queue's buffer may move between tries. */
     SSL_CTX_set_mode(ctx, SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER | SSL_MODE_RELEASE_BUFFERS);
     if (t->ciphers[0] && !SSL_CTX_set_cipher_list(ctx, t->ciphers)) goto openssl_error;
@@ -234,8 +235,9 @@ vp_tls_ctx *vp_tls_ctx_server(const vp_config *conf, char *err, size_t errlen)
     }
     /* As Redis 7.0: a CA is needed to check clients' certificates. */
     if (t->auth_clients != CONF_TLS_AUTH_NO && !t->ca_cert_file[0] && !t->ca_cert_dir[0]) {
-        snprintf(err, errlen, "Either tls-ca-cert-file or tls-ca-cert-dir must be specified when "
-                              "tls-auth-clients is enabled (yes or optional)");
+        snprintf(err, errlen,
+                 "Either tls-ca-cert-file or tls-ca-cert-dir must be specified when "
+                 "tls-auth-clients is enabled (yes or optional)");
         return NULL;
     }
     SSL_CTX *ssl = tls_ctx_common(t, 1, "tls", err, errlen);
@@ -630,6 +632,20 @@ int vp_tls_encrypt(vp_tls *t, const char *p, size_t n)
         n -= (size_t)w;
     }
     return 0;
+}
+
+int vp_tls_close_notify(vp_tls *t)
+{
+    /* (error: a TLS error, after which OpenSSL refuses to shut down and
+     * the peer expects nothing more; a clean end from the peer leaves it
+     * empty, and the alert then answers the peer's, as TLS asks.) */
+    if (!t->established || t->notified || t->error[0]) return 0;
+    ERR_clear_error();
+    int r = SSL_shutdown(t->ssl); /* 0: ours sent, the peer's not seen; 1: both */
+    ERR_clear_error();
+    if (r < 0) return 0;
+    t->notified = 1;
+    return 1;
 }
 
 size_t vp_tls_output_pending(const vp_tls *t)

@@ -90,6 +90,14 @@ const char *vp_tls_error(const vp_tls *t);
  * gives a TLS reason (vp_tls_error), else 0; application data is left
  * unread. */
 int vp_tls_read_late_alert(vp_tls *t);
+/* The close_notify alert, the last record before the owner closes the
+ * stream: SSL_shutdown once, which puts it into the session's output (the
+ * queue writes it: outq_close_notify). Only once the handshake is over and
+ * while the session is sound (no TLS error); the peer's own close_notify
+ * is never waited for, as Redis 7.0's connTLSClose does not wait for it.
+ * Returns 1 when the alert is in the output, 0 when none is due (before
+ * the handshake, after an error, already sent). */
+int vp_tls_close_notify(vp_tls *t);
 /* Encrypt n plaintext bytes into the session's output (the queue then
  * takes it with vp_tls_take_output). Returns 0, or -1 (vp_tls_error). */
 int vp_tls_encrypt(vp_tls *t, const char *p, size_t n);

@@ -209,21 +209,35 @@ static void client_release_ready(client_session *c)
 
 static int client_idle(client_session *c);
 
+/* A close after which nothing can be said over TLS: the socket broke (a
+ * reset, a failed write, a TLS error, a handshake cut short). */
+static void client_close_gone(client_session *c)
+{
+    c->gone = 1;
+    client_close(c);
+}
+
 static void client_on_shutdown(uv_shutdown_t *req, int status)
 {
     client_session *c = req->data;
     free(req);
-    if (status < 0 && !c->closing) client_close(c); /* (ECANCELED: closed meanwhile) */
+    if (status < 0 && !c->closing) client_close_gone(c); /* (ECANCELED: closed meanwhile) */
 }
 
 /* The end of a drain: rather than close with the client's latest requests
  * unread (the kernel would answer them with a reset, which can destroy
  * replies the client has not read yet), send FIN and close once the
- * client closes too (client_on_read), or at the drain's bound. */
+ * client closes too (client_on_read), or at the drain's bound. Over TLS
+ * the close_notify goes ahead of the FIN (libuv shuts the stream down
+ * once it is written). */
 static int client_linger(client_session *c)
 {
-    if (!c->linger || c->tls || c->eof_at) return 0; /* (after its EOF nothing is unread) */
+    if (!c->linger || c->eof_at) return 0; /* (after its EOF nothing is unread) */
     if (c->shut) return 1;
+    if (c->tls) {
+        if (!vp_tls_established(c->tls)) return 0; /* (its handshake is cut short: just closed) */
+        (void)outq_close_notify(&c->out);
+    }
     uv_shutdown_t *req = vp_malloc(sizeof(*req));
     req->data = c;
     if (uv_shutdown(req, &c->h.stream, client_on_shutdown) < 0) {
@@ -247,7 +261,7 @@ static void client_flush(client_session *c)
     metrics_clock_expire(&c->srv->metrics); /* the next replies are another batch */
     if (rc < 0) {
         vp_log(VP_LOG_VERBOSE, "client %llu %s: write failed: %s", c->id, c->addr, uv_strerror(rc));
-        client_close(c);
+        client_close_gone(c);
         return;
     }
     /* A slow reader must not make the proxy hold an unbounded reply stream.
@@ -273,7 +287,7 @@ static void client_on_written(outq *q, int status)
     if (c->closing) return;
     if (status < 0) {
         vp_log(VP_LOG_VERBOSE, "client %llu %s: write failed: %s", c->id, c->addr, uv_strerror(status));
-        client_close(c);
+        client_close_gone(c);
         return;
     }
     if (c->owed_wait && client_owed_released(c)) {
@@ -1394,6 +1408,10 @@ static void client_input_ended(client_session *c)
 {
     /* (shut: the drain's FIN went out, this EOF is the answer to it) */
     if (client_idle(c) || c->shut) {
+        /* (Over TLS it is answered with close_notify, as TLS asks, and as
+         * when replies were still owed: a client that is done writing and
+         * still reads sees a clean end either way. Redis sends none once
+         * its read found the end, connTLSRead: README.) */
         vp_log(VP_LOG_DEBUG, "client %llu %s: closed the connection", c->id, c->addr);
         client_close(c);
         return;
@@ -1422,7 +1440,7 @@ static void client_on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
     if (nread < 0) {
         if (nread != UV_EOF) {
             vp_log(VP_LOG_DEBUG, "client %llu %s: %s", c->id, c->addr, uv_strerror((int)nread));
-            client_close(c);
+            client_close_gone(c);
             return;
         }
         client_input_ended(c);
@@ -1489,7 +1507,7 @@ static void client_check_paused(client_session *c)
     if (p.revents & (POLLERR | POLLHUP)) {
         vp_log(VP_LOG_VERBOSE, "client %llu %s: gone while not read (%s); closing", c->id, c->addr,
                p.revents & POLLERR ? "reset" : "closed");
-        client_close(c);
+        client_close_gone(c);
         return;
     }
     char b;
@@ -2035,6 +2053,12 @@ void client_close(client_session *c)
     c->srv->stats.clients_connected--;
     if (c->eof_at) c->srv->clients_draining--;
     client_unpause(c);
+    /* What it was owed is written (or given up: a kill, a limit, the
+     * drain's bound); a strict TLS client reads a clean end, not a
+     * truncation. Best effort, as Redis's SSL_shutdown on its non-blocking
+     * socket. */
+    if (c->tls && !c->gone && outq_close_notify(&c->out))
+        vp_log(VP_LOG_DEBUG, "client %llu %s: close_notify sent", c->id, c->addr);
     vp_log(VP_LOG_DEBUG, "client %llu %s: closed", c->id, c->addr);
     uv_close(&c->h.handle, client_close_cb);
 }
@@ -2122,7 +2146,7 @@ static void client_on_tls_handshake(vp_tls *t, int status)
     }
     c->srv->stats.tls_client_handshake_failures++;
     vp_log(VP_LOG_VERBOSE, "client %llu %s: TLS handshake failed: %s", c->id, c->addr, vp_tls_error(t));
-    client_close(c);
+    client_close_gone(c);
 }
 
 void client_accept(vp_server *srv, uv_stream_t *listener, int is_unix, int tls)

@@ -140,6 +140,9 @@ typedef struct client_session {
      * written, then the close when the client closes too. */
     unsigned linger : 1;
     unsigned shut : 1;
+    /* Over TLS: the close sends no close_notify (client_close_gone): the
+     * socket broke. */
+    unsigned gone : 1;
     /* On a shared connection: how many replies it may be owed at once
      * (client_share_window), and the bytes of the reply coming in. */
     unsigned short share_window;
@@ -161,6 +164,8 @@ typedef struct client_session {
 
 /* A new connection on a listener (`tls`: the tls-port one). */
 void client_accept(vp_server *srv, uv_stream_t *listener, int is_unix, int tls);
+/* Close it. Over TLS, once the handshake is over, the close_notify alert
+ * goes out as the last bytes first (outq_close_notify), as from Redis. */
 void client_close(client_session *c);
 /* The end of a drain (proxy/ops/lifecycle.c): read nothing more, drop what was
  * read but not sent upstream, and close once every reply owed for what was

@@ -161,6 +161,8 @@ void upstream_close(upstream_conn *up)
         up->node->shared[up->shared_index] = NULL;
     uv_timer_stop(&up->timer);
     up_release_handle((uv_handle_t *)&up->timer);
+    if (up->tls && !up->lost && outq_close_notify(&up->out))
+        vp_log(VP_LOG_DEBUG, "upstream %s: close_notify sent", up_addr(up));
     if (up->resolving) uv_cancel((uv_req_t *)&up->resolve_req); /* its callback drops the last ref */
     if (up->stream_inited) up_release_handle(&up->h.handle);
 }
@@ -365,6 +367,7 @@ static void up_lost(upstream_conn *up, const char *reason)
     else
         vp_log(VP_LOG_VERBOSE, "upstream %s: connection lost: %s", up_addr(up), reason);
     sentinel_recheck(up->srv, reason);
+    up->lost = 1;
     upstream_close(up);
     if (c)
         client_upstream_lost(c, reason);

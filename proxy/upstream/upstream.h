@@ -161,6 +161,7 @@ typedef struct upstream_conn {
         uv_pipe_t pipe;
     } h;
     struct vp_tls *tls; /* upstream-tls: the session on the stream, from the connect on; NULL: plaintext */
+    int lost;           /* it broke or Redis closed it (up_lost): its close sends no close_notify */
     uv_connect_t connect_req;
     uv_getaddrinfo_t resolve_req;
     uv_timer_t timer; /* connect timeout */
@@ -427,7 +428,10 @@ void upstream_write_failed(upstream_conn *up, int status);
 const char *upstream_refusal(upstream_conn *up, size_t *len);
 void upstream_pause_reading(upstream_conn *up);
 void upstream_resume_reading(upstream_conn *up);
-/* Detach and close; the object frees itself later. Never calls the client. */
+/* Detach and close; the object frees itself later. Never calls the client.
+ * Over TLS, once the handshake is over and unless it was lost, the
+ * close_notify alert goes out first (outq_close_notify): Redis then reads
+ * a clean end. */
 void upstream_close(upstream_conn *up);
 
 #endif

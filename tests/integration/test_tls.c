@@ -13,7 +13,6 @@
 #include <fcntl.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
-#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,84 +23,45 @@
 #include "tests/support/checks.h"
 #include "tests/support/expect.h"
 #include "tests/support/tls_certs.h"
+#include "tests/support/tls_client.h"
 
-/* ---- a small blocking TLS client (hiredis 0.14 has no TLS) ---- */
+/* ---- the TLS client (tests/support/tls_client.h) ---- */
 
-typedef struct tls_client {
-    SSL_CTX *ctx;
-    SSL *ssl;
-    int fd;
-} tls_client;
-
-/* Connect and handshake; NULL with OpenSSL's reason in why. */
-static tls_client *tls_connect(int port, const char *cert, const char *key, char *why, size_t whylen)
+/* Connect, handshake and PING (with TLS 1.3 a refused client certificate
+ * shows only at the first read); NULL with OpenSSL's reason in why. */
+static vt_tls_client *tls_connect(int port, const char *cert, const char *key, char *why, size_t whylen)
 {
-    tls_client *t = calloc(1, sizeof(*t));
-    t->ctx = SSL_CTX_new(TLS_client_method());
-    SSL_CTX_load_verify_locations(t->ctx, vt_cert_path("ca.crt"), NULL);
-    SSL_CTX_set_verify(t->ctx, SSL_VERIFY_PEER, NULL);
-    if (cert) {
-        SSL_CTX_use_certificate_file(t->ctx, vt_cert_path(cert), SSL_FILETYPE_PEM);
-        SSL_CTX_use_PrivateKey_file(t->ctx, vt_cert_path(key), SSL_FILETYPE_PEM);
-    }
-    t->fd = vt_must_sock(port);
-    t->ssl = SSL_new(t->ctx);
-    SSL_set_fd(t->ssl, t->fd);
-    SSL_set1_host(t->ssl, "localhost");
-    ERR_clear_error();
-    /* With TLS 1.3 a refused client certificate shows at the first read. */
-    if (SSL_connect(t->ssl) != 1 || (SSL_write(t->ssl, "PING\r\n", 6) != 6)) goto fail;
-    char pong[8];
-    if (SSL_read(t->ssl, pong, 7) != 7 || memcmp(pong, "+PONG\r\n", 7) != 0) goto fail;
-    return t;
-fail:
-    snprintf(why, whylen, "%s",
-             ERR_peek_last_error() ? ERR_reason_error_string(ERR_peek_last_error()) : "closed");
-    SSL_free(t->ssl);
-    close(t->fd);
-    SSL_CTX_free(t->ctx);
-    free(t);
+    vt_tls_client *t = vt_tls_connect(port, cert, key, why, whylen);
+    if (!t) return NULL;
+    vt_buf pong = {0};
+    bool ok = vt_tls_send_str(t, "PING\r\n") && vt_tls_read_replies(t, &pong, 1, VT_READ_DEADLINE_MS) &&
+              pong.len == 7 && memcmp(pong.data, "+PONG\r\n", 7) == 0;
+    vt_buf_free(&pong);
+    if (ok) return t;
+    unsigned long e = ERR_peek_last_error();
+    snprintf(why, whylen, "%s", e ? ERR_reason_error_string(e) : "closed");
+    vt_tls_free(t);
     return NULL;
 }
 
-static tls_client *tls_must_connect(int port)
+static vt_tls_client *tls_must_connect(int port)
 {
     char why[256];
-    tls_client *t = tls_connect(port, NULL, NULL, why, sizeof(why));
+    vt_tls_client *t = tls_connect(port, NULL, NULL, why, sizeof(why));
     cr_assert(t, "TLS connect to %d failed: %s", port, why);
     return t;
 }
 
-static void tls_send(tls_client *t, const void *p, size_t n)
+static void tls_send(vt_tls_client *t, const void *p, size_t n)
 {
-    cr_assert_eq(SSL_write(t->ssl, p, (int)n), (int)n, "TLS write failed");
+    cr_assert(vt_tls_send(t, p, n), "TLS write failed");
 }
 
 /* Read until `count` whole replies are in b (deadline). */
-static void tls_read_replies(tls_client *t, vt_buf *b, size_t count)
+static void tls_read_replies(vt_tls_client *t, vt_buf *b, size_t count)
 {
-    long long end = vt_now_ms() + 20000;
-    char chunk[65536];
-    while (vt_resp_count_replies(b->data, b->len) < count) {
-        cr_assert(vt_now_ms() < end, "only %zu of %zu replies within 20 s",
-                  vt_resp_count_replies(b->data, b->len), count);
-        if (!SSL_pending(t->ssl)) {
-            struct pollfd pfd = {.fd = t->fd, .events = POLLIN};
-            if (poll(&pfd, 1, 100) <= 0) continue;
-        }
-        int n = SSL_read(t->ssl, chunk, sizeof(chunk));
-        cr_assert(n > 0, "the TLS connection ended after %zu bytes", b->len);
-        vt_buf_append(b, chunk, (size_t)n);
-    }
-}
-
-static void tls_close(tls_client *t)
-{
-    SSL_shutdown(t->ssl);
-    SSL_free(t->ssl);
-    close(t->fd);
-    SSL_CTX_free(t->ctx);
-    free(t);
+    cr_assert(vt_tls_read_replies(t, b, count, 20000), "only %zu of %zu replies within 20 s",
+              vt_resp_count_replies(b->data, b->len), count);
 }
 
 /* ---- helpers ---- */
@@ -458,9 +418,9 @@ Test(tls, failing_handshakes_cost_the_bystanders_nothing)
                        "served with another CA's certificate");
     }
     char why[256];
-    tls_client *t = tls_connect(tls_port, "client.crt", "client.key", why, sizeof(why));
+    vt_tls_client *t = tls_connect(tls_port, "client.crt", "client.key", why, sizeof(why));
     cr_assert(t, "a client with a good certificate was refused: %s", why);
-    tls_close(t);
+    vt_tls_free(t);
     cr_assert_geq(proxy_stat(p->port, "tls_client_handshake_failures"), 40);
     vt_assert_bystanders_ok(b);
     vt_proxy_free(p);
@@ -508,7 +468,7 @@ Test(tls, big_replies_and_pipelines_both_ways_over_tls)
     VT_SKIP_IF_DIRECT();
     tls_env e;
     tls_env_start(&e, "no", "100");
-    tls_client *t = tls_must_connect(e.tls_port);
+    vt_tls_client *t = tls_must_connect(e.tls_port);
     /* a 6 MB value up and down */
     size_t big = 6u << 20;
     char *v = malloc(big);
@@ -536,7 +496,7 @@ Test(tls, big_replies_and_pipelines_both_ways_over_tls)
     vt_buf_free(&req);
     vt_buf_free(&got);
     free(v);
-    tls_close(t);
+    vt_tls_free(t);
     tls_env_stop(&e);
 }
 
@@ -553,7 +513,7 @@ Test(tls, a_tls_client_that_stops_reading_gets_every_big_reply_when_it_resumes)
     vt_assert_status(r, "OK");
     freeReplyObject(r);
     redisFree(c);
-    tls_client *t = tls_must_connect(e.tls_port);
+    vt_tls_client *t = tls_must_connect(e.tls_port);
     vt_buf req = {0};
     for (int i = 0; i < 16; i++) /* 64 MB of replies, far over buffer-limit */
         vt_buf_cmd(&req, "GET", "tls:big", NULL);
@@ -568,7 +528,7 @@ Test(tls, a_tls_client_that_stops_reading_gets_every_big_reply_when_it_resumes)
     vt_buf_free(&req);
     vt_buf_free(&got);
     free(v);
-    tls_close(t);
+    vt_tls_free(t);
     tls_env_stop(&e);
 }
 
@@ -578,9 +538,9 @@ Test(tls, tls_auth_clients_optional_and_yes)
     char why[256];
     tls_env e;
     tls_env_start(&e, "optional", "100");
-    tls_client *t = tls_connect(e.tls_port, NULL, NULL, why, sizeof(why));
+    vt_tls_client *t = tls_connect(e.tls_port, NULL, NULL, why, sizeof(why));
     cr_assert(t, "optional: refused without a certificate: %s", why);
-    tls_close(t);
+    vt_tls_free(t);
     cr_assert_null(tls_connect(e.tls_port, "other-client.crt", "other-client.key", why, sizeof(why)),
                    "optional: served a certificate of another CA");
     tls_env_stop(&e);
@@ -589,7 +549,7 @@ Test(tls, tls_auth_clients_optional_and_yes)
                    "yes: served without a certificate");
     t = tls_connect(e.tls_port, "client.crt", "client.key", why, sizeof(why));
     cr_assert(t, "yes: refused a good certificate: %s", why);
-    tls_close(t);
+    vt_tls_free(t);
     tls_env_stop(&e);
 }
 
@@ -600,7 +560,7 @@ Test(tls, past_maxclients_a_tls_client_is_closed_without_a_word)
     tls_env_start(&e, "no", "1");
     /* (The harness's own probe of the port may still hold the one place.) */
     char why[256];
-    tls_client *first = NULL;
+    vt_tls_client *first = NULL;
     for (long long end = vt_now_ms() + 3000; !first && vt_now_ms() < end; usleep(20000))
         first = tls_connect(e.tls_port, NULL, NULL, why, sizeof(why));
     cr_assert(first, "the first TLS client was refused: %s", why);
@@ -618,7 +578,7 @@ Test(tls, past_maxclients_a_tls_client_is_closed_without_a_word)
     vt_assert_bytes(&got, "-ERR max number of clients reached\r\n");
     close(fd);
     vt_buf_free(&got);
-    tls_close(first);
+    vt_tls_free(first);
     tls_env_stop(&e);
 }
 
@@ -721,8 +681,8 @@ Test(tls, an_encrypted_key_with_tls_key_file_pass_and_tls_protocols)
                            "TLSv1.3",
                            NULL};
     vt_proxy *p = tls_proxy(r, pargs);
-    tls_client *t = tls_must_connect(tls_port); /* (TLS 1.3 by default) */
-    tls_close(t);
+    vt_tls_client *t = tls_must_connect(tls_port); /* (TLS 1.3 by default) */
+    vt_tls_free(t);
 
     /* a client that speaks TLS 1.2 only */
     SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
