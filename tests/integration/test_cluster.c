@@ -55,11 +55,15 @@ static long long node_dbsize(int i)
     return n;
 }
 
-Test(cluster, traffic_over_every_primary_gets_every_reply_in_order)
+/* The traffic checker's sessions, every reply checked, and their keys on
+ * all three primaries. */
+static void traffic_reaches_every_primary(int workers, int tx_workers, int sessions)
 {
-    vt_traffic *t = vt_traffic_start(
-        proxy->port,
-        &(vt_traffic_opts){.workers = 8, .tx_workers = 2, .sessions = 4, .verbs = true, .cluster = true});
+    vt_traffic *t = vt_traffic_start(proxy->port, &(vt_traffic_opts){.workers = workers,
+                                                                     .tx_workers = tx_workers,
+                                                                     .sessions = sessions,
+                                                                     .verbs = true,
+                                                                     .cluster = true});
     cr_assert(t);
     vt_traffic_result r;
     bool ok = vt_traffic_finish(t, &r);
@@ -70,6 +74,11 @@ Test(cluster, traffic_over_every_primary_gets_every_reply_in_order)
         if (vt_cluster_is_primary(cl, i) && node_dbsize(i) > 0) primaries_with_keys++;
     cr_assert_eq(primaries_with_keys, 3, "the keys reached %d primaries, expected all 3",
                  primaries_with_keys);
+}
+
+Test(cluster, traffic_over_every_primary_gets_every_reply_in_order)
+{
+    traffic_reaches_every_primary(8, 2, 4);
 }
 
 /* ---- over TLS: every node connection and the map's fetch ---- */
@@ -92,19 +101,7 @@ Test(cluster_tls, traffic_over_tls_to_every_primary_gets_every_reply_in_order)
     cr_assert(strstr(proxy->upstream, "127.0.0.1:") &&
                   atoi(strchr(proxy->upstream, ':') + 1) == cl->node[0]->tls_port,
               "the proxy's seed is %s, not node 0's TLS port", proxy->upstream);
-    vt_traffic *t = vt_traffic_start(
-        proxy->port,
-        &(vt_traffic_opts){.workers = 4, .tx_workers = 1, .sessions = 3, .verbs = true, .cluster = true});
-    cr_assert(t);
-    vt_traffic_result r;
-    bool ok = vt_traffic_finish(t, &r);
-    cr_assert(ok, "%s", r.why);
-    cr_assert_eq(r.complete, r.sessions, "%lld of %lld sessions complete", r.complete, r.sessions);
-    int primaries_with_keys = 0;
-    for (int i = 0; i < VT_CLUSTER_NODES; i++)
-        if (vt_cluster_is_primary(cl, i) && node_dbsize(i) > 0) primaries_with_keys++;
-    cr_assert_eq(primaries_with_keys, 3, "the keys reached %d primaries, expected all 3",
-                 primaries_with_keys);
+    traffic_reaches_every_primary(4, 1, 3);
     /* and a multi-slot MGET split over the nodes, merged */
     redisContext *c = vt_must_connect(proxy->port);
     redisReply *rep = vt_cmd(c, "MSET {a}k 1 {b}k 2 {c}k 3");
