@@ -82,7 +82,7 @@ ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
 # (-O3) once failed on a test's -Wformat-truncation that neither build above
 # saw, so it is built here too, everything (proxy, tests, bench tools); its
 # tests are not run (the release suite above runs the same code at -O2).
-echo "==> [release] build (warning-free check)"
+echo "==> [Release build type] build (warning-free check)"
 if cmake -S . -B build-release -DCMAKE_BUILD_TYPE=Release >/dev/null &&
     cmake --build build-release -j"$jobs" >build-release/build.log 2>&1; then
     passed=$((passed + 1))

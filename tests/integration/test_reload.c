@@ -6,7 +6,10 @@
  * while a client stays connected the whole time and bystanders check every
  * reply. Then a file with a bad line changes nothing and the log names the
  * file and the line. And `log-format json`, switched on by a reload: every
- * line after it is one JSON object (a strict little parser here). */
+ * line after it is one JSON object (a strict little parser here). And TLS
+ * files: a tls-port certificate rotated (new clients get the new one, a
+ * session made before goes on) and the upstream's CA (refused, then
+ * verified after the reload). */
 #include <signal.h>
 #include <stdarg.h>
 #include <sys/stat.h>
@@ -14,6 +17,8 @@
 #include "tests/support/checks.h"
 #include "tests/support/http.h"
 #include "tests/support/prom.h"
+#include "tests/support/tls_certs.h"
+#include "tests/support/tls_client.h"
 
 static vt_env env;
 static vt_redis *other; /* upstream_moved_by_a_reload: the Redis the reload names */
@@ -467,4 +472,120 @@ Test(reload, log_format_json_by_reload)
     cr_assert(redis_lines >= 2, "%d redis-format lines before the switch", redis_lines);
     cr_assert(json_lines >= 3, "%d JSON lines", json_lines);
     cr_assert(seen_weird, "the refused value was not in a JSON message, unescaped back");
+}
+
+/* A TLS client's PING answered. */
+static void expect_tls_pong(vt_tls_client *t)
+{
+    vt_buf got = {0};
+    cr_assert(vt_tls_send_str(t, "PING\r\n") && vt_tls_read_replies(t, &got, 1, VT_READ_DEADLINE_MS),
+              "a TLS client's PING was not answered");
+    cr_assert(got.len == 7 && memcmp(got.data, "+PONG\r\n", 7) == 0, "got %s", vt_buf_escaped(&got));
+    vt_buf_free(&got);
+}
+
+/* Certificate rotation: SIGHUP re-reads tls-cert-file and tls-key-file.
+ * New TLS clients get the new certificate (here one that names
+ * wrong.example, which a client checking "localhost" refuses, so the
+ * change shows); a TLS client connected before keeps its session and is
+ * served; a reload back serves new clients again. */
+Test(reload, tls_certificates_by_reload)
+{
+    VT_SKIP_IF_DIRECT();
+    cr_assert(vt_certs_get(), "cannot make the test certificates");
+    snprintf(dir, sizeof(dir), "/tmp/vt-reload-XXXXXX");
+    cr_assert(mkdtemp(dir) != NULL);
+    snprintf(conf_path, sizeof(conf_path), "%s/proxy.conf", dir);
+    int tls_port = vt_free_port();
+    char conf[1024];
+    const char *certs[] = {"server", "wrong-name", "server"};
+    snprintf(conf, sizeof(conf),
+             "loglevel notice\ntls-port %d\ntls-cert-file %s\ntls-key-file %s\ntls-auth-clients no\n",
+             tls_port, vt_cert_path("server.crt"), vt_cert_path("server.key"));
+    write_file("proxy.conf", conf);
+    const char *args[] = {"--config", conf_path, NULL};
+    vt_env_start(&env, NULL, &(vt_proxy_opts){.extra_args = args, .no_loglevel = true});
+
+    char why[256];
+    vt_tls_client *before = vt_tls_connect(tls_port, NULL, NULL, why, sizeof(why));
+    cr_assert(before, "TLS connect: %s", why);
+    expect_tls_pong(before);
+    for (int i = 1; i < 3; i++) {
+        char crt[64], key[64];
+        snprintf(crt, sizeof(crt), "%s.crt", certs[i]);
+        snprintf(key, sizeof(key), "%s.key", certs[i]);
+        snprintf(conf, sizeof(conf),
+                 "loglevel notice\ntls-port %d\ntls-cert-file %s\ntls-key-file %s\ntls-auth-clients no\n",
+                 tls_port, vt_cert_path(crt), vt_cert_path(key));
+        write_file("proxy.conf", conf);
+        reload("config reloaded", i);
+        vt_tls_client *t = vt_tls_connect(tls_port, NULL, NULL, why, sizeof(why));
+        if (i == 1) {
+            cr_assert_null(t, "a new client was given the old certificate after the reload");
+            cr_assert(strstr(why, "certificate verify failed"), "refused for another reason: %s", why);
+        } else {
+            cr_assert(t, "the certificate reloaded back is refused: %s", why);
+            expect_tls_pong(t);
+            vt_tls_free(t);
+        }
+        expect_tls_pong(before); /* the session made before goes on */
+    }
+    vt_tls_free(before);
+    char path[192];
+    snprintf(path, sizeof(path), "%s/proxy.conf", dir);
+    unlink(path);
+}
+
+typedef struct get_wait {
+    redisContext *c;
+    char last[256];
+} get_wait;
+
+/* A SET through the proxy answered +OK (the last answer kept). */
+static bool set_works(void *arg)
+{
+    get_wait *w = arg;
+    redisReply *r = vt_cmd(w->c, "SET rl:tls v");
+    snprintf(w->last, sizeof(w->last), "%s", VT_DESCRIBE(r));
+    bool ok = r && r->type == REDIS_REPLY_STATUS && !strcmp(r->str, "OK");
+    freeReplyObject(r);
+    return ok;
+}
+
+/* The upstream's CA rotated: the proxy trusts another CA at first (every
+ * request gets the failed handshake's reason), then SIGHUP re-reads
+ * upstream-tls-ca-cert-file and the next connection verifies; the client
+ * stays connected throughout. */
+Test(reload, upstream_tls_ca_by_reload)
+{
+    VT_SKIP_IF_DIRECT();
+    cr_assert(vt_certs_get(), "cannot make the test certificates");
+    snprintf(dir, sizeof(dir), "/tmp/vt-reload-XXXXXX");
+    cr_assert(mkdtemp(dir) != NULL);
+    snprintf(conf_path, sizeof(conf_path), "%s/proxy.conf", dir);
+    other = vt_redis_start(&(vt_redis_opts){.tls = VT_REDIS_TLS_ALSO});
+    cr_assert(other, "redis-server with TLS did not start");
+    char conf[512], up[64];
+    snprintf(conf, sizeof(conf), "loglevel notice\nupstream-tls yes\nupstream-tls-ca-cert-file %s\n",
+             vt_cert_path("other-ca.crt"));
+    write_file("proxy.conf", conf);
+    snprintf(up, sizeof(up), "127.0.0.1:%d", other->tls_port);
+    const char *args[] = {"--config", conf_path, NULL};
+    env.proxy = vt_proxy_start_upstream(up, &(vt_proxy_opts){.extra_args = args, .no_loglevel = true});
+    cr_assert(env.proxy, "verbproxy did not start");
+
+    get_wait w = {.c = vt_must_connect(env.proxy->port)};
+    cr_assert(!set_works(&w), "served through an upstream of a CA it does not trust");
+    cr_assert(strstr(w.last, "upstream unavailable") && strstr(w.last, "TLS: ") &&
+                  strstr(w.last, "certificate"),
+              "refused for another reason: %s", w.last);
+    snprintf(conf, sizeof(conf), "loglevel notice\nupstream-tls yes\nupstream-tls-ca-cert-file %s\n",
+             vt_cert_path("ca.crt"));
+    write_file("proxy.conf", conf);
+    reload("config reloaded", 1);
+    cr_assert(vt_wait_until(set_works, &w, 10000), "not served after the CA's reload: %s", w.last);
+    redisFree(w.c);
+    char path[192];
+    snprintf(path, sizeof(path), "%s/proxy.conf", dir);
+    unlink(path);
 }
