@@ -589,3 +589,40 @@ Test(reload, upstream_tls_ca_by_reload)
     snprintf(path, sizeof(path), "%s/proxy.conf", dir);
     unlink(path);
 }
+
+/* A limit by SIGHUP: maxclients lowered below the clients already
+ * connected closes none of them, and the next one is refused with Redis's
+ * text; raised again, the next one is served. */
+Test(reload, maxclients_by_reload)
+{
+    VT_SKIP_IF_DIRECT();
+    snprintf(dir, sizeof(dir), "/tmp/vt-reload-XXXXXX");
+    cr_assert(mkdtemp(dir) != NULL);
+    snprintf(conf_path, sizeof(conf_path), "%s/proxy.conf", dir);
+    write_file("proxy.conf", "loglevel notice\nmaxclients 100\n");
+    const char *args[] = {"--config", conf_path, NULL};
+    vt_env_start(&env, NULL, &(vt_proxy_opts){.extra_args = args, .no_loglevel = true});
+    redisContext *a = vt_must_connect(env.proxy->port), *b = vt_must_connect(env.proxy->port);
+    expect_str(a, "a", "ECHO a"); /* (both taken by the proxy before the reload) */
+    expect_str(b, "b", "ECHO b");
+    write_file("proxy.conf", "loglevel notice\nmaxclients 1\n");
+    reload("config reloaded", 1);
+    int fd = vt_must_sock(env.proxy->port);
+    vt_buf got = {0};
+    cr_assert(vt_sock_read_eof(fd, &got, VT_READ_DEADLINE_MS), "the client over maxclients was not closed");
+    vt_assert_bytes(&got, "-ERR max number of clients reached\r\n");
+    vt_buf_free(&got);
+    close(fd);
+    expect_str(a, "x", "ECHO x"); /* the clients already there stay */
+    expect_str(b, "y", "ECHO y");
+    write_file("proxy.conf", "loglevel notice\nmaxclients 100\n");
+    reload("config reloaded", 2);
+    redisContext *c = vt_must_connect(env.proxy->port);
+    expect_str(c, "z", "ECHO z");
+    redisFree(a);
+    redisFree(b);
+    redisFree(c);
+    char path[192];
+    snprintf(path, sizeof(path), "%s/proxy.conf", dir);
+    unlink(path);
+}
