@@ -305,7 +305,12 @@ static bool sni_seen(void *arg)
  * (s_server prints the cipher; the proxy verified the certificate, which
  * names localhost, 127.0.0.1 and, the second one s_server switches to on
  * that SNI, redis.example). */
-static void expect_sni(const char *host, const char *server_name, const char *want)
+/* The proxy (--upstream-tls yes and `tls_args`) in front of an `openssl
+ * s_server` upstream at host:port, once its handshake with it is over
+ * (s_server prints the cipher; the proxy verified the certificate, which
+ * names localhost, 127.0.0.1 and, the second one s_server switches to on
+ * that SNI, redis.example): what s_server printed (the caller frees it). */
+static char *s_server_handshake_log(const char *host, const char *const *tls_args)
 {
     int port = vt_free_port();
     char log[64];
@@ -315,13 +320,9 @@ static void expect_sni(const char *host, const char *server_name, const char *wa
     cr_assert(vt_wait_until(sni_seen, &accepting, 5000), "s_server did not start");
     char up[64];
     snprintf(up, sizeof(up), "%s:%d", host, port);
-    const char *args[] = {"--upstream-tls",
-                          "yes",
-                          "--upstream-tls-ca-cert-file",
-                          vt_cert_path("ca.crt"),
-                          server_name ? "--upstream-tls-server-name" : NULL,
-                          server_name,
-                          NULL};
+    const char *args[16] = {"--upstream-tls", "yes"};
+    for (int i = 0; tls_args[i] && i < 13; i++)
+        args[2 + i] = tls_args[i];
     vt_proxy *p = vt_proxy_start_upstream(up, &(vt_proxy_opts){.extra_args = args});
     cr_assert(p);
     int fd = vt_must_sock(p->port);
@@ -335,6 +336,16 @@ static void expect_sni(const char *host, const char *server_name, const char *wa
     waitpid(pid, NULL, 0);
     unlink(log);
     cr_assert(through, "no TLS handshake with s_server: %s", text);
+    return text;
+}
+
+/* The SNI the proxy sends, given upstream-tls-server-name `server_name`
+ * (NULL: none): `want` (NULL: none at all) as s_server reports it. */
+static void expect_sni(const char *host, const char *server_name, const char *want)
+{
+    const char *args[] = {"--upstream-tls-ca-cert-file", vt_cert_path("ca.crt"),
+                          server_name ? "--upstream-tls-server-name" : NULL, server_name, NULL};
+    char *text = s_server_handshake_log(host, args);
     char line[96];
     snprintf(line, sizeof(line), "Hostname in TLS extension: \"%s\"", want ? want : "");
     if (want)
@@ -342,6 +353,37 @@ static void expect_sni(const char *host, const char *server_name, const char *wa
     else
         cr_assert(!strstr(text, "Hostname in TLS extension"), "an SNI was sent for %s: %s", host, text);
     free(text);
+}
+
+/* upstream-tls-ca-cert-dir (a hashed directory, as `openssl rehash` makes
+ * it) verifies as the file does; upstream-tls-ciphersuites (TLS 1.3) and,
+ * with upstream-tls-protocols TLSv1.2, upstream-tls-ciphers choose what
+ * s_server sees negotiated. */
+Test(tls, upstream_ca_dir_ciphersuites_ciphers_and_protocols)
+{
+    VT_SKIP_IF_DIRECT();
+    char cadir[64], cmd[512];
+    snprintf(cadir, sizeof(cadir), "/tmp/vt-cadir-%d", getpid());
+    snprintf(cmd, sizeof(cmd), "rm -rf %s && mkdir %s && cp %s %s/ && openssl rehash %s", cadir, cadir,
+             vt_cert_path("ca.crt"), cadir, cadir);
+    cr_assert_eq(system(cmd), 0, "%s", cmd);
+    const char *v13[] = {"--upstream-tls-ca-cert-dir", cadir, "--upstream-tls-ciphersuites",
+                         "TLS_CHACHA20_POLY1305_SHA256", NULL};
+    char *text = s_server_handshake_log("127.0.0.1", v13);
+    cr_assert(strstr(text, "CIPHER is TLS_CHACHA20_POLY1305_SHA256"), "%s", text);
+    free(text);
+    const char *v12[] = {"--upstream-tls-ca-cert-dir",
+                         cadir,
+                         "--upstream-tls-protocols",
+                         "TLSv1.2",
+                         "--upstream-tls-ciphers",
+                         "ECDHE-ECDSA-AES128-GCM-SHA256",
+                         NULL};
+    text = s_server_handshake_log("127.0.0.1", v12);
+    cr_assert(strstr(text, "CIPHER is ECDHE-ECDSA-AES128-GCM-SHA256"), "%s", text);
+    free(text);
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", cadir);
+    cr_assert_eq(system(cmd), 0);
 }
 
 Test(tls, the_server_name_is_sent_as_sni)
