@@ -133,6 +133,29 @@ Test(busy_scripts, script_kill_through_the_proxy_stops_a_busy_script_run_through
     close(runner);
 }
 
+/* SHUTDOWN ABORT is answered by Redis while a script runs (issue 9 item 3
+ * names it beside SCRIPT KILL): through the proxy it reaches Redis at
+ * once, and gets Redis's own answer while the script is still running. */
+Test(busy_scripts, shutdown_abort_through_the_proxy_is_answered_during_a_busy_script)
+{
+    vt_bystanders *b = bystanders_during_script();
+    int runner = start_script("EVAL", BUSY_SCRIPT, "0");
+    wait_busy();
+    redisContext *op = vt_must_connect(env.proxy->port);
+    redisReply *r = vt_cmd(op, "SHUTDOWN ABORT");
+    vt_assert_error(r, "ERR No shutdown in progress.");
+    freeReplyObject(r);
+    cr_assert(redis_is_busy(NULL), "the script was over before SHUTDOWN ABORT was answered");
+    r = vt_cmd(op, "SCRIPT KILL");
+    vt_assert_status(r, "OK");
+    freeReplyObject(r);
+    expect_reply_then_open(runner, "-ERR Script killed by user with SCRIPT KILL... script: " BUSY_SCRIPT_SHA
+                                   ", on @user_script:1.\r\n");
+    bystanders_served_after(b);
+    redisFree(op);
+    close(runner);
+}
+
 Test(busy_scripts, function_kill_through_the_proxy_stops_a_busy_function)
 {
     redisContext *op = vt_must_connect(env.proxy->port);
