@@ -12,7 +12,6 @@
  * The password is never in the proxy's command line, environment, log or
  * VERBPROXY STATS. */
 
-#include <fcntl.h>
 
 #include "tests/support/checks.h"
 
@@ -51,15 +50,9 @@ static void start_proxy(const char *const *args)
 /* Does a /proc file of the proxy (NULs and all) hold `secret`? */
 static bool proc_file_holds(const char *what, const char *secret)
 {
-    char path[64];
-    snprintf(path, sizeof(path), "/proc/%d/%s", (int)proxy->pid, what);
-    int fd = open(path, O_RDONLY);
-    cr_assert(fd >= 0, "cannot read %s", path);
-    char buf[65536];
-    ssize_t n = read(fd, buf, sizeof(buf));
-    close(fd);
-    cr_assert(n > 0, "%s is empty", path);
-    return memmem(buf, (size_t)n, secret, strlen(secret)) != NULL;
+    int held = vt_proc_file_holds(proxy->pid, what, secret);
+    cr_assert(held >= 0, "cannot read /proc/%d/%s", (int)proxy->pid, what);
+    return held;
 }
 
 /* The secret is nowhere an operator (or another user) looks. */

@@ -237,17 +237,9 @@ Test(proxy_auth, a_restricting_acl_rule_is_refused_at_start)
 /* Does the proxy's /proc/<pid>/<what> (NULs and all) hold `secret`? */
 static bool proc_file_holds(const char *what, const char *secret)
 {
-    char path[64];
-    snprintf(path, sizeof(path), "/proc/%d/%s", (int)proxy->pid, what);
-    static char buf[65536];
-    size_t n = 0;
-    FILE *f = fopen(path, "rb");
-    if (f) {
-        n = fread(buf, 1, sizeof(buf), f);
-        fclose(f);
-    }
-    cr_assert(n > 0, "cannot read %s", path);
-    return memmem(buf, n, secret, strlen(secret)) != NULL;
+    int held = vt_proc_file_holds(proxy->pid, what, secret);
+    cr_assert(held >= 0, "cannot read /proc/%d/%s", (int)proxy->pid, what);
+    return held;
 }
 
 /* The proxy's own passwords (requirepass, the user lines' >password) are

@@ -53,6 +53,15 @@ static void teardown(void)
 
 TestSuite(reload, .fini = teardown, .timeout = VT_TEST_TIMEOUT_S);
 
+/* A temp dir for the story's files (teardown removes them) and its
+ * --config path. */
+static void make_conf_dir(void)
+{
+    snprintf(dir, sizeof(dir), "/tmp/vt-reload-XXXXXX");
+    cr_assert(mkdtemp(dir) != NULL);
+    snprintf(conf_path, sizeof(conf_path), "%s/proxy.conf", dir);
+}
+
 static int count_in_log(const char *needle)
 {
     char *log = vt_proxy_log(env.proxy);
@@ -145,9 +154,7 @@ static double metric(const char *name, const char *labels)
 static void start_with_scripts(void)
 {
     VT_SKIP_IF_DIRECT();
-    snprintf(dir, sizeof(dir), "/tmp/vt-reload-XXXXXX");
-    cr_assert(mkdtemp(dir) != NULL);
-    snprintf(conf_path, sizeof(conf_path), "%s/proxy.conf", dir);
+    make_conf_dir();
     write_file("echo.lua", "return 'v1:' .. ARGV[1]\n");
     write_file("gone.lua", "return 'gone'\n");
     write_file("proxy.conf", "loglevel notice\n"
@@ -276,9 +283,7 @@ static void expect_nil(redisContext *c, const char *cmd)
 Test(reload, upstream_moved_by_a_reload)
 {
     VT_SKIP_IF_DIRECT();
-    snprintf(dir, sizeof(dir), "/tmp/vt-reload-XXXXXX");
-    cr_assert(mkdtemp(dir) != NULL);
-    snprintf(conf_path, sizeof(conf_path), "%s/proxy.conf", dir);
+    make_conf_dir();
     env.redis = vt_redis_start(NULL);
     other = vt_redis_start(NULL);
     cr_assert(env.redis && other, "redis-server did not start");
@@ -423,9 +428,7 @@ static bool iso_time_ms(const char *t)
 Test(reload, log_format_json_by_reload)
 {
     VT_SKIP_IF_DIRECT();
-    snprintf(dir, sizeof(dir), "/tmp/vt-reload-XXXXXX");
-    cr_assert(mkdtemp(dir) != NULL);
-    snprintf(conf_path, sizeof(conf_path), "%s/proxy.conf", dir);
+    make_conf_dir();
     write_file("proxy.conf", "loglevel verbose\n");
     const char *args[] = {"--config", conf_path, NULL};
     vt_proxy_opts po = {.extra_args = args, .no_loglevel = true};
@@ -493,9 +496,7 @@ Test(reload, tls_certificates_by_reload)
 {
     VT_SKIP_IF_DIRECT();
     cr_assert(vt_certs_get(), "cannot make the test certificates");
-    snprintf(dir, sizeof(dir), "/tmp/vt-reload-XXXXXX");
-    cr_assert(mkdtemp(dir) != NULL);
-    snprintf(conf_path, sizeof(conf_path), "%s/proxy.conf", dir);
+    make_conf_dir();
     int tls_port = vt_free_port();
     char conf[1024];
     const char *certs[] = {"server", "wrong-name", "server"};
@@ -531,9 +532,6 @@ Test(reload, tls_certificates_by_reload)
         expect_tls_pong(before); /* the session made before goes on */
     }
     vt_tls_free(before);
-    char path[192];
-    snprintf(path, sizeof(path), "%s/proxy.conf", dir);
-    unlink(path);
 }
 
 typedef struct get_wait {
@@ -560,9 +558,7 @@ Test(reload, upstream_tls_ca_by_reload)
 {
     VT_SKIP_IF_DIRECT();
     cr_assert(vt_certs_get(), "cannot make the test certificates");
-    snprintf(dir, sizeof(dir), "/tmp/vt-reload-XXXXXX");
-    cr_assert(mkdtemp(dir) != NULL);
-    snprintf(conf_path, sizeof(conf_path), "%s/proxy.conf", dir);
+    make_conf_dir();
     other = vt_redis_start(&(vt_redis_opts){.tls = VT_REDIS_TLS_ALSO});
     cr_assert(other, "redis-server with TLS did not start");
     char conf[512], up[64];
@@ -585,9 +581,6 @@ Test(reload, upstream_tls_ca_by_reload)
     reload("config reloaded", 1);
     cr_assert(vt_wait_until(set_works, &w, 10000), "not served after the CA's reload: %s", w.last);
     redisFree(w.c);
-    char path[192];
-    snprintf(path, sizeof(path), "%s/proxy.conf", dir);
-    unlink(path);
 }
 
 /* A limit by SIGHUP: maxclients lowered below the clients already
@@ -596,9 +589,7 @@ Test(reload, upstream_tls_ca_by_reload)
 Test(reload, maxclients_by_reload)
 {
     VT_SKIP_IF_DIRECT();
-    snprintf(dir, sizeof(dir), "/tmp/vt-reload-XXXXXX");
-    cr_assert(mkdtemp(dir) != NULL);
-    snprintf(conf_path, sizeof(conf_path), "%s/proxy.conf", dir);
+    make_conf_dir();
     write_file("proxy.conf", "loglevel notice\nmaxclients 100\n");
     const char *args[] = {"--config", conf_path, NULL};
     vt_env_start(&env, NULL, &(vt_proxy_opts){.extra_args = args, .no_loglevel = true});
@@ -622,7 +613,4 @@ Test(reload, maxclients_by_reload)
     redisFree(a);
     redisFree(b);
     redisFree(c);
-    char path[192];
-    snprintf(path, sizeof(path), "%s/proxy.conf", dir);
-    unlink(path);
 }

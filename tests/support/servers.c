@@ -877,6 +877,19 @@ void vt_proxy_free(vt_proxy *p)
     free(p);
 }
 
+int vt_proc_file_holds(pid_t pid, const char *what, const char *needle)
+{
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%d/%s", (int)pid, what);
+    static char buf[65536];
+    FILE *f = fopen(path, "rb");
+    if (!f) return -1;
+    size_t n = fread(buf, 1, sizeof(buf), f);
+    fclose(f);
+    if (n == 0) return -1;
+    return memmem(buf, n, needle, strlen(needle)) != NULL;
+}
+
 long long vt_peak_rss_kb(pid_t pid)
 {
     char path[64];

@@ -181,6 +181,9 @@ void vt_ignore_sigpipe(void);
 /* The peak resident set of a process, from /proc (VmHWM), in KiB; -1 if
  * unreadable. (Says nothing under ASan: see VP_SANITIZED.) */
 long long vt_peak_rss_kb(pid_t pid);
+/* Does /proc/<pid>/<what> (e.g. "cmdline", "environ": NULs and all, its
+ * first 64 KiB) hold `needle`? 1 or 0; -1 if it cannot be read. */
+int vt_proc_file_holds(pid_t pid, const char *what, const char *needle);
 /* Read a whole file (malloc'd, NUL-terminated; "" if it can't be read). */
 char *vt_read_file(const char *path);
 
