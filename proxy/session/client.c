@@ -417,6 +417,20 @@ static int client_may_share(client_session *c, int argc, const resp_arg *argv)
         client_stop_reading(c);
         return 0;
     }
+    if (upstream_requires_auth(c->up) && !cmd_is_quit(argc, argv) && !admin_is_own_command(&argv[0])) {
+        /* Redis requires AUTH and the shared connection has none (no
+         * upstream-pass): Redis applies its limits for connections that
+         * have not authenticated to the shared one as a whole. Since the
+         * CVE-2025-21605 fix (Redis 7.0.15 in Debian, 7.2.8, 7.4.3) that
+         * includes closing it once more than 1 KiB of its replies wait
+         * unwritten, which a burst of about thirty -NOAUTH answers to
+         * several clients reaches. On a connection of its own each client
+         * meets those limits alone, as without the proxy. (QUIT and the
+         * proxy's own VERBPROXY commands are answered here.) */
+        c->upstream_noauth = 1;
+        client_want_own(c);
+        return 0;
+    }
     if (cmd_is_select_zero(argc, argv)) return 1; /* answered by client_dispatch */
     if (c->slow_reader || c->big_replies || c->srv->sharing_off || cmd_needs_own_connection(argc, argv)) {
         client_want_own(c);
@@ -682,10 +696,11 @@ static void client_call_verb(client_session *c, const verb_def *v, const resp_ar
         client_verb_error(c, err, 1);
         return;
     }
-    if (c->up->shared && upstream_requires_auth(c->up)) {
+    if ((c->up->shared && upstream_requires_auth(c->up)) || c->upstream_noauth) {
         /* What Redis says to the EVALSHA (after an arity error, before any
-         * other): and the rewritten request, longer than the verb, must not
-         * meet Redis's pre-auth limits on the shared connection. */
+         * other): and the rewritten request, two or three elements longer
+         * than the verb, must not meet Redis's pre-auth limit of 10, which
+         * would close the connection where Redis would answer the verb. */
         static const char noauth[] = "-NOAUTH Authentication required.\r\n";
         client_queue_local(c, noauth, sizeof(noauth) - 1);
         return;
@@ -883,6 +898,10 @@ static void client_dispatch(client_session *c, const resp_arg *argv, int argc, c
     if (answered && !c->up->shared && cmd_arg_is(&argv[0], "hello")) upstream_note_hello(c->up);
     if (!c->up->shared && (cmd_arg_is(&argv[0], "auth") || cmd_arg_is(&argv[0], "hello")))
         upstream_note_auth(c->up);
+    /* Once it may have authenticated, Redis judges what it sends (a wrong
+     * password included: its verbs then go to Redis as on any connection
+     * of its own). */
+    if (c->upstream_noauth && cmd_may_authenticate(argc, argv)) c->upstream_noauth = 0;
     if (answered) {
         client_slot *s = slot_push(c, SLOT_WAITING);
         s->patch = patch;
@@ -1273,10 +1292,13 @@ static int client_parse_batch(client_session *c, size_t limit)
             return 0;
         }
         size_t used = 0;
-        /* On a shared connection that Redis has not authenticated, Redis's
-         * pre-auth limits are the client's alone: one oversized request
-         * must not get the shared connection closed. */
-        c->parser.unauthenticated = (c->up && c->up->shared && upstream_requires_auth(c->up)) || !c->authed;
+        /* Where Redis has not authenticated the client, Redis's pre-auth
+         * limits are applied here, with Redis's texts: on a shared
+         * connection one oversized request must not get it closed; on the
+         * connection of its own it moved to for that, Redis would judge
+         * the same. */
+        c->parser.unauthenticated =
+            (c->up && c->up->shared && upstream_requires_auth(c->up)) || c->upstream_noauth || !c->authed;
         resp_req_status st = resp_request_parse(&c->parser, p, avail, &used);
         if (st == RESP_REQ_INCOMPLETE) {
             if (c->up) client_stream_partial(c, p, avail);
@@ -1680,9 +1702,23 @@ static void client_reply_part(client_session *c, client_slot *s, int part, const
     client_release_ready(c);
 }
 
+/* A client that left the shared connection because Redis required AUTH:
+ * Redis answers such a client's commands -NOAUTH, all but AUTH, HELLO
+ * (which clear the mark when sent), QUIT and RESET. Any other reply that is
+ * not an error says Redis no longer requires it (CONFIG SET requirepass
+ * ""): Redis judges what the client sends from then on. */
+static void client_learn_upstream_auth(client_session *c, const char *p, size_t n)
+{
+    static const char reset[] = "+RESET\r\n";
+    if (!p || !n || p[0] == '-' || (n >= sizeof(reset) - 1 && memcmp(p, reset, sizeof(reset) - 1) == 0))
+        return;
+    c->upstream_noauth = 0;
+}
+
 void client_reply(client_session *c, unsigned long long seq, const char *p, size_t n, int done)
 {
     if (c->closing) return;
+    if (c->upstream_noauth) client_learn_upstream_auth(c, p, n);
     unsigned part = (unsigned)(seq >> CLIENT_PART_SHIFT);
     seq &= (1ULL << CLIENT_PART_SHIFT) - 1;
     unsigned long long idx = seq - c->slot_seq;

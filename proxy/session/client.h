@@ -132,6 +132,10 @@ typedef struct client_session {
     unsigned big_replies : 1; /* it got a reply over CLIENT_BIG_REPLY there: its next command moves it */
     /* The proxy's own users (auth.h): has it authenticated (or needs not)? */
     unsigned authed : 1;
+    /* Redis requires AUTH and this client has not sent one: it left the
+     * shared connection for that (client_may_share), and sent no AUTH or
+     * HELLO ... AUTH since. Redis refuses its commands with -NOAUTH. */
+    unsigned upstream_noauth : 1;
     /* Exempt from `timeout`, as in Redis's clientsCronHandleTimeout: it
      * subscribed (until RESET), or is a MONITOR. */
     unsigned pubsub : 1;

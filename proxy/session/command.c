@@ -190,6 +190,17 @@ int cmd_is_quit(int argc, const resp_arg *argv)
     return argc >= 1 && cmd_arg_is(&argv[0], "quit");
 }
 
+int cmd_may_authenticate(int argc, const resp_arg *argv)
+{
+    if (argc < 1) return 0;
+    if (cmd_arg_is(&argv[0], "auth")) return 1;
+    if (!cmd_arg_is(&argv[0], "hello")) return 0;
+    /* HELLO protover [AUTH user pass] [SETNAME name]: options from the third. */
+    for (int j = 2; j < argc; j += cmd_arg_is(&argv[j], "auth") ? 3 : 2)
+        if (cmd_arg_is(&argv[j], "auth")) return 1;
+    return 0;
+}
+
 int cmd_name_unsubscribes(const resp_arg *name)
 {
     return cmd_arg_is(name, "unsubscribe") || cmd_arg_is(name, "punsubscribe") ||

@@ -84,6 +84,8 @@ int cmd_name_unsubscribes(const resp_arg *name);
 
 /* QUIT (answered by the proxy on a shared connection: Redis would close it). */
 int cmd_is_quit(int argc, const resp_arg *argv);
+/* AUTH, or HELLO with an AUTH option: may it authenticate the connection? */
+int cmd_may_authenticate(int argc, const resp_arg *argv);
 
 /* Case-insensitive comparison of an argument with a lower-case literal. */
 int cmd_arg_is(const resp_arg *a, const char *lower);

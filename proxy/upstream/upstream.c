@@ -701,7 +701,8 @@ static up_route up_decide_close_barrier(upstream_conn *up, const char *p, size_t
  * first reply is to the proxy's own CLIENT NO-EVICT, which passes that far
  * on any Redis: it settles the question before any client's command is sent
  * (upstream_is_ready); the output-limit probe every UP_OUTPUT_PROBE_MS asks
- * again. */
+ * again. While it is required, clients that have not authenticated leave
+ * the shared connection for their own (client_may_share). */
 static void up_learn_auth(upstream_conn *up, const up_entry *e, const char *p, size_t n)
 {
     if (p[0] != '-' && up->auth == UP_AUTH_NOT_REQUIRED) return; /* the common case */
@@ -710,9 +711,14 @@ static void up_learn_auth(upstream_conn *up, const up_entry *e, const char *p, s
     if (p[0] != '-')
         up->auth = UP_AUTH_NOT_REQUIRED;
     else if (ours && n >= sizeof(NOAUTH_PREFIX) - 1 &&
-             memcmp(p, NOAUTH_PREFIX, sizeof(NOAUTH_PREFIX) - 1) == 0)
+             memcmp(p, NOAUTH_PREFIX, sizeof(NOAUTH_PREFIX) - 1) == 0) {
+        if (up->auth != UP_AUTH_REQUIRED)
+            vp_log(VP_LOG_NOTICE,
+                   "upstream %s requires AUTH and the proxy has no upstream-pass: clients that have not "
+                   "authenticated get connections of their own",
+                   up_addr(up));
         up->auth = UP_AUTH_REQUIRED;
-    else if (up->auth == UP_AUTH_UNKNOWN)
+    } else if (up->auth == UP_AUTH_UNKNOWN)
         up->auth = UP_AUTH_NOT_REQUIRED;
 }
 

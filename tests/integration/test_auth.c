@@ -4,13 +4,18 @@
  * own upstream connection with AUTH or HELLO ... AUTH, exactly as it would
  * talking to Redis, and one client's AUTH does not open the door for another.
  *
- * Clients that have not authenticated share one upstream connection, on
- * which Redis applies its pre-auth limits (10 arguments, 16384-byte bulks):
- * the proxy applies them to each client instead, so one oversized request
- * costs nobody else a reply. Those stories run with "strangers", clients
- * that never authenticate and check every -NOAUTH they are owed, since the
+ * Redis applies limits of its own to a connection that has not
+ * authenticated: 10 arguments, 16384-byte bulks, and (Redis 7.0.15 as
+ * Debian ships it, 7.2.8, 7.4.3: the CVE-2025-21605 fix) about 1 KiB of
+ * replies not yet written. A shared upstream connection without
+ * credentials would meet them for everyone on it: a client that has not
+ * authenticated leaves it for a connection of its own at its first command,
+ * where those limits are its alone, and the proxy applies the request
+ * limits itself too. Those stories run with "strangers", clients that
+ * never authenticate and check every -NOAUTH they are owed, since the
  * usual bystanders cannot work without the password. */
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 
 #include "tests/support/checks.h"
@@ -93,17 +98,10 @@ Test(auth, hello_3_with_auth_authenticates_and_switches_protocol)
 
 /* ---- strangers: unauthenticated bystanders on the shared connection ---- */
 
-/* Redis 7.0.15 as Debian ships it (with the CVE-2025-21605 fix) closes an
- * unauthenticated connection whose unread output passes 1024 bytes. The
- * shared connection here is one (no upstream credentials), and the proxy
- * does not yet keep it under that limit (README, "Shared upstream
- * connections": open, issue 9): 4 strangers x 16 pipelined -NOAUTH replies
- * (2,240 bytes) got it closed when the proxy fell behind (ASan, a loaded
- * machine, 1 CI run in 4). These stories are about the proxy's own
- * pre-auth request limits, so the strangers keep at most 2 x 4 replies
- * (280 bytes) in flight. */
-#define STRANGERS 2
-#define STRANGER_BATCH 4
+/* Each keeps at most 16 -NOAUTH answers (560 bytes) in flight: under the
+ * 1 KiB Redis allows a connection that has not authenticated. */
+#define STRANGERS 4
+#define STRANGER_BATCH 16
 #define NOAUTH_LINE "-NOAUTH Authentication required.\r\n"
 
 typedef struct stranger {
@@ -239,15 +237,26 @@ Test(auth, an_unauthenticated_request_of_11_arguments_closes_only_its_sender)
     vt_buf_free(&req);
 }
 
-/* A verb becomes EVALSHA sha numkeys ...: two elements longer than what the
- * client sent, so a 9-element QACK would meet Redis's pre-auth limit on the
- * shared connection as an 11-element request. Redis answers an EVALSHA
- * -NOAUTH (after an arity error, before a bad value): so does the proxy,
- * and nothing goes upstream. */
-Test(auth, an_unauthenticated_verb_gets_noauth_and_never_reaches_the_shared_connection)
+/* A client of Redis's, authenticated with the password. */
+static redisContext *redis_admin(void)
 {
-    /* (On a connection of its own the EVALSHA goes to Redis, which judges
-     * it: see the README.) */
+    redisContext *admin = vt_must_connect(env.redis->port);
+    redisReply *r = vt_cmd(admin, "AUTH %s", PASSWORD);
+    vt_assert_status(r, "OK");
+    freeReplyObject(r);
+    return admin;
+}
+
+/* A verb becomes EVALSHA sha numkeys ...: two elements longer than what the
+ * client sent, so a 9-element QACK would meet Redis's pre-auth limit as an
+ * 11-element request, and Redis would close the connection. Redis answers
+ * an EVALSHA -NOAUTH (after an arity error, before a bad value): so does
+ * the proxy, and nothing goes upstream. */
+Test(auth, an_unauthenticated_verb_gets_noauth_and_never_reaches_redis)
+{
+    /* (It is learned from the shared connection that Redis requires AUTH:
+     * with shared-upstreams 0 the EVALSHA goes to Redis, which judges it,
+     * see the README.) */
     VT_SKIP_IF_DIRECT();
     if (vt_proxy_shared_upstreams(env.proxy) == 0) cr_skip_test("a shared connection's story");
     strangers_start();
@@ -266,6 +275,13 @@ Test(auth, an_unauthenticated_verb_gets_noauth_and_never_reaches_the_shared_conn
     strangers_assert_ok();
     expect_shared_connection_kept();
     vt_buf_free(&req);
+    redisContext *admin = redis_admin();
+    redisReply *r = vt_cmd(admin, "INFO commandstats");
+    cr_assert(r->type == REDIS_REPLY_STRING);
+    cr_assert(!strstr(r->str, "cmdstat_evalsha") && !strstr(r->str, "cmdstat_script"),
+              "a verb reached Redis:\n%s", r->str);
+    freeReplyObject(r);
+    redisFree(admin);
 }
 
 Test(auth, an_unauthenticated_bulk_of_16385_bytes_closes_only_its_sender)
@@ -300,6 +316,125 @@ Test(auth, an_unauthenticated_bulk_of_16385_bytes_closes_only_its_sender)
     vt_buf_free(&req);
 }
 
+/* ---- Redis's output limit before AUTH ---- */
+
+/* Redis with the CVE-2025-21605 fix closes a connection that has not
+ * authenticated once replies past its reply buffer wait unwritten, and
+ * writes none of them (checked with redis-server alone). Replies are
+ * written once per event loop, so a burst of requests read at once is what
+ * meets it; the buffer is 1 KiB (CLIENT LIST's rbs) once Redis's cron has
+ * shrunk it, a second or so into a connection whose replies are small. */
+static bool reply_buffers_shrunk(void *arg)
+{
+    redisContext *admin = arg;
+    redisReply *r = redisCommand(admin, "CLIENT LIST");
+    bool shrunk = r && r->type == REDIS_REPLY_STRING;
+    for (char *line = shrunk ? r->str : NULL; line && *line && shrunk;) {
+        char *end = strchr(line, '\n');
+        if (end) *end = '\0';
+        /* (the admin's own connection, which asks, is not one of them) */
+        if (!strstr(line, "cmd=client|list") && !strstr(line, " rbs=1024 ")) shrunk = false;
+        line = end ? end + 1 : NULL;
+    }
+    freeReplyObject(r);
+    return shrunk;
+}
+
+static void wait_for_small_reply_buffers(void)
+{
+    redisContext *admin = redis_admin();
+    cr_assert(vt_wait_until(reply_buffers_shrunk, admin, 15000),
+              "Redis did not shrink the connections' reply buffers to 1 KiB");
+    redisFree(admin);
+}
+
+#define BURSTERS 4
+
+/* Several clients that have not authenticated, each sending 16 requests at
+ * once (560 bytes of -NOAUTH, under the limit), arrive at the proxy
+ * together: SIGSTOP holds it while they send. On one shared connection
+ * their 64 requests would reach Redis in one read, and 2,240 bytes of
+ * -NOAUTH would get it closed, and every one of them with it. Each is
+ * answered as Redis alone answers it. */
+Test(auth, unauthenticated_clients_answered_together_keep_their_connections)
+{
+    int fd[BURSTERS];
+    vt_buf req = {0};
+    for (int i = 0; i < BURSTERS; i++) {
+        fd[i] = vt_must_sock(env.proxy->port);
+        vt_buf_append_str(&req, "PING\r\n");
+        vt_exchange(fd[i], &req, NOAUTH_LINE);
+    }
+    wait_for_small_reply_buffers();
+    if (!vt_direct_mode()) cr_assert_eq(kill(env.proxy->pid, SIGSTOP), 0);
+    vt_buf want = {0};
+    for (int i = 0; i < STRANGER_BATCH; i++) {
+        vt_buf_cmd(&req, i % 2 ? "GET" : "PING", i % 2 ? "sa:k" : NULL, NULL);
+        vt_buf_append_str(&want, NOAUTH_LINE);
+    }
+    for (int i = 0; i < BURSTERS; i++)
+        cr_assert(vt_sock_send_buf(fd[i], &req), "send failed");
+    if (!vt_direct_mode()) cr_assert_eq(kill(env.proxy->pid, SIGCONT), 0);
+    vt_buf_reset(&req);
+    for (int i = 0; i < BURSTERS; i++) {
+        vt_buf got = {0};
+        vt_sock_read_len(fd[i], &got, want.len, VT_READ_DEADLINE_MS);
+        cr_assert(got.len == want.len && memcmp(got.data, want.data, want.len) == 0,
+                  "client %d: %zu bytes of %zu%s", i, got.len, want.len, got.eof ? ", then EOF" : "");
+        vt_buf_free(&got);
+        vt_buf_append_str(&req, "PING\r\n");
+        vt_exchange(fd[i], &req, NOAUTH_LINE);
+        close(fd[i]);
+    }
+    if (!vt_direct_mode())
+        cr_assert_eq(vt_proxy_stat(env.proxy->port, "upstream_lost"), 0,
+                     "Redis closed an upstream connection");
+    vt_buf_free(&req);
+    vt_buf_free(&want);
+}
+
+/* One client sending 200 requests at once (7,000 bytes of -NOAUTH) is
+ * closed as Redis closes it, with none of them answered; the strangers,
+ * who never have more than 560 bytes owed, are served throughout. */
+Test(auth, an_unauthenticated_burst_over_the_output_limit_closes_only_its_sender)
+{
+    strangers_start();
+    cr_assert(strangers_wait(64), "the strangers did not get going");
+    int fd = vt_must_sock(env.proxy->port);
+    vt_buf req = {0}, got = {0};
+    vt_buf_append_str(&req, "PING\r\n");
+    vt_exchange(fd, &req, NOAUTH_LINE);
+    wait_for_small_reply_buffers();
+    for (int i = 0; i < 200; i++)
+        vt_buf_append_str(&req, "PING\r\n");
+    cr_assert(vt_sock_send_buf(fd, &req));
+    cr_assert(vt_sock_read_eof(fd, &got, VT_READ_DEADLINE_MS), "the connection stayed open; got %zu bytes",
+              got.len);
+    cr_assert_eq(got.len, 0, "got \"%s\" before the close (Redis alone writes nothing)",
+                 vt_buf_escaped(&got));
+    close(fd);
+    cr_assert(strangers_wait(64), "the strangers stopped being served");
+    strangers_assert_ok();
+    if (!vt_direct_mode())
+        cr_assert_eq(vt_proxy_stat(env.proxy->port, "upstream_lost"), 1,
+                     "Redis should have closed the sender's connection, and only that");
+    vt_buf_free(&req);
+    vt_buf_free(&got);
+}
+
+/* QUIT is answered as Redis answers it, without a connection of its own
+ * (every other command of a client that has not authenticated takes one,
+ * but the proxy's own VERBPROXY STATS, which asks here). */
+Test(auth, quit_before_auth_needs_no_connection_of_its_own)
+{
+    vt_expect_error_then_close(env.proxy->port, "QUIT\r\n", 6, "+OK\r\n");
+    vt_expect_error_then_close(env.proxy->port, "PING\r\nQUIT\r\n", 12, NOAUTH_LINE "+OK\r\n");
+    if (vt_direct_mode() || vt_proxy_shared_upstreams(env.proxy) == 0) return;
+    cr_assert_eq(vt_proxy_stat(env.proxy->port, "clients_pinned"), 1,
+                 "only the client that sent PING moved (%lld)",
+                 vt_proxy_stat(env.proxy->port, "clients_pinned"));
+}
+
 Test(auth, select_0_before_auth_is_refused_as_by_redis)
 {
     strangers_start();
@@ -325,11 +460,8 @@ Test(auth, after_the_password_is_removed_the_limits_go)
     vt_buf_append_str(&req, "PING\r\n");
     vt_exchange(fd, &req, NOAUTH_LINE);
 
-    redisContext *admin = vt_must_connect(env.redis->port);
-    redisReply *r = vt_cmd(admin, "AUTH %s", PASSWORD);
-    vt_assert_status(r, "OK");
-    freeReplyObject(r);
-    r = vt_cmd(admin, "CONFIG SET requirepass %s", "");
+    redisContext *admin = redis_admin();
+    redisReply *r = vt_cmd(admin, "CONFIG SET requirepass %s", "");
     vt_assert_status(r, "OK");
     freeReplyObject(r);
     redisFree(admin);
