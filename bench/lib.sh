@@ -372,9 +372,11 @@ without_block() {  # without_block file begin end -> file without that block (an
         $0 == b {on = 1; held = ""; next} on {if ($0 == e) on = 0; next}
         $0 == "" {held = held "\n"; next} {printf "%s%s\n", held, $0; held = ""}' "$1"
 }
-other_blocks() {  # other_blocks file -> every script's block but run.sh's own text
+other_blocks() {  # other_blocks file -> everything after run.sh's own text
+    # (from the first block marker to the end: the other scripts' blocks,
+    # and the notes written by hand between them, which a rerun must keep)
     [ -f "$1" ] || return 0
-    awk '/^<!-- bench\/[a-z_]+\.sh: begin -->$/ {on = 1} on {print} /^<!-- bench\/[a-z_]+\.sh: end -->$/ {on = 0; print ""}' "$1"
+    awk '/^<!-- bench\// {on = 1} on {print}' "$1"
 }
 put_block() {  # put_block file begin end section -> file with that block replaced by section (made if missing)
     if [ -f "$1" ]; then
