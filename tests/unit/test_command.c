@@ -145,3 +145,29 @@ Test(command, what_redis_answers_while_a_script_is_busy_goes_out_of_band)
         cr_expect(cmd_needs_own_connection(split(own[i], argv, 8), argv),
                   "%s: should need its own connection", own[i]);
 }
+
+static int may_authenticate(const char *line)
+{
+    resp_arg argv[8];
+    int argc = split(line, argv, 8);
+    return cmd_may_authenticate(argc, argv);
+}
+
+/* What ends "Redis requires AUTH and this client has not sent one" (the
+ * proxy's -NOAUTH for verbs, its pre-auth limits): AUTH in any form, and
+ * HELLO only with its AUTH option, found among the options as Redis reads
+ * them (a SETNAME value "auth" is not one). */
+Test(command, auth_and_hello_with_auth_may_authenticate)
+{
+    cr_assert(may_authenticate("AUTH pass"));
+    cr_assert(may_authenticate("auth user pass"));
+    cr_assert(may_authenticate("AUTH")); /* an arity error: Redis judges it */
+    cr_assert(may_authenticate("HELLO 3 AUTH default pass"));
+    cr_assert(may_authenticate("hello 2 SETNAME n auth u p"));
+    cr_assert(!may_authenticate("HELLO"));
+    cr_assert(!may_authenticate("HELLO 3"));
+    cr_assert(!may_authenticate("HELLO 3 SETNAME auth"));
+    cr_assert(!may_authenticate("HELLO auth"));
+    cr_assert(!may_authenticate("PING auth"));
+    cr_assert(!may_authenticate("AUTHX pass"));
+}
