@@ -427,8 +427,7 @@ static int client_may_share(client_session *c, int argc, const resp_arg *argv)
          * several clients reaches. On a connection of its own each client
          * meets those limits alone, as without the proxy. (QUIT and the
          * proxy's own VERBPROXY commands are answered here.) */
-        c->upstream_noauth = 1;
-        client_want_own(c);
+        client_want_own(c); /* (client_move_to_own marks it upstream_noauth) */
         return 0;
     }
     if (cmd_is_select_zero(argc, argv)) return 1; /* answered by client_dispatch */
@@ -531,6 +530,11 @@ static upstream_conn *client_connect(client_session *c)
  * owed on the shared one: what the client sent there has then run. */
 static void client_move_to_own(client_session *c)
 {
+    /* Leaving a shared connection Redis has not authenticated, it has not
+     * authenticated either (an AUTH would have moved it first), whatever
+     * moved it: its first command, or a first request streamed in pieces
+     * (client_stream_partial). */
+    if (c->up && c->up->shared && upstream_requires_auth(c->up)) c->upstream_noauth = 1;
     client_release_upstream(c);
     if (!limits_may_open_own(c->srv)) {
         client_refuse_no_descriptor(c);
