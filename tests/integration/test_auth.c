@@ -522,3 +522,30 @@ Test(auth, an_unauthenticated_client_moved_by_a_streamed_request_still_gets_noau
     freeReplyObject(r);
     redisFree(admin);
 }
+
+/* RESET makes Redis take the connection for the default user again, which
+ * needs the password: the client is back before AUTH, and its verbs get
+ * -NOAUTH from the proxy again (before, a 9-element QACK went to Redis as
+ * an 11-element EVALSHA and Redis closed the connection). A reply to what
+ * it sent before the RESET ($-1 to the GET here, answered after the RESET
+ * was sent) says nothing about whether Redis still requires AUTH. */
+Test(auth, after_auth_and_reset_verbs_get_noauth_again)
+{
+    VT_SKIP_IF_DIRECT(); /* (Redis alone has no QACK) */
+    if (vt_proxy_shared_upstreams(env.proxy) == 0) cr_skip_test("learned from a shared connection");
+    int fd = vt_must_sock(env.proxy->port);
+    vt_buf req = {0};
+    vt_buf_cmd(&req, "AUTH", PASSWORD, NULL);
+    vt_buf_cmd(&req, "GET", "sa:none", NULL);
+    vt_buf_cmd(&req, "RESET", NULL);
+    vt_exchange(fd, &req, "+OK\r\n$-1\r\n+RESET\r\n");
+    vt_buf_cmd(&req, "QACK", "sa:lease", "m1", "m2", "m3", "m4", "m5", "m6", "m7", NULL);
+    vt_buf_cmd(&req, "PING", NULL);
+    vt_exchange(fd, &req, NOAUTH_LINE NOAUTH_LINE);
+    /* And AUTH again lets it through. */
+    vt_buf_cmd(&req, "AUTH", PASSWORD, NULL);
+    vt_buf_cmd(&req, "QACK", "sa:lease", "m1", "m2", "m3", "m4", "m5", "m6", "m7", NULL);
+    vt_exchange(fd, &req, "+OK\r\n:0\r\n");
+    close(fd);
+    vt_buf_free(&req);
+}
