@@ -427,8 +427,7 @@ static int client_may_share(client_session *c, int argc, const resp_arg *argv)
          * several clients reaches. On a connection of its own each client
          * meets those limits alone, as without the proxy. (QUIT and the
          * proxy's own VERBPROXY commands are answered here.) */
-        c->upstream_noauth = 1;
-        client_want_own(c);
+        client_want_own(c); /* (client_move_to_own marks it upstream_noauth) */
         return 0;
     }
     if (cmd_is_select_zero(argc, argv)) return 1; /* answered by client_dispatch */
@@ -527,10 +526,24 @@ static upstream_conn *client_connect(client_session *c)
     return route_shared_for(c->srv, c);
 }
 
+/* Redis takes it for a connection that has not authenticated (see
+ * upstream_noauth). Replies to what it sent before say nothing about that
+ * (client_learn_upstream_auth). */
+static void client_mark_upstream_noauth(client_session *c)
+{
+    c->upstream_noauth = 1;
+    c->noauth_seq = client_next_seq(c);
+}
+
 /* Leave the shared connection for one of its own. Only once nothing is
  * owed on the shared one: what the client sent there has then run. */
 static void client_move_to_own(client_session *c)
 {
+    /* Leaving a shared connection Redis has not authenticated, it has not
+     * authenticated either (an AUTH would have moved it first), whatever
+     * moved it: its first command, or a first request streamed in pieces
+     * (client_stream_partial). */
+    if (c->up && c->up->shared && upstream_requires_auth(c->up)) client_mark_upstream_noauth(c);
     client_release_upstream(c);
     if (!limits_may_open_own(c->srv)) {
         client_refuse_no_descriptor(c);
@@ -890,6 +903,10 @@ static void client_dispatch(client_session *c, const resp_arg *argv, int argc, c
         /* As Redis's clientSetDefaultAuth: the default user again. */
         c->authed = (unsigned)auth_default_nopass(&c->srv->conf.auth);
         c->pubsub = c->monitor = 0;
+        /* Redis too takes it for the default user again, which needs a
+         * password where Redis requires AUTH (without upstream-pass: with
+         * it the proxy authenticates the connection again). */
+        if (!c->up->shared && upstream_node_requires_auth(c->up)) client_mark_upstream_noauth(c);
     } else if (kind == CMD_SUBSCRIBE && !cmd_name_unsubscribes(&argv[0])) {
         c->pubsub = 1;
     } else if (kind == CMD_MONITOR) {
@@ -1702,11 +1719,12 @@ static void client_reply_part(client_session *c, client_slot *s, int part, const
     client_release_ready(c);
 }
 
-/* A client that left the shared connection because Redis required AUTH:
- * Redis answers such a client's commands -NOAUTH, all but AUTH, HELLO
- * (which clear the mark when sent), QUIT and RESET. Any other reply that is
- * not an error says Redis no longer requires it (CONFIG SET requirepass
- * ""): Redis judges what the client sends from then on. */
+/* A client that left the shared connection because Redis required AUTH
+ * (or sent RESET since): Redis answers such a client's commands -NOAUTH,
+ * all but AUTH, HELLO (which clear the mark when sent), QUIT and RESET. Any
+ * other reply that is not an error, to a command sent since it was marked,
+ * says Redis no longer requires it (CONFIG SET requirepass ""): Redis
+ * judges what the client sends from then on. */
 static void client_learn_upstream_auth(client_session *c, const char *p, size_t n)
 {
     static const char reset[] = "+RESET\r\n";
@@ -1718,9 +1736,9 @@ static void client_learn_upstream_auth(client_session *c, const char *p, size_t 
 void client_reply(client_session *c, unsigned long long seq, const char *p, size_t n, int done)
 {
     if (c->closing) return;
-    if (c->upstream_noauth) client_learn_upstream_auth(c, p, n);
     unsigned part = (unsigned)(seq >> CLIENT_PART_SHIFT);
     seq &= (1ULL << CLIENT_PART_SHIFT) - 1;
+    if (c->upstream_noauth && seq >= c->noauth_seq) client_learn_upstream_auth(c, p, n);
     unsigned long long idx = seq - c->slot_seq;
     if (seq < c->slot_seq || idx >= c->slot_len || slot_at(c, idx)->kind != SLOT_WAITING ||
         (part && !slot_at(c, idx)->merge)) {

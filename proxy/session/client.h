@@ -96,6 +96,9 @@ typedef struct client_session {
     unsigned long long read_seq; /* client_next_seq() when its last read came in */
     uint64_t read_ns;            /* metrics_read_clock() at its last read: the slots' t0 */
     unsigned short cur_cmd;      /* id of the command being dispatched (CMDID_NONE between) */
+    /* client_next_seq() when upstream_noauth was set: replies to what it
+     * sent before say nothing about Redis requiring AUTH. */
+    unsigned long long noauth_seq;
 
     outq out;
     /* On a shared connection: the last CLIENT SETNAME, SETINFO LIB-NAME and
@@ -133,8 +136,9 @@ typedef struct client_session {
     /* The proxy's own users (auth.h): has it authenticated (or needs not)? */
     unsigned authed : 1;
     /* Redis requires AUTH and this client has not sent one: it left the
-     * shared connection for that (client_may_share), and sent no AUTH or
-     * HELLO ... AUTH since. Redis refuses its commands with -NOAUTH. */
+     * shared connection for that (client_move_to_own), or sent RESET,
+     * and sent no AUTH or HELLO ... AUTH since. Redis refuses its commands
+     * with -NOAUTH. */
     unsigned upstream_noauth : 1;
     /* Exempt from `timeout`, as in Redis's clientsCronHandleTimeout: it
      * subscribed (until RESET), or is a MONITOR. */

@@ -534,6 +534,13 @@ int upstream_requires_auth(const upstream_conn *up)
     return up->auth == UP_AUTH_REQUIRED;
 }
 
+int upstream_node_requires_auth(const upstream_conn *up)
+{
+    for (int i = 0; i < up->srv->conf.shared_upstreams && i < VP_MAX_SHARED_UPSTREAMS; i++)
+        if (up->node->shared[i] && upstream_requires_auth(up->node->shared[i])) return 1;
+    return 0;
+}
+
 /* ---- shared connections ---- */
 
 upstream_conn *upstream_shared(vp_server *srv, route_node *node, unsigned long long client_id)

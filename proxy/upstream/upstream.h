@@ -258,6 +258,10 @@ int upstream_is_ready(const upstream_conn *up);
 /* Does Redis require AUTH of this shared connection (so each client on it
  * is held to Redis's pre-auth limits by the proxy)? 0 for an own one. */
 int upstream_requires_auth(const upstream_conn *up);
+/* The same as last learned by any shared connection to up's node: does
+ * Redis there require AUTH of a connection that has not authenticated?
+ * (For a client's own connection; 0 while none has learned it.) */
+int upstream_node_requires_auth(const upstream_conn *up);
 /* Did it ever get as far as serving clients (its setup answered)? A shared
  * connection lost before that is a failed connect for its clients. */
 int upstream_was_set_up(const upstream_conn *up);

@@ -474,3 +474,78 @@ Test(auth, after_the_password_is_removed_the_limits_go)
     vt_buf_free(&req);
     close(fd);
 }
+
+static bool proxy_moved_one(void *arg)
+{
+    (void)arg;
+    return vt_proxy_stat(env.proxy->port, "clients_pinned") >= 1;
+}
+
+/* A first request over 64 KiB that arrives in pieces moves its client for
+ * streaming (client_stream_partial), not at client_may_share: it has not
+ * authenticated all the same. Its verbs are answered -NOAUTH as every
+ * unauthenticated client's are; before, a 9-element QACK went to Redis as
+ * an 11-element EVALSHA, which Redis closed the connection for. */
+Test(auth, an_unauthenticated_client_moved_by_a_streamed_request_still_gets_noauth_for_verbs)
+{
+    VT_SKIP_IF_DIRECT(); /* (Redis alone has no QACK) */
+    if (vt_proxy_shared_upstreams(env.proxy) == 0) cr_skip_test("a shared connection's story");
+    vt_buf big = {0};
+    char *value = malloc(16000);
+    memset(value, 'v', 16000);
+    const char *argv[] = {"RPUSH", "sa:big", value, value, value, value, value, value, value, value};
+    size_t lens[10] = {5, 6};
+    for (int i = 2; i < 10; i++)
+        lens[i] = 16000;
+    vt_buf_cmd_argv(&big, 10, argv, lens);
+    free(value);
+    const size_t first = 70000; /* past the 64 KiB at which a request streams */
+    cr_assert(big.len > first);
+
+    int fd = vt_must_sock(env.proxy->port);
+    cr_assert(vt_sock_send(fd, big.data, first), "send failed");
+    cr_assert(vt_wait_until(proxy_moved_one, NULL, 10000), "the streamed request did not move its client");
+    vt_buf req = {0};
+    vt_buf_append(&req, big.data + first, big.len - first);
+    vt_buf_cmd(&req, "QACK", "sa:lease", "m1", "m2", "m3", "m4", "m5", "m6", "m7", NULL);
+    vt_buf_cmd(&req, "PING", NULL);
+    vt_exchange(fd, &req, NOAUTH_LINE NOAUTH_LINE NOAUTH_LINE);
+    close(fd);
+    vt_buf_free(&req);
+    vt_buf_free(&big);
+
+    redisContext *admin = redis_admin();
+    redisReply *r = vt_cmd(admin, "INFO commandstats");
+    cr_assert(r->type == REDIS_REPLY_STRING);
+    cr_assert(!strstr(r->str, "cmdstat_evalsha") && !strstr(r->str, "cmdstat_script"),
+              "a verb reached Redis:\n%s", r->str);
+    freeReplyObject(r);
+    redisFree(admin);
+}
+
+/* RESET makes Redis take the connection for the default user again, which
+ * needs the password: the client is back before AUTH, and its verbs get
+ * -NOAUTH from the proxy again (before, a 9-element QACK went to Redis as
+ * an 11-element EVALSHA and Redis closed the connection). A reply to what
+ * it sent before the RESET ($-1 to the GET here, answered after the RESET
+ * was sent) says nothing about whether Redis still requires AUTH. */
+Test(auth, after_auth_and_reset_verbs_get_noauth_again)
+{
+    VT_SKIP_IF_DIRECT(); /* (Redis alone has no QACK) */
+    if (vt_proxy_shared_upstreams(env.proxy) == 0) cr_skip_test("learned from a shared connection");
+    int fd = vt_must_sock(env.proxy->port);
+    vt_buf req = {0};
+    vt_buf_cmd(&req, "AUTH", PASSWORD, NULL);
+    vt_buf_cmd(&req, "GET", "sa:none", NULL);
+    vt_buf_cmd(&req, "RESET", NULL);
+    vt_exchange(fd, &req, "+OK\r\n$-1\r\n+RESET\r\n");
+    vt_buf_cmd(&req, "QACK", "sa:lease", "m1", "m2", "m3", "m4", "m5", "m6", "m7", NULL);
+    vt_buf_cmd(&req, "PING", NULL);
+    vt_exchange(fd, &req, NOAUTH_LINE NOAUTH_LINE);
+    /* And AUTH again lets it through. */
+    vt_buf_cmd(&req, "AUTH", PASSWORD, NULL);
+    vt_buf_cmd(&req, "QACK", "sa:lease", "m1", "m2", "m3", "m4", "m5", "m6", "m7", NULL);
+    vt_exchange(fd, &req, "+OK\r\n:0\r\n");
+    close(fd);
+    vt_buf_free(&req);
+}
