@@ -53,6 +53,13 @@ typedef struct route_node {
     /* The side connection to it (upstream_side.c): SCRIPT KILL and the
      * like from clients on a shared connection. NULL when not open. */
     struct upstream_conn *side;
+    /* Learned from `ACL GETUSER default` (upstream_defauth.c): the default
+     * user needs a password now, so clients with an id above
+     * default_auth_from (those that connected after it was learned) must
+     * not use a shared connection made before, which Redis keeps in. */
+    int default_needs_auth;
+    unsigned long long default_auth_from;
+    int default_probe_refused; /* ACL GETUSER was refused: logged once */
 } route_node;
 
 /* The node table: one node, built from the settings. */

@@ -417,7 +417,8 @@ static int client_may_share(client_session *c, int argc, const resp_arg *argv)
         client_stop_reading(c);
         return 0;
     }
-    if (upstream_requires_auth(c->up) && !cmd_is_quit(argc, argv) && !admin_is_own_command(&argv[0])) {
+    if (upstream_client_needs_auth(c->up, c->id) && !cmd_is_quit(argc, argv) &&
+        !admin_is_own_command(&argv[0])) {
         /* Redis requires AUTH and the shared connection has none (no
          * upstream-pass): Redis applies its limits for connections that
          * have not authenticated to the shared one as a whole. Since the
@@ -426,7 +427,10 @@ static int client_may_share(client_session *c, int argc, const resp_arg *argv)
          * unwritten, which a burst of about thirty -NOAUTH answers to
          * several clients reaches. On a connection of its own each client
          * meets those limits alone, as without the proxy. (QUIT and the
-         * proxy's own VERBPROXY commands are answered here.) */
+         * proxy's own VERBPROXY commands are answered here.) The same for
+         * a client that connected after the default user got a password:
+         * the shared connection, made before, is in, and Redis would ask
+         * this client for the password (upstream_defauth.c). */
         client_want_own(c); /* (client_move_to_own marks it upstream_noauth) */
         return 0;
     }
@@ -542,8 +546,10 @@ static void client_move_to_own(client_session *c)
     /* Leaving a shared connection Redis has not authenticated, it has not
      * authenticated either (an AUTH would have moved it first), whatever
      * moved it: its first command, or a first request streamed in pieces
-     * (client_stream_partial). */
-    if (c->up && c->up->shared && upstream_requires_auth(c->up)) client_mark_upstream_noauth(c);
+     * (client_stream_partial). Nor has it where the default user got a
+     * password since the shared connection was made: on Redis the client
+     * would be in, but its new connection is not (upstream_defauth.c). */
+    if (c->up && c->up->shared && upstream_node_requires_auth(c->up)) client_mark_upstream_noauth(c);
     client_release_upstream(c);
     if (!limits_may_open_own(c->srv)) {
         client_refuse_no_descriptor(c);
@@ -932,6 +938,9 @@ static void client_dispatch(client_session *c, const resp_arg *argv, int argc, c
         upstream_scripts_flushed(c->up, kind, answered);
     /* It may have set an output limit that makes sharing unsafe. */
     if (kind == CMD_PLAIN && is_config_set(argc, argv)) upstream_probe_output_limit(c->up);
+    /* It may have given the default user a password (upstream_defauth.c). */
+    if (kind == CMD_PLAIN && (is_config_set(argc, argv) || cmd_arg_is(&argv[0], "acl")))
+        upstream_probe_default_user(c->up);
 }
 
 /* A large request is forwarded as it arrives instead of being held whole:

@@ -39,20 +39,21 @@
 #define RESET_REPLY "+RESET\r\n"
 
 typedef enum up_route {
-    ROUTE_REPLY,        /* the client's oldest waiting slot */
-    ROUTE_PUSH,         /* straight to the client, out of band / uncounted */
-    ROUTE_SWALLOW,      /* our barrier's answer: releases the waiting slot */
-    ROUTE_SWALLOW_KEEP, /* the +RESET of a closing barrier: the PING's answer follows */
-    ROUTE_RESET,        /* a +RESET that ends raw mode */
-    ROUTE_SCRIPT_LOAD,  /* our SCRIPT LOAD's answer: checked, dropped */
-    ROUTE_OUTPUT_PROBE, /* our output-limit probe's answer: read, dropped */
-    ROUTE_NOSCRIPT,     /* a verb's NOSCRIPT: reload and send it again */
-    ROUTE_SERVER,       /* our HELLO's answer: read, dropped */
-    ROUTE_AUTH,         /* our AUTH's answer: the connection is ready, or failed */
-    ROUTE_PROBE,        /* the readiness probe's answer (readiness.c) */
-    ROUTE_ROLE,         /* our ROLE's answer (sentinel mode): is it the primary? */
-    ROUTE_SLOTS,        /* our CLUSTER SLOTS' answer (cluster mode) */
-    ROUTE_REDIRECT      /* a -MOVED, -ASK or -TRYAGAIN for a kept request (cluster mode): sent again */
+    ROUTE_REPLY,         /* the client's oldest waiting slot */
+    ROUTE_PUSH,          /* straight to the client, out of band / uncounted */
+    ROUTE_SWALLOW,       /* our barrier's answer: releases the waiting slot */
+    ROUTE_SWALLOW_KEEP,  /* the +RESET of a closing barrier: the PING's answer follows */
+    ROUTE_RESET,         /* a +RESET that ends raw mode */
+    ROUTE_SCRIPT_LOAD,   /* our SCRIPT LOAD's answer: checked, dropped */
+    ROUTE_OUTPUT_PROBE,  /* our output-limit probe's answer: read, dropped */
+    ROUTE_DEFAULT_PROBE, /* our ACL GETUSER default's answer: read, dropped */
+    ROUTE_NOSCRIPT,      /* a verb's NOSCRIPT: reload and send it again */
+    ROUTE_SERVER,        /* our HELLO's answer: read, dropped */
+    ROUTE_AUTH,          /* our AUTH's answer: the connection is ready, or failed */
+    ROUTE_PROBE,         /* the readiness probe's answer (readiness.c) */
+    ROUTE_ROLE,          /* our ROLE's answer (sentinel mode): is it the primary? */
+    ROUTE_SLOTS,         /* our CLUSTER SLOTS' answer (cluster mode) */
+    ROUTE_REDIRECT       /* a -MOVED, -ASK or -TRYAGAIN for a kept request (cluster mode): sent again */
 } up_route;
 
 static void up_close_cb(uv_handle_t *h);
@@ -536,12 +537,15 @@ int upstream_requires_auth(const upstream_conn *up)
 
 int upstream_node_requires_auth(const upstream_conn *up)
 {
+    if (up->node->default_needs_auth) return 1; /* (upstream_defauth.c) */
     for (int i = 0; i < up->srv->conf.shared_upstreams && i < VP_MAX_SHARED_UPSTREAMS; i++)
         if (up->node->shared[i] && upstream_requires_auth(up->node->shared[i])) return 1;
     return 0;
 }
 
 /* ---- shared connections ---- */
+
+static const char no_evict[] = "*3\r\n$6\r\nCLIENT\r\n$8\r\nNO-EVICT\r\n$2\r\non\r\n";
 
 upstream_conn *upstream_shared(vp_server *srv, route_node *node, unsigned long long client_id)
 {
@@ -554,7 +558,6 @@ upstream_conn *upstream_shared(vp_server *srv, route_node *node, unsigned long l
         /* Many clients' replies queue on it: under maxmemory-clients Redis
          * must not take it for one big client and evict it. (Refused by a
          * Redis before 7.0 or an ACL: then nothing changes.) */
-        static const char no_evict[] = "*3\r\n$6\r\nCLIENT\r\n$8\r\nNO-EVICT\r\n$2\r\non\r\n";
         upstream_forward_silent(up, no_evict, sizeof(no_evict) - 1);
         /* Whether Redis has AGGREGATE COUNT (upstream_server.c), known
          * before any client's command. */
@@ -715,10 +718,11 @@ static void up_learn_auth(upstream_conn *up, const up_entry *e, const char *p, s
     if (p[0] != '-' && up->auth == UP_AUTH_NOT_REQUIRED) return; /* the common case */
     if (up->auth == UP_AUTH_UNKNOWN) up->announce_ready = 1;
     int ours = e && !e->client;
-    if (p[0] != '-')
+    if (p[0] != '-') {
+        if (up->auth == UP_AUTH_REQUIRED) up->reauth_pending = 1;
         up->auth = UP_AUTH_NOT_REQUIRED;
-    else if (ours && n >= sizeof(NOAUTH_PREFIX) - 1 &&
-             memcmp(p, NOAUTH_PREFIX, sizeof(NOAUTH_PREFIX) - 1) == 0) {
+    } else if (ours && n >= sizeof(NOAUTH_PREFIX) - 1 &&
+               memcmp(p, NOAUTH_PREFIX, sizeof(NOAUTH_PREFIX) - 1) == 0) {
         if (up->auth != UP_AUTH_REQUIRED)
             vp_log(VP_LOG_NOTICE,
                    "upstream %s requires AUTH and the proxy has no upstream-pass: clients that have not "
@@ -764,7 +768,9 @@ static up_route up_decide(upstream_conn *up, const char *p, size_t n, int whole)
         if (e && e->kind == UP_SLOTS) return whole ? ROUTE_SLOTS : ROUTE_REPLY; /* (dropped: too big) */
         if (e && e->kind == UP_SCRIPT_LOAD) return ROUTE_SCRIPT_LOAD;
         if (e && e->kind == UP_OUTPUT_PROBE) return whole ? ROUTE_OUTPUT_PROBE : ROUTE_REPLY; /* (dropped) */
-        if (e && e->kind == UP_SERVER_PROBE) return whole ? ROUTE_SERVER : ROUTE_REPLY;       /* (dropped) */
+        if (e && e->kind == UP_DEFAULT_PROBE)
+            return whole ? ROUTE_DEFAULT_PROBE : ROUTE_REPLY;                           /* (dropped) */
+        if (e && e->kind == UP_SERVER_PROBE) return whole ? ROUTE_SERVER : ROUTE_REPLY; /* (dropped) */
         if (e && e->kind == UP_HELLO) {
             if (whole) up_check_hello(up, e, p, n);
             return ROUTE_REPLY;
@@ -906,6 +912,10 @@ static void up_deliver(upstream_conn *up, const char *p, size_t n, int done)
     case ROUTE_OUTPUT_PROBE:
         up_fifo_pop(up);
         up_check_output_limit(up, p, n);
+        return;
+    case ROUTE_DEFAULT_PROBE:
+        up_fifo_pop(up);
+        up_check_default_user(up, p, n);
         return;
     case ROUTE_SERVER: {
         unsigned long long sent = e->sent;
@@ -1110,6 +1120,25 @@ static void up_release_in(upstream_conn *up)
     vp_pool_buf_release_idle(&up->in);
 }
 
+/* A shared connection made while Redis required AUTH never authenticated:
+ * Redis let it in while the password was gone, and would shut it out again
+ * the moment one is set, with the clients that came meanwhile, which Redis
+ * alone keeps in (their connections, made without a password, are). RESET
+ * makes Redis take it for the default user now, which needs no password:
+ * in for good, as a connection made now (upstream_defauth.c then asks the
+ * clients that come after a new password for it). RESET also ends
+ * CLIENT NO-EVICT and clears the name: NO-EVICT goes again, and a name on
+ * the shared connection is only ever for the moment. Sent after the read,
+ * not from inside it: the replies' queue must not change under it. */
+static void up_reauth_after_read(upstream_conn *up)
+{
+    static const char reset[] = "*1\r\n$5\r\nRESET\r\n";
+    up->reauth_pending = 0;
+    if (up->state != UPSTREAM_READY || !upstream_is_counting(up)) return;
+    upstream_forward_silent(up, reset, sizeof(reset) - 1);
+    upstream_forward_silent(up, no_evict, sizeof(no_evict) - 1);
+}
+
 static void up_on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 {
     (void)buf;
@@ -1138,6 +1167,7 @@ static void up_on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
     else if (up->shared)
         client_flush_touched(up->srv);
     if (up->state == UPSTREAM_CLOSED) return;
+    if (up->reauth_pending) up_reauth_after_read(up);
     if (up->announce_ready) {
         /* Its setup is answered (our AUTH, whether Redis requires AUTH, its
          * output limit): its clients' requests may go now

@@ -59,6 +59,7 @@ typedef enum up_entry_kind {
     UP_RAW_START,     /* from here on replies are not counted (no reply of its own) */
     UP_OPAQUE_START,  /* from here on the stream is not RESP (SYNC/PSYNC) */
     UP_OUTPUT_PROBE,  /* our CONFIG GET client-output-buffer-limit: read, never shown */
+    UP_DEFAULT_PROBE, /* our ACL GETUSER default: read, never shown (upstream_defauth.c) */
     UP_SERVER_PROBE,  /* our HELLO (no arguments): read, never shown (upstream_server.c) */
     UP_HELLO,         /* the client's HELLO: its reply is the client's, and says the protocol */
     UP_AUTH,          /* our AUTH with the upstream credentials, first on the connection (up_auth_answered) */
@@ -153,6 +154,10 @@ typedef struct upstream_conn {
     uint64_t hold_window;
     unsigned hold_cur, hold_prev;
     up_auth auth; /* shared: known from the first reply on (upstream_is_ready) */
+    /* Shared: Redis stopped requiring AUTH of it (the password was removed):
+     * a RESET makes it a connection Redis keeps in if a password is set
+     * again, as one made now would be (up_reauth_after_read). */
+    unsigned reauth_pending : 1;
 
     union {
         uv_handle_t handle;
@@ -259,8 +264,9 @@ int upstream_is_ready(const upstream_conn *up);
  * is held to Redis's pre-auth limits by the proxy)? 0 for an own one. */
 int upstream_requires_auth(const upstream_conn *up);
 /* The same as last learned by any shared connection to up's node: does
- * Redis there require AUTH of a connection that has not authenticated?
- * (For a client's own connection; 0 while none has learned it.) */
+ * Redis there require AUTH of a connection that has not authenticated, or
+ * does its default user need a password (upstream_defauth.c)? (For a
+ * client's own connection; 0 while none has learned it.) */
 int upstream_node_requires_auth(const upstream_conn *up);
 /* Did it ever get as far as serving clients (its setup answered)? A shared
  * connection lost before that is a failed connect for its clients. */
@@ -343,6 +349,21 @@ int upstream_is_settled(const upstream_conn *up);
 void upstream_probe_output_limit(upstream_conn *up);
 /* Once a second: probe the shared connections when it is time. */
 void upstream_cron(vp_server *srv);
+
+/* A shared connection opened while Redis's default user needed no password
+ * stays authenticated when a password is set later (Redis keeps
+ * connections made before in), and would let in every client that comes
+ * after. So where the proxy has no upstream credentials it asks `ACL
+ * GETUSER default` with the output-limit probe, and after a CONFIG SET or
+ * ACL command it forwards; once the default user needs a password, clients
+ * that connected after that was learned leave the shared connection at
+ * their first command, as clients that have not authenticated
+ * (upstream_defauth.c). */
+void upstream_probe_default_user(upstream_conn *up);
+/* Must this client, on shared connection up, be taken for one that has not
+ * authenticated: does Redis require AUTH there (-NOAUTH), or did the default
+ * user get a password before the client connected? */
+int upstream_client_needs_auth(const upstream_conn *up, unsigned long long client_id);
 /* A request Redis answers even while a script is busy (cmd_is_out_of_band)
  * from a client on a shared connection: sent on the side connection
  * (upstream_side.c), whose reply goes to the client's next slot. Returns 1

@@ -38,6 +38,7 @@ void up_note_answered(upstream_conn *up, const up_entry *e);
 /* The answer to our output-limit probe (the oldest entry) in p..p+n:
  * decide whether clients may share (upstream_outlimit.c). */
 void up_check_output_limit(upstream_conn *up, const char *p, size_t n);
+void up_check_default_user(upstream_conn *up, const char *p, size_t n);
 
 /* The answer to our server probe (its entry's `sent`), or to a client's
  * HELLO (the oldest entry), whole in p..p+n (upstream_server.c). */

@@ -50,6 +50,7 @@ void upstream_cron(vp_server *srv)
             upstream_conn *up = srv->nodes[n]->shared[i];
             if (!up || up->state != UPSTREAM_READY || up->setting_up) continue;
             upstream_probe_output_limit(up); /* written with the next shared flush */
+            upstream_probe_default_user(up); /* (upstream_defauth.c) */
             any = 1;
         }
     /* While nobody shares, a shared connection is kept (or opened again)

@@ -549,3 +549,120 @@ Test(auth, after_auth_and_reset_verbs_get_noauth_again)
     close(fd);
     vt_buf_free(&req);
 }
+
+/* ---- a password set while clients are connected ---- */
+
+/* A new client's GET: answered -NOAUTH? */
+static bool a_new_client_gets_noauth(void *arg)
+{
+    bool want = *(bool *)arg;
+    int fd = vt_must_sock(env.proxy->port);
+    vt_buf got = {0};
+    bool noauth = vt_sock_send_str(fd, "GET au:later\r\n") &&
+                  vt_sock_read_replies(fd, &got, 1, VT_READ_DEADLINE_MS) && vt_buf_contains(&got, "-NOAUTH");
+    vt_buf_free(&got);
+    close(fd);
+    return noauth == want;
+}
+
+/* A new client is let in (its GET answered), and on the shared connection:
+ * it did not move (clients_pinned did not grow meanwhile). */
+static bool a_new_client_is_let_in_and_shares(void *arg)
+{
+    (void)arg;
+    long long pinned = vt_direct_mode() ? 0 : vt_proxy_stat(env.proxy->port, "clients_pinned");
+    bool noauth = false;
+    if (!a_new_client_gets_noauth(&noauth)) return false;
+    return vt_direct_mode() || vt_proxy_stat(env.proxy->port, "clients_pinned") == pinned;
+}
+
+static void admin_set_password(redisContext *admin, const char *pass)
+{
+    redisReply *r = vt_cmd(admin, "CONFIG SET requirepass %s", pass);
+    vt_assert_status(r, "OK");
+    freeReplyObject(r);
+}
+
+/* Redis keeps a connection made while the default user needed no password
+ * in when one is set later, and asks every connection made after for it.
+ * The proxy's shared connection is one made before: a client that
+ * connects after must still be asked, as Redis would ask it, and a client
+ * connected before stays in. Set behind the proxy's back, that is known
+ * within the proxy's 5 s probe; set through the proxy, before the reply to
+ * the command after it. */
+Test(auth, a_password_set_later_is_asked_of_the_clients_that_come_after)
+{
+    redisContext *admin = redis_admin();
+    admin_set_password(admin, "");
+    /* The shared connection is in (made now, or let in and RESET) */
+    cr_assert(vt_wait_until(a_new_client_is_let_in_and_shares, NULL, 15000),
+              "new clients were not let in on the shared connection after the password was removed");
+    int before = vt_must_sock(env.proxy->port);
+    vt_buf req = {0};
+    vt_buf_append_str(&req, "SET au:later v\r\nPING\r\n");
+    vt_exchange(before, &req, "+OK\r\n+PONG\r\n");
+
+    admin_set_password(admin, PASSWORD); /* behind the proxy's back */
+    bool noauth = true;
+    cr_assert(vt_wait_until(a_new_client_gets_noauth, &noauth, 15000),
+              "clients connecting after the password was set are let in without it");
+    vt_buf_append_str(&req, "GET au:later\r\n");
+    vt_exchange(before, &req, "$1\r\nv\r\n"); /* in, as on Redis */
+
+    admin_set_password(admin, "");
+    noauth = false;
+    cr_assert(vt_wait_until(a_new_client_gets_noauth, &noauth, 15000),
+              "new clients are still asked for a password after it was removed");
+
+    /* Through the proxy: known by the time the next reply arrives. */
+    int setter = vt_must_sock(env.proxy->port);
+    vt_buf_cmd(&req, "CONFIG", "SET", "requirepass", PASSWORD, NULL);
+    vt_buf_cmd(&req, "PING", NULL);
+    vt_exchange(setter, &req, "+OK\r\n+PONG\r\n");
+    int after = vt_must_sock(env.proxy->port);
+    vt_buf_append_str(&req, "GET au:later\r\n");
+    vt_exchange(after, &req, NOAUTH_LINE);
+    vt_buf_cmd(&req, "AUTH", PASSWORD, NULL);
+    vt_buf_append_str(&req, "GET au:later\r\n");
+    vt_exchange(after, &req, "+OK\r\n$1\r\nv\r\n");
+    vt_buf_append_str(&req, "GET au:later\r\n");
+    vt_exchange(before, &req, "$1\r\nv\r\n");
+    close(after);
+    close(setter);
+    close(before);
+    redisFree(admin);
+    vt_buf_free(&req);
+}
+
+/* A shared connection made while Redis asked for a password never
+ * authenticated: Redis lets it in while the password is gone, and would
+ * shut it out again the moment one is set, with the clients that came
+ * meanwhile, whose own connections Redis alone keeps in. The proxy RESETs
+ * it once it sees Redis let it in (as a connection made now, it is in for
+ * good): those clients stay in. */
+Test(auth, clients_let_in_while_the_password_was_gone_stay_in_when_it_comes_back)
+{
+    redisContext *admin = redis_admin();
+    int stranger = vt_must_sock(env.proxy->port); /* the shared connection, made now, before AUTH */
+    vt_buf req = {0};
+    vt_buf_append_str(&req, "PING\r\n");
+    vt_exchange(stranger, &req, NOAUTH_LINE);
+    admin_set_password(admin, "");
+    cr_assert(vt_wait_until(a_new_client_is_let_in_and_shares, NULL, 15000),
+              "new clients were not let in on the shared connection after the password was removed");
+    int meanwhile = vt_must_sock(env.proxy->port);
+    /* (PING: on the shared connection after what the proxy sent on it) */
+    vt_buf_append_str(&req, "SET au:meanwhile v\r\nPING\r\n");
+    vt_exchange(meanwhile, &req, "+OK\r\n+PONG\r\n");
+    admin_set_password(admin, PASSWORD);
+    vt_buf_append_str(&req, "GET au:meanwhile\r\n");
+    vt_exchange(meanwhile, &req, "$1\r\nv\r\n"); /* in, as on Redis */
+    vt_buf_append_str(&req, "PING\r\n");
+    vt_exchange(stranger, &req, NOAUTH_LINE); /* out, as on Redis */
+    if (!vt_direct_mode())
+        cr_assert_eq(vt_proxy_stat(env.proxy->port, "upstream_lost"), 0, "an upstream connection was lost");
+    close(meanwhile);
+    close(stranger);
+    redisFree(admin);
+    vt_buf_free(&req);
+}
