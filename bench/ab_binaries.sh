@@ -15,7 +15,10 @@
 set -uo pipefail
 SCRIPT_DIR=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(dirname "$SCRIPT_DIR")
+# (what lib.sh expects of the script that sources it)
+# shellcheck disable=SC2034
 OUT_DIR="$SCRIPT_DIR/out"
+# shellcheck disable=SC2034
 BUILD_DIR="$ROOT/build-bench"
 SKIP_VP=0
 LOG_TAG=ab
