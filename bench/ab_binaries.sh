@@ -21,6 +21,7 @@ OUT_DIR="$SCRIPT_DIR/out"
 # shellcheck disable=SC2034
 BUILD_DIR="$ROOT/build-bench"
 SKIP_VP=0
+# shellcheck disable=SC2034
 LOG_TAG=ab
 TMP=""
 PIDS=()
