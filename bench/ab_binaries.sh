@@ -15,13 +15,10 @@
 set -uo pipefail
 SCRIPT_DIR=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(dirname "$SCRIPT_DIR")
-# (what lib.sh expects of the script that sources it)
-# shellcheck disable=SC2034
+# (what lib.sh expects of the script that sources it: `shellcheck -x`)
 OUT_DIR="$SCRIPT_DIR/out"
-# shellcheck disable=SC2034
 BUILD_DIR="$ROOT/build-bench"
 SKIP_VP=0
-# shellcheck disable=SC2034
 LOG_TAG=ab
 TMP=""
 PIDS=()
@@ -32,7 +29,9 @@ USED_PORTS=" "
 source "$SCRIPT_DIR/lib.sh"
 trap cleanup EXIT
 
+# shellcheck disable=SC2034 # (read as ${!side} below)
 A=${BENCH_A:?BENCH_A: the first verbproxy binary}
+# shellcheck disable=SC2034
 B=${BENCH_B:?BENCH_B: the second verbproxy binary}
 ROUNDS=${BENCH_ROUNDS:-6}
 P=${BENCH_PIPELINE:-16}
