@@ -247,6 +247,18 @@ static redisContext *redis_admin(void)
     return admin;
 }
 
+/* No EVALSHA and no SCRIPT LOAD reached Redis (INFO commandstats). */
+static void expect_no_verb_reached_redis(void)
+{
+    redisContext *admin = redis_admin();
+    redisReply *r = vt_cmd(admin, "INFO commandstats");
+    cr_assert(r->type == REDIS_REPLY_STRING);
+    cr_assert(!strstr(r->str, "cmdstat_evalsha") && !strstr(r->str, "cmdstat_script"),
+              "a verb reached Redis:\n%s", r->str);
+    freeReplyObject(r);
+    redisFree(admin);
+}
+
 /* A verb becomes EVALSHA sha numkeys ...: two elements longer than what the
  * client sent, so a 9-element QACK would meet Redis's pre-auth limit as an
  * 11-element request, and Redis would close the connection. Redis answers
@@ -275,13 +287,7 @@ Test(auth, an_unauthenticated_verb_gets_noauth_and_never_reaches_redis)
     strangers_assert_ok();
     expect_shared_connection_kept();
     vt_buf_free(&req);
-    redisContext *admin = redis_admin();
-    redisReply *r = vt_cmd(admin, "INFO commandstats");
-    cr_assert(r->type == REDIS_REPLY_STRING);
-    cr_assert(!strstr(r->str, "cmdstat_evalsha") && !strstr(r->str, "cmdstat_script"),
-              "a verb reached Redis:\n%s", r->str);
-    freeReplyObject(r);
-    redisFree(admin);
+    expect_no_verb_reached_redis();
 }
 
 Test(auth, an_unauthenticated_bulk_of_16385_bytes_closes_only_its_sender)
@@ -514,13 +520,7 @@ Test(auth, an_unauthenticated_client_moved_by_a_streamed_request_still_gets_noau
     vt_buf_free(&req);
     vt_buf_free(&big);
 
-    redisContext *admin = redis_admin();
-    redisReply *r = vt_cmd(admin, "INFO commandstats");
-    cr_assert(r->type == REDIS_REPLY_STRING);
-    cr_assert(!strstr(r->str, "cmdstat_evalsha") && !strstr(r->str, "cmdstat_script"),
-              "a verb reached Redis:\n%s", r->str);
-    freeReplyObject(r);
-    redisFree(admin);
+    expect_no_verb_reached_redis();
 }
 
 /* RESET makes Redis take the connection for the default user again, which
