@@ -835,8 +835,97 @@ static void client_http_request(client_session *c)
     c->close_when_done = 1;
 }
 
+/* What Redis says to AUTH or HELLO where the proxy will not judge it: queued
+ * in a transaction (Redis would run it at EXEC) or while replies are not
+ * counted. */
+#define CLIENT_AUTH_NOT_HERE                                                                                 \
+    "ERR AUTH and HELLO AUTH are answered by verbproxy itself, which cannot do so inside MULTI or while "    \
+    "replies are not counted (subscribe mode, MONITOR, CLIENT REPLY OFF|SKIP)"
+
+/* The proxy has users of its own (auth.h): AUTH and HELLO ... AUTH are
+ * answered here and never forwarded, and before authentication only AUTH,
+ * HELLO, QUIT and RESET go on (the parser holds the client to Redis's
+ * pre-auth limits meanwhile). Returns 1 when the command was answered. */
+static int client_auth_gate(client_session *c, int argc, const resp_arg *argv)
+{
+    char reply[AUTH_REPLY_MAX];
+    size_t n = 0;
+    int authed = c->authed;
+    auth_verdict v = auth_judge(&c->srv->conf.auth, argc, argv, &authed, reply, &n);
+    if (v != AUTH_ANSWER) {
+        c->authed = (unsigned)authed; /* a HELLO that authenticated goes on (client_dispatch strips AUTH) */
+        return 0;
+    }
+    if (n > 10 && memcmp(reply, "-WRONGPASS", 10) == 0) c->srv->stats.auth_failures++;
+    metrics_count(&c->srv->metrics, c->cur_cmd);
+    up_local_mode mode = c->up ? upstream_local_mode(c->up) : UP_LOCAL_IN_ORDER;
+    if (mode == UP_LOCAL_IN_ORDER || !c->authed) {
+        c->authed = (unsigned)authed;
+        client_queue_local(c, reply, n);
+        return 1;
+    }
+    char line[sizeof(CLIENT_AUTH_NOT_HERE) + 8];
+    int ln = snprintf(line, sizeof(line), "-%s\r\n", CLIENT_AUTH_NOT_HERE);
+    client_answer(c, line, (size_t)ln, CLIENT_AUTH_NOT_HERE, 1);
+    return 1;
+}
+
+/* How client_admit lets a request go. */
+typedef enum client_admission {
+    ADMIT_FORWARD,  /* it may go upstream (a streamed one: from its first bytes on) */
+    ADMIT_ANSWERED, /* a whole request the proxy answered itself */
+    ADMIT_WHOLE     /* the head of a large request: the proxy must read all of it first */
+} client_admission;
+
+/* The one gate (issue 22). Every request a client sends passes here before
+ * any byte of it goes upstream: whole (client_parse_batch), or the head of
+ * a large one about to be streamed (client_stream_partial), inside MULTI,
+ * pipelined or over TLS alike, since all of them come through those two.
+ * A streamed request is forwarded before the proxy has read it, so it is
+ * let go only where reading the rest could change nothing the proxy
+ * decides: the client is authenticated to the proxy's own users, and its
+ * command is one the proxy neither judges (AUTH, HELLO), rewrites (verbs,
+ * polyfills), answers (VERBPROXY), follows (CONFIG, ACL, connection state)
+ * nor routes by its keys (cluster mode). Anything else is read whole and
+ * judged here like any request. (Redis's own password, where the proxy
+ * has no upstream-pass, is judged by Redis on the client's connection of
+ * its own, within the pre-auth limits the parser keeps.)
+ *
+ * ADMIT_FORWARD sets c->admitted for the command at hand: the forwarding
+ * paths refuse a command without it (client_not_admitted), so a new path
+ * that skips the gate fails closed instead of leaking. */
+static client_admission client_admit(client_session *c, int argc, const resp_arg *argv, int whole)
+{
+    if (!whole) {
+        if (argc < 1 || c->srv->cluster) return ADMIT_WHOLE;
+        if (c->srv->conf.auth.configured && !c->authed) return ADMIT_WHOLE;
+        const resp_arg *name = &argv[0];
+        if (cmd_name_may_be_special(name) || cmd_name_read_whole(name) ||
+            verbs_find(&c->srv->verbs, name->ptr, name->len) || verbs_may_polyfill(&c->srv->verbs, name) ||
+            admin_is_own_command(name))
+            return ADMIT_WHOLE;
+    } else if (c->srv->conf.auth.configured && client_auth_gate(c, argc, argv)) {
+        return ADMIT_ANSWERED;
+    }
+    c->admitted = 1;
+    return ADMIT_FORWARD;
+}
+
+/* A command reached a forwarding path without passing client_admit: a
+ * defect of the proxy's. Nothing of it goes upstream; the client is closed
+ * as after a protocol error, and the log says where. */
+static int client_not_admitted(client_session *c, const char *where)
+{
+    if (c->admitted) return 0;
+    vp_log(VP_LOG_WARNING, "client %llu %s: a command reached %s without passing the gate: closed", c->id,
+           c->addr, where);
+    client_protocol_error(c, "internal error");
+    return 1;
+}
+
 static void client_dispatch(client_session *c, const resp_arg *argv, int argc, const char *p, size_t n)
 {
+    if (client_not_admitted(c, "dispatch")) return;
     if (cmd_is_http_request(argc, argv)) {
         client_http_request(c);
         return;
@@ -963,16 +1052,13 @@ static void client_stream_partial(client_session *c, const char *p, size_t avail
             if (c->settling && avail > (size_t)c->srv->conf.buffer_limit) client_stop_reading(c);
             return;
         }
+        /* Not while replies are not counted, nor while a NOSCRIPT retry
+         * could land inside a half-sent request. */
+        if (!upstream_is_counting(c->up) || c->up->verbs_in_flight) return;
         const resp_arg *argv;
         int argc = resp_request_partial_args(&c->parser, p, &argv);
-        if (argc < 1 || cmd_name_may_be_special(&argv[0]) || !upstream_is_counting(c->up)) return;
-        /* A NOSCRIPT retry must not land inside a half-sent request. */
-        if (c->up->verbs_in_flight) return;
-        /* A verb is rewritten, and ZUNION & co. may be (their options
-         * decide), so it must be whole first. */
-        if (verbs_find(&c->srv->verbs, argv[0].ptr, argv[0].len) ||
-            verbs_may_polyfill(&c->srv->verbs, &argv[0]) || admin_is_own_command(&argv[0]))
-            return;
+        if (client_admit(c, argc, argv, 0) != ADMIT_FORWARD) return;
+        if (client_not_admitted(c, "streaming")) return;
         n = resp_request_release(&c->parser, avail);
         if (n == 0) return;
         c->streaming = 1;
@@ -1007,41 +1093,6 @@ static void client_stream_error(client_session *c, const char *msg)
     c->streaming = 0;
     c->input_done = 1;
     c->close_when_done = 1;
-}
-
-/* What Redis says to AUTH or HELLO where the proxy will not judge it: queued
- * in a transaction (Redis would run it at EXEC) or while replies are not
- * counted. */
-#define CLIENT_AUTH_NOT_HERE                                                                                 \
-    "ERR AUTH and HELLO AUTH are answered by verbproxy itself, which cannot do so inside MULTI or while "    \
-    "replies are not counted (subscribe mode, MONITOR, CLIENT REPLY OFF|SKIP)"
-
-/* The proxy has users of its own (auth.h): AUTH and HELLO ... AUTH are
- * answered here and never forwarded, and before authentication only AUTH,
- * HELLO, QUIT and RESET go on (the parser holds the client to Redis's
- * pre-auth limits meanwhile). Returns 1 when the command was answered. */
-static int client_auth_gate(client_session *c, int argc, const resp_arg *argv)
-{
-    char reply[AUTH_REPLY_MAX];
-    size_t n = 0;
-    int authed = c->authed;
-    auth_verdict v = auth_judge(&c->srv->conf.auth, argc, argv, &authed, reply, &n);
-    if (v != AUTH_ANSWER) {
-        c->authed = (unsigned)authed; /* a HELLO that authenticated goes on (client_dispatch strips AUTH) */
-        return 0;
-    }
-    if (n > 10 && memcmp(reply, "-WRONGPASS", 10) == 0) c->srv->stats.auth_failures++;
-    metrics_count(&c->srv->metrics, c->cur_cmd);
-    up_local_mode mode = c->up ? upstream_local_mode(c->up) : UP_LOCAL_IN_ORDER;
-    if (mode == UP_LOCAL_IN_ORDER || !c->authed) {
-        c->authed = (unsigned)authed;
-        client_queue_local(c, reply, n);
-        return 1;
-    }
-    char line[sizeof(CLIENT_AUTH_NOT_HERE) + 8];
-    int ln = snprintf(line, sizeof(line), "-%s\r\n", CLIENT_AUTH_NOT_HERE);
-    client_answer(c, line, (size_t)ln, CLIENT_AUTH_NOT_HERE, 1);
-    return 1;
 }
 
 /* client_answer for an error Redis finds before queueing a command (as
@@ -1318,6 +1369,7 @@ static int client_parse_batch(client_session *c, size_t limit)
             return 0;
         }
         size_t used = 0;
+        c->admitted = 0; /* each command passes the gate (client_admit) again */
         /* Where Redis has not authenticated the client, Redis's pre-auth
          * limits are applied here, with Redis's texts: on a shared
          * connection one oversized request must not get it closed; on the
@@ -1348,9 +1400,8 @@ static int client_parse_batch(client_session *c, size_t limit)
         if (st == RESP_REQ_COMMAND && c->streaming) {
             upstream_forward_bytes(c->up, p, used); /* the rest of a streamed request */
             c->streaming = 0;
-        } else if (st == RESP_REQ_COMMAND && c->srv->conf.auth.configured &&
-                   client_auth_gate(c, c->parser.argc, c->parser.argv)) {
-            /* answered by the proxy's own users */
+        } else if (st == RESP_REQ_COMMAND && client_admit(c, c->parser.argc, c->parser.argv, 1) == ADMIT_ANSWERED) {
+            /* answered at the gate (the proxy's own users) */
         } else if (st == RESP_REQ_COMMAND && c->srv->cluster &&
                    (routed = client_route(c, c->parser.argc, c->parser.argv)) <= 0) {
             if (routed < 0) { /* held: parsed again once it may go */

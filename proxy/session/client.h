@@ -135,6 +135,9 @@ typedef struct client_session {
     unsigned big_replies : 1; /* it got a reply over CLIENT_BIG_REPLY there: its next command moves it */
     /* The proxy's own users (auth.h): has it authenticated (or needs not)? */
     unsigned authed : 1;
+    /* The command at hand passed the gate (client_admit) and may go
+     * upstream; cleared before each command is parsed. */
+    unsigned admitted : 1;
     /* Redis requires AUTH and this client has not sent one: it left the
      * shared connection for that (client_move_to_own), or sent RESET,
      * and sent no AUTH or HELLO ... AUTH since. Redis refuses its commands

@@ -72,6 +72,12 @@ int cmd_name_may_be_special(const resp_arg *name)
     return 0;
 }
 
+int cmd_name_read_whole(const resp_arg *name)
+{
+    return cmd_arg_is(name, "auth") || cmd_arg_is(name, "hello") || cmd_arg_is(name, "config") ||
+           cmd_arg_is(name, "acl");
+}
+
 int cmd_changes_session(const resp_arg *name)
 {
     static const char *const names[] = {"select",   "hello",      "auth",       "reset",    "swapdb",

@@ -31,6 +31,11 @@ cmd_kind cmd_classify(int argc, const resp_arg *argv);
  * arguments? (Decides whether a request may be streamed before all of its
  * arguments are in.) */
 int cmd_name_may_be_special(const resp_arg *name);
+/* Does the proxy read more of a command with this name than its class:
+ * credentials (AUTH, HELLO: judged by the proxy's own users, noted for
+ * Redis's), or settings it follows (CONFIG, ACL: probed after)? Such a
+ * request is never streamed. */
+int cmd_name_read_whole(const resp_arg *name);
 
 /* Does the command change what a command sent before it would see if it
  * were run again after it (the database, the user, the protocol), or block

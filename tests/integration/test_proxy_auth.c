@@ -269,3 +269,85 @@ Test(proxy_auth, its_own_passwords_are_not_in_ps_the_log_or_stats)
     freeReplyObject(r);
     redisFree(c);
 }
+
+/* A request over 64 KiB that keeps Redis's pre-auth limits (10 arguments,
+ * each under 16 KiB): a script counting its runs in pa:ran and reading
+ * pa:secret, and seven 16,000-byte arguments. */
+static void big_script_request(vt_buf *req)
+{
+    static char filler[16000];
+    memset(filler, 'f', sizeof(filler));
+    const char *argv[10] = {"EVAL", "redis.call('incr','pa:ran') return redis.call('get','pa:secret')", "0"};
+    size_t lens[10] = {4, strlen(argv[1]), 1};
+    for (int i = 3; i < 10; i++) {
+        argv[i] = filler;
+        lens[i] = sizeof(filler);
+    }
+    vt_buf_cmd_argv(req, 10, argv, lens);
+}
+
+/* Send req to fd in two writes, the first `first` bytes read by the other
+ * end before the rest is sent (a large request arriving in pieces), and
+ * read one reply. */
+static void send_in_two_reads(int fd, const vt_buf *req, size_t first, vt_buf *got)
+{
+    cr_assert(vt_sock_send(fd, req->data, first), "send failed");
+    cr_assert(vt_sock_wait_taken(fd, VT_READ_DEADLINE_MS), "the first %zu bytes were not read", first);
+    cr_assert(vt_sock_send(fd, req->data + first, req->len - first), "send failed");
+    cr_assert(vt_sock_read_replies(fd, got, 1, VT_READ_DEADLINE_MS), "no reply: \"%s\"", vt_buf_escaped(got));
+}
+
+/* Issue 22, finding 1: a large request sent in pieces before AUTH used to
+ * be streamed to Redis as it arrived, past the proxy's own password (the
+ * gate looked only at whole requests), and the script ran: the client read
+ * the secret. Every request now passes the one gate (client_admit) before
+ * any byte of it goes upstream, whole or streamed: this one is held whole
+ * and answered -NOAUTH, as by a Redis with the same password. Once the
+ * client has authenticated, the same request is streamed and runs. */
+Test(proxy_auth, a_large_request_in_pieces_before_auth_is_refused)
+{
+    VT_SKIP_IF_DIRECT();
+    redisContext *up = vt_must_connect(upstream->port);
+    freeReplyObject(vt_cmd(up, "SET pa:secret the-secret"));
+    redisContext *ref = vt_must_connect(reference->port);
+    freeReplyObject(vt_cmd(ref, "AUTH %s", PROXY_PASS));
+    freeReplyObject(vt_cmd(ref, "SET pa:secret the-secret"));
+    redisFree(ref);
+    vt_bystanders *b = vt_bystanders_start_auth(proxy->port, 4, PROXY_PASS);
+    cr_assert(b && vt_bystanders_wait(b, 40, VT_READ_DEADLINE_MS), "the bystanders did not get going");
+
+    vt_buf req = {0}, want = {0}, got = {0};
+    big_script_request(&req);
+    cr_assert_gt(req.len, 70000);
+    int rfd = vt_must_sock(reference->port);
+    send_in_two_reads(rfd, &req, 70000, &want);
+    close(rfd);
+    cr_assert_str_eq(vt_buf_escaped(&want), "-NOAUTH Authentication required.\\r\\n");
+
+    int fd = vt_must_sock(proxy->port);
+    send_in_two_reads(fd, &req, 70000, &got);
+    cr_assert(got.len == want.len && memcmp(got.data, want.data, want.len) == 0,
+              "before AUTH, a request in pieces got \"%s\" (Redis: \"%s\")", vt_buf_escaped(&got),
+              vt_buf_escaped(&want));
+    redisReply *r = vt_cmd(up, "EXISTS pa:ran");
+    cr_assert(r && r->type == REDIS_REPLY_INTEGER && r->integer == 0, "the script ran on Redis");
+    freeReplyObject(r);
+
+    /* The same client, authenticated: the same request is served. */
+    vt_buf_reset(&got);
+    const char auth[] = "AUTH " PROXY_PASS "\r\n";
+    cr_assert(vt_sock_send(fd, auth, sizeof(auth) - 1));
+    cr_assert(vt_sock_read_replies(fd, &got, 1, VT_READ_DEADLINE_MS) && vt_buf_contains(&got, "+OK\r\n"),
+              "AUTH: \"%s\"", vt_buf_escaped(&got));
+    vt_buf_reset(&got);
+    send_in_two_reads(fd, &req, 70000, &got);
+    cr_assert_str_eq(vt_buf_escaped(&got), "$10\\r\\nthe-secret\\r\\n");
+    close(fd);
+
+    cr_assert(vt_bystanders_wait(b, 40, VT_READ_DEADLINE_MS), "the bystanders stopped being served");
+    vt_assert_bystanders_ok(b);
+    vt_buf_free(&req);
+    vt_buf_free(&want);
+    vt_buf_free(&got);
+    redisFree(up);
+}

@@ -7,6 +7,8 @@
 #include <netinet/tcp.h>
 #include <arpa/inet.h>
 #include <poll.h>
+#include <sys/ioctl.h>
+#include <linux/sockios.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -421,6 +423,44 @@ bool vt_sock_send_str(int fd, const char *s)
 bool vt_sock_send_buf(int fd, const vt_buf *b)
 {
     return vt_sock_send(fd, b->data, b->len);
+}
+
+/* The receive queue of the socket whose local end is `local` and remote
+ * end `remote` (IPv4, as /proc/net/tcp writes them); -1 if none. */
+static long tcp_rx_queue(const struct sockaddr_in *local, const struct sockaddr_in *remote)
+{
+    FILE *f = fopen("/proc/net/tcp", "r");
+    if (!f) return -1;
+    char line[512];
+    long rx = -1;
+    while (rx < 0 && fgets(line, sizeof(line), f)) {
+        unsigned laddr, lport, raddr, rport;
+        unsigned long rxq;
+        /* sl local rem st tx:rx ... (addresses in network byte order, as hex) */
+        if (sscanf(line, " %*d: %x:%x %x:%x %*x %*x:%lx", &laddr, &lport, &raddr, &rport, &rxq) == 5 &&
+            laddr == local->sin_addr.s_addr && lport == ntohs(local->sin_port) &&
+            raddr == remote->sin_addr.s_addr && rport == ntohs(remote->sin_port))
+            rx = (long)rxq;
+    }
+    fclose(f);
+    return rx;
+}
+
+bool vt_sock_wait_taken(int fd, int timeout_ms)
+{
+    struct sockaddr_in me, peer;
+    socklen_t ml = sizeof(me), pl = sizeof(peer);
+    if (getsockname(fd, (struct sockaddr *)&me, &ml) != 0 || getpeername(fd, (struct sockaddr *)&peer, &pl) != 0 ||
+        me.sin_family != AF_INET)
+        return false;
+    long long deadline = vt_now_ms() + timeout_ms;
+    for (;;) {
+        int unsent = -1;
+        if (ioctl(fd, SIOCOUTQ, &unsent) != 0) return false;
+        if (unsent == 0 && tcp_rx_queue(&peer, &me) == 0) return true;
+        if (vt_now_ms() >= deadline) return false;
+        poll(NULL, 0, 2);
+    }
 }
 
 /* Read whatever arrives until done(b, arg), EOF/error, or the deadline. */

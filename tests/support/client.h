@@ -84,6 +84,12 @@ int vt_sock_unix(const char *path);
 bool vt_sock_send(int fd, const void *data, size_t len);
 bool vt_sock_send_str(int fd, const char *s);
 bool vt_sock_send_buf(int fd, const vt_buf *b);
+/* Wait until the process at the other end of TCP socket fd has read every
+ * byte sent on it: none left in fd's send queue (SIOCOUTQ) and none in the
+ * peer socket's receive queue (/proc/net/tcp). Lets a test make a server
+ * see a request in two reads, the first one taken before the rest is sent.
+ * False at the deadline. */
+bool vt_sock_wait_taken(int fd, int timeout_ms);
 
 /* Read into b until b->len >= n, the peer closes, or timeout. True if reached. */
 bool vt_sock_read_len(int fd, vt_buf *b, size_t n, int timeout_ms);
