@@ -15,6 +15,7 @@
  * tests/integration/test_proxy_auth.c). */
 #define AUTH_OK "+OK\r\n"
 #define AUTH_NOAUTH "-NOAUTH Authentication required.\r\n"
+#define AUTH_EXECABORT_NOAUTH "-EXECABORT Transaction discarded because of: NOAUTH Authentication required.\r\n"
 #define AUTH_WRONGPASS "-WRONGPASS invalid username-password pair or user is disabled.\r\n"
 #define AUTH_ARITY "-ERR wrong number of arguments for 'auth' command\r\n"
 #define AUTH_SYNTAX "-ERR syntax error\r\n"
@@ -299,8 +300,13 @@ static auth_verdict auth_judge_auth(const auth_table *t, int argc, const resp_ar
     return auth_answer(AUTH_OK, reply, len);
 }
 
-/* helloCommand's order: the version, each option (SETNAME's name checked
- * as it is read), the credentials, then whether the client may go on. */
+/* helloCommand's order: the version, then each option as it is read: an
+ * AUTH authenticates there and then (so `AUTH good AUTH bad` answers
+ * WRONGPASS with the client authenticated, `AUTH bad AUTH good` leaves it
+ * not), a SETNAME's name is checked, and the first error ends it (an
+ * error after a good AUTH leaves the client authenticated); then whether
+ * the client may go on. The proxy strips every AUTH option before the
+ * HELLO goes upstream (auth_hello_strip). */
 static auth_verdict auth_judge_hello(const auth_table *t, int argc, const resp_arg *argv, int *authed,
                                      char *reply, size_t *len)
 {
@@ -309,12 +315,14 @@ static auth_verdict auth_judge_hello(const auth_table *t, int argc, const resp_a
         if (auth_strict_ll(&argv[1], &ver) < 0) return auth_answer(HELLO_BAD_VERSION, reply, len);
         if (ver < 2 || ver > 3) return auth_answer(HELLO_NOPROTO, reply, len);
     }
-    const resp_arg *user = NULL, *pass = NULL;
+    int auth_option = 0;
     for (int j = 2; j < argc; j++) {
         int more = argc - 1 - j;
         if (cmd_arg_is(&argv[j], "auth") && more >= 2) {
-            user = &argv[j + 1];
-            pass = &argv[j + 2];
+            if (!auth_check(t, argv[j + 1].ptr, argv[j + 1].len, argv[j + 2].ptr, argv[j + 2].len))
+                return auth_answer(AUTH_WRONGPASS, reply, len);
+            *authed = 1;
+            auth_option = 1;
             j += 2;
         } else if (cmd_arg_is(&argv[j], "setname") && more) {
             const resp_arg *name = &argv[j + 1];
@@ -333,13 +341,8 @@ static auth_verdict auth_judge_hello(const auth_table *t, int argc, const resp_a
             return AUTH_ANSWER;
         }
     }
-    if (user) {
-        if (!auth_check(t, user->ptr, user->len, pass->ptr, pass->len))
-            return auth_answer(AUTH_WRONGPASS, reply, len);
-        *authed = 1;
-    }
     if (!*authed) return auth_answer(HELLO_NOAUTH, reply, len);
-    return user ? AUTH_FORWARD_HELLO : AUTH_FORWARD;
+    return auth_option ? AUTH_FORWARD_HELLO : AUTH_FORWARD;
 }
 
 auth_verdict auth_judge(const auth_table *t, int argc, const resp_arg *argv, int *authed, char *reply,
@@ -350,6 +353,9 @@ auth_verdict auth_judge(const auth_table *t, int argc, const resp_arg *argv, int
     if (cmd_arg_is(&argv[0], "hello")) return auth_judge_hello(t, argc, argv, authed, reply, len);
     if (*authed || cmd_is_quit(argc, argv) || cmd_arg_is(&argv[0], "reset") || cmd_is_http_request(argc, argv))
         return AUTH_FORWARD;
+    /* Redis's rejectCommand answers a refused EXEC as an aborted
+     * transaction (execCommandAbort), whether or not MULTI came first. */
+    if (cmd_arg_is(&argv[0], "exec")) return auth_answer(AUTH_EXECABORT_NOAUTH, reply, len);
     return auth_answer(AUTH_NOAUTH, reply, len);
 }
 

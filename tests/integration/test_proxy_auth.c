@@ -161,6 +161,18 @@ Test(proxy_auth, every_auth_answer_is_redis_own)
     SAME("HELLO 2 AUTH alice apw SETNAME pa-name\r\nCLIENT GETNAME\r\nGET pa:k\r\n", 3);
     SAME("HELLO 3 AUTH dave davepw\r\nGET pa:k\r\n", 2);
     SAME("AUTH " PROXY_PASS "\r\nHELLO 2\r\n", 2);
+    /* Issue 22, finding 9: HELLO's options act in order, an AUTH there and
+     * then, and the first error ends it (the PING after says whether the
+     * client is authenticated); EXEC before AUTH is an aborted
+     * transaction. */
+    SAME("HELLO 2 AUTH default wrong AUTH default " PROXY_PASS "\r\nPING\r\n", 2);
+    SAME("HELLO 2 AUTH default " PROXY_PASS " AUTH default wrong\r\nPING\r\n", 2);
+    SAME("HELLO 3 AUTH default " PROXY_PASS " SETNAME \"a b\"\r\nPING\r\n", 2);
+    SAME("HELLO 2 SETNAME \"a b\" AUTH default " PROXY_PASS "\r\nPING\r\n", 2);
+    SAME("HELLO 2 AUTH alice apw FOO\r\nPING\r\n", 2);
+    SAME("HELLO 2 AUTH alice wrong AUTH carol x\r\nCLIENT GETNAME\r\n", 2);
+    SAME("MULTI\r\nPING\r\nEXEC\r\nPING\r\n", 4);
+    SAME("EXEC\r\n", 1);
     same_as_redis("QUIT\r\n", 6, 0, true);
     /* Pre-auth limits: 11 arguments, a 16385-byte bulk; and gone after AUTH. */
     SAME("AUTH " PROXY_PASS "\r\nDEL pa:l\r\nRPUSH pa:l 1 2 3 4 5 6 7 8 9 10\r\n", 3);
