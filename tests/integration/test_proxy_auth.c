@@ -298,6 +298,17 @@ static void big_script_request(vt_buf *req)
     vt_buf_cmd_argv(req, 10, argv, lens);
 }
 
+/* How many HELLOs the redis-server behind c has run (INFO commandstats). */
+static long long hello_calls(redisContext *c)
+{
+    redisReply *r = vt_cmd(c, "INFO commandstats");
+    cr_assert(r && r->type == REDIS_REPLY_STRING, "%s", VT_DESCRIBE(r));
+    const char *at = strstr(r->str, "cmdstat_hello:calls=");
+    long long n = at ? strtoll(at + strlen("cmdstat_hello:calls="), NULL, 10) : 0;
+    freeReplyObject(r);
+    return n;
+}
+
 /* Send req to fd in two writes, the first `first` bytes read by the other
  * end before the rest is sent (a large request arriving in pieces), and
  * read one reply. */
@@ -345,6 +356,29 @@ Test(proxy_auth, a_large_request_in_pieces_before_auth_is_refused)
     cr_assert(r && r->type == REDIS_REPLY_INTEGER && r->integer == 0, "the script ran on Redis");
     freeReplyObject(r);
 
+    /* Pipelined behind a command, and inside MULTI (which Redis refuses
+     * before AUTH too): the same. */
+    vt_buf piped = {0};
+    vt_buf_append_str(&piped, "MULTI\r\nPING\r\n");
+    size_t head = piped.len;
+    vt_buf_append(&piped, req.data, req.len);
+    vt_buf_reset(&want);
+    vt_buf_reset(&got);
+    rfd = vt_must_sock(reference->port);
+    cr_assert(vt_sock_send(rfd, piped.data, head + 70000) && vt_sock_wait_taken(rfd, VT_READ_DEADLINE_MS));
+    cr_assert(vt_sock_send(rfd, piped.data + head + 70000, piped.len - head - 70000));
+    cr_assert(vt_sock_read_replies(rfd, &want, 3, VT_READ_DEADLINE_MS));
+    close(rfd);
+    cr_assert(vt_sock_send(fd, piped.data, head + 70000) && vt_sock_wait_taken(fd, VT_READ_DEADLINE_MS));
+    cr_assert(vt_sock_send(fd, piped.data + head + 70000, piped.len - head - 70000));
+    cr_assert(vt_sock_read_replies(fd, &got, 3, VT_READ_DEADLINE_MS), "got \"%s\"", vt_buf_escaped(&got));
+    cr_assert(got.len == want.len && memcmp(got.data, want.data, want.len) == 0,
+              "pipelined before AUTH: \"%s\" (Redis: \"%s\")", vt_buf_escaped(&got), vt_buf_escaped(&want));
+    vt_buf_free(&piped);
+    r = vt_cmd(up, "EXISTS pa:ran");
+    cr_assert(r && r->type == REDIS_REPLY_INTEGER && r->integer == 0, "the script ran on Redis");
+    freeReplyObject(r);
+
     /* The same client, authenticated: the same request is served. */
     vt_buf_reset(&got);
     const char auth[] = "AUTH " PROXY_PASS "\r\n";
@@ -354,6 +388,21 @@ Test(proxy_auth, a_large_request_in_pieces_before_auth_is_refused)
     vt_buf_reset(&got);
     send_in_two_reads(fd, &req, 70000, &got);
     cr_assert_str_eq(vt_buf_escaped(&got), "$10\\r\\nthe-secret\\r\\n");
+
+    /* A HELLO with AUTH over 64 KiB is the proxy's to judge: read whole,
+     * answered WRONGPASS, never streamed to Redis with its password. */
+    static char pass[70000];
+    memset(pass, 'p', sizeof(pass));
+    const char *hargv[] = {"HELLO", "2", "AUTH", "alice", pass};
+    const size_t hlens[] = {5, 1, 4, 5, sizeof(pass)};
+    vt_buf hello = {0};
+    vt_buf_cmd_argv(&hello, 5, hargv, hlens);
+    vt_buf_reset(&got);
+    long long hellos = hello_calls(up); /* the proxy's own, setting up its connections */
+    send_in_two_reads(fd, &hello, 66000, &got);
+    cr_assert_str_eq(vt_buf_escaped(&got), "-WRONGPASS invalid username-password pair or user is disabled.\\r\\n");
+    vt_buf_free(&hello);
+    cr_assert_eq(hello_calls(up), hellos, "the HELLO reached the upstream");
     close(fd);
 
     cr_assert(vt_bystanders_wait(b, 40, VT_READ_DEADLINE_MS), "the bystanders stopped being served");
