@@ -723,3 +723,54 @@ Test(tls, an_encrypted_key_with_tls_key_file_pass_and_tls_protocols)
     vt_redis_free(r);
     unlink(key);
 }
+
+/* Issue 22, finding 1, over TLS: a client on tls-port that has not
+ * authenticated to the proxy's own password sends a request over 64 KiB
+ * (within Redis's pre-auth limits) in two pieces, the first read by the
+ * proxy before the second is sent. It is judged whole at the gate and
+ * answered -NOAUTH; the script never runs. Authenticated bystanders
+ * (plaintext) are served throughout. */
+Test(tls, a_large_request_in_pieces_before_auth_is_refused_over_tls)
+{
+    VT_SKIP_IF_DIRECT();
+    vt_redis *r = tls_redis("server", "no");
+    int tls_port = vt_free_port();
+    char tp[16];
+    snprintf(tp, sizeof(tp), "%d", tls_port);
+    const char *args[] = {"--tls-port", tp, "--tls-cert-file", vt_cert_path("server.crt"), "--tls-key-file",
+                          vt_cert_path("server.key"), "--tls-ca-cert-file", vt_cert_path("ca.crt"),
+                          "--tls-auth-clients", "no", "--requirepass", "tls-pass", NULL};
+    vt_proxy *p = tls_proxy(r, args);
+    vt_bystanders *b = vt_bystanders_start_auth(p->port, 3, "tls-pass");
+    cr_assert(b && vt_bystanders_wait(b, 30, VT_READ_DEADLINE_MS), "the bystanders did not get going");
+
+    static char filler[16000];
+    memset(filler, 'f', sizeof(filler));
+    const char *argv[10] = {"EVAL", "return redis.call('incr','tls:ran')", "0"};
+    size_t lens[10] = {4, strlen(argv[1]), 1};
+    for (int i = 3; i < 10; i++) {
+        argv[i] = filler;
+        lens[i] = sizeof(filler);
+    }
+    vt_buf req = {0}, got = {0};
+    vt_buf_cmd_argv(&req, 10, argv, lens);
+    char why[256];
+    vt_tls_client *t = vt_tls_connect(tls_port, NULL, NULL, why, sizeof(why));
+    cr_assert(t, "TLS connect failed: %s", why);
+    tls_send(t, req.data, 70000);
+    cr_assert(vt_sock_wait_taken(t->fd, VT_READ_DEADLINE_MS), "the proxy did not read the first piece");
+    tls_send(t, req.data + 70000, req.len - 70000);
+    tls_read_replies(t, &got, 1);
+    cr_assert_str_eq(vt_buf_escaped(&got), "-NOAUTH Authentication required.\\r\\n");
+    vt_buf_reset(&got);
+    tls_send(t, "AUTH tls-pass\r\nEXISTS tls:ran\r\n", 31);
+    tls_read_replies(t, &got, 2);
+    cr_assert_str_eq(vt_buf_escaped(&got), "+OK\\r\\n:0\\r\\n", "the script ran");
+    vt_tls_free(t);
+    cr_assert(vt_bystanders_wait(b, 30, VT_READ_DEADLINE_MS), "the bystanders stopped being served");
+    vt_assert_bystanders_ok(b);
+    vt_buf_free(&req);
+    vt_buf_free(&got);
+    vt_proxy_free(p);
+    vt_redis_free(r);
+}
