@@ -1041,9 +1041,13 @@ static void client_stream_partial(client_session *c, const char *p, size_t avail
 {
     size_t n;
     if (!c->streaming) {
-        /* Cluster mode routes a request by its keys, and may split it or
-         * send it again after a -MOVED: it must be whole first. */
-        if (avail < CLIENT_STREAM_THRESHOLD || c->srv->cluster) return;
+        if (avail < CLIENT_STREAM_THRESHOLD) return;
+        /* The gate first: a request it wants whole (cluster mode's, which
+         * are routed by their keys, included) waits where it is, and one
+         * from a client that has not authenticated moves nobody. */
+        const resp_arg *argv;
+        int argc = resp_request_partial_args(&c->parser, p, &argv);
+        if (client_admit(c, argc, argv, 0) != ADMIT_FORWARD) return;
         if (c->up->shared) {
             /* Half a request on a shared connection would hold up everyone
              * behind it: streaming is done on a connection of its own.
@@ -1055,9 +1059,6 @@ static void client_stream_partial(client_session *c, const char *p, size_t avail
         /* Not while replies are not counted, nor while a NOSCRIPT retry
          * could land inside a half-sent request. */
         if (!upstream_is_counting(c->up) || c->up->verbs_in_flight) return;
-        const resp_arg *argv;
-        int argc = resp_request_partial_args(&c->parser, p, &argv);
-        if (client_admit(c, argc, argv, 0) != ADMIT_FORWARD) return;
         if (client_not_admitted(c, "streaming")) return;
         n = resp_request_release(&c->parser, avail);
         if (n == 0) return;
