@@ -20,7 +20,10 @@
  * itself, byte for byte; AGGREGATE COUNT (which this Redis lacks) with what
  * ZUNIONSTORE builds from copies of the sources as plain sets, where every
  * member scores 1. Eight clients racing for one snapshot get one builder
- * and one content.
+ * and one content. A ttl-ms at the int64 edge with a union that outlasts
+ * the room left still gives the snapshot its TTL (and ZWINDOW's window the
+ * same, told here as the same finding); a snapshot found with no TTL is
+ * given one and rebuilt after it.
  *
  * Argument errors are the proxy's, each pipelined with an ECHO that must be
  * answered right after it; then each verb's script, called directly with
