@@ -10,10 +10,18 @@
 -- Builds dest as ZUNIONSTORE would, with a time to live of ttl-ms, only if
 -- dest does not exist yet; one script, so the check and the build are one
 -- atomic step and no temporary key is ever made. Reply: [1, ttl-ms] when
--- it built dest, [0, remaining ttl in ms] when dest was there already (-1:
--- it has no time to live). A union with no member stores nothing (as
--- ZUNIONSTORE) and replies [1, ttl-ms]: a missing key reads as the empty
--- snapshot. dest holding another type: WRONGTYPE.
+-- it built dest, [0, remaining ttl in ms] when dest was there already. A
+-- dest that is there with no time to live (a user's, or one an older
+-- proxy's failed PEXPIRE left) keeps its content and gets ttl-ms now, so
+-- that it is rebuilt once that is over, not answered [0, -1] forever. A
+-- union with no member stores nothing (as ZUNIONSTORE) and replies
+-- [1, ttl-ms]: a missing key reads as the empty snapshot. dest holding
+-- another type: WRONGTYPE.
+--
+-- The time to live is set by a command chosen before anything is written
+-- (lib/time.lua's expiry_setter) that cannot fail after the union was
+-- stored, however long the union took: no ttl-ms that passes the check
+-- leaves dest without one.
 --
 -- AGGREGATE COUNT (each member's score: the sum of the weights of the
 -- sources that hold it, 1 each without WEIGHTS) is Redis's own where Redis
@@ -82,7 +90,8 @@ while i <= #ARGV do
     return err('ERR syntax error')
   end
 end
-if ttl_overflows(ttl) then
+local expire_command, expire_arg = expiry_setter(ttl)
+if expire_command == nil then
   return err("ERR invalid expire time in 'zsnapshot' command")
 end
 
@@ -91,7 +100,12 @@ if kind ~= 'none' then
   if kind ~= 'zset' then
     return err(WRONGTYPE)
   end
-  return { 0, redis.call('PTTL', dest) }
+  local left = redis.call('PTTL', dest)
+  if left == -1 then
+    redis.call(expire_command, dest, expire_arg)
+    left = redis.call('PTTL', dest)
+  end
+  return { 0, left }
 end
 local sources = {}
 for k = 2, #KEYS do
@@ -134,6 +148,6 @@ if not stored then
   zaggregate_store(dest, zaggregate_compute(false, sources, weights, aggregate))
 end
 if redis.call('EXISTS', dest) == 1 then
-  redis.call('PEXPIRE', dest, ttl)
+  redis.call(expire_command, dest, expire_arg)
 end
 return { 1, ttl_ms }

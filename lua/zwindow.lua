@@ -27,7 +27,13 @@ local window_ms = parse_int(window)
 if window_ms == nil then
   return err('ERR value is not an integer or out of range')
 end
-if window_ms <= 0 or ttl_overflows(window) then
+if window_ms <= 0 then
+  return err("ERR invalid expire time in 'zwindow' command")
+end
+-- Chosen before anything is written, and cannot fail after the writes
+-- (lib/time.lua): a window is never left without its time to live.
+local expire_command, expire_arg = expiry_setter(window)
+if expire_command == nil then
   return err("ERR invalid expire time in 'zwindow' command")
 end
 
@@ -65,7 +71,7 @@ redis.call('ZADD', key, now, member)
 if not present then
   count = count + 1
 end
--- window-ms goes as the client's digits: a Lua number would be formatted
--- as 1e+17 from 10^17 on.
-redis.call('PEXPIRE', key, window)
+-- window-ms goes as the client's digits (or, from 10^18 on, the exact
+-- expiry's): a Lua number would be formatted as 1e+17 from 10^17 on.
+redis.call(expire_command, key, expire_arg)
 return { 1, count }

@@ -20,7 +20,10 @@
  * itself, byte for byte; AGGREGATE COUNT (which this Redis lacks) with what
  * ZUNIONSTORE builds from copies of the sources as plain sets, where every
  * member scores 1. Eight clients racing for one snapshot get one builder
- * and one content.
+ * and one content. A ttl-ms at the int64 edge with a union that outlasts
+ * the room left still gives the snapshot its TTL (and ZWINDOW's window the
+ * same, told here as the same finding); a snapshot found with no TTL is
+ * given one and rebuilt after it.
  *
  * Argument errors are the proxy's, each pipelined with an ECHO that must be
  * answered right after it; then each verb's script, called directly with
@@ -1483,18 +1486,69 @@ Test(zsnapshot, eight_clients_racing_for_one_snapshot_get_one_builder_and_one_co
 
 /* ---- what is already there ---- */
 
-Test(zsnapshot, an_existing_sorted_set_is_left_as_it_is)
+/* A sorted set already at dest keeps its content. One with no TTL (a
+ * user's, or a snapshot an older proxy's failed PEXPIRE left: issue 22,
+ * finding 8) gets ttl-ms, so it is not answered [0, -1] forever; a TTL it
+ * has is left as it is. */
+Test(zsnapshot, an_existing_sorted_set_keeps_its_content_and_gets_the_ttl_only_if_it_had_none)
 {
-    redisContext *c = client();
+    redisContext *c = client(), *d = redis_direct();
     EXPECT(c, ":1", "ZADD zs:src 1 fresh");
     EXPECT(c, ":1", "ZADD zs:kept 7 old");
-    EXPECT(c, "[:0, :-1]", "ZSNAPSHOT zs:kept 60000 1 zs:src");
+    long long t0 = vt_server_ms(c);
+    long long left = expect_already_there(vt_cmd(c, "ZSNAPSHOT zs:kept 60000 1 zs:src"), 60000);
+    long long t1 = vt_server_ms(c);
     EXPECT(c, "[\"old\", \"7\"]", "ZRANGE zs:kept 0 -1 WITHSCORES");
-    EXPECT(c, ":-1", "PTTL zs:kept");
+    long long at = vt_pexpiretime(d, "zs:kept");
+    vt_assert_within(at, t0 + 60000, t1 + 60000, "the expiry it was given");
+    vt_assert_within(left, at - t1, 60000, "the time left it answered");
+    /* now it has one: the next call leaves it as it is */
+    expect_already_there(vt_cmd(c, "ZSNAPSHOT zs:kept 5 1 zs:src"), 60000);
+    cr_assert_eq(vt_pexpiretime(d, "zs:kept"), at, "a TTL it had was changed");
     EXPECT(c, ":1", "PEXPIRE zs:kept 5000");
     expect_already_there(vt_cmd(c, "ZSNAPSHOT zs:kept 60000 1 zs:src"), 5000);
     EXPECT(c, "[\"old\", \"7\"]", "ZRANGE zs:kept 0 -1 WITHSCORES");
     redisFree(c);
+    redisFree(d);
+}
+
+static redisContext *g_expiry_watch;
+static const char *g_expiry_key;
+
+static bool key_gone(void *arg)
+{
+    (void)arg;
+    redisReply *r = vt_cmd(g_expiry_watch, "EXISTS %s", g_expiry_key);
+    cr_assert(r && r->type == REDIS_REPLY_INTEGER, "EXISTS: got %s", VT_DESCRIBE(r));
+    bool gone = r->integer == 0;
+    freeReplyObject(r);
+    return gone;
+}
+
+/* The story of finding 8 after the failed PEXPIRE: a snapshot with no TTL
+ * (made here as an older proxy left it: ZUNIONSTORE without PEXPIRE) while
+ * the sources move on. The next call gives it its TTL; once that is over,
+ * the snapshot is built again from the sources as they are. Bystanders
+ * throughout. */
+Test(zsnapshot, a_snapshot_left_without_a_ttl_is_given_one_and_rebuilt_after_it)
+{
+    redisContext *c = client(), *d = redis_direct();
+    vt_bystanders *b = vt_must_start_bystanders(env.proxy->port, 4, 50);
+    EXPECT(c, ":2", "ZADD zs:src 1 a 2 b");
+    EXPECT(d, ":2", "ZUNIONSTORE zs:stale 1 zs:src");
+    EXPECT(c, ":1", "ZADD zs:src 3 c");
+    expect_already_there(vt_cmd(c, "ZSNAPSHOT zs:stale 300 1 zs:src"), 300);
+    EXPECT(c, "[\"a\", \"1\", \"b\", \"2\"]", "ZRANGE zs:stale 0 -1 WITHSCORES");
+    g_expiry_watch = d;
+    g_expiry_key = "zs:stale";
+    cr_assert(vt_wait_until(key_gone, NULL, 10000), "zs:stale did not expire within 10 s of a 300 ms TTL");
+    EXPECT(c, "[:1, :60000]", "ZSNAPSHOT zs:stale 60000 1 zs:src");
+    EXPECT(c, "[\"a\", \"1\", \"b\", \"2\", \"c\", \"3\"]", "ZRANGE zs:stale 0 -1 WITHSCORES");
+    expect_already_there(vt_cmd(c, "ZSNAPSHOT zs:stale 60000 1 zs:src"), 60000);
+    cr_assert(vt_bystanders_wait(b, 50, 10000), "the bystanders were not served after the story");
+    vt_assert_bystanders_ok(b);
+    redisFree(c);
+    redisFree(d);
 }
 
 Test(zsnapshot, a_dest_of_another_type_is_wrongtype_and_left_as_it_is)
@@ -1597,6 +1651,177 @@ Test(zsnapshot, the_ttl_is_exact_up_to_the_int64_limit)
     EXPECT(c, "-" ERR_EXPIRE, "ZSNAPSHOT zs:past 9223372036854775807 1 zs:a");
     EXPECT(c, "-" ERR_EXPIRE, "ZSNAPSHOT zs:past 9223372036854775807 1 zs:a AGGREGATE COUNT");
     EXPECT(c, ":0", "EXISTS zs:past");
+    redisFree(c);
+    redisFree(d);
+}
+
+/* ---- the time to live at the int64 edge, set after a long write (issue 22, finding 8) ----
+ *
+ * ttl-ms so close to PEXPIRE's limit (server time + ttl-ms within int64)
+ * that the clock moving on while the script writes passes it. The script
+ * checked the sum against the clock it read before the write; Redis 7.0's
+ * PEXPIRE adds the clock as it is when PEXPIRE runs, after the write, and
+ * refused: "invalid expire time in 'pexpire'", the key written and left
+ * with no TTL (a snapshot answered [0, -1] by every later call, never
+ * rebuilt). What must happen instead: the call is refused before anything
+ * is written, or the key gets its TTL. */
+
+#define EDGE_MEMBERS 150000
+
+/* n members in key, scores from `score` (pipelined ZADDs of 10,000). */
+static void fill_members(redisContext *d, const char *key, int n, const char *score)
+{
+    int calls = 0;
+    for (int first = 0; first < n; first += 10000, calls++) {
+        words w = {0};
+        char buf[32];
+        words_add(&w, "ZADD");
+        words_add(&w, key);
+        for (int j = first; j < n && j < first + 10000; j++) {
+            if (score) {
+                words_add(&w, score);
+            } else {
+                snprintf(buf, sizeof(buf), "%d", j);
+                words_add(&w, buf);
+            }
+            snprintf(buf, sizeof(buf), "m%d", j);
+            words_add(&w, buf);
+        }
+        cr_assert(redisAppendCommandArgv(d, w.n, (const char **)w.v, NULL) == REDIS_OK);
+        words_free(&w);
+    }
+    for (; calls > 0; calls--)
+        expect_integer(vt_get_reply(d), "filling");
+}
+
+/* Redis's own time for the EVALSHAs since CONFIG RESETSTAT (INFO
+ * commandstats), in µs: how long the verb's script ran. */
+static long long evalsha_usec(redisContext *d)
+{
+    redisReply *r = vt_cmd(d, "INFO commandstats");
+    cr_assert(r && r->type == REDIS_REPLY_STRING, "INFO: got %s", VT_DESCRIBE(r));
+    const char *p = strstr(r->str, "cmdstat_evalsha:");
+    long long calls = 0, usec = 0;
+    cr_assert(p && sscanf(p, "cmdstat_evalsha:calls=%lld,usec=%lld", &calls, &usec) == 2 && calls >= 1,
+              "no EVALSHA in INFO commandstats:\n%s", r->str);
+    freeReplyObject(r);
+    return usec;
+}
+
+/* server time `now` + ttl, or LLONG_MAX if that passes it. */
+static long long plus_capped(long long now, long long ttl)
+{
+    return ttl > LLONG_MAX - now ? LLONG_MAX : now + ttl;
+}
+
+/* One call at the edge: ttl = LLONG_MAX - (server time) - room, the verb
+ * (fmt with one %lld for the ttl) sent through c. Returns false when it was
+ * refused before any write (the check ran after the room was gone: the
+ * caller tries again with more room), after checking that `key` is as it
+ * was (PEXPIRETIME `before`). Else the reply must be `built` (the ttl in
+ * its place, where "%lld" is) and the key's expiry between the server's
+ * times before and after + ttl; *ttl_out gets the ttl, *usec_out the time
+ * the script ran. Anything else fails the test. */
+static bool call_at_the_edge(redisContext *c, redisContext *d, const char *fmt, const char *key,
+                             long long before, const char *refusal, long long room, long long *ttl_out,
+                             long long *usec_out, redisReply **reply_out)
+{
+    EXPECT(d, "+OK", "CONFIG RESETSTAT");
+    long long now = vt_server_ms(c);
+    long long ttl = LLONG_MAX - now - room;
+    long long t0 = vt_server_ms(c);
+    redisReply *r = vt_cmd(c, fmt, ttl);
+    long long t1 = vt_server_ms(c);
+    cr_assert(r != NULL, "no reply: %s", c->errstr);
+    long long at = vt_pexpiretime(d, key);
+    if (r->type == REDIS_REPLY_ERROR && strcmp(r->str, refusal) == 0) {
+        cr_assert(at == before, "refused (%s), yet %s's expiry went from %lld to %lld", r->str, key, before, at);
+        freeReplyObject(r);
+        return false;
+    }
+    cr_assert(r->type == REDIS_REPLY_ARRAY && r->elements == 2 && r->element[0]->type == REDIS_REPLY_INTEGER &&
+                  r->element[1]->type == REDIS_REPLY_INTEGER,
+              "ttl %lld (%lld ms of room): got %s; %s's PEXPIRETIME is now %lld (-1: written without a TTL)", ttl,
+              room, VT_DESCRIBE(r), key, at);
+    vt_assert_within(at, plus_capped(t0, ttl), plus_capped(t1, ttl), "the expiry set at the edge");
+    *ttl_out = ttl;
+    *usec_out = evalsha_usec(d);
+    *reply_out = r;
+    return true;
+}
+
+Test(zsnapshot, a_ttl_at_the_int64_edge_is_set_even_when_the_clock_passes_the_edge_during_the_union)
+{
+    redisContext *c = client(), *d = redis_direct();
+    fill_members(d, "edge:src", EDGE_MEMBERS, NULL);
+    vt_bystanders *b = vt_must_start_bystanders(env.proxy->port, 4, 50);
+    long long ttl = 0, usec = 0, room = 5;
+    redisReply *r = NULL;
+    /* room: the ms between the test's TIME and the script's, which a busy
+     * machine may stretch; each refusal (nothing written) doubles it. */
+    while (!call_at_the_edge(c, d, "ZSNAPSHOT edge:snap %lld 1 edge:src", "edge:snap", -2, ERR_EXPIRE, room,
+                             &ttl, &usec, &r)) {
+        cr_assert(room < 160, "refused at the check with %lld ms of room: the machine is too slow", room);
+        room *= 2;
+    }
+    /* the union took longer than the room left: a PEXPIRE ttl run after it
+     * would have passed int64 (else this story could not fail). The
+     * script's TIME is not before the test's, and a clock read `usec` later
+     * is at least usec / 1000 - 1 ms further on. */
+    cr_assert(usec / 1000 > room + 2,
+              "the union took %lld us, not beyond the %lld ms of room: make the source larger", usec, room);
+    cr_assert(r->element[0]->integer == 1 && r->element[1]->integer >= ttl - 1024 &&
+                  r->element[1]->integer <= ttl + 1024,
+              "expected [1, ~%lld] (a double's precision), got %s", ttl, VT_DESCRIBE(r));
+    freeReplyObject(r);
+    EXPECT(d, ":150000", "ZUNIONSTORE edge:ref 1 edge:src");
+    expect_same_zset_at(__LINE__, d, "edge:snap", "edge:ref");
+    /* a later call: the snapshot is there, answered with the time it has
+     * left (PTTL: its expiry - the clock, within a double's precision) */
+    long long at = vt_pexpiretime(d, "edge:snap");
+    long long t0 = vt_server_ms(c);
+    r = vt_cmd(c, "ZSNAPSHOT edge:snap 60000 1 edge:src");
+    long long t1 = vt_server_ms(c);
+    cr_assert(r && r->type == REDIS_REPLY_ARRAY && r->elements == 2 && r->element[0]->integer == 0 &&
+                  r->element[1]->integer >= at - t1 - 1024 && r->element[1]->integer <= at - t0 + 1024,
+              "the next call: expected [0, %lld..%lld], got %s", at - t1, at - t0, VT_DESCRIBE(r));
+    freeReplyObject(r);
+    cr_assert_eq(vt_pexpiretime(d, "edge:snap"), at, "the next call changed the snapshot's TTL");
+    cr_assert(vt_bystanders_wait(b, 50, 10000), "the bystanders were not served after the story");
+    vt_assert_bystanders_ok(b);
+    redisFree(c);
+    redisFree(d);
+}
+
+/* ZWINDOW has the same shape: it removes the entries older than the window
+ * and adds the member, then sets the TTL to window-ms. With a window at the
+ * edge, the removal of many entries logged at times before it (-1e19 ms)
+ * takes longer than the room left. (Told here, beside ZSNAPSHOT's, as the
+ * same finding.) */
+Test(zsnapshot, zwindow_at_the_int64_edge_sets_its_ttl_even_when_the_clock_passes_the_edge_during_its_writes)
+{
+    redisContext *c = client(), *d = redis_direct();
+    fill_members(d, "edge:win", EDGE_MEMBERS, "-1e19");
+    vt_bystanders *b = vt_must_start_bystanders(env.proxy->port, 4, 50);
+    long long ttl = 0, usec = 0, room = 5;
+    redisReply *r = NULL;
+    while (!call_at_the_edge(c, d, "ZWINDOW edge:win %lld now", "edge:win", -1,
+                             "ERR invalid expire time in 'zwindow' command", room, &ttl, &usec, &r)) {
+        cr_assert(room < 160, "refused at the check with %lld ms of room: the machine is too slow", room);
+        room *= 2;
+    }
+    cr_assert(usec / 1000 > room + 2,
+              "the removal took %lld us, not beyond the %lld ms of room: add entries", usec, room);
+    vt_check_reply(__LINE__, "ZWINDOW at the edge", c, r, "[:1, :1]");
+    EXPECT(d, "[\"now\"]", "ZRANGE edge:win 0 -1");
+    /* a later call with a window of a minute: its TTL, as documented */
+    EXPECT(c, "[:1, :1]", "ZWINDOW edge:win 60000 now");
+    redisReply *t = vt_cmd(d, "PTTL edge:win");
+    cr_assert(t && t->type == REDIS_REPLY_INTEGER, "PTTL: got %s", VT_DESCRIBE(t));
+    vt_assert_within(t->integer, 1, 60000, "the window's TTL after a later call");
+    freeReplyObject(t);
+    cr_assert(vt_bystanders_wait(b, 50, 10000), "the bystanders were not served after the story");
+    vt_assert_bystanders_ok(b);
     redisFree(c);
     redisFree(d);
 }
