@@ -88,6 +88,7 @@ typedef struct sentinel_conn {
     size_t in_len, in_cap;
     unsigned char owed[SENTINEL_OWED_MAX]; /* sentinel_owed, oldest first */
     int owed_len;
+    int warned; /* a malformed message on it was logged as a warning */
 } sentinel_conn;
 
 /* One control connection to one sentinel. */
@@ -127,7 +128,7 @@ typedef struct vp_sentinel {
     char epoch_of[CONF_ADDR_MAX];       /* the sentinel-master that epoch is about (a reload may rename) */
     int epoch_from;                     /* >= 0: ask this sentinel next (it sent +switch-master) */
     char stale_seen[CONF_ADDR_MAX * 2]; /* the last lagging answer logged (once each) */
-    char malformed_seen[CONF_ADDR_MAX * 2]; /* the last malformed message logged (once each) */
+    char unframed_seen[CONF_ADDR_MAX * 2]; /* the last "not RESP" logged (once each) */
     unsigned long long switches;
     unsigned long long malformed; /* malformed messages ignored */
     sentinel_resolve *resolves;   /* lookups in flight (cancelled at stop) */
@@ -288,6 +289,23 @@ static void conn_reply(sentinel_conn *conn, const char *p, size_t n)
         link_failed(s, conn->link, "a reply nobody asked for");
 }
 
+/* Bytes that are not RESP: where a reply ends can no longer be known, so
+ * the connection is dropped (the next sentinel is used). A warning once
+ * per sentinel and fault, not at every reconnect. */
+static void conn_unframed(sentinel_conn *conn, const char *error)
+{
+    vp_sentinel *s = conn->s;
+    char why[128], seen[sizeof(s->unframed_seen)];
+    snprintf(why, sizeof(why), "not RESP: %s", error);
+    snprintf(seen, sizeof(seen), "%.200s %.120s", link_name(s, conn->link), why);
+    if (strcmp(seen, s->unframed_seen) != 0) {
+        snprintf(s->unframed_seen, sizeof(s->unframed_seen), "%s", seen);
+        vp_log(VP_LOG_WARNING, "sentinel: %s sent bytes that are not RESP (%s): connection dropped",
+               link_name(s, conn->link), error);
+    }
+    link_failed(s, conn->link, why);
+}
+
 /* Hand on every whole reply read; keep a partial one. */
 static void conn_process(sentinel_conn *conn)
 {
@@ -298,9 +316,7 @@ static void conn_process(sentinel_conn *conn)
         resp_frame_reset(&f);
         resp_frame_status st = resp_frame_scan(&f, conn->in + off, conn->in_len - off, &used);
         if (st == RESP_FRAME_ERROR) {
-            char why[128];
-            snprintf(why, sizeof(why), "not RESP: %s", f.error);
-            link_failed(conn->s, conn->link, why);
+            conn_unframed(conn, f.error);
             return;
         }
         if (st == RESP_FRAME_PARTIAL) {
@@ -704,19 +720,19 @@ static void sub_switch(vp_sentinel *s, const sentinel_switch *sw)
 /* A message that is not a well-formed +switch-master: it moves nothing.
  * A switch may be behind it, so the sentinels are asked soon (the round
  * is coalesced and paced, whatever the sender sends). Logged as a warning
- * once per kind of fault, not per message. */
+ * once per subscription, the rest at verbose with a count: a flood of
+ * them costs no log space. */
 static void sub_malformed(vp_sentinel *s, const char *p, size_t n, const char *why)
 {
-    char start[48], seen[sizeof(s->malformed_seen)];
+    char start[48];
     size_t i = 0;
     for (; i < n && i + 1 < sizeof(start); i++)
         start[i] = p[i] >= 0x20 && p[i] < 0x7f ? p[i] : '.';
     start[i] = '\0';
     s->malformed++;
     s->recheck = 1;
-    snprintf(seen, sizeof(seen), "%.200s: %.200s", link_name(s, &s->sub), why);
-    int first = strcmp(seen, s->malformed_seen) != 0;
-    if (first) snprintf(s->malformed_seen, sizeof(s->malformed_seen), "%s", seen);
+    int first = !s->sub.conn->warned;
+    s->sub.conn->warned = 1;
     vp_log(first ? VP_LOG_WARNING : VP_LOG_VERBOSE,
            "sentinel: malformed message on the " SENTINEL_CHANNEL " subscription to %s (%s; it starts "
            "\"%s\"); ignored (%llu so far), asking the sentinels",
