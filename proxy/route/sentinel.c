@@ -255,8 +255,14 @@ static void conn_send(sentinel_conn *conn, const char *p, size_t n, sentinel_owe
         conn_write(conn, p, n);
         return;
     }
-    conn->pending = vp_realloc(conn->pending, conn->pending_len + n);
-    memcpy(conn->pending + conn->pending_len, p, n);
+    /* (Not realloc: the old copy may hold AUTH, and is wiped before it
+     * goes back to the allocator.) */
+    char *more = vp_malloc(conn->pending_len + n);
+    if (conn->pending_len) memcpy(more, conn->pending, conn->pending_len);
+    memcpy(more + conn->pending_len, p, n);
+    if (conn->pending) OPENSSL_cleanse(conn->pending, conn->pending_len);
+    free(conn->pending);
+    conn->pending = more;
     conn->pending_len += n;
 }
 
@@ -394,7 +400,6 @@ static void link_attach(vp_sentinel *s, sentinel_link *l, const char *ip, int po
     memset(conn, 0, sizeof(*conn));
     conn->s = s;
     conn->link = l;
-    conn->tcp.data = conn;
     conn->connect_req.data = conn;
     int rc = uv_tcp_init(s->srv->loop, &conn->tcp);
     if (rc < 0) {
@@ -402,6 +407,7 @@ static void link_attach(vp_sentinel *s, sentinel_link *l, const char *ip, int po
         link_failed(s, l, uv_strerror(rc));
         return;
     }
+    conn->tcp.data = conn;
     l->conn = conn;
     rc = uv_tcp_connect(&conn->connect_req, &conn->tcp, (const struct sockaddr *)&ss, on_connected);
     if (rc < 0) {
