@@ -22,15 +22,23 @@
  * is the floor a different address must beat.
  *
  * Sentinels given by name are resolved with uv_getaddrinfo (the thread
- * pool), never by hiredis's blocking lookup: hiredis is handed the numeric
- * address.
+ * pool), never by a blocking lookup: the connect is to a numeric address.
  *
- * hiredis lifetimes: a context reports its end by calling every pending
- * callback with a NULL reply (then the disconnect callback) and frees
- * itself; the proxy then only forgets its pointer. It frees a context
- * itself (redisAsyncFree) only while the context is alive, after bumping
- * the generation its callbacks carry, so those late NULL replies are
- * recognised as stale. */
+ * The connections are the proxy's own (libuv TCP, replies framed by
+ * protocol/resp_frame.h and judged by sentinel_parse.c), not hiredis's
+ * async client: hiredis 0.14 asserts, ending the process, on a pub/sub
+ * reply it cannot place (a `message` of fewer than 2 elements, a non-string
+ * channel) and on any reply nobody asked for, and a sentinel link is plain
+ * TCP that anyone on the path can write to. Here every reply is taken only
+ * in the exact shape a sentinel sends: a malformed pub/sub message is
+ * logged (once per kind of fault) and ignored, and the sentinels are asked
+ * again; a reply nobody asked for, bytes that are not RESP or a reply over
+ * SENTINEL_REPLY_MAX fail the connection (the next sentinel is used).
+ *
+ * Lifetimes: a link's connection (sentinel_conn) is dropped by detaching
+ * it (conn->link = NULL) and closing its handle; its callbacks then only
+ * free. A name lookup carries the link's generation, bumped at each drop,
+ * so an answer for a dropped connection is recognised as stale. */
 #include "proxy/route/sentinel.h"
 
 #include <netdb.h>
@@ -41,26 +49,57 @@
 #include <string.h>
 #include <strings.h>
 
-#include <hiredis/adapters/libuv.h>
-#include <hiredis/async.h>
-#include <hiredis/hiredis.h>
+#include <openssl/crypto.h>
 
+#include "protocol/resp_frame.h"
 #include "proxy/buffer.h"
 #include "proxy/log.h"
 #include "proxy/ops/readiness.h"
 #include "proxy/route/route.h"
+#include "proxy/route/sentinel_parse.h"
 #include "proxy/server.h"
 #include "proxy/upstream/upstream.h"
 
+/* What a reply on a sentinel connection answers, oldest first. */
+typedef enum sentinel_owed {
+    OWED_AUTH,     /* our AUTH */
+    OWED_MASTER,   /* SENTINEL MASTER */
+    OWED_SUBSCRIBE /* SUBSCRIBE +switch-master (then messages, owed to nobody) */
+} sentinel_owed;
+
+#define SENTINEL_OWED_MAX 4
+/* A reply longer than this is no sentinel's (SENTINEL MASTER is under 1 KiB). */
+#define SENTINEL_REPLY_MAX (64 * 1024)
+#define SENTINEL_READ_CHUNK 4096
+
+struct sentinel_link;
+
+/* One TCP connection to one sentinel. It outlives its link while its
+ * handle closes: link NULL means dropped, and its callbacks only free. */
+typedef struct sentinel_conn {
+    uv_tcp_t tcp;
+    uv_connect_t connect_req;
+    struct sentinel_link *link; /* NULL once dropped */
+    struct vp_sentinel *s;
+    int connected;
+    char *pending; /* requests queued before the connect completed */
+    size_t pending_len;
+    char *in; /* bytes read, not yet a whole reply */
+    size_t in_len, in_cap;
+    unsigned char owed[SENTINEL_OWED_MAX]; /* sentinel_owed, oldest first */
+    int owed_len;
+    int warned; /* a malformed message on it was logged as a warning */
+} sentinel_conn;
+
 /* One control connection to one sentinel. */
 typedef struct sentinel_link {
-    redisAsyncContext *ac; /* NULL: none */
-    int index;             /* which `sentinel` line */
-    unsigned gen;          /* bumped when the proxy drops ac: its callbacks' privdata */
-    uint64_t started;      /* loop time the request in flight (or the connect) started */
-    int busy;              /* a request in flight (asking) / subscribed (sub) */
-    int resolving;         /* its sentinel's name is being looked up (for this gen) */
-    char auth_error[160];  /* the sentinel refused our AUTH */
+    sentinel_conn *conn;  /* NULL: none */
+    int index;            /* which `sentinel` line */
+    unsigned gen;         /* bumped when the proxy drops conn: a lookup's answer for an older gen is stale */
+    uint64_t started;     /* loop time the request in flight (or the connect) started */
+    int busy;             /* a request in flight (asking) / subscribed (sub) */
+    int resolving;        /* its sentinel's name is being looked up (for this gen) */
+    char auth_error[160]; /* the sentinel refused our AUTH */
 } sentinel_link;
 
 /* One uv_getaddrinfo of a sentinel's name. Owned by the vp_sentinel (on
@@ -89,9 +128,11 @@ typedef struct vp_sentinel {
     char epoch_of[CONF_ADDR_MAX];       /* the sentinel-master that epoch is about (a reload may rename) */
     int epoch_from;                     /* >= 0: ask this sentinel next (it sent +switch-master) */
     char stale_seen[CONF_ADDR_MAX * 2]; /* the last lagging answer logged (once each) */
+    char unframed_seen[CONF_ADDR_MAX * 2]; /* the last "not RESP" logged (once each) */
     unsigned long long switches;
-    sentinel_resolve *resolves; /* lookups in flight (cancelled at stop) */
-    int stopping;               /* freed once the timer is closed and no lookup is left */
+    unsigned long long malformed; /* malformed messages ignored */
+    sentinel_resolve *resolves;   /* lookups in flight (cancelled at stop) */
+    int stopping;                 /* freed once the timer is closed and no lookup is left */
     int timer_open;
     char error[READY_REASON_MAX - 32]; /* why no primary is known ("" once one is) */
 } vp_sentinel;
@@ -119,85 +160,261 @@ static const char *link_name(const vp_sentinel *s, const sentinel_link *l)
     return c->sentinels[l->index % c->nsentinels];
 }
 
-/* Forget the link's context; free it if it is still alive (not called
- * from its dying callbacks: those pass alive 0). */
-static void link_drop(sentinel_link *l, int alive)
+/* ---- one connection: bytes out, whole replies in ---- */
+
+static void conn_freed(uv_handle_t *h)
 {
-    redisAsyncContext *ac = l->ac;
-    l->gen++;
-    l->ac = NULL;
-    l->busy = 0;
-    l->resolving = 0;                    /* (a lookup in flight is now stale) */
-    if (ac && alive) redisAsyncFree(ac); /* (deferred by hiredis when inside a callback) */
+    sentinel_conn *conn = h->data;
+    if (conn->pending) OPENSSL_cleanse(conn->pending, conn->pending_len); /* (may hold AUTH) */
+    free(conn->pending);
+    free(conn->in);
+    free(conn);
 }
 
-static void ask_failed(vp_sentinel *s, const char *why, int alive);
-static void sub_failed(vp_sentinel *s, const char *why, int alive);
+/* Detach and close: from here on its callbacks only free. */
+static void conn_close(sentinel_conn *conn)
+{
+    conn->link = NULL;
+    uv_close((uv_handle_t *)&conn->tcp, conn_freed);
+}
+
+/* Forget the link's connection (closing it) and any lookup for it. */
+static void link_drop(sentinel_link *l)
+{
+    sentinel_conn *conn = l->conn;
+    l->gen++;
+    l->conn = NULL;
+    l->busy = 0;
+    l->resolving = 0; /* (a lookup in flight is now stale) */
+    if (conn) conn_close(conn);
+}
+
+static void ask_failed(vp_sentinel *s, const char *why);
+static void sub_failed(vp_sentinel *s, const char *why);
 static void ask_send(vp_sentinel *s);
 static void sub_send(vp_sentinel *s);
-static void on_ask_auth(redisAsyncContext *ac, void *r, void *priv);
-static void on_sub_auth(redisAsyncContext *ac, void *r, void *priv);
+static void on_ask_auth(vp_sentinel *s, const char *p, size_t n);
+static void on_sub_auth(vp_sentinel *s, const char *p, size_t n);
+static void on_ask_reply(vp_sentinel *s, const char *p, size_t n);
+static void on_sub_reply(vp_sentinel *s, const char *p, size_t n, int owed);
 
-static void link_failed(vp_sentinel *s, sentinel_link *l, const char *why, int alive)
+static void link_failed(vp_sentinel *s, sentinel_link *l, const char *why)
 {
     if (l == &s->ask)
-        ask_failed(s, why, alive);
+        ask_failed(s, why);
     else
-        sub_failed(s, why, alive);
+        sub_failed(s, why);
 }
 
-/* A connected context was lost (its pending callbacks have run, with
- * NULL: a request in flight is already failed over to the next sentinel). */
-static void on_disconnect(const redisAsyncContext *ac, int status)
+/* The connection is lost (or was never made): a question in flight goes
+ * to the next sentinel, an idle asking connection is just forgotten. */
+static void conn_lost(sentinel_conn *conn, const char *why)
 {
-    (void)status;
-    vp_sentinel *s = ac->data;
-    if (s->ask.ac == ac) link_drop(&s->ask, 0);
-    if (s->sub.ac == ac) sub_failed(s, "connection lost", 0);
+    vp_sentinel *s = conn->s;
+    sentinel_link *l = conn->link;
+    if (l == &s->ask && !s->ask.busy)
+        link_drop(l);
+    else
+        link_failed(s, l, why);
 }
 
-/* A connect that failed: hiredis frees the context after this returns. */
-static void on_connect(const redisAsyncContext *ac, int status)
+typedef struct sentinel_write {
+    uv_write_t req;
+    size_t len;
+    char data[];
+} sentinel_write;
+
+static void on_written(uv_write_t *req, int status)
 {
-    if (status == REDIS_OK) return;
-    vp_sentinel *s = ac->data;
-    char why[160];
-    snprintf(why, sizeof(why), "%s", ac->errstr ? ac->errstr : "connect failed");
-    if (s->ask.ac == ac) {
-        if (s->ask.busy)
-            ask_failed(s, why, 0);
-        else
-            link_drop(&s->ask, 0);
+    (void)status; /* (a failed write shows as a failed read, or the deadline) */
+    sentinel_write *w = req->data;
+    OPENSSL_cleanse(w->data, w->len); /* (may hold AUTH) */
+    free(w);
+}
+
+static void conn_write(sentinel_conn *conn, const char *p, size_t n)
+{
+    sentinel_write *w = vp_malloc(sizeof(*w) + n);
+    w->req.data = w;
+    w->len = n;
+    memcpy(w->data, p, n);
+    uv_buf_t b = uv_buf_init(w->data, (unsigned)n);
+    if (uv_write(&w->req, (uv_stream_t *)&conn->tcp, &b, 1, on_written) < 0) {
+        OPENSSL_cleanse(w->data, n);
+        free(w); /* (the read side or the deadline fails the connection) */
     }
-    if (s->sub.ac == ac) sub_failed(s, why, 0);
 }
 
-/* A context to `ip` (numeric: hiredis's own lookup then cannot block),
- * AUTH queued first when the sentinels have credentials, then the link's
- * request (asking: SENTINEL MASTER; sub: SUBSCRIBE). */
+/* Send a request whose reply will answer `owed`: now if connected, else
+ * once the connect completes. */
+static void conn_send(sentinel_conn *conn, const char *p, size_t n, sentinel_owed owed)
+{
+    if (conn->owed_len == SENTINEL_OWED_MAX) return; /* (never: at most AUTH + one request) */
+    conn->owed[conn->owed_len++] = (unsigned char)owed;
+    if (conn->connected) {
+        conn_write(conn, p, n);
+        return;
+    }
+    /* (Not realloc: the old copy may hold AUTH, and is wiped before it
+     * goes back to the allocator.) */
+    char *more = vp_malloc(conn->pending_len + n);
+    if (conn->pending_len) memcpy(more, conn->pending, conn->pending_len);
+    memcpy(more + conn->pending_len, p, n);
+    if (conn->pending) OPENSSL_cleanse(conn->pending, conn->pending_len);
+    free(conn->pending);
+    conn->pending = more;
+    conn->pending_len += n;
+}
+
+/* The oldest reply owed (-1: none: a message, or a reply nobody asked for). */
+static int conn_pop_owed(sentinel_conn *conn)
+{
+    if (!conn->owed_len) return -1;
+    int owed = conn->owed[0];
+    memmove(conn->owed, conn->owed + 1, (size_t)--conn->owed_len);
+    return owed;
+}
+
+/* One whole reply (p..p+n): to whoever it answers. */
+static void conn_reply(sentinel_conn *conn, const char *p, size_t n)
+{
+    vp_sentinel *s = conn->s;
+    int owed = conn_pop_owed(conn);
+    if (conn->link == &s->sub) {
+        if (owed == OWED_AUTH)
+            on_sub_auth(s, p, n);
+        else
+            on_sub_reply(s, p, n, owed);
+        return;
+    }
+    if (owed == OWED_AUTH)
+        on_ask_auth(s, p, n);
+    else if (owed == OWED_MASTER)
+        on_ask_reply(s, p, n);
+    else
+        link_failed(s, conn->link, "a reply nobody asked for");
+}
+
+/* Bytes that are not RESP: where a reply ends can no longer be known, so
+ * the connection is dropped (the next sentinel is used). A warning once
+ * per sentinel and fault, not at every reconnect. */
+static void conn_unframed(sentinel_conn *conn, const char *error)
+{
+    vp_sentinel *s = conn->s;
+    char why[128], seen[sizeof(s->unframed_seen)];
+    snprintf(why, sizeof(why), "not RESP: %s", error);
+    snprintf(seen, sizeof(seen), "%.200s %.120s", link_name(s, conn->link), why);
+    if (strcmp(seen, s->unframed_seen) != 0) {
+        snprintf(s->unframed_seen, sizeof(s->unframed_seen), "%s", seen);
+        vp_log(VP_LOG_WARNING, "sentinel: %s sent bytes that are not RESP (%s): connection dropped",
+               link_name(s, conn->link), error);
+    }
+    link_failed(s, conn->link, why);
+}
+
+/* Hand on every whole reply read; keep a partial one. */
+static void conn_process(sentinel_conn *conn)
+{
+    size_t off = 0;
+    while (conn->link && off < conn->in_len) {
+        resp_framer f;
+        size_t used = 0;
+        resp_frame_reset(&f);
+        resp_frame_status st = resp_frame_scan(&f, conn->in + off, conn->in_len - off, &used);
+        if (st == RESP_FRAME_ERROR) {
+            conn_unframed(conn, f.error);
+            return;
+        }
+        if (st == RESP_FRAME_PARTIAL) {
+            if (conn->in_len - off > SENTINEL_REPLY_MAX)
+                link_failed(conn->s, conn->link, "a reply longer than any sentinel's");
+            break;
+        }
+        conn_reply(conn, conn->in + off, used);
+        off += used;
+    }
+    if (!conn->link) return; /* dropped (closing: its buffer goes with it) */
+    memmove(conn->in, conn->in + off, conn->in_len - off);
+    conn->in_len -= off;
+}
+
+static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
+{
+    (void)suggested;
+    sentinel_conn *conn = h->data;
+    if (conn->in_cap - conn->in_len < SENTINEL_READ_CHUNK) {
+        conn->in_cap = conn->in_len + SENTINEL_READ_CHUNK;
+        conn->in = vp_realloc(conn->in, conn->in_cap);
+    }
+    *buf = uv_buf_init(conn->in + conn->in_len, (unsigned)(conn->in_cap - conn->in_len));
+}
+
+static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
+{
+    (void)buf;
+    sentinel_conn *conn = stream->data;
+    if (!conn->link || nread == 0) return;
+    if (nread < 0) {
+        conn_lost(conn, nread == UV_EOF ? "connection lost" : uv_strerror((int)nread));
+        return;
+    }
+    conn->in_len += (size_t)nread;
+    conn_process(conn);
+}
+
+static void on_connected(uv_connect_t *req, int status)
+{
+    sentinel_conn *conn = req->data;
+    if (!conn->link) return; /* dropped meanwhile */
+    if (status < 0) {
+        conn_lost(conn, uv_strerror(status));
+        return;
+    }
+    conn->connected = 1;
+    uv_tcp_nodelay(&conn->tcp, 1);
+    int rc = uv_read_start((uv_stream_t *)&conn->tcp, on_alloc, on_read);
+    if (rc < 0) {
+        conn_lost(conn, uv_strerror(rc));
+        return;
+    }
+    if (conn->pending_len) {
+        conn_write(conn, conn->pending, conn->pending_len);
+        OPENSSL_cleanse(conn->pending, conn->pending_len);
+        conn->pending_len = 0;
+    }
+}
+
+/* A connection to `ip` (numeric), AUTH queued first when the sentinels
+ * have credentials, then the link's request (asking: SENTINEL MASTER; sub:
+ * SUBSCRIBE). */
 static void link_attach(vp_sentinel *s, sentinel_link *l, const char *ip, int port)
 {
     const vp_config *c = &s->srv->conf;
-    redisAsyncContext *ac = redisAsyncConnect(ip, port);
-    if (!ac || ac->err) {
-        char why[160];
-        snprintf(why, sizeof(why), "%s", ac ? ac->errstr : "out of memory");
-        if (ac) redisAsyncFree(ac);
-        link_failed(s, l, why, 0);
+    struct sockaddr_storage ss;
+    if (uv_ip4_addr(ip, port, (struct sockaddr_in *)&ss) != 0 &&
+        uv_ip6_addr(ip, port, (struct sockaddr_in6 *)&ss) != 0) {
+        link_failed(s, l, "not an address");
         return;
     }
-    ac->data = s;
-    if (redisLibuvAttach(ac, s->srv->loop) != REDIS_OK) {
-        redisAsyncFree(ac);
-        link_failed(s, l, "cannot attach to the loop", 0);
+    sentinel_conn *conn = vp_malloc(sizeof(*conn));
+    memset(conn, 0, sizeof(*conn));
+    conn->s = s;
+    conn->link = l;
+    conn->connect_req.data = conn;
+    int rc = uv_tcp_init(s->srv->loop, &conn->tcp);
+    if (rc < 0) {
+        free(conn);
+        link_failed(s, l, uv_strerror(rc));
         return;
     }
-    redisAsyncSetConnectCallback(ac, on_connect);
-    redisAsyncSetDisconnectCallback(ac, on_disconnect);
-    l->ac = ac;
-    if (c->sentinel_auth)
-        redisAsyncFormattedCommand(ac, l == &s->ask ? on_ask_auth : on_sub_auth, (void *)(uintptr_t)l->gen,
-                                   c->sentinel_auth, c->sentinel_auth_len);
+    conn->tcp.data = conn;
+    l->conn = conn;
+    rc = uv_tcp_connect(&conn->connect_req, &conn->tcp, (const struct sockaddr *)&ss, on_connected);
+    if (rc < 0) {
+        link_failed(s, l, uv_strerror(rc)); /* (drops and closes conn) */
+        return;
+    }
+    if (c->sentinel_auth) conn_send(conn, c->sentinel_auth, c->sentinel_auth_len, OWED_AUTH);
     if (l == &s->ask)
         ask_send(s);
     else
@@ -231,11 +448,11 @@ static void on_resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *res)
     if (status < 0) {
         char why[160];
         snprintf(why, sizeof(why), "cannot resolve its name: %s", uv_strerror(status));
-        link_failed(s, l, why, 0);
+        link_failed(s, l, why);
         return;
     }
-    /* IPv4 first, as hiredis's own lookup prefers it (a name like
-     * localhost may also have ::1 where the sentinel does not listen). */
+    /* IPv4 first, as hiredis's lookup did (a name like localhost may
+     * also have ::1 where the sentinel does not listen). */
     const struct addrinfo *pick = res;
     for (const struct addrinfo *a = res; a; a = a->ai_next)
         if (a->ai_family == AF_INET) {
@@ -280,7 +497,7 @@ static void link_open(vp_sentinel *s, sentinel_link *l)
         free(r);
         char why[160];
         snprintf(why, sizeof(why), "cannot resolve its name: %s", uv_strerror(rc));
-        link_failed(s, l, why, 0);
+        link_failed(s, l, why);
         return;
     }
     r->next = s->resolves;
@@ -315,9 +532,9 @@ static void sentinel_set_primary(vp_sentinel *s, const char *addr, const char *s
     route_node_moved(srv, route_primary(srv));
 }
 
-static void format_addr(char *out, size_t outlen, const char *host, const char *port)
+static void format_addr(char *out, size_t outlen, const char *host, int port)
 {
-    snprintf(out, outlen, strchr(host, ':') ? "[%s]:%s" : "%s:%s", host, port);
+    snprintf(out, outlen, strchr(host, ':') ? "[%s]:%d" : "%s:%d", host, port);
 }
 
 /* ---- asking: SENTINEL MASTER ---- */
@@ -326,13 +543,13 @@ static void ask_next(vp_sentinel *s);
 
 /* This sentinel could not tell: the next one (or, after all of them, the
  * round ends and `error` says why for whoever asks). */
-static void ask_failed(vp_sentinel *s, const char *why, int alive)
+static void ask_failed(vp_sentinel *s, const char *why)
 {
     const vp_config *c = &s->srv->conf;
     char text[sizeof(s->error)];
     snprintf(text, sizeof(text), "sentinel %s: %s", link_name(s, &s->ask), why);
     vp_log(VP_LOG_VERBOSE, "sentinel: asking for %s: %s", c->sentinel_master, text);
-    link_drop(&s->ask, alive);
+    link_drop(&s->ask);
     s->ask.index++;
     if (++s->tries < c->nsentinels) {
         ask_next(s);
@@ -346,33 +563,12 @@ static void ask_failed(vp_sentinel *s, const char *why, int alive)
            c->sentinel_master, text);
 }
 
-static void on_ask_auth(redisAsyncContext *ac, void *r, void *priv)
+/* Our AUTH's answer: a refusal fails the question that follows it. */
+static void on_ask_auth(vp_sentinel *s, const char *p, size_t n)
 {
-    vp_sentinel *s = ac->data;
-    redisReply *reply = r;
-    if ((uintptr_t)priv != s->ask.gen || !reply || reply->type != REDIS_REPLY_ERROR) return;
-    snprintf(s->ask.auth_error, sizeof(s->ask.auth_error), "AUTH: %s", reply->str);
-}
-
-/* The value of `field` in SENTINEL MASTER's flat field/value array (NULL
- * if absent). */
-static const char *master_field(const redisReply *reply, const char *field)
-{
-    for (size_t i = 0; i + 1 < reply->elements; i += 2) {
-        const redisReply *k = reply->element[i], *v = reply->element[i + 1];
-        if (k->type == REDIS_REPLY_STRING && v->type == REDIS_REPLY_STRING && !strcmp(k->str, field))
-            return v->str;
-    }
-    return NULL;
-}
-
-/* Does the comma-separated flags list hold `flag`? */
-static int has_flag(const char *flags, const char *flag)
-{
-    size_t n = strlen(flag);
-    for (const char *p = flags; (p = strstr(p, flag)) != NULL; p += n)
-        if ((p == flags || p[-1] == ',') && (p[n] == ',' || p[n] == '\0')) return 1;
-    return 0;
+    char why[128];
+    if (sentinel_parse_auth(p, n, why, sizeof(why)) < 0)
+        snprintf(s->ask.auth_error, sizeof(s->ask.auth_error), "AUTH: %s", why);
 }
 
 /* A sentinel named `addr` with `epoch` (the rule: sentinel.c's top
@@ -409,69 +605,63 @@ static int sentinel_consider(vp_sentinel *s, const char *addr, long long epoch, 
     return 0;
 }
 
-static void on_ask_reply(redisAsyncContext *ac, void *r, void *priv)
+static void on_ask_reply(vp_sentinel *s, const char *p, size_t n)
 {
-    vp_sentinel *s = ac->data;
-    redisReply *reply = r;
-    if ((uintptr_t)priv != s->ask.gen) return; /* dropped already */
     char why[400];
-    if (!reply) {
-        snprintf(why, sizeof(why), "%s", ac->errstr[0] ? ac->errstr : "connection lost");
-        ask_failed(s, why, 0);
-        return;
-    }
     s->ask.busy = 0;
     if (s->ask.auth_error[0]) {
-        ask_failed(s, s->ask.auth_error, 1);
+        ask_failed(s, s->ask.auth_error);
         return;
     }
-    if (reply->type == REDIS_REPLY_ERROR) { /* e.g. "ERR No such master with that name" */
-        snprintf(why, sizeof(why), "%s", reply->str);
-        ask_failed(s, why, 1);
+    sentinel_master_info m;
+    char bad[160];
+    if (sentinel_parse_master(p, n, &m, bad, sizeof(bad)) < 0) {
+        /* An error ("ERR No such master with that name") or a reply of
+         * the wrong shape: this sentinel cannot tell. */
+        snprintf(why, sizeof(why), "SENTINEL MASTER %.150s: %s", s->srv->conf.sentinel_master, bad);
+        ask_failed(s, why);
         return;
     }
-    const char *ip = NULL, *port = NULL, *epoch = NULL, *flags = NULL;
-    if (reply->type == REDIS_REPLY_ARRAY) {
-        ip = master_field(reply, "ip");
-        port = master_field(reply, "port");
-        epoch = master_field(reply, "config-epoch");
-        flags = master_field(reply, "flags");
-    }
-    if (!ip || !port || !epoch || !flags) {
-        snprintf(why, sizeof(why), "SENTINEL MASTER %.150s: no ip, port, config-epoch and flags in the reply",
-                 s->srv->conf.sentinel_master);
-        ask_failed(s, why, 1);
-        return;
-    }
-    if (has_flag(flags, "failover_in_progress")) {
+    if (m.failover_in_progress) {
         /* It names the old node with the new epoch until the failover is
          * over: another sentinel already knows better, or will soon. */
-        ask_failed(s, "is failing the master over: asking the next one", 1);
+        ask_failed(s, "is failing the master over: asking the next one");
         return;
     }
     char source[CONF_ADDR_MAX + 16], addr[CONF_ADDR_MAX];
     snprintf(source, sizeof(source), "sentinel %.200s", link_name(s, &s->ask));
-    format_addr(addr, sizeof(addr), ip, port);
-    if (sentinel_consider(s, addr, strtoll(epoch, NULL, 10), source, why, sizeof(why)) < 0) {
-        ask_failed(s, why, 1);
+    format_addr(addr, sizeof(addr), m.host, m.port);
+    if (sentinel_consider(s, addr, m.epoch, source, why, sizeof(why)) < 0) {
+        ask_failed(s, why);
         return;
     }
     s->tries = 0;
 }
 
+/* "*N\r\n" then each argument as a bulk string: its length (0: it did not fit). */
+static size_t format_command(char *out, size_t outlen, int argc, const char *const *argv)
+{
+    int n = snprintf(out, outlen, "*%d\r\n", argc);
+    for (int i = 0; i < argc && n > 0 && (size_t)n < outlen; i++)
+        n += snprintf(out + n, outlen - (size_t)n, "$%zu\r\n%s\r\n", strlen(argv[i]), argv[i]);
+    return n > 0 && (size_t)n < outlen ? (size_t)n : 0;
+}
+
 static void ask_send(vp_sentinel *s)
 {
-    if (!s->ask.busy || !s->ask.ac) return;
+    if (!s->ask.busy || !s->ask.conn) return;
+    const char *argv[] = {"SENTINEL", "MASTER", s->srv->conf.sentinel_master};
+    char cmd[CONF_ADDR_MAX + 64];
+    size_t n = format_command(cmd, sizeof(cmd), 3, argv);
     s->ask.started = uv_now(s->srv->loop);
-    redisAsyncCommand(s->ask.ac, on_ask_reply, (void *)(uintptr_t)s->ask.gen, "SENTINEL MASTER %s",
-                      s->srv->conf.sentinel_master);
+    conn_send(s->ask.conn, cmd, n, OWED_MASTER);
 }
 
 static void ask_next(vp_sentinel *s)
 {
     s->ask.busy = 1;
     s->ask.started = uv_now(s->srv->loop);
-    if (s->ask.ac)
+    if (s->ask.conn)
         ask_send(s);
     else if (!s->ask.resolving)
         link_open(s, &s->ask); /* (sends once connected or resolved) */
@@ -487,7 +677,7 @@ static void ask_round(vp_sentinel *s)
         /* After +switch-master: its sender first, for the epoch. */
         int n = s->srv->conf.nsentinels;
         if (s->ask.index % n != s->epoch_from % n) {
-            link_drop(&s->ask, 1);
+            link_drop(&s->ask);
             s->ask.index = s->epoch_from;
         }
         s->epoch_from = -1;
@@ -497,79 +687,94 @@ static void ask_round(vp_sentinel *s)
 
 /* ---- SUBSCRIBE +switch-master ---- */
 
-static void sub_failed(vp_sentinel *s, const char *why, int alive)
+static void sub_failed(vp_sentinel *s, const char *why)
 {
     vp_log(VP_LOG_VERBOSE, "sentinel: +switch-master subscription on %s: %s; trying the next sentinel",
            link_name(s, &s->sub), why);
-    link_drop(&s->sub, alive);
+    link_drop(&s->sub);
     s->sub.index++;
     /* Right away while other sentinels are left to try; after a whole turn
      * at the poll's pace (the poll keeps asking meanwhile). */
     s->sub_retry_at = uv_now(s->srv->loop) + (s->sub.index % s->srv->conf.nsentinels ? 0 : SENTINEL_POLL_MS);
 }
 
-static void on_sub_auth(redisAsyncContext *ac, void *r, void *priv)
+static void on_sub_auth(vp_sentinel *s, const char *p, size_t n)
 {
-    vp_sentinel *s = ac->data;
-    redisReply *reply = r;
-    if ((uintptr_t)priv != s->sub.gen || !reply || reply->type != REDIS_REPLY_ERROR) return;
-    char why[200];
-    snprintf(why, sizeof(why), "AUTH: %s", reply->str);
-    sub_failed(s, why, 1);
+    char why[128], text[160];
+    if (sentinel_parse_auth(p, n, why, sizeof(why)) == 0) return;
+    snprintf(text, sizeof(text), "AUTH: %s", why);
+    sub_failed(s, text);
 }
 
-/* "<master> <old-ip> <old-port> <new-ip> <new-port>" */
-static void sub_switch(vp_sentinel *s, const char *msg)
+/* A +switch-master naming the new primary of `sw->master`. */
+static void sub_switch(vp_sentinel *s, const sentinel_switch *sw)
 {
-    char name[CONF_ADDR_MAX], oh[CONF_ADDR_MAX], op[16], nh[CONF_ADDR_MAX], np[16];
-    if (sscanf(msg, "%255s %255s %15s %255s %15s", name, oh, op, nh, np) != 5) {
-        vp_log(VP_LOG_WARNING, "sentinel: unreadable +switch-master message: %.200s", msg);
-        return;
-    }
-    if (strcmp(name, s->srv->conf.sentinel_master) != 0) return;
+    if (strcmp(sw->master, s->srv->conf.sentinel_master) != 0) return;
     char source[CONF_ADDR_MAX + 32], addr[CONF_ADDR_MAX];
     snprintf(source, sizeof(source), "+switch-master from %s", link_name(s, &s->sub));
-    format_addr(addr, sizeof(addr), nh, np);
+    format_addr(addr, sizeof(addr), sw->host, sw->port);
     /* Taken without an epoch (the epoch held stays the floor a different
      * address must beat); its sender is asked for the epoch right away. */
     sentinel_set_primary(s, addr, source);
     s->epoch_from = s->sub.index % s->srv->conf.nsentinels;
     /* A question in flight was asked before the switch (of a sentinel that
      * may be down or lagging): dropped for this one. */
-    if (s->ask.busy) link_drop(&s->ask, 1);
+    if (s->ask.busy) link_drop(&s->ask);
     ask_round(s);
 }
 
-static void on_sub_message(redisAsyncContext *ac, void *r, void *priv)
+/* A message that is not a well-formed +switch-master: it moves nothing.
+ * A switch may be behind it, so the sentinels are asked soon (the round
+ * is coalesced and paced, whatever the sender sends). Logged as a warning
+ * once per subscription, the rest at verbose with a count: a flood of
+ * them costs no log space. */
+static void sub_malformed(vp_sentinel *s, const char *p, size_t n, const char *why)
 {
-    vp_sentinel *s = ac->data;
-    redisReply *reply = r;
-    if ((uintptr_t)priv != s->sub.gen) return;
-    if (!reply) {
-        sub_failed(s, ac->errstr[0] ? ac->errstr : "connection lost", 0);
-        return;
-    }
-    if (reply->type == REDIS_REPLY_ERROR) {
-        sub_failed(s, reply->str, 1);
-        return;
-    }
-    if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 3 ||
-        reply->element[0]->type != REDIS_REPLY_STRING)
-        return;
-    const char *kind = reply->element[0]->str;
-    if (!strcasecmp(kind, "subscribe")) {
+    char start[48];
+    size_t i = 0;
+    for (; i < n && i + 1 < sizeof(start); i++)
+        start[i] = p[i] >= 0x20 && p[i] < 0x7f ? p[i] : '.';
+    start[i] = '\0';
+    s->malformed++;
+    s->recheck = 1;
+    int first = !s->sub.conn->warned;
+    s->sub.conn->warned = 1;
+    vp_log(first ? VP_LOG_WARNING : VP_LOG_VERBOSE,
+           "sentinel: malformed message on the " SENTINEL_CHANNEL " subscription to %s (%s; it starts "
+           "\"%s\"); ignored (%llu so far), asking the sentinels",
+           link_name(s, &s->sub), why, start, s->malformed);
+}
+
+/* A reply on the subscribed connection: SUBSCRIBE's confirmation (owed),
+ * then messages. */
+static void on_sub_reply(vp_sentinel *s, const char *p, size_t n, int owed)
+{
+    sentinel_switch sw;
+    char why[160];
+    sentinel_pubsub_kind kind = sentinel_parse_pubsub(p, n, &sw, why, sizeof(why));
+    if (owed == OWED_SUBSCRIBE) {
+        if (kind != SENTINEL_PUBSUB_SUBSCRIBED) {
+            char text[200];
+            snprintf(text, sizeof(text), "SUBSCRIBE: %s", why);
+            sub_failed(s, text);
+            return;
+        }
         s->sub.busy = 1;
-        vp_log(VP_LOG_VERBOSE, "sentinel: subscribed to +switch-master on %s", link_name(s, &s->sub));
+        vp_log(VP_LOG_VERBOSE, "sentinel: subscribed to " SENTINEL_CHANNEL " on %s", link_name(s, &s->sub));
         /* A switch may have happened while nobody listened. */
         s->recheck = 1;
-    } else if (!strcasecmp(kind, "message") && reply->element[2]->type == REDIS_REPLY_STRING) {
-        sub_switch(s, reply->element[2]->str);
+        return;
     }
+    if (kind == SENTINEL_PUBSUB_SWITCH)
+        sub_switch(s, &sw);
+    else
+        sub_malformed(s, p, n, kind == SENTINEL_PUBSUB_SUBSCRIBED ? "a confirmation nobody asked for" : why);
 }
 
 static void sub_send(vp_sentinel *s)
 {
-    redisAsyncCommand(s->sub.ac, on_sub_message, (void *)(uintptr_t)s->sub.gen, "SUBSCRIBE +switch-master");
+    static const char subscribe[] = "*2\r\n$9\r\nSUBSCRIBE\r\n$14\r\n" SENTINEL_CHANNEL "\r\n";
+    conn_send(s->sub.conn, subscribe, sizeof(subscribe) - 1, OWED_SUBSCRIBE);
 }
 
 static void sub_start(vp_sentinel *s)
@@ -584,13 +789,13 @@ static void on_tick(uv_timer_t *t)
     vp_sentinel *s = t->data;
     uint64_t now = uv_now(s->srv->loop);
     uint64_t deadline = (uint64_t)s->srv->conf.connect_timeout_ms;
-    int sub_open = s->sub.ac || s->sub.resolving;
-    if (s->ask.busy && now - s->ask.started > deadline) ask_failed(s, "no answer in time", 1);
-    if (sub_open && !s->sub.busy && now - s->sub.started > deadline) sub_failed(s, "no answer in time", 1);
+    int sub_open = s->sub.conn || s->sub.resolving;
+    if (s->ask.busy && now - s->ask.started > deadline) ask_failed(s, "no answer in time");
+    if (sub_open && !s->sub.busy && now - s->sub.started > deadline) sub_failed(s, "no answer in time");
     if (!s->ask.busy &&
         (now - s->last_ask >= SENTINEL_POLL_MS || (s->recheck && now - s->last_ask >= SENTINEL_RECHECK_MS)))
         ask_round(s);
-    if (!s->sub.ac && !s->sub.resolving && now >= s->sub_retry_at) sub_start(s);
+    if (!s->sub.conn && !s->sub.resolving && now >= s->sub_retry_at) sub_start(s);
 }
 
 void sentinel_start(vp_server *srv)
@@ -632,8 +837,8 @@ void sentinel_stop(vp_server *srv)
     if (!s) return;
     srv->sentinel = NULL;
     s->stopping = 1;
-    link_drop(&s->ask, 1);
-    link_drop(&s->sub, 1);
+    link_drop(&s->ask);
+    link_drop(&s->sub);
     /* Lookups not started yet end now (UV_ECANCELED); one under way ends
      * on its own, and its callback frees what is left. */
     for (sentinel_resolve *r = s->resolves; r; r = r->next)

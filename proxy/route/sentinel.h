@@ -1,7 +1,8 @@
 /* sentinel.h - `upstream-mode sentinel`: which node is the primary.
  *
- * The proxy's own control connections to the sentinels (hiredis's async
- * client on the libuv adapter; the data path stays upstream.c's):
+ * The proxy's own control connections to the sentinels (libuv TCP, the
+ * replies judged by sentinel_parse.h: nothing a sentinel sends can stop the
+ * proxy; the data path stays upstream.c's):
  *  - asking: `SENTINEL MASTER <sentinel-master>` of each sentinel in turn
  *    until one answers with an address and a config-epoch the proxy can
  *    take (never lower than the one it holds: sentinel.c), AUTH first with
@@ -17,9 +18,9 @@
  * shared connections and closes clients' own connections (after their
  * owed replies), and the readiness probe follows.
  *
- * Sentinel connections are plain TCP (hiredis 0.14 has no TLS), whatever
- * upstream-tls says; the data nodes get upstream-tls and the upstream
- * credentials as a standalone upstream does. */
+ * Sentinel connections are plain TCP, whatever upstream-tls says; the data
+ * nodes get upstream-tls and the upstream credentials as a standalone
+ * upstream does. */
 #ifndef VP_SENTINEL_H
 #define VP_SENTINEL_H
 

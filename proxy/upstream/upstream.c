@@ -14,6 +14,7 @@
 #include "proxy/pool.h"
 #include "proxy/ops/readiness.h"
 #include "proxy/route/sentinel.h"
+#include "proxy/route/sentinel_parse.h"
 #include "proxy/net/tls.h"
 #include "proxy/upstream/upstream_hold.h"
 #include "proxy/upstream/upstream_internal.h"
@@ -833,28 +834,21 @@ static void up_auth_answered(upstream_conn *up, const char *p, size_t n, int don
 
 /* Our ROLE's answer, piece by piece (p..p+n; `done` on the last). An
  * array starting with "master": the connection is the primary's and ready
- * (once AUTH is answered too). An array naming another role: failed like a
- * connect, "not the primary", and the sentinels are asked again. An error
- * (a Redis that needs AUTH of a client without upstream credentials, an
- * ACL without +role) cannot tell: the connection is taken. */
+ * (once AUTH is answered too). Anything else (another role, an error such
+ * as -NOAUTH or -NOPERM, +OK, an integer, an empty array: whatever answers
+ * on the address a sentinel gave may be anything) is no primary: failed
+ * like a connect, "not the primary", and the sentinels are asked again.
+ * The judging is sentinel_parse_role's (fuzzed); a first piece always
+ * holds the array's header and first element when they are "master"
+ * (small replies come whole, a streamed one's first piece is long). */
 static void up_role_answered(upstream_conn *up, const char *p, size_t n, int done)
 {
-    static const char master[] = "*3\r\n$6\r\nmaster\r\n";
-    char why[160];
+    char why[160], said[64];
     if (up->role_check == 1) { /* its first piece */
         if (done && up_is_refusal(p, n)) return;
-        int ok = p[0] != '*' || (n >= sizeof(master) - 1 && memcmp(p, master, sizeof(master) - 1) == 0);
-        if (!ok) {
-            const char *role = memchr(p, '\n', n);
-            const char *end = role ? memchr(role + 1, '\n', n - (size_t)(role + 1 - p)) : NULL;
-            /* "*N\r\n$L\r\n<role>\r\n": the role is the line after the length. */
-            const char *name = end ? end + 1 : NULL;
-            const char *name_end = name ? memchr(name, '\r', n - (size_t)(name - p)) : NULL;
-            snprintf(why, sizeof(why), "not the primary: ROLE says %.*s",
-                     name_end ? (int)(name_end - name) : 7, name_end ? name : "unknown");
-        }
+        int ok = sentinel_parse_role(p, n, said, sizeof(said));
         up->role_check = ok ? 2 : 3;
-        if (!ok) snprintf(up->error, sizeof(up->error), "%.120s", why);
+        if (!ok) snprintf(up->error, sizeof(up->error), "not the primary: ROLE says %.60s", said);
     }
     if (!done) return;
     up_fifo_pop(up);
