@@ -59,6 +59,41 @@ Test(cli, a_bad_directive_stops_start_up_with_file_line_and_reason)
     cr_assert(strstr(out, want) != NULL, "'%s' not in '%s'", want, out);
 }
 
+/* A config that cannot be read whole stops start-up with the reason: a
+ * directory given as --config (a mount gone wrong) reads as an error, not
+ * as an empty file. Before, the proxy ran on the defaults. (The tests run
+ * as root, so a mode 000 file would still be read: the directory is the
+ * honest unreadable file here.) */
+Test(cli, an_unreadable_config_stops_start_up_with_the_reason)
+{
+    char dir[64], out[4096], args[256], want[256];
+    snprintf(dir, sizeof(dir), "/tmp/vp-cli-dir-XXXXXX");
+    cr_assert(mkdtemp(dir) != NULL);
+    snprintf(args, sizeof(args), "--config %s --port 0", dir);
+    int rc = run(args, out, sizeof(out));
+    rmdir(dir);
+    cr_assert_eq(rc, 1, "exit %d: %s", rc, out);
+    snprintf(want, sizeof(want), "%s: cannot read: Is a directory", dir);
+    cr_assert(strstr(out, want) != NULL, "'%s' not in '%s'", want, out);
+}
+
+/* A NUL byte in the file (one half written over zeros) is no config. */
+Test(cli, a_config_with_a_nul_byte_stops_start_up)
+{
+    char out[4096], args[256], want[256];
+    const char *path = write_tmp("port 0\n");
+    FILE *f = fopen(path, "a");
+    cr_assert(f != NULL);
+    cr_assert_eq(fwrite("\0\0\0\n", 1, 4, f), 4u);
+    fclose(f);
+    snprintf(args, sizeof(args), "--config %s", path);
+    int rc = run(args, out, sizeof(out));
+    unlink(path);
+    cr_assert_eq(rc, 1, "exit %d: %s", rc, out);
+    snprintf(want, sizeof(want), "%s:2: a NUL byte: not a text file", path);
+    cr_assert(strstr(out, want) != NULL, "'%s' not in '%s'", want, out);
+}
+
 Test(cli, a_bad_flag_value_stops_start_up)
 {
     char out[4096];

@@ -41,12 +41,13 @@ static void teardown(void)
     vt_redis_free(other);
     other = NULL;
     if (!dir[0]) return;
-    const char *names[] = {"proxy.conf", "echo.lua", "gone.lua", "new.lua"};
+    const char *names[] = {"proxy.conf", "echo.lua", "gone.lua", "new.lua", "bad.lua"};
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
         char path[192];
         snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
         unlink(path);
     }
+    rmdir(conf_path); /* (a story replaces the file with a directory) */
     rmdir(dir);
     dir[0] = '\0';
 }
@@ -258,6 +259,49 @@ Test(reload, verbs_loglevel_password_and_a_broken_file)
     redisFree(c1);
     redisFree(c2);
     redisFree(admin);
+}
+
+/* The verbs start_with_scripts defined, and the upstream password, still
+ * in use on connection c. */
+static void expect_the_first_config(redisContext *c)
+{
+    expect_str(c, "v1:a", "MYECHO a");
+    expect_str(c, "gone", "MYGONE");
+    redisReply *r = vt_cmd(c, "PING"); /* (Redis says -NOAUTH to a connection without pw1) */
+    vt_assert_status(r, "PONG");
+    freeReplyObject(r);
+}
+
+/* The config file replaced by a directory (a ConfigMap mount gone wrong),
+ * then SIGHUP: the read error refuses the reload, with the reason, and the
+ * settings stay: the upstream password and every custom verb, for the
+ * client connected before and for a new one. Before, the read error looked
+ * like an empty file: the reload applied the defaults, dropped the
+ * password (a new connection's PING met Redis's -NOAUTH) and every custom
+ * verb. */
+Test(reload, a_config_replaced_by_a_directory_is_refused_and_changes_nothing)
+{
+    start_with_scripts();
+    redisContext *c1 = vt_must_connect(env.proxy->port);
+    expect_the_first_config(c1);
+    vt_bystanders *b = vt_must_start_bystanders(env.proxy->port, 2, 20);
+
+    cr_assert_eq(unlink(conf_path), 0);
+    cr_assert_eq(mkdir(conf_path, 0700), 0);
+    reload("config reload failed", 1);
+    char why[192];
+    snprintf(why, sizeof(why), "%s: cannot read: Is a directory", conf_path);
+    cr_assert_eq(count_in_log(why), 1, "no \"%s\" in the log", why);
+    cr_assert_eq(count_in_log("config reloaded"), 0, "a reload was applied");
+
+    expect_the_first_config(c1);
+    redisContext *c2 = vt_must_connect(env.proxy->port);
+    expect_the_first_config(c2);
+    cr_assert_eq(proxy_stat(c2, "reloads"), 0);
+    cr_assert_eq(proxy_stat(c2, "reload_failures"), 1);
+    vt_assert_bystanders_ok(b);
+    redisFree(c1);
+    redisFree(c2);
 }
 
 /* ---- the upstream address ---- */
