@@ -304,6 +304,67 @@ Test(reload, a_config_replaced_by_a_directory_is_refused_and_changes_nothing)
     redisFree(c2);
 }
 
+/* What SCRIPT LOAD of `body` answers straight from the story's Redis (its
+ * password is pw1): the error text, malloc'd. */
+static char *redis_refusal_of(const char *body)
+{
+    redisContext *admin = vt_must_connect(env.redis->port);
+    redisReply *r = vt_cmd(admin, "AUTH pw1");
+    vt_assert_status(r, "OK");
+    freeReplyObject(r);
+    r = vt_cmd(admin, "SCRIPT LOAD %s", body);
+    cr_assert(r && r->type == REDIS_REPLY_ERROR, "Redis loaded \"%s\": %s", body, VT_DESCRIBE(r));
+    char *text = strdup(r->str);
+    freeReplyObject(r);
+    redisFree(admin);
+    return text;
+}
+
+/* A reload that adds a verb whose script does not compile is refused, the
+ * log saying the line, the verb and Redis's own compile error; the old
+ * verbs stay and answer (one's script changed on disk meanwhile: still the
+ * old one); the fixed script is taken by the next reload. Before, the verb
+ * was taken: its callers got -NOSCRIPT, and /readyz failed soon after. */
+Test(reload, a_verb_whose_script_does_not_compile_is_refused_and_the_old_verbs_kept)
+{
+    start_with_scripts();
+    redisContext *c1 = vt_must_connect(env.proxy->port);
+    expect_the_first_config(c1);
+    vt_bystanders *b = vt_must_start_bystanders(env.proxy->port, 2, 20);
+
+    const char *broken = "local n = redis.call('GET', KEYS[1])\nreturn +\n";
+    char *redis_says = redis_refusal_of(broken);
+    write_file("bad.lua", broken);
+    write_file("echo.lua", "return 'v2:' .. ARGV[1]\n");
+    write_file("proxy.conf", "loglevel notice\n"
+                             "upstream-pass pw1\n"
+                             "verb myecho echo.lua numkeys 0\n"
+                             "verb mygone gone.lua numkeys 0\n"
+                             "verb mybad bad.lua numkeys 0\n");
+    reload("config reload failed", 1);
+    char where[256];
+    snprintf(where, sizeof(where), "%s:5: verb 'mybad'", conf_path);
+    cr_assert_eq(count_in_log(where), 1, "no \"%s\" in the log", where);
+    cr_assert_eq(count_in_log(redis_says), 1, "Redis says \"%s\"; not in the log", redis_says);
+    free(redis_says);
+
+    expect_the_first_config(c1);
+    redisContext *c2 = vt_must_connect(env.proxy->port);
+    expect_the_first_config(c2);
+    redisReply *r = vt_cmd(c2, "MYBAD");
+    vt_assert_error(r, "ERR unknown command");
+    freeReplyObject(r);
+
+    /* Fixed: the next reload takes it, and echo.lua's change with it. */
+    write_file("bad.lua", "return 'fixed'\n");
+    reload("config reloaded", 1);
+    expect_str(c2, "fixed", "MYBAD");
+    expect_str(c1, "v2:a", "MYECHO a");
+    vt_assert_bystanders_ok(b);
+    redisFree(c1);
+    redisFree(c2);
+}
+
 /* ---- the upstream address ---- */
 
 /* Where the proxy reaches r (its TLS port in the integration-tls variant). */
