@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -74,6 +75,25 @@ Test(cli, an_unreadable_config_stops_start_up_with_the_reason)
     rmdir(dir);
     cr_assert_eq(rc, 1, "exit %d: %s", rc, out);
     snprintf(want, sizeof(want), "%s: cannot read: Is a directory", dir);
+    cr_assert(strstr(out, want) != NULL, "'%s' not in '%s'", want, out);
+}
+
+/* A FIFO given as --config is refused at once: opening it would wait for a
+ * writer (and at a SIGHUP, the whole event loop with it). Before, start-up
+ * hung until `timeout` killed it. */
+Test(cli, a_fifo_as_config_stops_start_up_at_once)
+{
+    char dir[64], fifo[96], out[4096], args[256], want[256];
+    snprintf(dir, sizeof(dir), "/tmp/vp-cli-fifo-XXXXXX");
+    cr_assert(mkdtemp(dir) != NULL);
+    snprintf(fifo, sizeof(fifo), "%s/verbproxy.conf", dir);
+    cr_assert_eq(mkfifo(fifo, 0600), 0);
+    snprintf(args, sizeof(args), "--config %s --port 0", fifo);
+    int rc = run(args, out, sizeof(out));
+    unlink(fifo);
+    rmdir(dir);
+    cr_assert_eq(rc, 1, "exit %d: %s", rc, out);
+    snprintf(want, sizeof(want), "%s: cannot read: a FIFO, not a file", fifo);
     cr_assert(strstr(out, want) != NULL, "'%s' not in '%s'", want, out);
 }
 
