@@ -9,7 +9,8 @@
 
 /* The whole file, malloc'd and NUL-terminated (*len bytes), or NULL with
  * "cannot read script PATH: reason" in err (a read error or a directory
- * is an error, never a short script). */
+ * is an error, never a short script; a FIFO and a file over 16 MiB are
+ * refused). */
 char *verbs_read_script(const char *path, size_t *len, char *err, size_t errlen);
 
 #endif

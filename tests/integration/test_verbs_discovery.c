@@ -12,6 +12,7 @@
  *
  * Verbs are proxy-only: the suite is skipped under VP_TEST_DIRECT=1. */
 #include <ctype.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -649,6 +650,23 @@ Test(verbs_discovery, a_verb_whose_script_redis_would_refuse_stops_start_up_with
     int rc = run_proxy(args, RUNS_FOR_S, out, sizeof(out));
     cr_assert_eq(rc, 124, "a script Redis loads: exit status %d, expected to run until timeout (124); output: %s",
                  rc, out);
+}
+
+/* A verb whose script path is a FIFO stops start-up at once: opening it
+ * would wait for a writer (and at a SIGHUP, the whole event loop with it).
+ * Before, start-up hung there until `timeout` stopped it. */
+Test(verbs_discovery, a_verb_whose_script_is_a_fifo_stops_start_up_at_once)
+{
+    VT_SKIP_IF_DIRECT();
+    char fifo[256], args[1024], out[4096], want[300];
+    snprintf(fifo, sizeof(fifo), "%s/fifo.lua", env.redis->dir);
+    cr_assert_eq(mkfifo(fifo, 0600), 0);
+    snprintf(args, sizeof(args), "--verb \"myfifo %s numkeys 1\"", fifo);
+    int rc = run_proxy(args, REFUSAL_TIMEOUT_S, out, sizeof(out));
+    unlink(fifo);
+    cr_assert_eq(rc, 1, "exit status %d, expected 1; output: %s", rc, out);
+    snprintf(want, sizeof(want), "cannot read script %s: a FIFO, not a file", fifo);
+    cr_assert(strstr(out, want) != NULL, "\"%s\" not in: %s", want, out);
 }
 
 /* ---- ztick-max-members ---- */
