@@ -549,13 +549,40 @@ static const char *conf_rest_of_line_directive(const char *line)
     return NULL;
 }
 
+/* The file opened for reading, or NULL with "path: reason" in err. A FIFO
+ * is refused before it is read: opening one waits for a writer, reading it
+ * for its end, and a reload runs in the event loop (every client would
+ * wait with it). Devices are read (/dev/null is an empty config). */
+static FILE *conf_open(const char *path, char *err, size_t errlen)
+{
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0) {
+        snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+        if (fd >= 0) close(fd);
+        return NULL;
+    }
+    if (S_ISFIFO(st.st_mode)) {
+        snprintf(err, errlen, "%s: cannot read: a FIFO, not a file", path);
+        close(fd);
+        return NULL;
+    }
+    FILE *f = fdopen(fd, "r");
+    if (!f) {
+        snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+        close(fd);
+    }
+    return f;
+}
+
 /* The first line of a file, without its line end. */
 static int conf_read_first_line(const char *what, const char *path, char *out, size_t cap, char *err,
                                 size_t errlen)
 {
-    FILE *f = fopen(path, "r");
+    char why[512];
+    FILE *f = conf_open(path, why, sizeof(why));
     if (!f) {
-        snprintf(err, errlen, "%s %s: cannot open: %s", what, path, strerror(errno));
+        snprintf(err, errlen, "%s %s", what, why);
         return -1;
     }
     errno = 0;
@@ -675,32 +702,6 @@ int conf_finish(vp_config *c, const char *env_pass, char *err, size_t errlen)
  * which may hold NUL bytes themselves). A read error, a directory, a file
  * over CONF_FILE_MAX: -1 with "path: reason" in err, never a short read
  * taken for the end of the file (a half-read config is no config). */
-/* The file opened for reading, or NULL with "path: reason" in err. A FIFO
- * is refused before it is read: opening one waits for a writer, reading it
- * for its end, and a reload runs in the event loop (every client would
- * wait with it). Devices are read (/dev/null is an empty config). */
-static FILE *conf_open(const char *path, char *err, size_t errlen)
-{
-    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-    struct stat st;
-    if (fd < 0 || fstat(fd, &st) != 0) {
-        snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
-        if (fd >= 0) close(fd);
-        return NULL;
-    }
-    if (S_ISFIFO(st.st_mode)) {
-        snprintf(err, errlen, "%s: cannot read: a FIFO, not a file", path);
-        close(fd);
-        return NULL;
-    }
-    FILE *f = fdopen(fd, "r");
-    if (!f) {
-        snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
-        close(fd);
-    }
-    return f;
-}
-
 static char *conf_read_text(const char *path, size_t *len, char *err, size_t errlen)
 {
     FILE *f = conf_open(path, err, errlen);

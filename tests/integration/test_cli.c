@@ -97,6 +97,25 @@ Test(cli, a_fifo_as_config_stops_start_up_at_once)
     cr_assert(strstr(out, want) != NULL, "'%s' not in '%s'", want, out);
 }
 
+/* The same for a password file: a FIFO named by upstream-pass-file is
+ * refused at once, not waited on (at a SIGHUP that wait would be the
+ * event loop's). Before, start-up hung until `timeout` killed it. */
+Test(cli, a_fifo_as_upstream_pass_file_stops_start_up_at_once)
+{
+    char dir[64], fifo[96], out[4096], args[256], want[256];
+    snprintf(dir, sizeof(dir), "/tmp/vp-cli-fifo-XXXXXX");
+    cr_assert(mkdtemp(dir) != NULL);
+    snprintf(fifo, sizeof(fifo), "%s/pass", dir);
+    cr_assert_eq(mkfifo(fifo, 0600), 0);
+    snprintf(args, sizeof(args), "--upstream-pass-file %s --port 0", fifo);
+    int rc = run(args, out, sizeof(out));
+    unlink(fifo);
+    rmdir(dir);
+    cr_assert_eq(rc, 1, "exit %d: %s", rc, out);
+    snprintf(want, sizeof(want), "upstream-pass-file %s: cannot read: a FIFO, not a file", fifo);
+    cr_assert(strstr(out, want) != NULL, "'%s' not in '%s'", want, out);
+}
+
 /* A NUL byte in the file (one half written over zeros) is no config. */
 Test(cli, a_config_with_a_nul_byte_stops_start_up)
 {
