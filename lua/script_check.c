@@ -8,25 +8,26 @@
 #include <lua.h>
 
 /* Redis 7.0's script flags (script.c's scripts_flags_def). */
-static const char *const script_flags[] = {"no-writes", "allow-oom", "allow-stale", "no-cluster",
+static const char *const script_flag_names[] = {"no-writes", "allow-oom", "allow-stale", "no-cluster",
                                            "allow-cross-slot-keys"};
 
 static int script_flag_known(const char *f, size_t n)
 {
-    for (size_t i = 0; i < sizeof(script_flags) / sizeof(script_flags[0]); i++) {
-        if (strlen(script_flags[i]) == n && memcmp(script_flags[i], f, n) == 0) return 1;
+    for (size_t i = 0; i < sizeof(script_flag_names) / sizeof(script_flag_names[0]); i++) {
+        if (strlen(script_flag_names[i]) == n && memcmp(script_flag_names[i], f, n) == 0) return 1;
     }
     return 0;
 }
 
 /* "flags=a,b": every comma-separated name known (an empty list is; an
  * empty name between commas is not, as sdssplitlen gives it). */
-static int script_check_flags(const char *list, size_t n, char *err, size_t errlen)
+static int script_check_flags(const char *list, size_t n, script_flags *flags, char *err, size_t errlen)
 {
     if (n == 0) return 0;
     for (const char *p = list, *end = list + n;;) {
         const char *comma = memchr(p, ',', (size_t)(end - p));
         size_t fl = comma ? (size_t)(comma - p) : (size_t)(end - p);
+        if (fl == 9 && memcmp(p, "no-writes", 9) == 0) flags->no_writes = 1;
         if (!script_flag_known(p, fl)) {
             snprintf(err, errlen, "ERR Unexpected flag in script shebang: %.*s", (int)fl, p);
             return -1;
@@ -45,9 +46,13 @@ static int is_space(char ch)
  * words split at spaces, the first "#!lua", the others "flags=...". A line
  * with quotes is not judged (Redis splits it with sdssplitargs, whose
  * quoting rules are not copied here): Redis will say. */
-static int script_check_shebang(const char *line, size_t n, char *err, size_t errlen)
+static int script_check_shebang(const char *line, size_t n, script_flags *flags, char *err, size_t errlen)
 {
-    if (memchr(line, '"', n) || memchr(line, '\'', n)) return 0;
+    flags->shebang = 1;
+    if (memchr(line, '"', n) || memchr(line, '\'', n)) {
+        flags->no_writes = -1;
+        return 0;
+    }
     int first = 1;
     for (size_t i = 0; i < n;) {
         while (i < n && is_space(line[i]))
@@ -64,7 +69,7 @@ static int script_check_shebang(const char *line, size_t n, char *err, size_t er
             }
             first = 0;
         } else if (wl >= 6 && memcmp(line + w, "flags=", 6) == 0) {
-            if (script_check_flags(line + w + 6, wl - 6, err, errlen) < 0) return -1;
+            if (script_check_flags(line + w + 6, wl - 6, flags, err, errlen) < 0) return -1;
         } else {
             snprintf(err, errlen, "ERR Unknown lua shebang option: %.*s", (int)wl, line + w);
             return -1;
@@ -73,8 +78,11 @@ static int script_check_shebang(const char *line, size_t n, char *err, size_t er
     return 0;
 }
 
-int script_check_compiles(const char *body, size_t len, char *err, size_t errlen)
+int script_check_compiles(const char *body, size_t len, script_flags *flags, char *err, size_t errlen)
 {
+    script_flags scratch;
+    if (!flags) flags = &scratch;
+    flags->shebang = flags->no_writes = 0;
     size_t skip = 0;
     if (len >= 2 && body[0] == '#' && body[1] == '!') {
         /* (Redis finds the line end with strchr: a NUL byte ends the search) */
@@ -84,7 +92,7 @@ int script_check_compiles(const char *body, size_t len, char *err, size_t errlen
             return -1;
         }
         skip = (size_t)(nl - body); /* the '\n' stays: line numbers are the file's */
-        if (script_check_shebang(body, skip, err, errlen) < 0) return -1;
+        if (script_check_shebang(body, skip, flags, err, errlen) < 0) return -1;
     }
     if (skip < len && body[skip] == LUA_SIGNATURE[0]) {
         /* Redis's Lua reads no bytecode: its parser takes the ESC byte for

@@ -11,9 +11,18 @@
 
 #include <stddef.h>
 
+/* What its shebang says, for the verb's own checks: a script with a
+ * shebang but without flags=no-writes is refused by EVALSHA_RO at every
+ * call. */
+typedef struct script_flags {
+    int shebang;   /* it has a `#!` line */
+    int no_writes; /* 1: flags=no-writes; 0: not; -1: not known (a line with quotes, not judged here) */
+} script_flags;
+
 /* 0 if it compiles, or -1 with the error SCRIPT LOAD of the same body
  * answers (without the leading '-', e.g. "ERR Error compiling script (new
- * function): user_script:1: unexpected symbol near '+'") in err. */
-int script_check_compiles(const char *body, size_t len, char *err, size_t errlen);
+ * function): user_script:1: unexpected symbol near '+'") in err. *flags
+ * (if not NULL) is filled either way. */
+int script_check_compiles(const char *body, size_t len, script_flags *flags, char *err, size_t errlen);
 
 #endif

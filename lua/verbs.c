@@ -577,9 +577,18 @@ int verbs_parse_custom(const char *value, const char *basedir, verb_def **out, c
     /* Redis would refuse it: every call would answer -NOSCRIPT and the
      * readiness probe fail. Refused here, with Redis's own words. */
     char why[VERB_ERR_MAX * 2];
-    if (script_check_compiles(body, len, why, sizeof(why)) < 0) {
+    script_flags flags;
+    if (script_check_compiles(body, len, &flags, why, sizeof(why)) < 0) {
         free(body);
         return fail(err, errlen, "verb '%s': script %s does not load in Redis: %s", words[0], path, why);
+    }
+    if (readonly && flags.shebang && flags.no_writes == 0) {
+        /* (Redis's reply to every EVALSHA_RO of it) */
+        free(body);
+        return fail(err, errlen,
+                    "verb '%s' is readonly but script %s has a shebang without flags=no-writes: Redis "
+                    "would answer every call ERR Can not execute a script with write flag using *_ro command.",
+                    words[0], path);
     }
 
     verb_def *v = calloc(1, sizeof(*v));

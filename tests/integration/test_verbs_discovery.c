@@ -652,6 +652,48 @@ Test(verbs_discovery, a_verb_whose_script_redis_would_refuse_stops_start_up_with
                  rc, out);
 }
 
+/* A `readonly` verb (sent as EVALSHA_RO) whose script has a shebang
+ * without flags=no-writes: Redis loads the script but refuses every call
+ * of it. Start-up stops, quoting what Redis answers such a call (asked of
+ * the real redis-server). With flags=no-writes, or with no shebang, it
+ * starts. Before, the verb was taken and every call failed. */
+Test(verbs_discovery, a_readonly_verb_whose_script_may_write_stops_start_up)
+{
+    VT_SKIP_IF_DIRECT();
+    const char *body = "#!lua\nreturn redis.call('GET', KEYS[1])\n";
+    redisContext *admin = vt_must_connect(env.redis->port);
+    redisReply *r = vt_cmd(admin, "SCRIPT LOAD %s", body);
+    cr_assert(r && r->type == REDIS_REPLY_STRING, "SCRIPT LOAD: %s", VT_DESCRIBE(r));
+    char sha[41];
+    snprintf(sha, sizeof(sha), "%s", r->str);
+    freeReplyObject(r);
+    r = vt_cmd(admin, "EVALSHA_RO %s 1 k", sha);
+    cr_assert(r && r->type == REDIS_REPLY_ERROR, "EVALSHA_RO: %s", VT_DESCRIBE(r));
+    char *redis_says = strdup(r->str);
+    freeReplyObject(r);
+    redisFree(admin);
+
+    char path[256], args[1024], out[4096];
+    write_file(path, sizeof(path), "writes.lua", body);
+    snprintf(args, sizeof(args), "--verb \"myro %s numkeys 1 readonly\"", path);
+    int rc = run_proxy(args, REFUSAL_TIMEOUT_S, out, sizeof(out));
+    cr_assert_eq(rc, 1, "exit status %d, expected 1; output: %s", rc, out);
+    cr_assert(mentions(out, "myro") && strstr(out, redis_says) != NULL,
+              "no \"myro\" and Redis's \"%s\" in: %s", redis_says, out);
+    free(redis_says);
+
+    /* Not readonly, the same script is fine (EVALSHA); readonly with
+     * flags=no-writes or with no shebang too. */
+    char nw[256], plain[256];
+    write_file(nw, sizeof(nw), "nowrites.lua", "#!lua flags=no-writes\nreturn redis.call('GET', KEYS[1])\n");
+    write_file(plain, sizeof(plain), "plain.lua", READER_SCRIPT);
+    snprintf(args, sizeof(args),
+             "--verb \"myrw %s numkeys 1\" --verb \"myro1 %s numkeys 1 readonly\" --verb \"myro2 %s numkeys 1 readonly\"",
+             path, nw, plain);
+    rc = run_proxy(args, RUNS_FOR_S, out, sizeof(out));
+    cr_assert_eq(rc, 124, "exit status %d, expected to run until timeout (124); output: %s", rc, out);
+}
+
 /* A verb whose script path is a FIFO stops start-up at once: opening it
  * would wait for a writer (and at a SIGHUP, the whole event loop with it).
  * Before, start-up hung there until `timeout` stopped it. */
