@@ -304,6 +304,35 @@ Test(reload, a_config_replaced_by_a_directory_is_refused_and_changes_nothing)
     redisFree(c2);
 }
 
+/* A verb's script replaced by a FIFO (nobody writing), then SIGHUP: the
+ * reload is refused at once with the reason, and the event loop never
+ * waits on the FIFO: the bystanders and the client are served throughout,
+ * the old verbs answer. Before, the reload's fopen waited for a writer,
+ * inside the event loop: every client of the proxy with it. */
+Test(reload, a_script_replaced_by_a_fifo_is_refused_without_stopping_the_loop)
+{
+    start_with_scripts();
+    redisContext *c1 = vt_must_connect(env.proxy->port);
+    expect_the_first_config(c1);
+    vt_bystanders *b = vt_must_start_bystanders(env.proxy->port, 2, 20);
+
+    char fifo[192];
+    snprintf(fifo, sizeof(fifo), "%s/gone.lua", dir);
+    cr_assert_eq(unlink(fifo), 0);
+    cr_assert_eq(mkfifo(fifo, 0600), 0);
+    reload("config reload failed", 1);
+    char why[256];
+    snprintf(why, sizeof(why), "cannot read script %s: a FIFO, not a file", fifo);
+    cr_assert_eq(count_in_log(why), 1, "no \"%s\" in the log", why);
+
+    expect_the_first_config(c1);
+    redisContext *c2 = vt_must_connect(env.proxy->port);
+    expect_the_first_config(c2);
+    vt_assert_bystanders_ok(b);
+    redisFree(c1);
+    redisFree(c2);
+}
+
 /* What SCRIPT LOAD of `body` answers straight from the story's Redis (its
  * password is pw1): the error text, malloc'd. */
 static char *redis_refusal_of(const char *body)
