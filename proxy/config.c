@@ -730,6 +730,7 @@ static char *conf_read_text(const char *path, size_t *len, char *err, size_t err
             snprintf(err, errlen, "%s: cannot read: %s", path, strerror(failed));
         else
             snprintf(err, errlen, "%s: cannot read: larger than %d bytes", path, CONF_FILE_MAX);
+        OPENSSL_cleanse(buf, n); /* (what was read may hold a password) */
         free(buf);
         return NULL;
     }
