@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lua/script_check.h"
+#include "lua/script_file.h"
 #include "lua/verb_scripts.h"
 
 /* ---- Redis's number parsing ---- */
@@ -501,34 +503,6 @@ void verbs_free_def(verb_def *v)
     free(v);
 }
 
-static char *read_whole_file(const char *path, size_t *len, char *err, size_t errlen)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        fail(err, errlen, "cannot read script %s: %s", path, strerror(errno));
-        return NULL;
-    }
-    errno = 0;
-    size_t cap = 4096, n = 0;
-    char *buf = malloc(cap);
-    size_t got;
-    while (buf && (got = fread(buf + n, 1, cap - n - 1, f)) > 0) {
-        n += got;
-        if (cap - n - 1 == 0) buf = realloc(buf, cap *= 2);
-    }
-    int failed = ferror(f) ? (errno ? errno : EIO) : 0;
-    fclose(f);
-    if (!buf) abort();
-    if (failed) { /* a directory, an I/O error */
-        fail(err, errlen, "cannot read script %s: %s", path, strerror(failed));
-        free(buf);
-        return NULL;
-    }
-    buf[n] = '\0';
-    *len = n;
-    return buf;
-}
-
 static int parse_int_word(const char *s, int *out)
 {
     char *end;
@@ -598,8 +572,24 @@ int verbs_parse_custom(const char *value, const char *basedir, verb_def **out, c
     else
         snprintf(path, sizeof(path), "%s/%s", basedir, words[1]);
     size_t len;
-    char *body = read_whole_file(path, &len, err, errlen);
+    char *body = verbs_read_script(path, &len, err, errlen);
     if (!body) return -1;
+    /* Redis would refuse it: every call would answer -NOSCRIPT and the
+     * readiness probe fail. Refused here, with Redis's own words. */
+    char why[VERB_ERR_MAX * 2];
+    script_flags flags;
+    if (script_check_compiles(body, len, &flags, why, sizeof(why)) < 0) {
+        free(body);
+        return fail(err, errlen, "verb '%s': script %s does not load in Redis: %s", words[0], path, why);
+    }
+    if (readonly && flags.shebang && flags.no_writes == 0) {
+        /* (Redis's reply to every EVALSHA_RO of it) */
+        free(body);
+        return fail(err, errlen,
+                    "verb '%s' is readonly but script %s has a shebang without flags=no-writes: Redis "
+                    "would answer every call ERR Can not execute a script with write flag using *_ro command.",
+                    words[0], path);
+    }
 
     verb_def *v = calloc(1, sizeof(*v));
     if (!v) abort();

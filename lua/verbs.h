@@ -110,7 +110,8 @@ const char *verbs_redis_command_group(int i);
  * [readonly]", reading the script (a relative path is taken from basedir,
  * NULL = the working directory). 0 with *out set (free with verbs_free_def),
  * or -1 with a reason in err. Refuses names of Redis commands, of built-in
- * verbs and "verbproxy". */
+ * verbs and "verbproxy", and a script Redis 7.0 would not load (its
+ * shebang or its Lua: lua/script_check.h), with Redis's error. */
 int verbs_parse_custom(const char *value, const char *basedir, verb_def **out, char *err, size_t errlen);
 void verbs_free_def(verb_def *v);
 

@@ -7,6 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <openssl/crypto.h>
 
@@ -546,17 +549,51 @@ static const char *conf_rest_of_line_directive(const char *line)
     return NULL;
 }
 
+/* The file opened for reading, or NULL with "path: reason" in err. A FIFO
+ * is refused before it is read: opening one waits for a writer, reading it
+ * for its end, and a reload runs in the event loop (every client would
+ * wait with it). Devices are read (/dev/null is an empty config). */
+static FILE *conf_open(const char *path, char *err, size_t errlen)
+{
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0) {
+        snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+        if (fd >= 0) close(fd);
+        return NULL;
+    }
+    if (S_ISFIFO(st.st_mode)) {
+        snprintf(err, errlen, "%s: cannot read: a FIFO, not a file", path);
+        close(fd);
+        return NULL;
+    }
+    FILE *f = fdopen(fd, "r");
+    if (!f) {
+        snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+        close(fd);
+    }
+    return f;
+}
+
 /* The first line of a file, without its line end. */
 static int conf_read_first_line(const char *what, const char *path, char *out, size_t cap, char *err,
                                 size_t errlen)
 {
-    FILE *f = fopen(path, "r");
+    char why[512];
+    FILE *f = conf_open(path, why, sizeof(why));
     if (!f) {
-        snprintf(err, errlen, "%s %s: cannot open: %s", what, path, strerror(errno));
+        snprintf(err, errlen, "%s %s", what, why);
         return -1;
     }
+    errno = 0;
     int ok = fgets(out, (int)cap, f) != NULL;
+    int failed = ferror(f) ? (errno ? errno : EIO) : 0;
     fclose(f);
+    if (failed) { /* a directory, an I/O error: not an empty first line */
+        OPENSSL_cleanse(out, cap);
+        snprintf(err, errlen, "%s %s: cannot read: %s", what, path, strerror(failed));
+        return -1;
+    }
     size_t n = ok ? strlen(out) : 0;
     if (n == cap - 1 && out[n - 1] != '\n') {
         OPENSSL_cleanse(out, cap);
@@ -654,13 +691,91 @@ int conf_finish(vp_config *c, const char *env_pass, char *err, size_t errlen)
     return conf_finish_sentinel(c, err, errlen);
 }
 
-int conf_load_file(vp_config *c, const char *path, char *err, size_t errlen)
+/* ---- the file ---- */
+
+/* Files larger than this are refused: a config is a few KiB, and the whole
+ * of it is held in memory while it is parsed (a FIFO or a device given by
+ * mistake must not grow the heap without end). */
+#define CONF_FILE_MAX (16 * 1024 * 1024)
+
+/* The whole of `path` into a malloc'd, NUL-terminated buffer (*len bytes,
+ * which may hold NUL bytes themselves). A read error, a directory, a file
+ * over CONF_FILE_MAX: -1 with "path: reason" in err, never a short read
+ * taken for the end of the file (a half-read config is no config). */
+static char *conf_read_text(const char *path, size_t *len, char *err, size_t errlen)
 {
-    FILE *f = fopen(path, "r");
-    if (!f) {
-        snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+    FILE *f = conf_open(path, err, errlen);
+    if (!f) return NULL;
+    size_t cap = 4096, n = 0;
+    char *buf = vp_malloc(cap);
+    int failed = 0;
+    for (;;) {
+        if (n + 1 == cap) {
+            if (cap > CONF_FILE_MAX) break;
+            cap *= 2;
+            buf = vp_realloc(buf, cap);
+        }
+        errno = 0;
+        size_t got = fread(buf + n, 1, cap - n - 1, f);
+        n += got;
+        if (got == 0) {
+            if (ferror(f)) failed = errno ? errno : EIO; /* EISDIR for a directory */
+            break;
+        }
+    }
+    int too_big = n > CONF_FILE_MAX;
+    fclose(f);
+    if (failed || too_big) {
+        if (failed)
+            snprintf(err, errlen, "%s: cannot read: %s", path, strerror(failed));
+        else
+            snprintf(err, errlen, "%s: cannot read: larger than %d bytes", path, CONF_FILE_MAX);
+        OPENSSL_cleanse(buf, n); /* (what was read may hold a password) */
+        free(buf);
+        return NULL;
+    }
+    buf[n] = '\0';
+    *len = n;
+    return buf;
+}
+
+/* One line of a config (NUL-terminated, without its line end): a comment,
+ * a blank, or a directive applied with conf_set. 0, or -1 with the reason
+ * in why. */
+static int conf_parse_line(vp_config *c, char *line, char *why, size_t whylen)
+{
+    char *start = line;
+    while (isspace((unsigned char)*start))
+        start++;
+    if (*start == '#' || *start == '\0') return 0;
+    const char *rest_of_line = conf_rest_of_line_directive(start);
+    if (rest_of_line) {
+        /* The directives with several words: the rest of the line. */
+        char *value = start + strlen(rest_of_line) + 1;
+        size_t vl = strlen(value);
+        while (vl && isspace((unsigned char)value[vl - 1]))
+            value[--vl] = '\0';
+        return conf_set(c, rest_of_line, value, why, whylen);
+    }
+    char *words[3];
+    int n = conf_split(line, words, 2);
+    if (n < 0) {
+        snprintf(why, whylen, "unbalanced quotes");
         return -1;
     }
+    if (n != 2) {
+        snprintf(why, whylen, "'%s' takes exactly one value", words[0]);
+        return -1;
+    }
+    return conf_set(c, words[0], words[1], why, whylen);
+}
+
+/* The longest line, line end excluded (what a 4096-byte fgets buffer
+ * took before the parser read the file whole). */
+#define CONF_LINE_MAX 4094
+
+int conf_parse_text(vp_config *c, const char *text, size_t len, const char *path, char *err, size_t errlen)
+{
     /* Script paths in `verb` lines are relative to the file's directory. */
     char saved_dir[sizeof(c->conf_dir)];
     memcpy(saved_dir, c->conf_dir, sizeof(saved_dir));
@@ -671,55 +786,42 @@ int conf_load_file(vp_config *c, const char *path, char *err, size_t errlen)
         snprintf(c->conf_dir, sizeof(c->conf_dir), "/");
     else
         snprintf(c->conf_dir, sizeof(c->conf_dir), "%.*s", (int)(slash - path), path);
-    char line[4096];
-    int lineno = 0;
-    int rc = 0;
-    while (fgets(line, sizeof(line), f)) {
+    char line[CONF_LINE_MAX + 2];
+    int lineno = 0, rc = 0;
+    for (size_t pos = 0; pos < len && rc == 0;) {
         lineno++;
-        size_t len = strlen(line);
-        if (len == sizeof(line) - 1 && line[len - 1] != '\n') {
-            snprintf(err, errlen, "%s:%d: line too long", path, lineno);
+        const char *nl = memchr(text + pos, '\n', len - pos);
+        size_t end = nl ? (size_t)(nl - text) : len;
+        size_t n = end - pos;
+        char why[1024];
+        if (n > CONF_LINE_MAX) {
+            snprintf(why, sizeof(why), "line too long");
             rc = -1;
-            break;
-        }
-        char *hash = line;
-        while (isspace((unsigned char)*hash))
-            hash++;
-        if (*hash == '#' || *hash == '\0') continue;
-        char why[512];
-        const char *rest_of_line = conf_rest_of_line_directive(hash);
-        if (rest_of_line) {
-            /* The directives with several words: the rest of the line. */
-            char *value = hash + strlen(rest_of_line) + 1;
-            size_t vl = strlen(value);
-            while (vl && isspace((unsigned char)value[vl - 1]))
-                value[--vl] = '\0';
-            if (conf_set(c, rest_of_line, value, why, sizeof(why)) < 0) {
-                snprintf(err, errlen, "%s:%d: %s", path, lineno, why);
-                rc = -1;
-                break;
-            }
-            continue;
-        }
-        char *words[3];
-        int n = conf_split(line, words, 2);
-        if (n < 0) {
-            snprintf(err, errlen, "%s:%d: unbalanced quotes", path, lineno);
+        } else if (memchr(text + pos, '\0', n)) {
+            /* (a file half written over zeros, or not a config at all) */
+            snprintf(why, sizeof(why), "a NUL byte: not a text file");
             rc = -1;
-            break;
+        } else {
+            memcpy(line, text + pos, n);
+            line[n] = '\0';
+            rc = conf_parse_line(c, line, why, sizeof(why));
         }
-        if (n != 2) {
-            snprintf(err, errlen, "%s:%d: '%s' takes exactly one value", path, lineno, words[0]);
-            rc = -1;
-            break;
-        }
-        if (conf_set(c, words[0], words[1], why, sizeof(why)) < 0) {
-            snprintf(err, errlen, "%s:%d: %s", path, lineno, why);
-            rc = -1;
-            break;
-        }
+        if (rc < 0) snprintf(err, errlen, "%s:%d: %s", path, lineno, why);
+        pos = end + 1;
     }
-    fclose(f);
+    OPENSSL_cleanse(line, sizeof(line)); /* (it may hold a password) */
     memcpy(c->conf_dir, saved_dir, sizeof(saved_dir));
+    return rc;
+}
+
+int conf_load_file(vp_config *c, const char *path, char *err, size_t errlen)
+{
+    size_t len;
+    char *text = conf_read_text(path, &len, err, errlen);
+    if (!text) return -1;
+    int rc = conf_parse_text(c, text, len, path, err, errlen);
+    /* (it may hold passwords) */
+    OPENSSL_cleanse(text, len);
+    free(text);
     return rc;
 }

@@ -157,8 +157,16 @@ int conf_parse_hostport(const char *value, char *host, int *port);
 void conf_free(vp_config *c);
 /* Apply one directive. Returns 0, or -1 with a reason in err. */
 int conf_set(vp_config *c, const char *name, const char *value, char *err, size_t errlen);
-/* Load a file. Returns 0, or -1 with "path:line: reason" in err. */
+/* Load a file: read whole (a read error, a directory, a file over 16 MiB
+ * refuse it: a config read in part is never applied), then parsed.
+ * Returns 0, or -1 with "path: reason" or "path:line: reason" in err. */
 int conf_load_file(vp_config *c, const char *path, char *err, size_t errlen);
+/* The parser alone, no file read (but a `verb` line's script, a TLS
+ * file's existence): the text of a file, len bytes, applied line by line;
+ * `path` names it in messages and is the base of relative script paths.
+ * Returns 0, or -1 with "path:line: reason" in err (a NUL byte in a line
+ * is refused: not a text file). */
+int conf_parse_text(vp_config *c, const char *text, size_t len, const char *path, char *err, size_t errlen);
 /* Redis's memory units: 1k=1000 1kb=1024 1m 1mb 1g 1gb, case-insensitive. */
 int conf_parse_memory(const char *s, long long *out);
 /* "host:port", "[v6]:port" or a path starting with '/' or "unix:". */

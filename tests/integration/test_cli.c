@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -56,6 +57,79 @@ Test(cli, a_bad_directive_stops_start_up_with_file_line_and_reason)
     cr_assert_eq(rc, 1, "exit %d: %s", rc, out);
     char want[256];
     snprintf(want, sizeof(want), "%s:3: unknown directive 'upstream-typo'", path);
+    cr_assert(strstr(out, want) != NULL, "'%s' not in '%s'", want, out);
+}
+
+/* A config that cannot be read whole stops start-up with the reason: a
+ * directory given as --config (a mount gone wrong) reads as an error, not
+ * as an empty file. Before, the proxy ran on the defaults. (The tests run
+ * as root, so a mode 000 file would still be read: the directory is the
+ * honest unreadable file here.) */
+Test(cli, an_unreadable_config_stops_start_up_with_the_reason)
+{
+    char dir[64], out[4096], args[256], want[256];
+    snprintf(dir, sizeof(dir), "/tmp/vp-cli-dir-XXXXXX");
+    cr_assert(mkdtemp(dir) != NULL);
+    snprintf(args, sizeof(args), "--config %s --port 0", dir);
+    int rc = run(args, out, sizeof(out));
+    rmdir(dir);
+    cr_assert_eq(rc, 1, "exit %d: %s", rc, out);
+    snprintf(want, sizeof(want), "%s: cannot read: Is a directory", dir);
+    cr_assert(strstr(out, want) != NULL, "'%s' not in '%s'", want, out);
+}
+
+/* A FIFO given as --config is refused at once: opening it would wait for a
+ * writer (and at a SIGHUP, the whole event loop with it). Before, start-up
+ * hung until `timeout` killed it. */
+Test(cli, a_fifo_as_config_stops_start_up_at_once)
+{
+    char dir[64], fifo[96], out[4096], args[256], want[256];
+    snprintf(dir, sizeof(dir), "/tmp/vp-cli-fifo-XXXXXX");
+    cr_assert(mkdtemp(dir) != NULL);
+    snprintf(fifo, sizeof(fifo), "%s/verbproxy.conf", dir);
+    cr_assert_eq(mkfifo(fifo, 0600), 0);
+    snprintf(args, sizeof(args), "--config %s --port 0", fifo);
+    int rc = run(args, out, sizeof(out));
+    unlink(fifo);
+    rmdir(dir);
+    cr_assert_eq(rc, 1, "exit %d: %s", rc, out);
+    snprintf(want, sizeof(want), "%s: cannot read: a FIFO, not a file", fifo);
+    cr_assert(strstr(out, want) != NULL, "'%s' not in '%s'", want, out);
+}
+
+/* The same for a password file: a FIFO named by upstream-pass-file is
+ * refused at once, not waited on (at a SIGHUP that wait would be the
+ * event loop's). Before, start-up hung until `timeout` killed it. */
+Test(cli, a_fifo_as_upstream_pass_file_stops_start_up_at_once)
+{
+    char dir[64], fifo[96], out[4096], args[256], want[256];
+    snprintf(dir, sizeof(dir), "/tmp/vp-cli-fifo-XXXXXX");
+    cr_assert(mkdtemp(dir) != NULL);
+    snprintf(fifo, sizeof(fifo), "%s/pass", dir);
+    cr_assert_eq(mkfifo(fifo, 0600), 0);
+    snprintf(args, sizeof(args), "--upstream-pass-file %s --port 0", fifo);
+    int rc = run(args, out, sizeof(out));
+    unlink(fifo);
+    rmdir(dir);
+    cr_assert_eq(rc, 1, "exit %d: %s", rc, out);
+    snprintf(want, sizeof(want), "upstream-pass-file %s: cannot read: a FIFO, not a file", fifo);
+    cr_assert(strstr(out, want) != NULL, "'%s' not in '%s'", want, out);
+}
+
+/* A NUL byte in the file (one half written over zeros) is no config. */
+Test(cli, a_config_with_a_nul_byte_stops_start_up)
+{
+    char out[4096], args[256], want[256];
+    const char *path = write_tmp("port 0\n");
+    FILE *f = fopen(path, "a");
+    cr_assert(f != NULL);
+    cr_assert_eq(fwrite("\0\0\0\n", 1, 4, f), 4u);
+    fclose(f);
+    snprintf(args, sizeof(args), "--config %s", path);
+    int rc = run(args, out, sizeof(out));
+    unlink(path);
+    cr_assert_eq(rc, 1, "exit %d: %s", rc, out);
+    snprintf(want, sizeof(want), "%s:2: a NUL byte: not a text file", path);
     cr_assert(strstr(out, want) != NULL, "'%s' not in '%s'", want, out);
 }
 

@@ -169,7 +169,7 @@ Test(env_only, a_proxy_configured_by_environment_variables_alone_serves)
     /* Two custom verbs in one variable, one a line (a YAML block scalar's shape). */
     snprintf(
         vverb, sizeof(vverb),
-        "VERBPROXY_VERB=ENVTICK %s/lua/ztick.lua numkeys 1\nENVTICK2 %s/lua/ztick.lua numkeys 1 readonly\n",
+        "VERBPROXY_VERB=ENVTICK %s/lua/ztick.lua numkeys 1\nENVTICK2 %s/lua/zpage.lua numkeys 1 readonly\n",
         SOURCE_DIR, SOURCE_DIR);
     char *env[] = {vport,
                    vupstream,

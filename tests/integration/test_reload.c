@@ -41,12 +41,13 @@ static void teardown(void)
     vt_redis_free(other);
     other = NULL;
     if (!dir[0]) return;
-    const char *names[] = {"proxy.conf", "echo.lua", "gone.lua", "new.lua"};
+    const char *names[] = {"proxy.conf", "echo.lua", "gone.lua", "new.lua", "bad.lua"};
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
         char path[192];
         snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
         unlink(path);
     }
+    rmdir(conf_path); /* (a story replaces the file with a directory) */
     rmdir(dir);
     dir[0] = '\0';
 }
@@ -258,6 +259,139 @@ Test(reload, verbs_loglevel_password_and_a_broken_file)
     redisFree(c1);
     redisFree(c2);
     redisFree(admin);
+}
+
+/* The verbs start_with_scripts defined, and the upstream password, still
+ * in use on connection c. */
+static void expect_the_first_config(redisContext *c)
+{
+    expect_str(c, "v1:a", "MYECHO a");
+    expect_str(c, "gone", "MYGONE");
+    redisReply *r = vt_cmd(c, "PING"); /* (Redis says -NOAUTH to a connection without pw1) */
+    vt_assert_status(r, "PONG");
+    freeReplyObject(r);
+}
+
+/* The config file replaced by a directory (a ConfigMap mount gone wrong),
+ * then SIGHUP: the read error refuses the reload, with the reason, and the
+ * settings stay: the upstream password and every custom verb, for the
+ * client connected before and for a new one. Before, the read error looked
+ * like an empty file: the reload applied the defaults, dropped the
+ * password (a new connection's PING met Redis's -NOAUTH) and every custom
+ * verb. */
+Test(reload, a_config_replaced_by_a_directory_is_refused_and_changes_nothing)
+{
+    start_with_scripts();
+    redisContext *c1 = vt_must_connect(env.proxy->port);
+    expect_the_first_config(c1);
+    vt_bystanders *b = vt_must_start_bystanders(env.proxy->port, 2, 20);
+
+    cr_assert_eq(unlink(conf_path), 0);
+    cr_assert_eq(mkdir(conf_path, 0700), 0);
+    reload("config reload failed", 1);
+    char why[192];
+    snprintf(why, sizeof(why), "%s: cannot read: Is a directory", conf_path);
+    cr_assert_eq(count_in_log(why), 1, "no \"%s\" in the log", why);
+    cr_assert_eq(count_in_log("config reloaded"), 0, "a reload was applied");
+
+    expect_the_first_config(c1);
+    redisContext *c2 = vt_must_connect(env.proxy->port);
+    expect_the_first_config(c2);
+    cr_assert_eq(proxy_stat(c2, "reloads"), 0);
+    cr_assert_eq(proxy_stat(c2, "reload_failures"), 1);
+    vt_assert_bystanders_ok(b);
+    redisFree(c1);
+    redisFree(c2);
+}
+
+/* A verb's script replaced by a FIFO (nobody writing), then SIGHUP: the
+ * reload is refused at once with the reason, and the event loop never
+ * waits on the FIFO: the bystanders and the client are served throughout,
+ * the old verbs answer. Before, the reload's fopen waited for a writer,
+ * inside the event loop: every client of the proxy with it. */
+Test(reload, a_script_replaced_by_a_fifo_is_refused_without_stopping_the_loop)
+{
+    start_with_scripts();
+    redisContext *c1 = vt_must_connect(env.proxy->port);
+    expect_the_first_config(c1);
+    vt_bystanders *b = vt_must_start_bystanders(env.proxy->port, 2, 20);
+
+    char fifo[192];
+    snprintf(fifo, sizeof(fifo), "%s/gone.lua", dir);
+    cr_assert_eq(unlink(fifo), 0);
+    cr_assert_eq(mkfifo(fifo, 0600), 0);
+    reload("config reload failed", 1);
+    char why[256];
+    snprintf(why, sizeof(why), "cannot read script %s: a FIFO, not a file", fifo);
+    cr_assert_eq(count_in_log(why), 1, "no \"%s\" in the log", why);
+
+    expect_the_first_config(c1);
+    redisContext *c2 = vt_must_connect(env.proxy->port);
+    expect_the_first_config(c2);
+    vt_assert_bystanders_ok(b);
+    redisFree(c1);
+    redisFree(c2);
+}
+
+/* What SCRIPT LOAD of `body` answers straight from the story's Redis (its
+ * password is pw1): the error text, malloc'd. */
+static char *redis_refusal_of(const char *body)
+{
+    redisContext *admin = vt_must_connect(env.redis->port);
+    redisReply *r = vt_cmd(admin, "AUTH pw1");
+    vt_assert_status(r, "OK");
+    freeReplyObject(r);
+    r = vt_cmd(admin, "SCRIPT LOAD %s", body);
+    cr_assert(r && r->type == REDIS_REPLY_ERROR, "Redis loaded \"%s\": %s", body, VT_DESCRIBE(r));
+    char *text = strdup(r->str);
+    freeReplyObject(r);
+    redisFree(admin);
+    return text;
+}
+
+/* A reload that adds a verb whose script does not compile is refused, the
+ * log saying the line, the verb and Redis's own compile error; the old
+ * verbs stay and answer (one's script changed on disk meanwhile: still the
+ * old one); the fixed script is taken by the next reload. Before, the verb
+ * was taken: its callers got -NOSCRIPT, and /readyz failed soon after. */
+Test(reload, a_verb_whose_script_does_not_compile_is_refused_and_the_old_verbs_kept)
+{
+    start_with_scripts();
+    redisContext *c1 = vt_must_connect(env.proxy->port);
+    expect_the_first_config(c1);
+    vt_bystanders *b = vt_must_start_bystanders(env.proxy->port, 2, 20);
+
+    const char *broken = "local n = redis.call('GET', KEYS[1])\nreturn +\n";
+    char *redis_says = redis_refusal_of(broken);
+    write_file("bad.lua", broken);
+    write_file("echo.lua", "return 'v2:' .. ARGV[1]\n");
+    write_file("proxy.conf", "loglevel notice\n"
+                             "upstream-pass pw1\n"
+                             "verb myecho echo.lua numkeys 0\n"
+                             "verb mygone gone.lua numkeys 0\n"
+                             "verb mybad bad.lua numkeys 0\n");
+    reload("config reload failed", 1);
+    char where[256];
+    snprintf(where, sizeof(where), "%s:5: verb 'mybad'", conf_path);
+    cr_assert_eq(count_in_log(where), 1, "no \"%s\" in the log", where);
+    cr_assert_eq(count_in_log(redis_says), 1, "Redis says \"%s\"; not in the log", redis_says);
+    free(redis_says);
+
+    expect_the_first_config(c1);
+    redisContext *c2 = vt_must_connect(env.proxy->port);
+    expect_the_first_config(c2);
+    redisReply *r = vt_cmd(c2, "MYBAD");
+    vt_assert_error(r, "ERR unknown command");
+    freeReplyObject(r);
+
+    /* Fixed: the next reload takes it, and echo.lua's change with it. */
+    write_file("bad.lua", "return 'fixed'\n");
+    reload("config reloaded", 1);
+    expect_str(c2, "fixed", "MYBAD");
+    expect_str(c1, "v2:a", "MYECHO a");
+    vt_assert_bystanders_ok(b);
+    redisFree(c1);
+    redisFree(c2);
 }
 
 /* ---- the upstream address ---- */

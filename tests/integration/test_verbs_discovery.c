@@ -12,6 +12,7 @@
  *
  * Verbs are proxy-only: the suite is skipped under VP_TEST_DIRECT=1. */
 #include <ctype.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -584,6 +585,130 @@ Test(verbs_discovery, a_verb_named_like_a_command_or_a_builtin_stops_start_up)
     rc = run_proxy(args, RUNS_FOR_S, out, sizeof(out));
     cr_assert_eq(rc, 124, "a harmless verb: exit status %d, expected to run until timeout (124); output: %s",
                  rc, out);
+}
+
+/* What SCRIPT LOAD of `body` answers, asked straight from Redis: its
+ * error text (without the '-'), malloc'd; the test fails if it loads. */
+static char *redis_refusal_of(const char *body)
+{
+    redisContext *admin = vt_must_connect(env.redis->port);
+    redisReply *r = vt_cmd(admin, "SCRIPT LOAD %s", body);
+    cr_assert(r && r->type == REDIS_REPLY_ERROR, "Redis loaded \"%s\": %s", body, VT_DESCRIBE(r));
+    char *text = strdup(r->str);
+    freeReplyObject(r);
+    redisFree(admin);
+    return text;
+}
+
+/* A custom verb whose script Redis would not load (a syntax error, a bad
+ * shebang, bytecode) stops start-up, from the file and from a flag: the
+ * message names the file's line, the verb, and says what SCRIPT LOAD of the
+ * same body says, word for word (Redis 7.0 is the oracle). Before, such a
+ * verb was taken, and every call of it answered -NOSCRIPT. A script that
+ * Redis loads, shebang and all, still starts. */
+Test(verbs_discovery, a_verb_whose_script_redis_would_refuse_stops_start_up_with_redis_words)
+{
+    VT_SKIP_IF_DIRECT();
+    static const char *const bodies[] = {
+        "return +\n",
+        "local n = redis.call('GET', KEYS[1])\nif n then return n\n",
+        "return 'unfinished\n",
+        "#!lua flags=no-writes,bogus\nreturn 1\n",
+        "#!python\nreturn 1\n",
+        "#!lua name=mylib\nreturn 1\n",
+        "#!lua flags=no-writes",
+        "\033Lua\x51\n",
+    };
+    char path[256], conf_path[256], conf[512], args[1024], out[4096], where[300];
+    for (size_t i = 0; i < sizeof(bodies) / sizeof(bodies[0]); i++) {
+        char *redis_says = redis_refusal_of(bodies[i]);
+        write_file(path, sizeof(path), "broken.lua", bodies[i]);
+        snprintf(conf, sizeof(conf), "port 0\nverb mybroken %s numkeys 1\n", path);
+        write_file(conf_path, sizeof(conf_path), "broken.conf", conf);
+        snprintf(args, sizeof(args), "--config %s", conf_path);
+        int rc = run_proxy(args, REFUSAL_TIMEOUT_S, out, sizeof(out));
+        cr_assert_eq(rc, 1, "script #%zu: exit status %d, expected 1; output: %s", i, rc, out);
+        snprintf(where, sizeof(where), "%s:2:", conf_path);
+        cr_assert(strstr(out, where) && mentions(out, "mybroken"), "script #%zu: no \"%s ...mybroken\" in: %s", i,
+                  where, out);
+        cr_assert(strstr(out, redis_says) != NULL, "script #%zu: Redis says \"%s\", the proxy: %s", i,
+                  redis_says, out);
+        /* The same verb as a flag. */
+        snprintf(args, sizeof(args), "--verb \"mybroken %s numkeys 1\"", path);
+        rc = run_proxy(args, REFUSAL_TIMEOUT_S, out, sizeof(out));
+        cr_assert_eq(rc, 1, "script #%zu as a flag: exit status %d, expected 1; output: %s", i, rc, out);
+        cr_assert(strstr(out, redis_says) != NULL, "script #%zu as a flag: Redis says \"%s\", the proxy: %s", i,
+                  redis_says, out);
+        free(redis_says);
+    }
+
+    /* A shebang Redis takes, and a body it compiles: start-up goes on. */
+    write_file(path, sizeof(path), "fine.lua", "#!lua flags=no-writes,allow-stale\nreturn KEYS[1]\n");
+    snprintf(conf, sizeof(conf), "verb myfine %s numkeys 1\n", path);
+    write_file(conf_path, sizeof(conf_path), "fine.conf", conf);
+    snprintf(args, sizeof(args), "--config %s", conf_path);
+    int rc = run_proxy(args, RUNS_FOR_S, out, sizeof(out));
+    cr_assert_eq(rc, 124, "a script Redis loads: exit status %d, expected to run until timeout (124); output: %s",
+                 rc, out);
+}
+
+/* A `readonly` verb (sent as EVALSHA_RO) whose script has a shebang
+ * without flags=no-writes: Redis loads the script but refuses every call
+ * of it. Start-up stops, quoting what Redis answers such a call (asked of
+ * the real redis-server). With flags=no-writes, or with no shebang, it
+ * starts. Before, the verb was taken and every call failed. */
+Test(verbs_discovery, a_readonly_verb_whose_script_may_write_stops_start_up)
+{
+    VT_SKIP_IF_DIRECT();
+    const char *body = "#!lua\nreturn redis.call('GET', KEYS[1])\n";
+    redisContext *admin = vt_must_connect(env.redis->port);
+    redisReply *r = vt_cmd(admin, "SCRIPT LOAD %s", body);
+    cr_assert(r && r->type == REDIS_REPLY_STRING, "SCRIPT LOAD: %s", VT_DESCRIBE(r));
+    char sha[41];
+    snprintf(sha, sizeof(sha), "%s", r->str);
+    freeReplyObject(r);
+    r = vt_cmd(admin, "EVALSHA_RO %s 1 k", sha);
+    cr_assert(r && r->type == REDIS_REPLY_ERROR, "EVALSHA_RO: %s", VT_DESCRIBE(r));
+    char *redis_says = strdup(r->str);
+    freeReplyObject(r);
+    redisFree(admin);
+
+    char path[256], args[1024], out[4096];
+    write_file(path, sizeof(path), "writes.lua", body);
+    snprintf(args, sizeof(args), "--verb \"myro %s numkeys 1 readonly\"", path);
+    int rc = run_proxy(args, REFUSAL_TIMEOUT_S, out, sizeof(out));
+    cr_assert_eq(rc, 1, "exit status %d, expected 1; output: %s", rc, out);
+    cr_assert(mentions(out, "myro") && strstr(out, redis_says) != NULL,
+              "no \"myro\" and Redis's \"%s\" in: %s", redis_says, out);
+    free(redis_says);
+
+    /* Not readonly, the same script is fine (EVALSHA); readonly with
+     * flags=no-writes or with no shebang too. */
+    char nw[256], plain[256];
+    write_file(nw, sizeof(nw), "nowrites.lua", "#!lua flags=no-writes\nreturn redis.call('GET', KEYS[1])\n");
+    write_file(plain, sizeof(plain), "plain.lua", READER_SCRIPT);
+    snprintf(args, sizeof(args),
+             "--verb \"myrw %s numkeys 1\" --verb \"myro1 %s numkeys 1 readonly\" --verb \"myro2 %s numkeys 1 readonly\"",
+             path, nw, plain);
+    rc = run_proxy(args, RUNS_FOR_S, out, sizeof(out));
+    cr_assert_eq(rc, 124, "exit status %d, expected to run until timeout (124); output: %s", rc, out);
+}
+
+/* A verb whose script path is a FIFO stops start-up at once: opening it
+ * would wait for a writer (and at a SIGHUP, the whole event loop with it).
+ * Before, start-up hung there until `timeout` stopped it. */
+Test(verbs_discovery, a_verb_whose_script_is_a_fifo_stops_start_up_at_once)
+{
+    VT_SKIP_IF_DIRECT();
+    char fifo[256], args[1024], out[4096], want[300];
+    snprintf(fifo, sizeof(fifo), "%s/fifo.lua", env.redis->dir);
+    cr_assert_eq(mkfifo(fifo, 0600), 0);
+    snprintf(args, sizeof(args), "--verb \"myfifo %s numkeys 1\"", fifo);
+    int rc = run_proxy(args, REFUSAL_TIMEOUT_S, out, sizeof(out));
+    unlink(fifo);
+    cr_assert_eq(rc, 1, "exit status %d, expected 1; output: %s", rc, out);
+    snprintf(want, sizeof(want), "cannot read script %s: a FIFO, not a file", fifo);
+    cr_assert(strstr(out, want) != NULL, "\"%s\" not in: %s", want, out);
 }
 
 /* ---- ztick-max-members ---- */

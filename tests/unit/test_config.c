@@ -225,3 +225,57 @@ Test(config, shutdown_min_drain_is_seconds_like_shutdown_timeout)
     assert_rejected("shutdown-min-drain 5s\n", 1, "'shutdown-min-drain' must be an integer");
     assert_rejected("shutdown-min-drain\n", 1, "'shutdown-min-drain' takes exactly one value");
 }
+
+/* conf_parse_text, the parser alone: the line limit as the 4096-byte fgets
+ * buffer had it (4094 bytes and the line end), a last line without its
+ * line end, CRLF, and a NUL byte refused with its line number. */
+static int parse(vp_config *c, const char *text, size_t len, char *err, size_t errlen)
+{
+    conf_defaults(c);
+    return conf_parse_text(c, text, len, "t.conf", err, errlen);
+}
+
+static char *long_comment_line(size_t n, const char *after)
+{
+    size_t al = strlen(after);
+    char *t = malloc(n + al + 1);
+    cr_assert(t != NULL);
+    t[0] = '#';
+    memset(t + 1, 'x', n - 1);
+    memcpy(t + n, after, al + 1);
+    return t;
+}
+
+Test(config, the_text_parser_keeps_the_line_rules_of_the_file_reader)
+{
+    vp_config c;
+    char err[256] = "";
+    const char *text = "port 7001\r\n\n# note\r\nmaxclients 9";
+    cr_assert_eq(parse(&c, text, strlen(text), err, sizeof(err)), 0, "%s", err);
+    cr_assert_eq(c.port, 7001);
+    cr_assert_eq(c.maxclients, 9, "the last line, without its line end, is read");
+    cr_assert_eq(parse(&c, "", 0, err, sizeof(err)), 0);
+    cr_assert_eq(c.port, 6380);
+
+    char *t = long_comment_line(4094, "\nport 7002\n");
+    cr_assert_eq(parse(&c, t, strlen(t), err, sizeof(err)), 0, "%s", err);
+    cr_assert_eq(c.port, 7002);
+    free(t);
+    t = long_comment_line(4095, "\nport 7002\n");
+    cr_assert_eq(parse(&c, t, strlen(t), err, sizeof(err)), -1);
+    cr_assert_str_eq(err, "t.conf:1: line too long");
+    free(t);
+
+    static const char nul[] = "port 7003\nmaxclients 5\0\nport 7004\n";
+    cr_assert_eq(parse(&c, nul, sizeof(nul) - 1, err, sizeof(err)), -1);
+    cr_assert_str_eq(err, "t.conf:2: a NUL byte: not a text file");
+}
+
+Test(config, a_directory_is_no_config)
+{
+    vp_config c;
+    char err[256] = "";
+    conf_defaults(&c);
+    cr_assert_eq(conf_load_file(&c, "/tmp", err, sizeof(err)), -1);
+    cr_assert_str_eq(err, "/tmp: cannot read: Is a directory");
+}

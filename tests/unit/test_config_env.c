@@ -138,7 +138,7 @@ Test(config_env, repeatable_directives_take_one_per_line)
     snprintf(verbs, sizeof(verbs),
              "VERBPROXY_VERB=MYINCR %s/tests/unit/../../lua/ztick.lua numkeys 1\r\n"
              "\n"
-             "  MYOTHER %s/lua/ztick.lua numkeys 1 readonly\n",
+             "  MYOTHER %s/lua/zpage.lua numkeys 1 readonly\n",
              SOURCE_DIR, SOURCE_DIR);
     const char *const vars[] = {verbs, NULL};
     cr_assert_eq(apply(&c, &e, vars, err, sizeof(err)), 0, "%s", err);
