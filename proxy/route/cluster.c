@@ -53,8 +53,8 @@ struct cluster_state {
     uint64_t fetch_started;
     unsigned fetch_turn; /* round robin over the nodes known */
     uv_timer_t timer;
-    tryagain_q *tryagain; /* requests answered -TRYAGAIN, waiting to go again */
-    rcheck_q *rcheck;     /* redirects waiting for their node's view (redirect_check.h) */
+    tryagain_q *tryagain;     /* requests answered -TRYAGAIN, waiting to go again */
+    rcheck_q *rcheck;         /* redirects waiting for their node's view (redirect_check.h) */
     resp_request_parser reqp; /* a redirected request read again: which command, its keys */
     vp_buf probe;             /* EXISTS of a script's keys, for its redirect's check */
     char last_error[160];
@@ -634,7 +634,6 @@ void cluster_detach_client(vp_server *srv, struct client_session *c)
     rcheck_detach_client(srv->cluster->rcheck, c);
 }
 
-
 /* ---- who said it: Redis, or a script ---- */
 
 /* A redirected request, read again from the bytes its connection kept. */
@@ -674,7 +673,8 @@ static void script_keys(cluster_state *cs, int argc, const resp_arg *argv, redir
     }
 }
 
-static void origin_of(cluster_state *cs, const up_entry *e, const char *req, size_t reqlen, redirect_origin *o)
+static void origin_of(cluster_state *cs, const up_entry *e, const char *req, size_t reqlen,
+                      redirect_origin *o)
 {
     memset(o, 0, sizeof(*o));
     o->slot = -1;

@@ -246,8 +246,9 @@ int rcheck_answered(rcheck_q *q, upstream_conn *up, const char *p, size_t n)
     cn->up = NULL;
     nview v;
     int ok = nview_from_reply(&v, p, n) == 0;
-    if (!ok) vp_log(VP_LOG_WARNING, "cluster: %s answered CLUSTER NODES with %.*s", cn->node->addr,
-                    (int)(n > 80 ? 80 : n), p);
+    if (!ok)
+        vp_log(VP_LOG_WARNING, "cluster: %s answered CLUSTER NODES with %.*s", cn->node->addr,
+               (int)(n > 80 ? 80 : n), p);
     decide_all(q, up, ok ? &v : NULL);
     upstream_close(up);
     return 1;

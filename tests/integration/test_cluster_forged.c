@@ -310,8 +310,8 @@ static void victim_rounds(int rounds, const forger *f, char *why, size_t whylen)
 {
     redisContext *c = vt_must_connect(proxy->port);
     long long deadline = vt_now_ms() + 30000;
-    for (int round = 0; !why[0] && (round < rounds || (f->sent <= 20 && !f->why[0] && vt_now_ms() < deadline));
-         round++) {
+    for (int round = 0;
+         !why[0] && (round < rounds || (f->sent <= 20 && !f->why[0] && vt_now_ms() < deadline)); round++) {
         for (int k = 0; k < 8; k++) {
             redisAppendCommand(c, "SET victim:{slot}:%d v%d-%d", k, round, k);
             redisAppendCommand(c, "GET victim:{slot}:%d", k);
@@ -325,8 +325,8 @@ static void victim_rounds(int rounds, const forger *f, char *why, size_t whylen)
             r = NULL;
             char want[32];
             snprintf(want, sizeof(want), "v%d-%d", round, k);
-            if (!why[0] && (redisGetReply(c, (void **)&r) != REDIS_OK || !r || r->type != REDIS_REPLY_STRING ||
-                            strcmp(r->str, want) != 0))
+            if (!why[0] && (redisGetReply(c, (void **)&r) != REDIS_OK || !r ||
+                            r->type != REDIS_REPLY_STRING || strcmp(r->str, want) != 0))
                 snprintf(why, whylen, "round %d GET %d: expected %s, got %s", round, k, want, VT_DESCRIBE(r));
             if (r) freeReplyObject(r);
         }
@@ -343,7 +343,8 @@ Test(cluster_forged, a_forged_moved_in_a_loop_moves_no_other_clients_request)
     error_script(f.script, sizeof(f.script), f.want, false);
     pthread_t th;
     cr_assert_eq(pthread_create(&th, NULL, forger_run, &f), 0);
-    cr_assert(vt_wait_until(forger_going, &f, VT_READ_DEADLINE_MS), "the forger did not get going: %s", f.why);
+    cr_assert(vt_wait_until(forger_going, &f, VT_READ_DEADLINE_MS), "the forger did not get going: %s",
+              f.why);
     /* Another client, the same slot: pipelined SET and GET, every reply. */
     char why[512] = "";
     victim_rounds(40, &f, why, sizeof(why));
@@ -439,7 +440,8 @@ Test(cluster_forged, the_upstream_password_never_reaches_a_forged_address)
     vt_proxy_free(proxy);
     require_password_everywhere();
     start_proxy(PASSWORD);
-    cr_assert(vt_wait_until(proxy_serves, NULL, VT_READ_DEADLINE_MS), "the proxy does not serve with the password");
+    cr_assert(vt_wait_until(proxy_serves, NULL, VT_READ_DEADLINE_MS),
+              "the proxy does not serve with the password");
     vt_bystanders *b = vt_must_start_bystanders(proxy->port, 4, 50);
     redisContext *c = vt_must_connect(proxy->port);
     char why[512] = "";
