@@ -191,6 +191,9 @@ static void decide(rcheck_q *q, held *h, const nview *v)
            v ? "the node's view does not agree" : "the node's view could not be read");
     client_reply(c, h->e.seq, h->bytes + h->reqlen, h->errlen, 1);
     client_touch(c);
+    /* The client's output points at the error in h, freed next: written
+     * (or copied) now. */
+    client_flush_touched(srv);
 }
 
 /* Every redirect waiting for check `up`, decided with view v (NULL: none).
@@ -268,7 +271,6 @@ void rcheck_tick(rcheck_q *q, uint64_t now)
 {
     if (!q) return;
     uint64_t limit = (uint64_t)q->srv->conf.connect_timeout_ms + RCHECK_ANSWER_MS;
-    int decided = 0;
     for (check_node *n = q->nodes; n; n = n->next) {
         if (n->up && now - n->started > limit) {
             upstream_conn *up = n->up;
@@ -277,11 +279,9 @@ void rcheck_tick(rcheck_q *q, uint64_t now)
                    n->node->addr);
             decide_all(q, up, NULL);
             upstream_close(up);
-            decided = 1;
         }
         if (check_due(n, now) && waiting(q, n->node)) check_start(q, n, now);
     }
-    if (decided) client_flush_touched(q->srv);
 }
 
 void rcheck_detach_client(rcheck_q *q, struct client_session *c)

@@ -501,3 +501,134 @@ Test(cluster_forged, a_scripts_real_ask_and_moved_are_followed_and_its_forged_as
     redisFree(c);
     vt_assert_bystanders_ok(b);
 }
+
+/* ---- Redis's own -ASK to a node the proxy never learned ---- */
+
+/* A seventh node, empty, met by the cluster: CLUSTER SLOTS does not name
+ * it (it serves no slot), CLUSTER NODES does. */
+static vt_redis *start_new_node(void)
+{
+    for (int attempt = 0; attempt < 5; attempt++) {
+        char bus[16], timeout[16];
+        int bus_port = vt_free_port();
+        snprintf(bus, sizeof(bus), "%d", bus_port);
+        snprintf(timeout, sizeof(timeout), "%d", VT_CLUSTER_NODE_TIMEOUT_MS);
+        const char *extra[] = {"--cluster-enabled",
+                               "yes",
+                               "--cluster-config-file",
+                               "nodes.conf",
+                               "--cluster-port",
+                               bus,
+                               "--cluster-node-timeout",
+                               timeout,
+                               NULL};
+        vt_redis *r = vt_redis_new(&(vt_redis_opts){.extra_args = extra});
+        cr_assert_not_null(r);
+        if (r->port != bus_port && vt_redis_launch(r)) {
+            redisReply *m = vt_cluster_node_cmd(cl, 0, "CLUSTER MEET 127.0.0.1 %d %d", r->port, bus_port);
+            vt_assert_status(m, "OK");
+            freeReplyObject(m);
+            return r;
+        }
+        vt_redis_free(r);
+    }
+    cr_assert_fail("the seventh node did not start");
+    return NULL;
+}
+
+typedef struct known_wait {
+    const char *id;
+    int port; /* the new node's */
+} known_wait;
+
+/* Every node of the cluster knows the new one (no handshake left), and it
+ * says cluster_state:ok (it knows every slot's owner). */
+static bool everyone_knows(void *arg)
+{
+    known_wait *w = arg;
+    redisContext *d = vt_connect(w->port);
+    redisReply *info = d ? redisCommand(d, "CLUSTER INFO") : NULL;
+    bool state_ok = info && info->type == REDIS_REPLY_STRING && strstr(info->str, "cluster_state:ok");
+    if (info) freeReplyObject(info);
+    if (d) redisFree(d);
+    if (!state_ok) return false;
+    for (int i = 0; i < VT_CLUSTER_NODES; i++) {
+        redisReply *r = vt_cluster_node_cmd(cl, i, "CLUSTER NODES");
+        const char *line = r && r->type == REDIS_REPLY_STRING ? strstr(r->str, w->id) : NULL;
+        const char *end = line ? strchr(line, '\n') : NULL;
+        bool ok = line && end;
+        if (ok) {
+            char buf[512];
+            snprintf(buf, sizeof(buf), "%.*s", (int)(end - line), line);
+            ok = strstr(buf, "handshake") == NULL && strstr(buf, "noaddr") == NULL &&
+                 strstr(buf, " connected");
+        }
+        if (r) freeReplyObject(r);
+        if (!ok) return false;
+    }
+    return true;
+}
+
+Test(cluster_forged, redis_asks_for_a_node_added_since_the_map_and_the_check_finds_it)
+{
+    vt_redis *added = start_new_node();
+    redisContext *nd = vt_must_connect(added->port);
+    redisReply *r = vt_cmd(nd, "CLUSTER MYID");
+    cr_assert(r && r->type == REDIS_REPLY_STRING && r->len == 40, "%s", VT_DESCRIBE(r));
+    char id[41];
+    snprintf(id, sizeof(id), "%s", r->str);
+    freeReplyObject(r);
+    cr_assert(vt_wait_until(everyone_knows, &(known_wait){id, added->port}, VT_CLUSTER_DEADLINE_MS),
+              "the cluster did not meet the seventh node");
+    vt_bystanders *b = vt_must_start_bystanders(proxy->port, 4, 50);
+    redisContext *c = vt_must_connect(proxy->port);
+    const char *key = "grow:{new}";
+    int slot = vt_cluster_keyslot(cl, key);
+    int from = vt_cluster_slot_owner(cl, 0, slot);
+    r = vt_cmd(c, "SET %s before", key);
+    vt_assert_status(r, "OK");
+    freeReplyObject(r);
+    /* the slot migrates to the new node; its key goes there */
+    r = vt_cmd(nd, "CLUSTER SETSLOT %d IMPORTING %s", slot, cl->id[from]);
+    vt_assert_status(r, "OK");
+    freeReplyObject(r);
+    r = vt_cluster_node_cmd(cl, from, "CLUSTER SETSLOT %d MIGRATING %s", slot, id);
+    vt_assert_status(r, "OK");
+    freeReplyObject(r);
+    r = vt_cluster_node_cmd(cl, from, "MIGRATE 127.0.0.1 %d %s 0 5000", added->port, key);
+    vt_assert_status(r, "OK");
+    freeReplyObject(r);
+    /* -ASK names an address no map of the proxy's held: followed once the
+     * source's CLUSTER NODES lists it, for a command and for a script */
+    r = vt_cmd(c, "GET %s", key);
+    vt_assert_str(r, "before");
+    freeReplyObject(r);
+    cr_assert_geq(vt_proxy_stat(proxy->port, "cluster_checks"), 1, "the unknown address was not checked");
+    r = vt_cmd(c, "EVAL %s 1 %s", "return redis.call('GET', KEYS[1])", key);
+    vt_assert_str(r, "before");
+    freeReplyObject(r);
+    cr_assert_geq(vt_proxy_stat(proxy->port, "cluster_checks"), 2, "the script's -ASK was not checked");
+    cr_assert_geq(vt_proxy_stat(proxy->port, "cluster_ask"), 2, "the -ASKs were not followed");
+    cr_assert_eq(vt_proxy_stat(proxy->port, "cluster_refused"), 0);
+    /* the move ends (the new owner first, as redis-cli does): -MOVED to the
+     * node the check confirmed */
+    r = vt_cmd(nd, "CLUSTER SETSLOT %d NODE %s", slot, id);
+    vt_assert_status(r, "OK");
+    freeReplyObject(r);
+    for (int i = 0; i < VT_CLUSTER_NODES; i++) {
+        if (!vt_cluster_is_primary(cl, i)) continue;
+        r = vt_cluster_node_cmd(cl, i, "CLUSTER SETSLOT %d NODE %s", slot, id);
+        vt_assert_status(r, "OK");
+        freeReplyObject(r);
+    }
+    r = vt_cmd(c, "SET %s after", key);
+    vt_assert_status(r, "OK");
+    freeReplyObject(r);
+    r = vt_cmd(nd, "GET %s", key);
+    vt_assert_str(r, "after");
+    freeReplyObject(r);
+    redisFree(nd);
+    redisFree(c);
+    vt_assert_bystanders_ok(b);
+    vt_redis_free(added);
+}
