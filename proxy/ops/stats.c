@@ -37,7 +37,9 @@
     X(cluster_fetch_failures)                                                                                \
     X(cluster_moved)                                                                                         \
     X(cluster_ask)                                                                                           \
-    X(cluster_tryagain)
+    X(cluster_tryagain)                                                                                      \
+    X(cluster_checks)                                                                                        \
+    X(cluster_refused)
 
 size_t stats_format(const vp_stats *s, char *buf, size_t cap, const char *sep, const char *end)
 {

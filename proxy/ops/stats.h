@@ -10,8 +10,10 @@ typedef struct vp_stats {
     unsigned long long rejected_connections; /* refused at maxclients, as Redis's stat */
     unsigned long long commands_forwarded;
     /* Cluster mode (proxy/route/cluster.c): slot map fetches, failed ones, and the
-     * redirects followed for clients. */
+     * redirects followed for clients; CLUSTER NODES asked to check a redirect, and the
+     * redirects not followed (their error went to the client: redirect_check.h). */
     unsigned long long cluster_fetches, cluster_fetch_failures, cluster_moved, cluster_ask, cluster_tryagain;
+    unsigned long long cluster_checks, cluster_refused;
     unsigned long long local_replies;
     unsigned long long protocol_errors;
     unsigned long long upstream_connects;

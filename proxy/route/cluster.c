@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <uv.h>
 
 #include "lua/verbs.h"
@@ -15,6 +16,7 @@
 #include "proxy/route/hashslot.h"
 #include "proxy/log.h"
 #include "proxy/route/redirect.h"
+#include "proxy/route/redirect_check.h"
 #include "proxy/route/route.h"
 #include "proxy/route/route_keys.h"
 #include "proxy/route/route_plan.h"
@@ -51,7 +53,10 @@ struct cluster_state {
     uint64_t fetch_started;
     unsigned fetch_turn; /* round robin over the nodes known */
     uv_timer_t timer;
-    tryagain_q *tryagain; /* requests answered -TRYAGAIN, waiting to go again */
+    tryagain_q *tryagain;     /* requests answered -TRYAGAIN, waiting to go again */
+    rcheck_q *rcheck;         /* redirects waiting for their node's view (redirect_check.h) */
+    resp_request_parser reqp; /* a redirected request read again: which command, its keys */
+    vp_buf probe;             /* EXISTS of a script's keys, for its redirect's check */
     char last_error[160];
     /* Planning scratch, kept across commands. */
     rplan_scratch scratch;
@@ -75,6 +80,9 @@ struct cluster_state {
     route_node **fan_nodes; /* fan-out: the primaries in the order of their lowest slot */
     int fan_cap;
 };
+
+static int cluster_follow_checked(vp_server *srv, route_node *from, const up_entry *e, const char *req,
+                                  size_t reqlen, const redirect *r);
 
 static uint64_t cluster_now(vp_server *srv)
 {
@@ -152,6 +160,7 @@ static void cluster_tick(uv_timer_t *t)
         now - cs->fetch_started > (uint64_t)srv->conf.connect_timeout_ms + CLUSTER_FETCH_ANSWER_MS)
         cluster_fetch_failed_now(srv, cs->fetch->node->addr, "no answer to CLUSTER SLOTS in time");
     if (!cs->fetch && topo_should_fetch(&cs->policy, now)) cluster_fetch_start(srv);
+    rcheck_tick(cs->rcheck, now);
 }
 
 /* The map was accepted: every slot's node, found or added by address. */
@@ -194,7 +203,11 @@ void cluster_slots_answered(upstream_conn *up, const char *p, size_t n)
 {
     vp_server *srv = up->srv;
     cluster_state *cs = srv->cluster;
-    if (!cs || up != cs->fetch) return;
+    if (!cs) return;
+    if (up != cs->fetch) {
+        rcheck_answered(cs->rcheck, up, p, n); /* a redirect's check */
+        return;
+    }
     char addr[sizeof(up->node->addr)];
     snprintf(addr, sizeof(addr), "%s", up->node->addr);
     char host[sizeof(up->node->host)];
@@ -224,7 +237,11 @@ void cluster_fetch_failed(upstream_conn *up, const char *why)
 {
     vp_server *srv = up->srv;
     cluster_state *cs = srv->cluster;
-    if (!cs || up != cs->fetch) return;
+    if (!cs) return;
+    if (up != cs->fetch) {
+        rcheck_failed(cs->rcheck, up, why); /* a redirect's check */
+        return;
+    }
     char addr[sizeof(up->node->addr)];
     snprintf(addr, sizeof(addr), "%s", up->node->addr);
     cs->fetch = NULL; /* (closed by its caller) */
@@ -268,6 +285,8 @@ int cluster_start(vp_server *srv)
     uv_timer_init(srv->loop, &cs->timer);
     cs->timer.data = srv;
     cs->tryagain = tryagain_new(srv);
+    cs->rcheck = rcheck_new(srv, cluster_follow_checked);
+    resp_request_init(&cs->reqp, NULL);
     uv_timer_start(&cs->timer, cluster_tick, 0, CLUSTER_TICK_MS);
     uv_check_init(srv->loop, &srv->flush_check);
     srv->flush_check.data = srv;
@@ -281,6 +300,8 @@ static void cluster_timer_closed(uv_handle_t *h)
 {
     cluster_state *cs = h->data;
     slotmap_free(&cs->map);
+    resp_request_free(&cs->reqp);
+    vp_buf_free(&cs->probe);
     free(cs->primaries);
     free(cs->argp);
     free(cs->lens);
@@ -299,6 +320,7 @@ void cluster_stop(vp_server *srv)
     if (!cs) return;
     cluster_fetch_done(srv);
     tryagain_free(cs->tryagain);
+    rcheck_free(cs->rcheck);
     srv->cluster = NULL;
     client_flush_deferred(srv);
     uv_close((uv_handle_t *)&srv->flush_check, NULL);
@@ -607,35 +629,187 @@ int cluster_is_redirect(const char *p, size_t n)
 
 void cluster_detach_client(vp_server *srv, struct client_session *c)
 {
-    if (srv->cluster) tryagain_detach_client(srv->cluster->tryagain, c);
+    if (!srv->cluster) return;
+    tryagain_detach_client(srv->cluster->tryagain, c);
+    rcheck_detach_client(srv->cluster->rcheck, c);
 }
 
-/* A -MOVED: the slot is the named node's from now on (until the next
- * map), and a fresh map is wanted soon. Returns the node. */
-static route_node *learn_moved(upstream_conn *up, const redirect *r)
+/* ---- who said it: Redis, or a script ---- */
+
+/* A redirected request, read again from the bytes its connection kept. */
+typedef struct redirect_origin {
+    int script;        /* it ran a script: an error may be the script's own text */
+    int nkeys;         /* script: its keys, found as Redis finds them */
+    int slot;          /* script: its first key's slot (Redis refuses keys of several) */
+    int multiple_keys; /* script: a key other than the first (Redis's -TRYAGAIN needs one) */
+} redirect_origin;
+
+/* The commands whose error reply a client can choose: a script's
+ * redis.error_reply, returned after its writes ran. */
+static int runs_script(const resp_arg *name)
 {
-    vp_server *srv = up->srv;
+    static const char *const names[] = {"eval", "evalsha", "eval_ro", "evalsha_ro", "fcall", "fcall_ro"};
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+        if (strlen(names[i]) == name->len && strncasecmp(name->ptr, names[i], name->len) == 0) return 1;
+    return 0;
+}
+
+static void script_keys(cluster_state *cs, int argc, const resp_arg *argv, redirect_origin *o)
+{
+    plan_grow_args(cs, argc);
+    for (int i = 0; i < argc; i++) {
+        cs->argp[i] = argv[i].ptr;
+        cs->lens[i] = argv[i].len;
+    }
+    const rkeys_cmd *cmd = rkeys_lookup(argc, cs->argp, cs->lens);
+    int n = cmd ? rkeys_find(cmd, argc, cs->argp, cs->lens, cs->idx, cs->arg_cap) : 0;
+    o->nkeys = n < cs->arg_cap ? n : cs->arg_cap;
+    if (o->nkeys == 0) return;
+    const resp_arg *first = &argv[cs->idx[0]];
+    o->slot = hashslot_of(first->ptr, first->len);
+    for (int k = 1; k < o->nkeys; k++) {
+        const resp_arg *a = &argv[cs->idx[k]];
+        if (a->len != first->len || memcmp(a->ptr, first->ptr, a->len) != 0) o->multiple_keys = 1;
+    }
+}
+
+static void origin_of(cluster_state *cs, const up_entry *e, const char *req, size_t reqlen,
+                      redirect_origin *o)
+{
+    memset(o, 0, sizeof(*o));
+    o->slot = -1;
+    /* The proxy's verbs run its own scripts, which return no redirect. */
+    if (e->kind != UP_REPLY) return;
+    size_t used = 0;
+    resp_request_reset(&cs->reqp);
+    if (resp_request_parse(&cs->reqp, req, reqlen, &used) != RESP_REQ_COMMAND) {
+        o->script = 1; /* (a kept request is whole: never) unknown, so not Redis's words */
+        return;
+    }
+    if (!runs_script(&cs->reqp.argv[0])) return;
+    o->script = 1;
+    script_keys(cs, cs->reqp.argc, cs->reqp.argv, o);
+}
+
+/* ---- following ---- */
+
+/* The node at host:port if the proxy learned it from the cluster (a seed,
+ * a node of the slot map, one a check confirmed); NULL for any other
+ * address: nothing is sent there on a redirect's word. */
+static route_node *known_node(vp_server *srv, const char *host, size_t hostlen, int port)
+{
+    for (int i = 0; i < srv->nnodes; i++) {
+        route_node *n = srv->nodes[i];
+        if (n->port == port && strlen(n->host) == hostlen && memcmp(n->host, host, hostlen) == 0) return n;
+    }
+    if (slotmap_find(&srv->cluster->map, host, hostlen, port) >= 0)
+        return route_node_add(srv, host, hostlen, port);
+    return NULL;
+}
+
+/* Redis's own -MOVED to a known node: the slot is that node's from now on
+ * (until the next map), and a fresh map is wanted soon. */
+static void learn_moved(vp_server *srv, route_node *node, const redirect *r)
+{
     cluster_state *cs = srv->cluster;
-    const char *host = r->hostlen ? r->host : up->node->host;
-    size_t hostlen = r->hostlen ? r->hostlen : strlen(up->node->host);
-    route_node *node = route_node_add(srv, host, hostlen, r->port);
-    if (!node) return NULL;
+    if (slotmap_moved(&cs->map, r->slot, r->host, r->hostlen, r->port) >= 0) {
+        cs->slot_node[r->slot] = node;
+        if (!cs->any) cs->any = node;
+    }
+}
+
+static void count_followed(vp_server *srv, const redirect *r)
+{
     if (r->kind == REDIRECT_MOVED) {
         srv->stats.cluster_moved++;
-        if (slotmap_moved(&cs->map, r->slot, host, hostlen, r->port) >= 0) {
-            cs->slot_node[r->slot] = node;
-            if (!cs->any) cs->any = node;
-        }
-        topo_want(&cs->policy, cluster_now(srv), TOPO_MOVED);
+        topo_want(&srv->cluster->policy, cluster_now(srv), TOPO_MOVED);
+    } else {
+        srv->stats.cluster_ask++;
     }
-    return node;
+}
+
+/* Send the kept request e to `node` (after ASKING when `asking`), its
+ * reply for the same client slot. 0 when it cannot go: the error goes on. */
+static int send_again(vp_server *srv, const upstream_conn *from, route_node *node, const up_entry *e,
+                      const char *req, size_t reqlen, int asking)
+{
+    upstream_conn *to = upstream_shared(srv, node, e->client ? e->client->id : 0);
+    if (to == from) return 0; /* sent where it was: a loop; the client gets the error */
+    if (e->kind == UP_VERB && e->verb >= upstream_verbs(to)->count) return 0; /* a reload dropped it */
+    up_entry moved = *e;
+    moved.redirects++;
+    moved.tries = 0; /* a new node: its own tries */
+    upstream_resend(to, &moved, req, reqlen, asking);
+    return 1;
+}
+
+static int cluster_follow_checked(vp_server *srv, route_node *from, const up_entry *e, const char *req,
+                                  size_t reqlen, const redirect *r)
+{
+    cluster_state *cs = srv->cluster;
+    if (!cs || !e->client) return 0;
+    if (r->kind == REDIRECT_TRYAGAIN) return tryagain_hold(cs->tryagain, from, e, req, reqlen);
+    route_node *node = route_node_add(srv, r->host, r->hostlen, r->port); /* (a node of the cluster) */
+    if (!node || node == from) return 0;
+    count_followed(srv, r);
+    return send_again(srv, NULL, node, e, req, reqlen, r->kind == REDIRECT_ASK);
+}
+
+static void refuse(vp_server *srv, const upstream_conn *up, const char *p, size_t n, const char *why)
+{
+    srv->stats.cluster_refused++;
+    vp_log(VP_LOG_VERBOSE, "cluster: a reply from %s reading %.*s was not followed: %s", up->node->addr,
+           (int)(n > 2 ? n - 2 : n), p, why);
+}
+
+/* EXISTS of the script's keys (origin_of's: the parser's arguments, at
+ * cs->idx), into cs->probe: all there on the replying node means the
+ * script ran (redirect_check.h). */
+static void exists_probe(cluster_state *cs, const redirect_origin *o)
+{
+    const resp_arg *argv = cs->reqp.argv;
+    cs->probe.len = 0;
+    vp_buf_appendf(&cs->probe, "*%d\r\n$6\r\nEXISTS\r\n", o->nkeys + 1);
+    for (int k = 0; k < o->nkeys; k++) {
+        const resp_arg *a = &argv[cs->idx[k]];
+        vp_buf_appendf(&cs->probe, "$%zu\r\n", a->len);
+        vp_buf_append(&cs->probe, a->ptr, a->len);
+        vp_buf_append(&cs->probe, "\r\n", 2);
+    }
+}
+
+/* A script's -MOVED, -ASK or -TRYAGAIN: one Redis cannot have given that
+ * command (no key, another slot, -TRYAGAIN for one key) is the script's
+ * own, passed on at once; the rest is checked (redirect_check.h). */
+static int script_redirect(upstream_conn *up, const up_entry *e, const char *req, size_t reqlen,
+                           const char *p, size_t n, const redirect *r, const redirect_origin *o)
+{
+    vp_server *srv = up->srv;
+    int redis_could = o->nkeys > 0 && (r->kind == REDIRECT_TRYAGAIN ? o->multiple_keys : r->slot == o->slot);
+    if (!redis_could) {
+        refuse(srv, up, p, n, "a script's error Redis cannot have given that command");
+        return 0;
+    }
+    cluster_state *cs = srv->cluster;
+    exists_probe(cs, o);
+    rcheck_want w = {.script = 1,
+                     .slot = o->slot,
+                     .multiple_keys = o->multiple_keys,
+                     .nkeys = o->nkeys,
+                     .probe = cs->probe.data,
+                     .probelen = cs->probe.len};
+    if (rcheck_hold(cs->rcheck, up->node, e, req, reqlen, p, n, r, &w)) return 1;
+    refuse(srv, up, p, n, "too many redirects held for checks");
+    return 0;
 }
 
 void cluster_note_redirect(upstream_conn *up, const char *p, size_t n)
 {
     redirect r;
     if (!up->srv->cluster || redirect_parse(p, n, &r) != REDIRECT_MOVED) return;
-    learn_moved(up, &r);
+    /* Not followed, and perhaps a script's: the map is asked for again,
+     * never changed on its word. */
+    topo_want(&up->srv->cluster->policy, cluster_now(up->srv), TOPO_MOVED);
 }
 
 int cluster_redirect(upstream_conn *up, const up_entry *e, const char *req, size_t reqlen, const char *p,
@@ -644,18 +818,26 @@ int cluster_redirect(upstream_conn *up, const up_entry *e, const char *req, size
     vp_server *srv = up->srv;
     redirect r;
     cluster_state *cs = srv->cluster;
-    if (!cs || redirect_parse(p, n, &r) == REDIRECT_NONE) return 0;
+    if (!cs || redirect_parse(p, n, &r) == REDIRECT_NONE || r.kind == REDIRECT_CLUSTERDOWN) return 0;
+    if (r.kind != REDIRECT_TRYAGAIN && r.hostlen == 0) { /* ":port": the replying node's host */
+        r.host = up->node->host;
+        r.hostlen = strlen(up->node->host);
+    }
+    redirect_origin o;
+    origin_of(cs, e, req, reqlen, &o);
+    if (o.script) return script_redirect(up, e, req, reqlen, p, n, &r, &o);
     /* The same node, the same way, a little later (tryagain.h). */
     if (r.kind == REDIRECT_TRYAGAIN) return tryagain_hold(cs->tryagain, up->node, e, req, reqlen);
-    if (r.kind != REDIRECT_MOVED && r.kind != REDIRECT_ASK) return 0;
-    route_node *node = learn_moved(up, &r);
-    if (!node) return 0;
-    if (r.kind == REDIRECT_ASK) srv->stats.cluster_ask++;
-    upstream_conn *to = upstream_shared(srv, node, e->client ? e->client->id : 0);
-    if (to == up) return 0; /* sent where it was: a loop; the client gets the error */
-    up_entry moved = *e;
-    moved.redirects++;
-    moved.tries = 0; /* a new node: its own tries */
-    upstream_resend(to, &moved, req, reqlen, r.kind == REDIRECT_ASK);
-    return 1;
+    route_node *node = known_node(srv, r.host, r.hostlen, r.port);
+    if (!node) {
+        /* Redis's words, but an address the proxy never learned: only
+         * once the node that said it lists that node. */
+        rcheck_want w = {.script = 0, .slot = -1};
+        if (rcheck_hold(cs->rcheck, up->node, e, req, reqlen, p, n, &r, &w)) return 1;
+        refuse(srv, up, p, n, "too many redirects held for checks");
+        return 0;
+    }
+    if (r.kind == REDIRECT_MOVED) learn_moved(srv, node, &r);
+    count_followed(srv, &r);
+    return send_again(srv, up, node, e, req, reqlen, r.kind == REDIRECT_ASK);
 }

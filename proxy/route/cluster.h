@@ -22,6 +22,12 @@
  *     CLUSTER_MAX_REDIRECTS per request; the last error then goes on. A
  *     -TRYAGAIN (a multi-key command while its slot migrates) sends it
  *     again to the same node after a short, doubling wait (tryagain.h).
+ *     That at once only for Redis's own redirects (the reply of a command
+ *     that runs no script: a script's error is any text it likes) naming a
+ *     node the proxy learned from the cluster (a seed, a node of the map,
+ *     one a check confirmed); a script's redirect Redis could have given,
+ *     and Redis's naming another address, wait for the replying node's
+ *     CLUSTER NODES (redirect_check.h); the rest go to the client.
  *
  * Lifetime: cluster_start at start (after route_init) when upstream-mode is
  * cluster; cluster_stop at exit, before the nodes are freed. Allocates when
@@ -84,18 +90,20 @@ struct cmerge *cluster_part_merge(struct vp_server *srv);
 struct route_node *cluster_any_node(struct vp_server *srv);
 
 /* ---- called by upstream connections ---- */
-/* The answer to our CLUSTER SLOTS (whole, p..p+n) on the fetch connection. */
+/* The answer to our CLUSTER SLOTS (whole, p..p+n) on the fetch connection,
+ * or to a redirect check's EXISTS / CLUSTER NODES on its connection. */
 void cluster_slots_answered(struct upstream_conn *up, const char *p, size_t n);
-/* The fetch connection failed or was lost. */
+/* The fetch connection, or a check's, failed or was lost. */
 void cluster_fetch_failed(struct upstream_conn *up, const char *why);
 /* `e` (the oldest entry of `up`, a request it kept: req..req+reqlen) was
- * answered with the error p..p+n, a -MOVED or -ASK: send it where it
- * says. 1: sent (the caller drops the entry and the error); 0: the error
- * goes to the client. */
+ * answered with the error p..p+n, a -MOVED, -ASK or -TRYAGAIN: send it
+ * where it says, now or once checked. 1: sent or held (the caller drops
+ * the entry and the error); 0: the error goes to the client. */
 int cluster_redirect(struct upstream_conn *up, const struct up_entry *e, const char *req, size_t reqlen,
                      const char *p, size_t n);
 /* A -MOVED the proxy does not follow (a client's own connection passes
- * it on): the slot map learns it all the same. */
+ * it on): the map is fetched again soon (never changed on the word of a
+ * reply that may be a script's). */
 void cluster_note_redirect(struct upstream_conn *up, const char *p, size_t n);
 /* A reply that says the map may be stale (-CLUSTERDOWN), or a node
  * connection that failed: refresh soon. */

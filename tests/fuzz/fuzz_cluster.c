@@ -12,6 +12,11 @@
  *      arguments: every position is an argument (1..argc-1), the count
  *      never exceeds what a full buffer holds, and hashslot_of each key
  *      is a slot.
+ *   3: nodesview (bytes a node sent as a CLUSTER NODES reply, read when a
+ *      redirect is checked): the view lies inside the input; a node found
+ *      by address has a 40-byte id that is in the view; the questions a
+ *      check asks (serves, migrating to, moving) answer 0 or 1 for slots
+ *      and addresses derived from the input.
  * Built by CMake with VP_FUZZ=ON (this file, the protocol sources and the
  * routing modules). */
 #include <stddef.h>
@@ -19,6 +24,7 @@
 #include <string.h>
 
 #include "proxy/route/hashslot.h"
+#include "proxy/route/nodesview.h"
 #include "proxy/route/redirect.h"
 #include "proxy/route/route_keys.h"
 #include "proxy/route/slotmap.h"
@@ -105,18 +111,48 @@ static void fuzz_keys(const uint8_t *d, size_t n)
         CHECK(small[i] == pos[i]);
 }
 
+static void fuzz_nodes(const uint8_t *d, size_t n)
+{
+    nview v;
+    if (nview_from_reply(&v, (const char *)d, n) != 0) return;
+    CHECK(v.text >= (const char *)d && v.text + v.len <= (const char *)d + n);
+    int slot = n ? (d[0] << 8 | d[n - 1]) % HASHSLOT_COUNT : 0;
+    /* an address from the input (its first "host:port" up to '@'), and a fixed one */
+    const char *at = memchr(v.text, '@', v.len);
+    const char *sp = at ? memchr(v.text, ' ', (size_t)(at - v.text)) : NULL;
+    const char *host = sp ? sp + 1 : "127.0.0.1";
+    const char *colon = NULL;
+    for (const char *c = host; sp && c < at; c++)
+        if (*c == ':') colon = c;
+    size_t hostlen = colon ? (size_t)(colon - host) : 9;
+    int port = colon ? (int)((colon[1] - '0') % 10) * 1000 + 7000 : 7000;
+    char id[NVIEW_ID_LEN + 1];
+    if (nview_find(&v, host, hostlen, port, id)) {
+        CHECK(strlen(id) == NVIEW_ID_LEN);
+        CHECK(memmem(v.text, v.len, id, NVIEW_ID_LEN) != NULL);
+    } else {
+        memcpy(id, "0123456789012345678901234567890123456789", NVIEW_ID_LEN + 1);
+    }
+    int a = nview_serves(&v, id, slot), b = nview_migrating_to(&v, slot, id), c = nview_moving(&v, slot);
+    CHECK((a == 0 || a == 1) && (b == 0 || b == 1) && (c == 0 || c == 1));
+    CHECK(!b || c); /* migrating to a node is moving */
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size == 0) return 0;
-    switch (data[0] % 3) {
+    switch (data[0] % 4) {
     case 0:
         fuzz_slots(data + 1, size - 1);
         break;
     case 1:
         fuzz_redirect(data + 1, size - 1);
         break;
-    default:
+    case 2:
         fuzz_keys(data + 1, size - 1);
+        break;
+    default:
+        fuzz_nodes(data + 1, size - 1);
         break;
     }
     return 0;
