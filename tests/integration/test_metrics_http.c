@@ -3,15 +3,23 @@
  *
  * Only GET and HEAD are served (405 with Allow otherwise), unknown paths
  * 404; a request head over 8 KiB gets 431, a body 400, garbage 400; past
- * 64 connections at once the next ones are closed at once; a slow-loris
- * client that never finishes its request is closed after 5 s. Bystanders
+ * 64 connections at once a newcomer closes the oldest idle one (no whole
+ * request head yet), so 70 idle connections re-opened as soon as closed
+ * do not shut out health probes; a slow-loris client that never finishes
+ * its request is closed after 5 s. Bystanders
  * pipelining through the proxy meanwhile lose nothing. (Registered once:
  * nothing here depends on how the proxy reaches Redis.) */
 
+#include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
+#include <time.h>
 
+#include "proxy/ops/http_admin.h"
 #include "tests/support/checks.h"
 #include "tests/support/http.h"
 
@@ -108,19 +116,24 @@ Test(metrics_http, hostile_clients_cost_resp_bystanders_nothing)
     cr_assert_eq(r.status, 400, "%s", vt_buf_escaped(&r.raw));
     vt_http_free(&r);
 
-    /* 64 connections held open, then more: those are closed at once. */
+    /* 64 idle connections held open, then 6 more: each newcomer closes the
+     * oldest connection that has sent no request, without a byte; the
+     * others stay open and are served. */
     int fds[70];
     for (int i = 0; i < 70; i++)
         fds[i] = vt_must_sock(mport);
-    for (int i = 64; i < 70; i++)
-        cr_assert(closed_silently(fds[i], 3000), "connection %d past the limit was not closed", i + 1);
-    /* The first ones are served. */
+    for (int i = 0; i < 6; i++)
+        cr_assert(closed_silently(fds[i], 3000), "idle connection %d was not closed for a newcomer", i + 1);
     const char get[] = "GET /healthz HTTP/1.1\r\n\r\n";
-    vt_sock_send(fds[0], get, sizeof(get) - 1);
-    vt_buf b = {0};
-    vt_sock_read_eof(fds[0], &b, 5000);
-    cr_assert(vt_buf_contains(&b, "HTTP/1.1 200 OK"), "%s", vt_buf_escaped(&b));
-    vt_buf_free(&b);
+    const int served[] = {6, 69};
+    for (int k = 0; k < 2; k++) {
+        vt_sock_send(fds[served[k]], get, sizeof(get) - 1);
+        vt_buf b = {0};
+        vt_sock_read_eof(fds[served[k]], &b, 5000);
+        cr_assert(vt_buf_contains(&b, "HTTP/1.1 200 OK"), "connection %d: %s", served[k] + 1,
+                  vt_buf_escaped(&b));
+        vt_buf_free(&b);
+    }
     for (int i = 0; i < 70; i++)
         close(fds[i]);
     cr_assert(vt_bystanders_wait(by, 50, 10000), "bystanders stalled");
@@ -170,4 +183,181 @@ Test(metrics_http, bad_metrics_bind_stops_startup)
     int st = pclose(f);
     cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 1, "status %d: %s", st, out);
     cr_assert(strstr(out, "metrics-bind 'not-an-address' is not an IPv4 or IPv6 address"), "%s", out);
+}
+
+/* ---- idle connections hold the admin port; probes must get through ---- */
+
+#define FLOOD_CONNS 70     /* past the endpoint's 64 */
+#define FLOOD_REOPEN_MS 20 /* issue 22's reproduction: re-opened 20 ms after the close */
+
+/* A thread that keeps FLOOD_CONNS connections to the admin port open and
+ * idle (not a byte sent), re-opening each FLOOD_REOPEN_MS after the proxy
+ * closed it: issue 22, finding 4. */
+typedef struct idle_flood {
+    int port;
+    int fds[FLOOD_CONNS];
+    long long closed_at[FLOOD_CONNS];
+    pthread_t thread;
+    atomic_int stop;
+    atomic_llong closes;   /* connections the proxy closed */
+    atomic_llong answered; /* bytes the proxy sent to an idle connection: none may come */
+    atomic_int open;       /* connections open now */
+} idle_flood;
+
+/* The proxy closed fds[i] (or sent something it must not have). */
+static void flood_read(idle_flood *f, int i)
+{
+    char b[256];
+    ssize_t n = recv(f->fds[i], b, sizeof(b), MSG_DONTWAIT);
+    if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
+    if (n > 0) {
+        atomic_fetch_add(&f->answered, n);
+        return;
+    }
+    close(f->fds[i]);
+    f->fds[i] = -1;
+    f->closed_at[i] = vt_now_ms();
+    atomic_fetch_add(&f->closes, 1);
+}
+
+static void flood_reopen_due(idle_flood *f)
+{
+    long long now = vt_now_ms();
+    for (int i = 0; i < FLOOD_CONNS; i++)
+        if (f->fds[i] < 0 && now - f->closed_at[i] >= FLOOD_REOPEN_MS) f->fds[i] = vt_sock_tcp(f->port);
+}
+
+static void *flood_run(void *arg)
+{
+    idle_flood *f = arg;
+    while (!atomic_load(&f->stop)) {
+        flood_reopen_due(f);
+        struct pollfd p[FLOOD_CONNS];
+        int idx[FLOOD_CONNS], n = 0;
+        for (int i = 0; i < FLOOD_CONNS; i++) {
+            if (f->fds[i] < 0) continue;
+            p[n] = (struct pollfd){.fd = f->fds[i], .events = POLLIN};
+            idx[n++] = i;
+        }
+        atomic_store(&f->open, n);
+        if (poll(p, (nfds_t)n, 5) <= 0) continue;
+        for (int k = 0; k < n; k++)
+            if (p[k].revents) flood_read(f, idx[k]);
+    }
+    for (int i = 0; i < FLOOD_CONNS; i++)
+        if (f->fds[i] >= 0) close(f->fds[i]);
+    return NULL;
+}
+
+static void flood_start(idle_flood *f, int port)
+{
+    memset(f, 0, sizeof(*f));
+    f->port = port;
+    for (int i = 0; i < FLOOD_CONNS; i++)
+        f->fds[i] = -1; /* closed_at 0: opened on the first round */
+    cr_assert_eq(pthread_create(&f->thread, NULL, flood_run, f), 0);
+}
+
+static void flood_stop(idle_flood *f)
+{
+    atomic_store(&f->stop, 1);
+    pthread_join(f->thread, NULL);
+}
+
+/* Until the flood has seen `more` further closes by the proxy. */
+static bool flood_wait_closes(idle_flood *f, long long more, int timeout_ms)
+{
+    long long want = atomic_load(&f->closes) + more;
+    long long deadline = vt_now_ms() + timeout_ms;
+    while (atomic_load(&f->closes) < want) {
+        if (vt_now_ms() > deadline) return false;
+        struct timespec ts = {0, 2 * 1000 * 1000};
+        nanosleep(&ts, NULL); /* polling a counter, with a deadline */
+    }
+    return true;
+}
+
+/* `verbproxy --healthcheck 127.0.0.1:PORT/PATH`: its exit status, its line in out. */
+static int run_healthcheck(const char *path, char *out, size_t outlen)
+{
+    char cmd[512];
+    snprintf(cmd, sizeof(cmd), "timeout 20 %s --healthcheck 127.0.0.1:%d%s 2>&1", VP_BINARY, mport, path);
+    FILE *f = popen(cmd, "r");
+    cr_assert(f != NULL);
+    size_t n = fread(out, 1, outlen - 1, f);
+    out[n] = '\0';
+    int st = pclose(f);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static void expect_get(const char *path, const char *body_has, int round)
+{
+    vt_http_resp r = vt_http_get(mport, path);
+    cr_assert_eq(r.status, 200, "round %d: GET %s during the idle flood: %s", round, path,
+                 r.raw.len ? vt_buf_escaped(&r.raw) : "closed without an answer");
+    cr_assert(r.body && strstr(r.body, body_has), "round %d: GET %s: %s", round, path,
+              vt_buf_escaped(&r.raw));
+    vt_http_free(&r);
+}
+
+static void wait_ready(void)
+{
+    long long deadline = vt_now_ms() + 10000;
+    for (;;) {
+        vt_http_resp r = vt_http_get(mport, "/readyz");
+        int status = r.status;
+        vt_http_free(&r);
+        if (status == 200) return;
+        cr_assert(vt_now_ms() < deadline, "/readyz never 200 before the flood");
+        struct timespec ts = {0, 50 * 1000 * 1000};
+        nanosleep(&ts, NULL); /* polling /readyz, with a deadline */
+    }
+}
+
+/* Issue 22, finding 4: 66 idle connections re-opened 20 ms after each close
+ * made every health probe fail (64 connections at most, each held 5 s, the
+ * ones past it closed at once: the probe's too). Now the oldest connection
+ * that has not sent a whole request head is closed to admit a new one, so
+ * a probe, which sends its request at once, is answered. The rounds span
+ * more than the 5 s header deadline, so the flood's first connections have
+ * all been closed and re-opened while the probes run. */
+Test(metrics_http, idle_connections_on_the_admin_port_do_not_shut_out_probes)
+{
+    VT_SKIP_IF_DIRECT();
+    vt_bystanders *by = vt_must_start_bystanders(env.proxy->port, 4, 50);
+    wait_ready();
+    idle_flood flood;
+    flood_start(&flood, mport);
+    /* The port is full: the proxy is closing the flood's connections. */
+    cr_assert(flood_wait_closes(&flood, 2 * (FLOOD_CONNS - ADMIN_MAX_CONNS), 10000),
+              "the flood never filled the admin port (%lld closes)", (long long)atomic_load(&flood.closes));
+
+    long long t0 = vt_now_ms(), closes0 = atomic_load(&flood.closes);
+    char out[1024];
+    int rounds = 0;
+    for (; rounds < 8 || vt_now_ms() - t0 < ADMIN_DEADLINE_MS + 1500; rounds++) {
+        int rc = run_healthcheck("/healthz", out, sizeof(out));
+        cr_assert_eq(rc, 0, "round %d: verbproxy --healthcheck during the idle flood: exit %d: %s", rounds,
+                     rc, out);
+        rc = run_healthcheck("/readyz", out, sizeof(out));
+        cr_assert_eq(rc, 0, "round %d: --healthcheck /readyz during the idle flood: exit %d: %s", rounds, rc,
+                     out);
+        expect_get("/healthz", "ok\n", rounds);
+        expect_get("/readyz", "ready\n", rounds);
+        expect_get("/metrics", "verbproxy_up 1\n", rounds);
+        cr_assert(!vt_bystanders_failed(by, out, sizeof(out)), "round %d: a bystander failed: %s", rounds,
+                  out);
+    }
+    /* The flood was on all along: the proxy kept closing its connections,
+     * it kept (nearly) all of them open, and none got a byte. */
+    long long closes = atomic_load(&flood.closes) - closes0;
+    cr_assert(closes >= rounds, "only %lld closes in %d rounds: was the port full?", closes, rounds);
+    cr_assert(atomic_load(&flood.open) >= ADMIN_MAX_CONNS - 2, "the flood held only %d connections",
+              atomic_load(&flood.open));
+    cr_assert_eq(atomic_load(&flood.answered), 0, "an idle connection got %lld bytes",
+                 (long long)atomic_load(&flood.answered));
+    flood_stop(&flood);
+
+    cr_assert(vt_bystanders_wait(by, 50, 10000), "bystanders stalled");
+    vt_assert_bystanders_ok(by);
 }
