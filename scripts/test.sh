@@ -95,8 +95,8 @@ fi
 
 echo "==> [fuzz] build"
 CC=clang cmake -S . -B build-fuzz -DVP_FUZZ=ON -DVP_TESTS=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-cmake --build build-fuzz -j"$jobs" --target fuzz_resp_request fuzz_resp_frame fuzz_cluster >/dev/null
-for f in fuzz_resp_request fuzz_resp_frame fuzz_cluster; do
+cmake --build build-fuzz -j"$jobs" --target fuzz_resp_request fuzz_resp_frame fuzz_cluster fuzz_admin_http >/dev/null
+for f in fuzz_resp_request fuzz_resp_frame fuzz_cluster fuzz_admin_http; do
     corpus=$(mktemp -d)
     [ -d "tests/fuzz/corpus/$f" ] && cp -r "tests/fuzz/corpus/$f/." "$corpus/"
     echo "==> [fuzz] $f for ${fuzz_seconds}s"

@@ -65,6 +65,15 @@ void admin_req_init(admin_req *r)
     r->parser.data = r;
 }
 
+/* A head refused before it was complete. The target read so far is
+ * dropped: how much of it the parser had handed over depends on where the
+ * reads cut it, and nothing is answered by it. */
+static admin_verdict admin_req_refuse(admin_req *r, admin_verdict v)
+{
+    r->url_len = 0;
+    return r->verdict = v;
+}
+
 admin_verdict admin_req_feed(admin_req *r, const char *data, size_t len)
 {
     if (r->verdict != ADMIN_MORE) return r->verdict;
@@ -73,13 +82,13 @@ admin_verdict admin_req_feed(admin_req *r, const char *data, size_t len)
     r->fed += n;
     size_t used = http_parser_execute(&r->parser, &admin_req_settings, data, n);
     if (r->verdict != ADMIN_MORE) return r->verdict;
-    if (r->url_too_long) return r->verdict = ADMIN_URI_TOO_LONG;
+    if (r->url_too_long) return admin_req_refuse(r, ADMIN_URI_TOO_LONG);
     enum http_errno e = HTTP_PARSER_ERRNO(&r->parser);
     if (e != HPE_OK || used != n) {
         r->error = e;
-        return r->verdict = ADMIN_NOT_HTTP;
+        return admin_req_refuse(r, ADMIN_NOT_HTTP);
     }
-    if (r->fed == ADMIN_MAX_HEAD) return r->verdict = ADMIN_HEAD_TOO_BIG;
+    if (r->fed == ADMIN_MAX_HEAD) return admin_req_refuse(r, ADMIN_HEAD_TOO_BIG);
     return ADMIN_MORE;
 }
 
