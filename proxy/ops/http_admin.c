@@ -1,9 +1,11 @@
 #include "proxy/ops/http_admin.h"
 
+#include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include "proxy/buffer.h"
 #include "proxy/log.h"
@@ -200,17 +202,44 @@ static void admin_note_eviction(uv_loop_t *loop)
            ADMIN_MAX_CONNS, admin.evicted);
 }
 
+/* Read what the connection has waiting in the kernel now, before the loop
+ * gets to it: a probe whose request has arrived is answered, not taken for
+ * idle because a burst of connections was accepted first. 1 if the
+ * connection was closed (the peer left, or an error). */
+static int admin_conn_read_waiting(admin_conn *a)
+{
+    uv_os_fd_t fd;
+    if (uv_fileno((uv_handle_t *)&a->tcp, &fd) != 0) return 0;
+    while (!a->responded) {
+        ssize_t n = recv(fd, a->rbuf, sizeof(a->rbuf), MSG_DONTWAIT);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return 0;
+        if (n <= 0) {
+            admin_conn_close(a);
+            return 1;
+        }
+        if (admin_req_feed(&a->req, a->rbuf, (size_t)n) != ADMIN_MORE) admin_answer_request(a);
+    }
+    return 0;
+}
+
 /* The port is full: close the oldest connection that has not sent a whole
  * request head (the newcomer aside) to make room, as HTTP servers do with
  * idle connections (nginx's reusable connections, closed oldest first when
- * worker_connections run out). A probe sends its request at once, so only
- * ADMIN_MAX_CONNS newer connections arriving before its head could evict
- * it. Connections with a head already are being answered (a few loop
- * iterations) and are kept. 1 if one was closed. */
+ * worker_connections run out). A candidate's waiting bytes are read first
+ * (admin_conn_read_waiting), so a probe whose request has arrived is
+ * answered rather than evicted; only a probe whose request is still on its
+ * way while ADMIN_MAX_CONNS newer connections are accepted can be. Those
+ * with a whole head are being answered (a few loop iterations) and are
+ * kept. 1 if a connection was closed. */
 static int admin_evict_oldest_idle(admin_conn *newcomer)
 {
-    for (admin_conn *c = admin.oldest; c; c = c->next) {
+    admin_conn *next;
+    for (admin_conn *c = admin.oldest; c; c = next) {
+        next = c->next; /* c may be closed (unlinked) below */
         if (c == newcomer || c->responded) continue;
+        if (admin_conn_read_waiting(c)) return 1;
+        if (c->responded) continue;
         admin_conn_close(c);
         admin_note_eviction(newcomer->tcp.loop);
         return 1;
