@@ -188,15 +188,16 @@ static void admin_on_deadline(uv_timer_t *t)
     admin_conn_close(t->data);
 }
 
-/* Now and then a line saying the port was full: an operator should know
- * that something holds the admin connections, but not once per eviction. */
+/* Now and then a warning that the port was full: an operator should know
+ * that something holds the admin connections (64 at once is no scraper's
+ * or probe's doing), but not once per eviction. */
 static void admin_note_eviction(uv_loop_t *loop)
 {
     admin.evicted++;
     uint64_t now = uv_now(loop);
     if (admin.evict_noted_at && now - admin.evict_noted_at < ADMIN_EVICT_NOTE_MS) return;
     admin.evict_noted_at = now ? now : 1;
-    vp_log(VP_LOG_NOTICE,
+    vp_log(VP_LOG_WARNING,
            "admin endpoint: %d connections open, closed the oldest one that had sent no whole request to "
            "admit a new one (%llu so far; noted once a minute)",
            ADMIN_MAX_CONNS, admin.evicted);

@@ -367,6 +367,13 @@ static void probes_answered_during_flood(int n, int reopen_ms, int min_rounds, l
     cr_assert_eq(atomic_load(&flood.answered), 0, "an idle connection got %lld bytes",
                  (long long)atomic_load(&flood.answered));
     flood_stop();
+    /* The operator is told, once a minute at most. */
+    char *log = vt_proxy_log(env.proxy);
+    int warnings = 0;
+    for (const char *p = log; (p = strstr(p, "admin endpoint: 64 connections open, closed the oldest")); p++)
+        warnings++;
+    cr_assert_eq(warnings, 1, "%d eviction warnings in the log:\n%s", warnings, log);
+    free(log);
 
     cr_assert(vt_bystanders_wait(by, 50, 10000), "bystanders stalled");
     vt_assert_bystanders_ok(by);
