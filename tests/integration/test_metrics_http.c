@@ -337,6 +337,7 @@ static void probes_answered_during_flood(int n, int reopen_ms, int min_rounds, l
 {
     vt_bystanders *by = vt_must_start_bystanders(env.proxy->port, 4, 50);
     wait_ready();
+    long long flood_t0 = vt_now_ms();
     flood_start(mport, n, reopen_ms);
     /* The port is full: the proxy is closing the flood's connections. */
     cr_assert(flood_wait_closes(2 * (n - ADMIN_MAX_CONNS), 10000),
@@ -369,10 +370,12 @@ static void probes_answered_during_flood(int n, int reopen_ms, int min_rounds, l
     flood_stop();
     /* The operator is told, once a minute at most. */
     char *log = vt_proxy_log(env.proxy);
+    long long most = 1 + (vt_now_ms() - flood_t0) / 60000;
     int warnings = 0;
     for (const char *p = log; (p = strstr(p, "admin endpoint: 64 connections open, closed the oldest")); p++)
         warnings++;
-    cr_assert_eq(warnings, 1, "%d eviction warnings in the log:\n%s", warnings, log);
+    cr_assert(warnings >= 1 && warnings <= most, "%d eviction warnings in the log (1 to %lld):\n%s", warnings,
+              most, log);
     free(log);
 
     cr_assert(vt_bystanders_wait(by, 50, 10000), "bystanders stalled");
