@@ -95,7 +95,7 @@ fi
 
 echo "==> [fuzz] build"
 CC=clang cmake -S . -B build-fuzz -DVP_FUZZ=ON -DVP_TESTS=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-fuzz_targets=(fuzz_resp_request fuzz_resp_frame fuzz_cluster fuzz_sentinel fuzz_config)
+fuzz_targets=(fuzz_resp_request fuzz_resp_frame fuzz_cluster fuzz_sentinel fuzz_config fuzz_admin_http)
 cmake --build build-fuzz -j"$jobs" --target "${fuzz_targets[@]}" >/dev/null
 for f in "${fuzz_targets[@]}"; do
     corpus=$(mktemp -d)

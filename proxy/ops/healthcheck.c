@@ -3,7 +3,10 @@
  *
  * Plain blocking-style code over non-blocking sockets and poll(): this runs
  * instead of the proxy, in a process of its own, so no event loop is needed;
- * one deadline covers the connect, the request and the whole response. The
+ * one deadline covers the connect, the request and the whole response. A
+ * connection the server closes or resets before a byte of an answer (an
+ * admin port full of other connections) is tried again within it, after
+ * 25, 50, 100, then every 200 ms: the GET is idempotent. The
  * response is parsed by http-parser (Debian's libhttp-parser), never by
  * hand: a status line that is not HTTP is a failure, not a guess. */
 #include "proxy/ops/healthcheck.h"
@@ -24,6 +27,8 @@
 #define HC_DEFAULT_PATH "/healthz"
 #define HC_RESPONSE_MAX (64 * 1024) /* a health answer is small; more is not one */
 #define HC_REASON_MAX 160           /* the body's first line, shown on failure */
+#define HC_RETRY_FIRST_MS 25        /* after a dropped connection: 25, 50, 100, 200, 200... ms */
+#define HC_RETRY_MAX_MS 200
 
 typedef struct hc_target {
     char host[256];
@@ -169,23 +174,32 @@ static const char *hc_first_line(hc_response *r)
     return s;
 }
 
-int healthcheck_run(const char *target, int timeout_ms, char *why, size_t whylen)
-{
-    hc_target t;
-    if (!target || hc_parse_target(target, &t, why, whylen) < 0) {
-        if (!target) snprintf(why, whylen, "--healthcheck needs [HOST:]PORT[/PATH]");
-        return 1;
-    }
-    long long deadline = hc_now_ms() + timeout_ms;
-    int fd = hc_connect(&t, deadline, why, whylen);
-    if (fd < 0) return 1;
+/* One attempt's outcome. */
+typedef enum hc_outcome {
+    HC_SENT,     /* the request is out: read the answer */
+    HC_HEALTHY,  /* a 2xx */
+    HC_FAILED,   /* an answer that is not 2xx, or no answer in time, or no server */
+    HC_RETRYABLE /* the server closed or reset the connection before a byte of an answer */
+} hc_outcome;
 
+/* Did the server drop us before answering: no byte of a response, and the
+ * connection closed (n == 0) or reset? Then nothing was answered and the
+ * GET may be sent again (RFC 9110 9.2.2: idempotent requests are retried
+ * automatically after such a close). */
+static int hc_dropped_unanswered(ssize_t n, int err, size_t got)
+{
+    return got == 0 && (n == 0 || err == ECONNRESET || err == EPIPE);
+}
+
+static hc_outcome hc_send_request(int fd, const hc_target *t, long long deadline, int timeout_ms, char *why,
+                                  size_t whylen)
+{
     char req[1024];
-    int rl = snprintf(req, sizeof(req),
-                      "GET %s HTTP/1.1\r\nHost: %s%s%s:%s\r\nUser-Agent: verbproxy-healthcheck\r\n"
-                      "Connection: close\r\n\r\n",
-                      t.path, strchr(t.host, ':') ? "[" : "", t.host, strchr(t.host, ':') ? "]" : "", t.port);
-    int rc = 1;
+    int rl =
+        snprintf(req, sizeof(req),
+                 "GET %s HTTP/1.1\r\nHost: %s%s%s:%s\r\nUser-Agent: verbproxy-healthcheck\r\n"
+                 "Connection: close\r\n\r\n",
+                 t->path, strchr(t->host, ':') ? "[" : "", t->host, strchr(t->host, ':') ? "]" : "", t->port);
     for (int off = 0; off < rl;) {
         ssize_t n = send(fd, req + off, (size_t)(rl - off), MSG_NOSIGNAL);
         if (n > 0) {
@@ -195,12 +209,17 @@ int healthcheck_run(const char *target, int timeout_ms, char *why, size_t whylen
         if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
             if (hc_wait(fd, POLLOUT, deadline) > 0) continue;
             snprintf(why, whylen, "timed out sending the request after %d ms", timeout_ms);
-        } else {
-            snprintf(why, whylen, "send: %s", strerror(errno));
+            return HC_FAILED;
         }
-        goto out;
+        int err = errno;
+        snprintf(why, whylen, "send: %s", strerror(err));
+        return hc_dropped_unanswered(-1, err, 0) ? HC_RETRYABLE : HC_FAILED;
     }
+    return HC_SENT;
+}
 
+static hc_outcome hc_read_response(int fd, long long deadline, int timeout_ms, char *why, size_t whylen)
+{
     http_parser parser;
     http_parser_settings settings;
     hc_response resp = {0};
@@ -217,16 +236,21 @@ int healthcheck_run(const char *target, int timeout_ms, char *why, size_t whylen
             int w = hc_wait(fd, POLLIN, deadline);
             if (w > 0) continue;
             snprintf(why, whylen, w == 0 ? "no full response within %d ms" : "poll failed", timeout_ms);
-            goto out;
+            return HC_FAILED;
         }
         if (n < 0) {
-            snprintf(why, whylen, "recv: %s", strerror(errno));
-            goto out;
+            int err = errno;
+            snprintf(why, whylen, "recv: %s", strerror(err));
+            return hc_dropped_unanswered(n, err, total) ? HC_RETRYABLE : HC_FAILED;
+        }
+        if (n == 0 && hc_dropped_unanswered(n, 0, total)) {
+            snprintf(why, whylen, "connection closed before a response");
+            return HC_RETRYABLE;
         }
         total += (size_t)n;
         if (total > HC_RESPONSE_MAX) {
             snprintf(why, whylen, "response longer than %d bytes", HC_RESPONSE_MAX);
-            goto out;
+            return HC_FAILED;
         }
         /* n == 0 tells the parser about EOF (it ends a body without a length). */
         http_parser_execute(&parser, &settings, buf, (size_t)n);
@@ -234,20 +258,62 @@ int healthcheck_run(const char *target, int timeout_ms, char *why, size_t whylen
         if (n == 0 && e == HPE_INVALID_EOF_STATE) e = HPE_OK; /* said just below */
         if (e != HPE_OK && e != HPE_PAUSED) {
             snprintf(why, whylen, "not an HTTP response: %s", http_errno_description(e));
-            goto out;
+            return HC_FAILED;
         }
         if (n == 0 && !resp.complete) {
             snprintf(why, whylen, "connection closed before a full response");
-            goto out;
+            return HC_FAILED;
         }
     }
     unsigned status = parser.status_code;
     const char *line = hc_first_line(&resp);
     snprintf(why, whylen, "HTTP %u%s%s", status, *line ? ": " : "", line);
-    rc = status >= 200 && status < 300 ? 0 : 1;
-out:
+    return status >= 200 && status < 300 ? HC_HEALTHY : HC_FAILED;
+}
+
+static hc_outcome hc_attempt(const hc_target *t, long long deadline, int timeout_ms, char *why, size_t whylen)
+{
+    int fd = hc_connect(t, deadline, why, whylen);
+    if (fd < 0) return HC_FAILED; /* refused: nobody listens, a retry would not change that */
+    hc_outcome o = hc_send_request(fd, t, deadline, timeout_ms, why, whylen);
+    if (o == HC_SENT) o = hc_read_response(fd, deadline, timeout_ms, why, whylen);
     close(fd);
-    return rc;
+    return o;
+}
+
+/* Wait ms, or less if the deadline comes first: 0 when no time is left. */
+static int hc_pause(int ms, long long deadline)
+{
+    long long left = deadline - hc_now_ms();
+    if (left <= ms) return 0;
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) < 0 && errno == EINTR) {
+    }
+    return 1;
+}
+
+int healthcheck_run(const char *target, int timeout_ms, char *why, size_t whylen)
+{
+    hc_target t;
+    if (!target || hc_parse_target(target, &t, why, whylen) < 0) {
+        if (!target) snprintf(why, whylen, "--healthcheck needs [HOST:]PORT[/PATH]");
+        return 1;
+    }
+    long long deadline = hc_now_ms() + timeout_ms;
+    /* A server that drops the connection unanswered (an admin port full of
+     * other connections) is asked again, within the one deadline. */
+    int backoff = HC_RETRY_FIRST_MS, attempts = 1;
+    hc_outcome o;
+    while ((o = hc_attempt(&t, deadline, timeout_ms, why, whylen)) == HC_RETRYABLE &&
+           hc_pause(backoff, deadline)) {
+        attempts++;
+        backoff = backoff * 2 > HC_RETRY_MAX_MS ? HC_RETRY_MAX_MS : backoff * 2;
+    }
+    if (o != HC_HEALTHY && attempts > 1) {
+        size_t l = strlen(why);
+        snprintf(why + l, whylen - l, " (%d attempts in %d ms)", attempts, timeout_ms);
+    }
+    return o == HC_HEALTHY ? 0 : 1;
 }
 
 int healthcheck_main(const char *target)

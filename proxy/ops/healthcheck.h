@@ -7,8 +7,9 @@
 
 #include <stddef.h>
 
-/* One deadline for connect, request and response: below Docker's default
- * HEALTHCHECK --timeout (30 s) and kubelet's usual probe timeouts. */
+/* One deadline for connect, request and response (and the attempts after
+ * a connection dropped unanswered): below Docker's default HEALTHCHECK
+ * --timeout (30 s) and kubelet's usual probe timeouts. */
 #define HEALTHCHECK_TIMEOUT_MS 3000
 
 /* Returns 0 on a 2xx answer, 1 otherwise; why gets a one-line account

@@ -1,17 +1,19 @@
 #include "proxy/ops/http_admin.h"
 
-#include <http_parser.h>
+#include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include "proxy/buffer.h"
 #include "proxy/log.h"
+#include "proxy/ops/http_admin_request.h"
 #include "proxy/ops/metrics_prom.h"
 #include "proxy/ops/readiness.h"
 #include "proxy/server.h"
 
-#define ADMIN_MAX_URL 1024
 #define ADMIN_READ_BUF 2048
 
 /* One admin connection. Owns its handles and buffers; freed when the last
@@ -21,15 +23,8 @@ typedef struct admin_conn {
     uv_timer_t deadline;
     uv_write_t wreq;
     uv_shutdown_t sreq;
-    http_parser parser;
-    char url[ADMIN_MAX_URL];
-    size_t url_len;
-    size_t head_bytes; /* read before the headers were complete */
-    int url_too_long;
-    size_t head_parsed; /* bytes of the request line and headers the parser gave us */
-    int head_too_big;
-    int headers_done;
-    int responded;
+    admin_req req;
+    int responded; /* a whole head came (or was refused): no longer idle */
     int closing;
     int handles;
     char rbuf[ADMIN_READ_BUF];
@@ -37,15 +32,44 @@ typedef struct admin_conn {
     struct admin_conn *prev, *next;
 } admin_conn;
 
+#define ADMIN_EVICT_NOTE_MS (60 * 1000) /* one log line a minute while the port is full */
+
 static struct {
     vp_server *srv;
     int running;
     uv_tcp_t listener;
     uv_timer_t tick;
     uv_prepare_t prepare;
-    admin_conn *conns;
+    admin_conn *oldest, *newest; /* in the order they were accepted */
     int nconns;
+    unsigned long long evicted; /* idle connections closed to admit another */
+    uint64_t evict_noted_at;    /* uv_now of the last log line about it; 0: none yet */
 } admin;
+
+static void admin_list_append(admin_conn *a)
+{
+    a->prev = admin.newest;
+    a->next = NULL;
+    if (admin.newest)
+        admin.newest->next = a;
+    else
+        admin.oldest = a;
+    admin.newest = a;
+    admin.nconns++;
+}
+
+static void admin_list_remove(admin_conn *a)
+{
+    if (a->prev)
+        a->prev->next = a->next;
+    else
+        admin.oldest = a->next;
+    if (a->next)
+        a->next->prev = a->prev;
+    else
+        admin.newest = a->prev;
+    admin.nconns--;
+}
 
 static void admin_conn_closed(uv_handle_t *h)
 {
@@ -59,12 +83,7 @@ static void admin_conn_close(admin_conn *a)
 {
     if (a->closing) return;
     a->closing = 1;
-    if (a->prev)
-        a->prev->next = a->next;
-    else
-        admin.conns = a->next;
-    if (a->next) a->next->prev = a->prev;
-    admin.nconns--;
+    admin_list_remove(a);
     uv_close((uv_handle_t *)&a->deadline, admin_conn_closed);
     uv_close((uv_handle_t *)&a->tcp, admin_conn_closed);
 }
@@ -85,139 +104,66 @@ static void admin_on_written(uv_write_t *req, int status)
     if (status < 0 || uv_shutdown(&a->sreq, (uv_stream_t *)&a->tcp, admin_on_shutdown) < 0) admin_conn_close(a);
 }
 
-static const char *admin_reason(int code)
-{
-    switch (code) {
-    case 200: return "OK";
-    case 400: return "Bad Request";
-    case 404: return "Not Found";
-    case 405: return "Method Not Allowed";
-    case 414: return "URI Too Long";
-    case 431: return "Request Header Fields Too Large";
-    case 503: return "Service Unavailable";
-    default: return "Error";
-    }
-}
-
 /* The one response of this connection; reading stops. */
 static void admin_respond(admin_conn *a, int code, const char *ctype, const char *extra, const char *body,
-                          size_t blen, int head_only)
+                          size_t blen)
 {
     if (a->responded) return;
     a->responded = 1;
     uv_read_stop((uv_stream_t *)&a->tcp);
-    char head[512];
-    int n = snprintf(head, sizeof(head),
-                     "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\nConnection: close\r\n%s\r\n",
-                     code, admin_reason(code), ctype, blen, extra ? extra : "");
-    a->out.len = 0;
-    vp_buf_append(&a->out, head, (size_t)n);
-    if (!head_only) vp_buf_append(&a->out, body, blen);
+    admin_resp_format(&a->out, code, ctype, extra, body, blen, a->req.head_only);
     uv_buf_t b = uv_buf_init(a->out.data, (unsigned)a->out.len);
     a->wreq.data = a;
     if (uv_write(&a->wreq, (uv_stream_t *)&a->tcp, &b, 1, admin_on_written) < 0) admin_conn_close(a);
 }
 
-static void admin_text(admin_conn *a, int code, const char *text, int head_only)
+static void admin_text(admin_conn *a, int code, const char *text)
 {
-    admin_respond(a, code, "text/plain; charset=utf-8", NULL, text, strlen(text), head_only);
+    admin_respond(a, code, ADMIN_TEXT_TYPE, "", text, strlen(text));
 }
 
-static int admin_path_is(const char *p, size_t n, const char *lit)
+static void admin_answer_metrics(admin_conn *a)
 {
-    return n == strlen(lit) && memcmp(p, lit, n) == 0;
+    vp_buf body = {0};
+    metrics_prom_write(admin.srv, &body);
+    admin_respond(a, 200, ADMIN_METRICS_TYPE, "", body.data, body.len);
+    vp_buf_free(&body);
 }
 
-static void admin_route(admin_conn *a)
+static void admin_answer_readyz(admin_conn *a)
 {
-    vp_server *srv = admin.srv;
-    http_parser *hp = &a->parser;
-    if (hp->method != HTTP_GET && hp->method != HTTP_HEAD) {
-        admin_respond(a, 405, "text/plain; charset=utf-8", "Allow: GET, HEAD\r\n", "method not allowed\n", 19, 0);
-        return;
-    }
-    int head_only = hp->method == HTTP_HEAD;
-    if (hp->content_length > 0 && hp->content_length != ULLONG_MAX) {
-        admin_text(a, 400, "no request body is taken\n", head_only);
-        return;
-    }
-    if (hp->flags & F_CHUNKED) {
-        admin_text(a, 400, "no request body is taken\n", head_only);
-        return;
-    }
-    struct http_parser_url u;
-    http_parser_url_init(&u);
-    if (http_parser_parse_url(a->url, a->url_len, 0, &u) != 0 || !(u.field_set & (1 << UF_PATH))) {
-        admin_text(a, 400, "bad request target\n", head_only);
-        return;
-    }
-    const char *path = a->url + u.field_data[UF_PATH].off;
-    size_t plen = u.field_data[UF_PATH].len;
-    if (admin_path_is(path, plen, "/metrics")) {
-        vp_buf body = {0};
-        metrics_prom_write(srv, &body);
-        admin_respond(a, 200, "text/plain; version=0.0.4; charset=utf-8", NULL, body.data, body.len, head_only);
-        vp_buf_free(&body);
-    } else if (admin_path_is(path, plen, "/healthz")) {
-        admin_text(a, 200, "ok\n", head_only);
-    } else if (admin_path_is(path, plen, "/readyz")) {
-        const ready_state *r = &srv->metrics.ready;
-        char text[READY_REASON_MAX + 32];
-        if (srv->draining) {
-            admin_text(a, 503, "not ready: draining\n", head_only);
-        } else if (!r->checked) {
-            admin_text(a, 503, "not ready: the upstream is not checked yet\n", head_only);
-        } else if (!r->ok) {
-            snprintf(text, sizeof(text), "not ready: %s\n", r->reason);
-            admin_text(a, 503, text, head_only);
-        } else {
-            admin_text(a, 200, "ready\n", head_only);
-        }
+    const vp_server *srv = admin.srv;
+    const ready_state *r = &srv->metrics.ready;
+    char text[READY_REASON_MAX + 32];
+    if (srv->draining) {
+        admin_text(a, 503, "not ready: draining\n");
+    } else if (!r->checked) {
+        admin_text(a, 503, "not ready: the upstream is not checked yet\n");
+    } else if (!r->ok) {
+        snprintf(text, sizeof(text), "not ready: %s\n", r->reason);
+        admin_text(a, 503, text);
     } else {
-        admin_text(a, 404, "not found: /metrics, /healthz and /readyz are served\n", head_only);
+        admin_text(a, 200, "ready\n");
     }
 }
 
-/* Request line and header bytes, counted as parsed: a head over
- * ADMIN_MAX_HEAD stops the parser (431), even when it came in one read. */
-static int admin_count_head(http_parser *hp, const char *at, size_t len)
+static void admin_answer_request(admin_conn *a)
 {
-    (void)at;
-    admin_conn *a = hp->data;
-    a->head_parsed += len;
-    if (a->head_parsed > ADMIN_MAX_HEAD) {
-        a->head_too_big = 1;
-        return 1;
+    admin_answer canned;
+    switch (a->req.verdict) {
+    case ADMIN_METRICS:
+        admin_answer_metrics(a);
+        return;
+    case ADMIN_READYZ:
+        admin_answer_readyz(a);
+        return;
+    default:
+        break;
     }
-    return 0;
+    if (admin_req_canned(&a->req, &canned) == 0)
+        admin_respond(a, canned.code, ADMIN_TEXT_TYPE, canned.extra_headers, canned.text,
+                      strlen(canned.text));
 }
-
-static int admin_on_url(http_parser *hp, const char *at, size_t len)
-{
-    admin_conn *a = hp->data;
-    if (a->url_len + len >= sizeof(a->url)) {
-        a->url_too_long = 1;
-        return 1; /* stops the parser */
-    }
-    memcpy(a->url + a->url_len, at, len);
-    a->url_len += len;
-    return admin_count_head(hp, at, len);
-}
-
-static int admin_on_headers_complete(http_parser *hp)
-{
-    admin_conn *a = hp->data;
-    a->headers_done = 1;
-    admin_route(a);
-    return 0;
-}
-
-static const http_parser_settings admin_settings = {
-    .on_url = admin_on_url,
-    .on_header_field = admin_count_head,
-    .on_header_value = admin_count_head,
-    .on_headers_complete = admin_on_headers_complete,
-};
 
 static void admin_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 {
@@ -234,25 +180,85 @@ static void admin_on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
         admin_conn_close(a);
         return;
     }
-    a->head_bytes += (size_t)nread;
-    size_t used = http_parser_execute(&a->parser, &admin_settings, buf->base, (size_t)nread);
-    if (a->responded) return;
-    if (a->head_too_big) {
-        admin_text(a, 431, "request head over 8 KiB\n", 0);
-    } else if (a->url_too_long) {
-        admin_text(a, 414, "request target too long\n", 0);
-    } else if (HTTP_PARSER_ERRNO(&a->parser) != HPE_OK || used != (size_t)nread) {
-        char text[128];
-        snprintf(text, sizeof(text), "bad request: %s\n", http_errno_name(HTTP_PARSER_ERRNO(&a->parser)));
-        admin_text(a, 400, text, 0);
-    } else if (!a->headers_done && a->head_bytes > ADMIN_MAX_HEAD) {
-        admin_text(a, 431, "request head over 8 KiB\n", 0);
-    }
+    if (admin_req_feed(&a->req, buf->base, (size_t)nread) != ADMIN_MORE) admin_answer_request(a);
 }
 
 static void admin_on_deadline(uv_timer_t *t)
 {
     admin_conn_close(t->data);
+}
+
+/* Now and then a warning that the port was full: an operator should know
+ * that something holds the admin connections (64 at once is no scraper's
+ * or probe's doing), but not once per eviction. */
+static void admin_note_eviction(uv_loop_t *loop)
+{
+    admin.evicted++;
+    uint64_t now = uv_now(loop);
+    if (admin.evict_noted_at && now - admin.evict_noted_at < ADMIN_EVICT_NOTE_MS) return;
+    admin.evict_noted_at = now ? now : 1;
+    vp_log(VP_LOG_WARNING,
+           "admin endpoint: %d connections open, closed the oldest one that had sent no whole request to "
+           "admit a new one (%llu so far; noted once a minute)",
+           ADMIN_MAX_CONNS, admin.evicted);
+}
+
+/* Read what the connection has waiting in the kernel now, before the loop
+ * gets to it: a probe whose request has arrived is answered, not taken for
+ * idle because a burst of connections was accepted first. 1 if the
+ * connection was closed (the peer left, or an error). */
+static int admin_conn_read_waiting(admin_conn *a)
+{
+    uv_os_fd_t fd;
+    if (uv_fileno((uv_handle_t *)&a->tcp, &fd) != 0) return 0;
+    while (!a->responded) {
+        ssize_t n = recv(fd, a->rbuf, sizeof(a->rbuf), MSG_DONTWAIT);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return 0;
+        if (n <= 0) {
+            admin_conn_close(a);
+            return 1;
+        }
+        if (admin_req_feed(&a->req, a->rbuf, (size_t)n) != ADMIN_MORE) admin_answer_request(a);
+    }
+    return 0;
+}
+
+/* The port is full: close the oldest connection that has not sent a whole
+ * request head (the newcomer aside) to make room, as HTTP servers do with
+ * idle connections (nginx's reusable connections, closed oldest first when
+ * worker_connections run out). A candidate's waiting bytes are read first
+ * (admin_conn_read_waiting), so a probe whose request has arrived is
+ * answered rather than evicted; only a probe whose request is still on its
+ * way while ADMIN_MAX_CONNS newer connections are accepted can be. Those
+ * with a whole head are being answered (a few loop iterations) and are
+ * kept. 1 if a connection was closed. */
+static int admin_evict_oldest_idle(admin_conn *newcomer)
+{
+    admin_conn *next;
+    for (admin_conn *c = admin.oldest; c; c = next) {
+        next = c->next; /* c may be closed (unlinked) below */
+        if (c == newcomer || c->responded) continue;
+        if (admin_conn_read_waiting(c)) return 1;
+        if (c->responded) continue;
+        admin_conn_close(c);
+        admin_note_eviction(newcomer->tcp.loop);
+        return 1;
+    }
+    return 0;
+}
+
+static admin_conn *admin_conn_new(uv_loop_t *loop)
+{
+    admin_conn *a = calloc(1, sizeof(*a));
+    if (!a) abort();
+    uv_tcp_init(loop, &a->tcp);
+    uv_timer_init(loop, &a->deadline);
+    a->tcp.data = a->deadline.data = a;
+    a->handles = 2;
+    admin_req_init(&a->req);
+    admin_list_append(a);
+    return a;
 }
 
 static void admin_on_connection(uv_stream_t *l, int status)
@@ -261,24 +267,19 @@ static void admin_on_connection(uv_stream_t *l, int status)
         vp_log(VP_LOG_WARNING, "admin endpoint: accept error: %s", uv_strerror(status));
         return;
     }
-    admin_conn *a = calloc(1, sizeof(*a));
-    if (!a) abort();
-    uv_tcp_init(l->loop, &a->tcp);
-    uv_timer_init(l->loop, &a->deadline);
-    a->tcp.data = a->deadline.data = a->parser.data = a;
-    a->handles = 2;
-    a->next = admin.conns;
-    if (admin.conns) admin.conns->prev = a;
-    admin.conns = a;
-    admin.nconns++;
-    if (uv_accept(l, (uv_stream_t *)&a->tcp) < 0 || admin.nconns > ADMIN_MAX_CONNS) {
-        /* Over the limit: closed without a word, as the listener's backlog
-         * would have to be drained anyway. */
+    admin_conn *a = admin_conn_new(l->loop);
+    if (uv_accept(l, (uv_stream_t *)&a->tcp) < 0) {
         admin_conn_close(a);
         return;
     }
-    http_parser_init(&a->parser, HTTP_REQUEST);
-    a->parser.data = a;
+    if (admin.nconns > ADMIN_MAX_CONNS && !admin_evict_oldest_idle(a)) {
+        /* Full of connections being answered: this one is closed without
+         * a word (accepted only to take it off the backlog). */
+        admin_conn_close(a);
+        return;
+    }
+    /* The header deadline: a whole request head within it, and the answer
+     * written, or the connection is closed. */
     uv_timer_start(&a->deadline, admin_on_deadline, ADMIN_DEADLINE_MS, 0);
     uv_read_start((uv_stream_t *)&a->tcp, admin_alloc, admin_on_read);
 }
@@ -335,8 +336,8 @@ void admin_http_close(vp_server *srv)
     uv_close((uv_handle_t *)&admin.listener, NULL);
     uv_close((uv_handle_t *)&admin.tick, NULL);
     uv_close((uv_handle_t *)&admin.prepare, NULL);
-    while (admin.conns)
-        admin_conn_close(admin.conns);
+    while (admin.oldest)
+        admin_conn_close(admin.oldest);
     ready_stop(srv);
 }
 

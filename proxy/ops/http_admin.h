@@ -5,14 +5,18 @@
  * otherwise). HEAD too; any other method 405 with Allow, any other path
  * 404.
  *
- * HTTP is parsed by Debian's libhttp-parser. One request per connection
+ * HTTP is parsed by Debian's libhttp-parser, in http_admin_request.c (no
+ * socket there: the fuzz target runs it too). One request per connection
  * (every response says Connection: close), bounded: request line and
- * headers ADMIN_MAX_HEAD bytes (431 beyond), no body (400), at most
- * ADMIN_MAX_CONNS connections at once (more are accepted and closed at
- * once), and each is closed ADMIN_DEADLINE_MS after it was accepted
- * whether or not a request came (a slow or idle client). Everything runs
- * on the proxy's loop without blocking: reads and writes are libuv's, a
- * response is built in memory and handed to one uv_write.
+ * headers ADMIN_MAX_HEAD bytes (431 beyond), no body (400), and each
+ * connection is closed ADMIN_DEADLINE_MS after it was accepted, whether or
+ * not a request came (the header deadline: a slow or idle client). At most
+ * ADMIN_MAX_CONNS connections at once: a new one past that closes the
+ * oldest connection that has not sent a whole request head yet (idle ones
+ * must not shut out a health probe), or, when every one has, is closed at
+ * once. Everything runs on the proxy's loop without blocking: reads and
+ * writes are libuv's, a response is built in memory and handed to one
+ * uv_write.
  *
  * Also owns the readiness probe's timer (readiness.h) and the per-loop
  * expiry of the metrics clock. One per process. */
@@ -24,7 +28,6 @@
 struct vp_server;
 
 #define ADMIN_MAX_CONNS 64
-#define ADMIN_MAX_HEAD 8192
 #define ADMIN_DEADLINE_MS 5000
 
 /* Listen when metrics-port is set (nothing to do otherwise). 0, or -1 with

@@ -10,6 +10,7 @@
 #include <criterion/criterion.h>
 #include <netinet/in.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,22 +26,47 @@ typedef struct responder {
     int listen_fd;
     int port;
     const char *answer; /* NULL: accept, read the request, never answer */
+    int drops;          /* connections first dropped unanswered, a reset and a close in turn */
+    int accepted;       /* connections accepted */
     char request[2048]; /* what the client sent, up to the blank line */
     pthread_t thread;
     int release[2]; /* a byte here lets a silent responder go */
 } responder;
 
-static void *respond(void *arg)
+/* Read the request up to its blank line into r->request. */
+static void read_request(responder *r, int fd)
 {
-    responder *r = arg;
-    int fd = accept(r->listen_fd, NULL, NULL);
-    if (fd < 0) return NULL;
     size_t n = 0;
+    r->request[0] = '\0';
     while (n < sizeof(r->request) - 1 && !strstr(r->request, "\r\n\r\n")) {
         ssize_t got = recv(fd, r->request + n, sizeof(r->request) - 1 - n, 0);
         if (got <= 0) break;
         n += (size_t)got;
         r->request[n] = '\0';
+    }
+}
+
+/* Close without a byte of an answer: a reset (SO_LINGER 0) or a FIN. */
+static void drop(int fd, bool reset)
+{
+    if (reset) {
+        struct linger lg = {.l_onoff = 1, .l_linger = 0};
+        setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+    }
+    close(fd);
+}
+
+static void *respond(void *arg)
+{
+    responder *r = arg;
+    int fd;
+    for (;;) {
+        fd = accept(r->listen_fd, NULL, NULL);
+        if (fd < 0) return NULL;
+        r->accepted++;
+        read_request(r, fd);
+        if (r->accepted > r->drops) break;
+        drop(fd, r->accepted % 2 == 1);
     }
     if (r->answer) {
         size_t len = strlen(r->answer);
@@ -58,10 +84,12 @@ static void *respond(void *arg)
     return NULL;
 }
 
-static void responder_start(responder *r, const char *answer)
+/* Answer the connection after `drops` dropped ones. */
+static void responder_start_after_drops(responder *r, const char *answer, int drops)
 {
     memset(r, 0, sizeof(*r));
     r->answer = answer;
+    r->drops = drops;
     cr_assert_eq(pipe(r->release), 0);
     r->listen_fd = socket(AF_INET, SOCK_STREAM, 0);
     int one = 1;
@@ -76,8 +104,14 @@ static void responder_start(responder *r, const char *answer)
     cr_assert_eq(pthread_create(&r->thread, NULL, respond, r), 0);
 }
 
+static void responder_start(responder *r, const char *answer)
+{
+    responder_start_after_drops(r, answer, 0);
+}
+
 static void responder_stop(responder *r)
 {
+    shutdown(r->listen_fd, SHUT_RDWR); /* a responder still in accept() returns */
     cr_assert_eq(write(r->release[1], "x", 1), 1);
     pthread_join(r->thread, NULL);
     close(r->listen_fd);
@@ -222,4 +256,44 @@ Test(healthcheck, a_malformed_target_is_refused)
         cr_assert_eq(rc, 1, "'%s': exit %d: %s", bad[i], rc, out);
         cr_assert(strstr(out, "is not [HOST:]PORT[/PATH]"), "'%s': %s", bad[i], out);
     }
+}
+
+/* Issue 22, finding 4: an admin port full of idle connections used to
+ * close the probe's connection unanswered, and the probe failed at once
+ * with most of its 3 s left. A connection closed or reset before a byte of
+ * an answer is now tried again (an idempotent GET: RFC 9110 9.2.2) within
+ * the same deadline. */
+Test(healthcheck, a_connection_dropped_unanswered_is_tried_again)
+{
+    responder r;
+    responder_start_after_drops(&r, "HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nok\n", 4);
+    char target[32], out[1024];
+    snprintf(target, sizeof(target), "%d", r.port);
+    long long t0 = vt_now_ms();
+    int rc = healthcheck(target, out, sizeof(out));
+    long long took = vt_now_ms() - t0;
+    responder_stop(&r);
+    cr_assert_eq(rc, 0, "exit %d after %d connections: %s", rc, r.accepted, out);
+    cr_assert_eq(r.accepted, 5, "%d connections", r.accepted);
+    cr_assert(strncmp(r.request, "GET /healthz HTTP/1.1\r\n", 23) == 0, "request: %s", r.request);
+    cr_assert(took < HEALTHCHECK_TIMEOUT_MS, "took %lld ms", took);
+}
+
+/* Dropped every time: unhealthy at the deadline, saying so on one line. */
+Test(healthcheck, a_server_that_always_drops_is_unhealthy_at_the_deadline)
+{
+    responder r;
+    responder_start_after_drops(&r, "HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nok\n", 1000000);
+    char target[32], out[1024];
+    snprintf(target, sizeof(target), "%d", r.port);
+    long long t0 = vt_now_ms();
+    int rc = healthcheck(target, out, sizeof(out));
+    long long took = vt_now_ms() - t0;
+    responder_stop(&r);
+    cr_assert_eq(rc, 1, "exit %d: %s", rc, out);
+    cr_assert(strstr(out, "attempts in"), "%s", out);
+    cr_assert(strstr(out, "closed before a response") || strstr(out, "Connection reset by peer"), "%s", out);
+    cr_assert_eq(lines(out), 1, "%s", out);
+    cr_assert(took >= HEALTHCHECK_TIMEOUT_MS - 300 && took < HEALTHCHECK_TIMEOUT_MS + 5000, "took %lld ms",
+              took);
 }
