@@ -5,8 +5,10 @@
 #     and the same stories told by real clients (redis-py, ioredis: tests/clients);
 #  2. the same suite built with AddressSanitizer + UBSan;
 #  3. a Release build (warning-free check, not run);
-#  4. the libFuzzer targets for the request parser, the reply framer and the
-#     cluster routing parsers (CLUSTER SLOTS, MOVED/ASK, key positions), for
+#  4. the libFuzzer targets (fuzz_targets below; docs/security.md, Fuzzing):
+#     the request parser, the reply framer, the cluster parsers (CLUSTER
+#     SLOTS and NODES, MOVED/ASK, key positions), Sentinel replies and
+#     messages, the config file, the admin endpoint's HTTP requests, for
 #     VP_FUZZ_SECONDS each (default 30).
 # Exit status is non-zero if anything failed.
 set -euo pipefail
