@@ -17,11 +17,8 @@
 -- union with no member stores nothing (as ZUNIONSTORE) and replies
 -- [1, ttl-ms]: a missing key reads as the empty snapshot. dest holding
 -- another type: WRONGTYPE.
---
--- The time to live is set by a command chosen before anything is written
--- (lib/time.lua's expiry_setter) that cannot fail after the union was
--- stored, however long the union took: no ttl-ms that passes the check
--- leaves dest without one.
+-- Its TTL is set by a command chosen before anything is written
+-- (lib/time.lua's expiry_setter), which cannot fail after the union.
 --
 -- AGGREGATE COUNT (each member's score: the sum of the weights of the
 -- sources that hold it, 1 each without WEIGHTS) is Redis's own where Redis

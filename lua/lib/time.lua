@@ -7,24 +7,14 @@ local function now_ms()
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
--- How to give a key a time to live of ms (a valid positive int64 string),
--- decided now and carried out later in the script by a command that cannot
--- fail then, however long the script ran in between: nil when server time +
--- ms passes the int64 range (PEXPIRE and SET PX refuse it: "invalid expire
--- time"), else the command and its argument:
---   below 10^18 ms: 'PEXPIRE', ms. Server time + 10^18 is within int64
---     (9.2 * 10^18) until the clock reads the year 260,000,000: no run time
---     can push it over. TIME is not read.
---   from 10^18 ms (31.7 million years) on: 'PEXPIREAT', the exact digits of
---     server time (read here) + ms. Not PEXPIRE: Redis 7.0 adds its clock
---     as it is when PEXPIRE runs, so a script that writes for long enough
---     between this check and its PEXPIRE passes int64 there, after the write
---     ("invalid expire time in 'pexpire'", the key left with no TTL).
---     PEXPIREAT adds nothing, and this sum was checked. The time to live
---     then counts from this check, not from the PEXPIRE: a difference of the
---     script's run time, on at least 31.7 million years.
--- The sum is exact: two halves of at most 10 and 9 digits, each within a
--- double's 2^53.
+-- How to give a key a time to live of ms (a valid positive int64 string)
+-- later in the script by a command that cannot fail then, however long the
+-- script ran: nil when server time + ms passes int64 now, else the command
+-- and its argument. Below 10^18 ms: PEXPIRE ms (server time + 10^18 stays
+-- within int64 until the year 260,000,000). From 10^18 on: PEXPIREAT of the
+-- exact sum checked here (two halves, each within 2^53), since Redis 7.0's
+-- PEXPIRE adds its clock as it is when it runs, which could pass int64
+-- after the script's writes (lua/README.md, ZSNAPSHOT, the time to live).
 local function expiry_setter(ms)
   if #ms < 19 then
     return 'PEXPIRE', ms
