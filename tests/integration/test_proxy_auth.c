@@ -282,22 +282,6 @@ Test(proxy_auth, its_own_passwords_are_not_in_ps_the_log_or_stats)
     redisFree(c);
 }
 
-/* A request over 64 KiB that keeps Redis's pre-auth limits (10 arguments,
- * each under 16 KiB): a script counting its runs in pa:ran and reading
- * pa:secret, and seven 16,000-byte arguments. */
-static void big_script_request(vt_buf *req)
-{
-    static char filler[16000];
-    memset(filler, 'f', sizeof(filler));
-    const char *argv[10] = {"EVAL", "redis.call('incr','pa:ran') return redis.call('get','pa:secret')", "0"};
-    size_t lens[10] = {4, strlen(argv[1]), 1};
-    for (int i = 3; i < 10; i++) {
-        argv[i] = filler;
-        lens[i] = sizeof(filler);
-    }
-    vt_buf_cmd_argv(req, 10, argv, lens);
-}
-
 /* How many HELLOs the redis-server behind c has run (INFO commandstats). */
 static long long hello_calls(redisContext *c)
 {
@@ -340,7 +324,8 @@ Test(proxy_auth, a_large_request_in_pieces_before_auth_is_refused)
     cr_assert(b && vt_bystanders_wait(b, 40, VT_READ_DEADLINE_MS), "the bystanders did not get going");
 
     vt_buf req = {0}, want = {0}, got = {0};
-    big_script_request(&req);
+    /* A script counting its runs in pa:ran and reading pa:secret. */
+    vt_buf_big_preauth_eval(&req, "redis.call('incr','pa:ran') return redis.call('get','pa:secret')");
     cr_assert_gt(req.len, 70000);
     int rfd = vt_must_sock(reference->port);
     send_in_two_reads(rfd, &req, 70000, &want);

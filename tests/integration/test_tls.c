@@ -744,16 +744,8 @@ Test(tls, a_large_request_in_pieces_before_auth_is_refused_over_tls)
     vt_bystanders *b = vt_bystanders_start_auth(p->port, 3, "tls-pass");
     cr_assert(b && vt_bystanders_wait(b, 30, VT_READ_DEADLINE_MS), "the bystanders did not get going");
 
-    static char filler[16000];
-    memset(filler, 'f', sizeof(filler));
-    const char *argv[10] = {"EVAL", "return redis.call('incr','tls:ran')", "0"};
-    size_t lens[10] = {4, strlen(argv[1]), 1};
-    for (int i = 3; i < 10; i++) {
-        argv[i] = filler;
-        lens[i] = sizeof(filler);
-    }
     vt_buf req = {0}, got = {0};
-    vt_buf_cmd_argv(&req, 10, argv, lens);
+    vt_buf_big_preauth_eval(&req, "return redis.call('incr','tls:ran')");
     char why[256];
     vt_tls_client *t = vt_tls_connect(tls_port, NULL, NULL, why, sizeof(why));
     cr_assert(t, "TLS connect failed: %s", why);

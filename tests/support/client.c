@@ -425,6 +425,19 @@ bool vt_sock_send_buf(int fd, const vt_buf *b)
     return vt_sock_send(fd, b->data, b->len);
 }
 
+void vt_buf_big_preauth_eval(vt_buf *b, const char *script)
+{
+    static char filler[16000];
+    memset(filler, 'f', sizeof(filler));
+    const char *argv[10] = {"EVAL", script, "0"};
+    size_t lens[10] = {4, strlen(script), 1};
+    for (int i = 3; i < 10; i++) {
+        argv[i] = filler;
+        lens[i] = sizeof(filler);
+    }
+    vt_buf_cmd_argv(b, 10, argv, lens);
+}
+
 /* The receive queue of the socket whose local end is `local` and remote
  * end `remote` (IPv4, as /proc/net/tcp writes them); -1 if none. */
 static long tcp_rx_queue(const struct sockaddr_in *local, const struct sockaddr_in *remote)

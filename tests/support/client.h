@@ -84,6 +84,11 @@ int vt_sock_unix(const char *path);
 bool vt_sock_send(int fd, const void *data, size_t len);
 bool vt_sock_send_str(int fd, const char *s);
 bool vt_sock_send_buf(int fd, const vt_buf *b);
+/* Append EVAL <script> 0 and seven 16,000-byte arguments: a request over
+ * 64 KiB (112,000 bytes and more) that keeps Redis's pre-auth limits (10
+ * arguments, each under 16 KiB), for the stories of a large request sent
+ * in pieces before AUTH. */
+void vt_buf_big_preauth_eval(vt_buf *b, const char *script);
 /* Wait until the process at the other end of TCP socket fd has read every
  * byte sent on it: none left in fd's send queue (SIOCOUTQ) and none in the
  * peer socket's receive queue (/proc/net/tcp). Lets a test make a server
