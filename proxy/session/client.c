@@ -996,7 +996,7 @@ static void client_dispatch(client_session *c, const resp_arg *argv, int argc, c
     }
     if (kind == CMD_RESET) {
         /* As Redis's clientSetDefaultAuth: the default user again. */
-        c->authed = (unsigned)auth_default_nopass(&c->srv->conf.auth);
+        c->authed = (unsigned)auth_default_authenticated(&c->srv->conf.auth);
         c->pubsub = c->monitor = 0;
         /* Redis too takes it for the default user again, which needs a
          * password where Redis requires AUTH (without upstream-pass: with
@@ -2310,7 +2310,7 @@ void client_accept(vp_server *srv, uv_stream_t *listener, int is_unix, int tls)
         }
     }
     c->last_io = uv_now(srv->loop);
-    c->authed = (unsigned)auth_default_nopass(&srv->conf.auth);
+    c->authed = (unsigned)auth_default_authenticated(&srv->conf.auth);
     if (!is_unix && client_protected_refusal(c)) return;
     /* Connect upstream at once so the first request does not pay for it. */
     c->up = client_connect(c);
