@@ -268,6 +268,30 @@ Test(proxy_auth_default_on, a_default_user_line_without_password_authenticates_n
     default_user_is_closed();
 }
 
+/* Redis 7.0.15 as Debian ships it (the CVE-2025-21605 fix, as 7.2.8,
+ * 7.4.3) closes a client that has not authenticated once its replies
+ * overflow the 16 KiB reply buffer before they are written: 600 pipelined
+ * GETs (600 -NOAUTH, 20,400 bytes) in one write are answered with the
+ * close and nothing else. The proxy's own users must do the same (it
+ * answered all 600 and kept the connection); authenticated bystanders go
+ * on, and 400 (13,600 bytes) are answered as by Redis. */
+Test(proxy_auth, unauthenticated_replies_over_the_reply_buffer_close_as_in_redis)
+{
+    VT_SKIP_IF_DIRECT();
+    vt_bystanders *b = vt_bystanders_start_auth(proxy->port, 4, PROXY_PASS);
+    cr_assert(b && vt_bystanders_wait(b, 40, VT_READ_DEADLINE_MS), "the bystanders did not get going");
+    vt_buf req = {0};
+    for (int i = 0; i < 400; i++)
+        vt_buf_append_str(&req, "GET pa:k\r\n");
+    same_as_redis(req.data, req.len, 400, false);
+    for (int i = 0; i < 200; i++)
+        vt_buf_append_str(&req, "GET pa:k\r\n");
+    same_as_redis(req.data, req.len, 0, true);
+    vt_buf_free(&req);
+    cr_assert(vt_bystanders_wait(b, 40, VT_READ_DEADLINE_MS), "the bystanders stopped being served");
+    vt_assert_bystanders_ok(b);
+}
+
 static void expect_error_then_close(const char *req, size_t len, const char *want)
 {
     vt_expect_error_then_close(proxy->port, req, len, want);
