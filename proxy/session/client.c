@@ -842,6 +842,23 @@ static void client_http_request(client_session *c)
     "ERR AUTH and HELLO AUTH are answered by verbproxy itself, which cannot do so inside MULTI or while "    \
     "replies are not counted (subscribe mode, MONITOR, CLIENT REPLY OFF|SKIP)"
 
+/* Redis's reply buffer (PROTO_REPLY_CHUNK_BYTES). Since the CVE-2025-21605
+ * fix (Redis 7.0.15 as Debian ships it, 7.2.8, 7.4.3) a client that has
+ * not authenticated is closed as soon as its unwritten replies overflow
+ * it, none of them written: 481 pipelined -NOAUTH (16,354 bytes) are
+ * answered, 482 close the connection. */
+#define CLIENT_UNAUTH_REPLY_MAX 16384
+
+/* Bytes of replies the client is owed and not yet written: the output
+ * queue and the replies made and held in order behind others. */
+static size_t client_unwritten(client_session *c)
+{
+    size_t n = outq_size(&c->out);
+    for (size_t i = 0; i < c->slot_len; i++)
+        n += slot_at(c, i)->len;
+    return n;
+}
+
 /* The proxy has users of its own (auth.h): AUTH and HELLO ... AUTH are
  * answered here and never forwarded, and before authentication only AUTH,
  * HELLO, QUIT and RESET go on (the parser holds the client to Redis's
@@ -862,6 +879,15 @@ static int client_auth_gate(client_session *c, int argc, const resp_arg *argv)
     if (mode == UP_LOCAL_IN_ORDER || !c->authed) {
         c->authed = (unsigned)authed;
         client_queue_local(c, reply, n);
+        if (!c->authed && client_unwritten(c) > CLIENT_UNAUTH_REPLY_MAX) {
+            /* As Redis: closed, with nothing more written (the close
+             * drops what is queued). */
+            vp_log(VP_LOG_VERBOSE,
+                   "client %llu %s: closing: replies over %d bytes unwritten before AUTH (as Redis)", c->id,
+                   c->addr, CLIENT_UNAUTH_REPLY_MAX);
+            c->input_done = 1;
+            client_close(c);
+        }
         return 1;
     }
     char line[sizeof(CLIENT_AUTH_NOT_HERE) + 8];
