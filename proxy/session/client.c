@@ -621,6 +621,11 @@ static void client_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
     vp_pool_buf_reserve(&c->in, CLIENT_READ_CHUNK);
     size_t room = c->in.cap - c->in.len;
     if (room > CLIENT_READ_MAX) room = CLIENT_READ_MAX; /* uv_buf_t lengths are unsigned int */
+    /* Before AUTH to the proxy's own users, Redis's reads exactly: 16 KiB
+     * (no argument is big enough for more), each answered and written
+     * before the next, so a client is closed for its unwritten replies
+     * (client_auth_gate) where Redis would close it. */
+    if (c->srv->conf.auth.configured && !c->authed && room > CLIENT_READ_CHUNK) room = CLIENT_READ_CHUNK;
     *buf = uv_buf_init(c->in.data + c->in.len, (unsigned int)room);
 }
 
