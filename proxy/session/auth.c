@@ -204,7 +204,15 @@ int auth_user_line(auth_table *t, const char *line, char *err, size_t errlen)
         rc = -1;
     } else {
         auth_user *u = auth_find(t, name, strlen(name));
-        if (!u) u = auth_add(t, name, strlen(name)); /* new: off, no password, as Redis */
+        if (!u) {
+            u = auth_add(t, name, strlen(name)); /* new: off, no password, as Redis */
+        } else if (u == &t->users[0]) {
+            /* The default user, as Redis's ACLLoadConfiguredUsers: from
+             * `reset` (`user default on` alone leaves it no password, not
+             * nopass: nobody authenticates as it). */
+            auth_reset_passwords(u);
+            u->on = 0;
+        }
         for (char *r = strtok_r(NULL, " \t", &save); r && rc == 0; r = strtok_r(NULL, " \t", &save))
             rc = auth_rule(u, r, err, errlen);
     }
@@ -228,6 +236,11 @@ void auth_free(auth_table *t)
 int auth_default_nopass(const auth_table *t)
 {
     return !t->configured || t->users[0].nopass;
+}
+
+int auth_default_authenticated(const auth_table *t)
+{
+    return !t->configured || (t->users[0].on && t->users[0].nopass);
 }
 
 int auth_check(const auth_table *t, const char *user, size_t ulen, const char *pass, size_t plen)

@@ -44,14 +44,20 @@ typedef struct auth_table {
 /* `requirepass PASS`: the default user's only password ("" = nopass, as
  * Redis). Returns 0. */
 int auth_requirepass(auth_table *t, const char *pass);
-/* `user NAME rule [rule ...]` (the rest of the line). Returns 0, or -1 with
- * a reason in err. */
+/* `user NAME rule [rule ...]` (the rest of the line). A `user default` line
+ * starts from `reset` (off, no password), as Redis's ACLLoadConfiguredUsers
+ * does with a config file's. Returns 0, or -1 with a reason in err. */
 int auth_user_line(auth_table *t, const char *line, char *err, size_t errlen);
 void auth_free(auth_table *t);
 
-/* Does the default user take any password (clients start authenticated,
- * Redis's !authRequired)? True for a table with no lines. */
+/* Is the default user flagged nopass (Redis's test for AUTH <password>'s
+ * "called without any password" and for protected mode)? True for a table
+ * with no lines. */
 int auth_default_nopass(const auth_table *t);
+/* Is a client authenticated on connecting and after RESET (Redis's
+ * clientSetDefaultAuth: the default user is nopass and not off)? True for
+ * a table with no lines. */
+int auth_default_authenticated(const auth_table *t);
 /* Redis's ACLCheckUserCredentials: 1 if `user` exists, is on and takes
  * `pass`. */
 int auth_check(const auth_table *t, const char *user, size_t ulen, const char *pass, size_t plen);

@@ -621,6 +621,11 @@ static void client_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
     vp_pool_buf_reserve(&c->in, CLIENT_READ_CHUNK);
     size_t room = c->in.cap - c->in.len;
     if (room > CLIENT_READ_MAX) room = CLIENT_READ_MAX; /* uv_buf_t lengths are unsigned int */
+    /* Before AUTH to the proxy's own users, Redis's reads exactly: 16 KiB
+     * (no argument is big enough for more), each answered and written
+     * before the next, so a client is closed for its unwritten replies
+     * (client_auth_gate) where Redis would close it. */
+    if (c->srv->conf.auth.configured && !c->authed && room > CLIENT_READ_CHUNK) room = CLIENT_READ_CHUNK;
     *buf = uv_buf_init(c->in.data + c->in.len, (unsigned int)room);
 }
 
@@ -842,6 +847,23 @@ static void client_http_request(client_session *c)
     "ERR AUTH and HELLO AUTH are answered by verbproxy itself, which cannot do so inside MULTI or while "    \
     "replies are not counted (subscribe mode, MONITOR, CLIENT REPLY OFF|SKIP)"
 
+/* Redis's reply buffer (PROTO_REPLY_CHUNK_BYTES). Since the CVE-2025-21605
+ * fix (Redis 7.0.15 as Debian ships it, 7.2.8, 7.4.3) a client that has
+ * not authenticated is closed as soon as its unwritten replies overflow
+ * it, none of them written: 481 pipelined -NOAUTH (16,354 bytes) are
+ * answered, 482 close the connection. */
+#define CLIENT_UNAUTH_REPLY_MAX 16384
+
+/* Bytes of replies the client is owed and not yet written: the output
+ * queue and the replies made and held in order behind others. */
+static size_t client_unwritten(client_session *c)
+{
+    size_t n = outq_size(&c->out);
+    for (size_t i = 0; i < c->slot_len; i++)
+        n += slot_at(c, i)->len;
+    return n;
+}
+
 /* The proxy has users of its own (auth.h): AUTH and HELLO ... AUTH are
  * answered here and never forwarded, and before authentication only AUTH,
  * HELLO, QUIT and RESET go on (the parser holds the client to Redis's
@@ -862,6 +884,15 @@ static int client_auth_gate(client_session *c, int argc, const resp_arg *argv)
     if (mode == UP_LOCAL_IN_ORDER || !c->authed) {
         c->authed = (unsigned)authed;
         client_queue_local(c, reply, n);
+        if (!c->authed && client_unwritten(c) > CLIENT_UNAUTH_REPLY_MAX) {
+            /* As Redis: closed, with nothing more written (the close
+             * drops what is queued). */
+            vp_log(VP_LOG_VERBOSE,
+                   "client %llu %s: closing: replies over %d bytes unwritten before AUTH (as Redis)", c->id,
+                   c->addr, CLIENT_UNAUTH_REPLY_MAX);
+            c->input_done = 1;
+            client_close(c);
+        }
         return 1;
     }
     char line[sizeof(CLIENT_AUTH_NOT_HERE) + 8];
@@ -996,7 +1027,7 @@ static void client_dispatch(client_session *c, const resp_arg *argv, int argc, c
     }
     if (kind == CMD_RESET) {
         /* As Redis's clientSetDefaultAuth: the default user again. */
-        c->authed = (unsigned)auth_default_nopass(&c->srv->conf.auth);
+        c->authed = (unsigned)auth_default_authenticated(&c->srv->conf.auth);
         c->pubsub = c->monitor = 0;
         /* Redis too takes it for the default user again, which needs a
          * password where Redis requires AUTH (without upstream-pass: with
@@ -2310,7 +2341,7 @@ void client_accept(vp_server *srv, uv_stream_t *listener, int is_unix, int tls)
         }
     }
     c->last_io = uv_now(srv->loop);
-    c->authed = (unsigned)auth_default_nopass(&srv->conf.auth);
+    c->authed = (unsigned)auth_default_authenticated(&srv->conf.auth);
     if (!is_unix && client_protected_refusal(c)) return;
     /* Connect upstream at once so the first request does not pay for it. */
     c->up = client_connect(c);

@@ -72,6 +72,27 @@ static void setup_users_only(void)
     start_all(redis_args, proxy_args);
 }
 
+/* `user default off` (Redis's way to turn the default user off) and a
+ * `user default` line without a password: in Redis no client is then
+ * authenticated on connecting (clientSetDefaultAuth: nopass and not
+ * disabled), and a config file's `user default` line starts from `reset`
+ * (ACLLoadConfiguredUsers), which ends nopass. */
+static void setup_default_off(void)
+{
+    static const char *const redis_args[] = {"--user", "default", "off", "--user", "alice", "on", ">apw",
+                                             "~*",     "&*",      "+@all", NULL};
+    static const char *const proxy_args[] = {"--user", "default off", "--user", "alice on >apw", NULL};
+    start_all(redis_args, proxy_args);
+}
+
+static void setup_default_on(void)
+{
+    static const char *const redis_args[] = {"--user", "default", "on", "--user", "alice", "on", ">apw",
+                                             "~*",     "&*",      "+@all", NULL};
+    static const char *const proxy_args[] = {"--user", "default on", "--user", "alice on >apw", NULL};
+    start_all(redis_args, proxy_args);
+}
+
 static void teardown(void)
 {
     vt_env e = {.redis = upstream, .proxy = proxy};
@@ -82,6 +103,8 @@ static void teardown(void)
 }
 
 TestSuite(proxy_auth, .init = setup_users, .fini = teardown, .timeout = VT_TEST_TIMEOUT_S);
+TestSuite(proxy_auth_default_off, .init = setup_default_off, .fini = teardown, .timeout = VT_TEST_TIMEOUT_S);
+TestSuite(proxy_auth_default_on, .init = setup_default_on, .fini = teardown, .timeout = VT_TEST_TIMEOUT_S);
 TestSuite(proxy_auth_users_only, .init = setup_users_only, .fini = teardown, .timeout = VT_TEST_TIMEOUT_S);
 
 /* A HELLO reply names the client's id on its server: made the same. */
@@ -202,6 +225,71 @@ Test(proxy_auth_users_only, without_requirepass_the_default_user_needs_none)
     SAME("RESET\r\nGET pa:k\r\n", 2);
     /* No limit: nobody is unauthenticated. */
     SAME("DEL pa:l\r\nRPUSH pa:l 1 2 3 4 5 6 7 8 9 10\r\n", 2);
+}
+
+/* A client that has not authenticated, where the default user is off or
+ * has no password: Redis answers -NOAUTH, and so must the proxy; nothing
+ * of it reaches the upstream. (The proxy used to take every client for
+ * the default user, authenticated, unless that user had a password: SET
+ * ran on Redis with no password given.) Authenticated bystanders go on. */
+static void default_user_is_closed(void)
+{
+    redisContext *up = vt_must_connect(upstream->port);
+    freeReplyObject(vt_cmd(up, "DEL pa:pwn"));
+    vt_bystanders *b = vt_bystanders_start_auth_user(proxy->port, 4, "alice", "apw");
+    cr_assert(b && vt_bystanders_wait(b, 40, VT_READ_DEADLINE_MS), "the bystanders did not get going");
+    SAME("SET pa:pwn 1\r\n", 1);
+    SAME("GET pa:k\r\nPING\r\n", 2);
+    SAME("AUTH x\r\n", 1);
+    SAME("AUTH default x\r\n", 1);
+    SAME("HELLO 3 AUTH default x\r\n", 1);
+    SAME("HELLO 2\r\n", 1);
+    SAME("EXEC\r\n", 1);
+    SAME("AUTH alice apw\r\nGET pa:k\r\n", 2);
+    SAME("AUTH alice apw\r\nRESET\r\nSET pa:pwn 1\r\n", 3); /* RESET: the default user again */
+    redisReply *r = vt_cmd(up, "EXISTS pa:pwn");
+    cr_assert(r && r->type == REDIS_REPLY_INTEGER && r->integer == 0,
+              "a client that never authenticated wrote pa:pwn on the upstream");
+    freeReplyObject(r);
+    redisFree(up);
+    cr_assert(vt_bystanders_wait(b, 40, VT_READ_DEADLINE_MS), "the bystanders stopped being served");
+    vt_assert_bystanders_ok(b);
+}
+
+Test(proxy_auth_default_off, a_disabled_default_user_authenticates_nobody)
+{
+    VT_SKIP_IF_DIRECT();
+    default_user_is_closed();
+}
+
+Test(proxy_auth_default_on, a_default_user_line_without_password_authenticates_nobody)
+{
+    VT_SKIP_IF_DIRECT();
+    default_user_is_closed();
+}
+
+/* Redis 7.0.15 as Debian ships it (the CVE-2025-21605 fix, as 7.2.8,
+ * 7.4.3) closes a client that has not authenticated once its replies
+ * overflow the 16 KiB reply buffer before they are written: 600 pipelined
+ * GETs (600 -NOAUTH, 20,400 bytes) in one write are answered with the
+ * close and nothing else. The proxy's own users must do the same (it
+ * answered all 600 and kept the connection); authenticated bystanders go
+ * on, and 400 (13,600 bytes) are answered as by Redis. */
+Test(proxy_auth, unauthenticated_replies_over_the_reply_buffer_close_as_in_redis)
+{
+    VT_SKIP_IF_DIRECT();
+    vt_bystanders *b = vt_bystanders_start_auth(proxy->port, 4, PROXY_PASS);
+    cr_assert(b && vt_bystanders_wait(b, 40, VT_READ_DEADLINE_MS), "the bystanders did not get going");
+    vt_buf req = {0};
+    for (int i = 0; i < 400; i++)
+        vt_buf_append_str(&req, "GET pa:k\r\n");
+    same_as_redis(req.data, req.len, 400, false);
+    for (int i = 0; i < 200; i++)
+        vt_buf_append_str(&req, "GET pa:k\r\n");
+    same_as_redis(req.data, req.len, 0, true);
+    vt_buf_free(&req);
+    cr_assert(vt_bystanders_wait(b, 40, VT_READ_DEADLINE_MS), "the bystanders stopped being served");
+    vt_assert_bystanders_ok(b);
 }
 
 static void expect_error_then_close(const char *req, size_t len, const char *want)

@@ -150,11 +150,15 @@ vt_bystanders *vt_bystanders_start(int port, int n)
     return vt_bystanders_start_auth(port, n, NULL);
 }
 
-/* AUTH on a new bystander's connection, before its thread starts. */
-static bool by_auth(int fd, const char *password)
+/* AUTH on a new bystander's connection, before its thread starts (as
+ * `user` when not NULL). */
+static bool by_auth(int fd, const char *user, const char *password)
 {
     vt_buf req = {0}, got = {0};
-    vt_buf_cmd(&req, "AUTH", password, NULL);
+    if (user)
+        vt_buf_cmd(&req, "AUTH", user, password, NULL);
+    else
+        vt_buf_cmd(&req, "AUTH", password, NULL);
     bool ok = vt_sock_send_buf(fd, &req) && vt_sock_read_len(fd, &got, 5, VT_BYSTANDER_BATCH_DEADLINE_MS) &&
               got.len == 5 && memcmp(got.data, "+OK\r\n", 5) == 0;
     vt_buf_free(&req);
@@ -163,6 +167,11 @@ static bool by_auth(int fd, const char *password)
 }
 
 vt_bystanders *vt_bystanders_start_auth(int port, int n, const char *password)
+{
+    return vt_bystanders_start_auth_user(port, n, NULL, password);
+}
+
+vt_bystanders *vt_bystanders_start_auth_user(int port, int n, const char *user, const char *password)
 {
     static atomic_int next_id;
     if (n < 1 || n > VT_BYSTANDERS_MAX) {
@@ -179,7 +188,7 @@ vt_bystanders *vt_bystanders_start_auth(int port, int n, const char *password)
         b->group = g;
         b->index = i;
         b->fd = vt_sock_tcp(port);
-        if (b->fd >= 0 && password && !by_auth(b->fd, password)) {
+        if (b->fd >= 0 && password && !by_auth(b->fd, user, password)) {
             close(b->fd);
             b->fd = -1;
         }

@@ -40,6 +40,8 @@ vt_bystanders *vt_bystanders_start(int port, int n);
 /* The same in front of a proxy with a password of its own: each bystander
  * sends AUTH <password> (answered +OK) before its first batch. */
 vt_bystanders *vt_bystanders_start_auth(int port, int n, const char *password);
+/* The same as a user of its own: AUTH <user> <password>. */
+vt_bystanders *vt_bystanders_start_auth_user(int port, int n, const char *user, const char *password);
 /* Wait until every bystander has had `more` further replies checked,
  * counted from this call. False on timeout or once any bystander failed. */
 bool vt_bystanders_wait(vt_bystanders *b, long long more, int timeout_ms);
