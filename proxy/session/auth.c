@@ -15,6 +15,7 @@
  * tests/integration/test_proxy_auth.c). */
 #define AUTH_OK "+OK\r\n"
 #define AUTH_NOAUTH "-NOAUTH Authentication required.\r\n"
+#define AUTH_RESET_ARITY "-ERR wrong number of arguments for 'reset' command\r\n"
 #define AUTH_EXECABORT_NOAUTH "-EXECABORT Transaction discarded because of: NOAUTH Authentication required.\r\n"
 #define AUTH_WRONGPASS "-WRONGPASS invalid username-password pair or user is disabled.\r\n"
 #define AUTH_ARITY "-ERR wrong number of arguments for 'auth' command\r\n"
@@ -364,8 +365,13 @@ auth_verdict auth_judge(const auth_table *t, int argc, const resp_arg *argv, int
     if (argc < 1) return AUTH_FORWARD;
     if (cmd_arg_is(&argv[0], "auth")) return auth_judge_auth(t, argc, argv, authed, reply, len);
     if (cmd_arg_is(&argv[0], "hello")) return auth_judge_hello(t, argc, argv, authed, reply, len);
-    if (*authed || cmd_is_quit(argc, argv) || cmd_arg_is(&argv[0], "reset") || cmd_is_http_request(argc, argv))
-        return AUTH_FORWARD;
+    if (*authed || cmd_is_quit(argc, argv) || cmd_is_http_request(argc, argv)) return AUTH_FORWARD;
+    /* Nothing of a client that has not authenticated has reached Redis
+     * (but QUIT), so its RESET has nothing there to reset: answered here,
+     * as Redis would, it costs no upstream connection (forwarded, it would
+     * take one of its own: every unauthenticated client could hold one of
+     * Redis's maxclients). */
+    if (cmd_arg_is(&argv[0], "reset")) return auth_answer(argc == 1 ? "+RESET\r\n" : AUTH_RESET_ARITY, reply, len);
     /* Redis's rejectCommand answers a refused EXEC as an aborted
      * transaction (execCommandAbort), whether or not MULTI came first. */
     if (cmd_arg_is(&argv[0], "exec")) return auth_answer(AUTH_EXECABORT_NOAUTH, reply, len);

@@ -74,8 +74,8 @@ typedef enum auth_verdict {
 /* Judge one command: AUTH, HELLO (checked in Redis 7.0's order: protocol
  * version, options, credentials, then whether the client is
  * authenticated), and anything else before authentication (-NOAUTH, but
- * QUIT, RESET and an HTTP request line, which go on as without a
- * password). *authed is the client's state, set by a good AUTH and never
+ * QUIT and an HTTP request line, which go on as without a password, and
+ * RESET, answered +RESET here: nothing of the client's reached Redis). *authed is the client's state, set by a good AUTH and never
  * cleared by a bad one (as Redis). For AUTH_ANSWER, reply/len get the
  * whole RESP line. */
 auth_verdict auth_judge(const auth_table *t, int argc, const resp_arg *argv, int *authed, char *reply,

@@ -196,6 +196,7 @@ Test(proxy_auth, every_auth_answer_is_redis_own)
     SAME("HELLO 2 AUTH alice wrong AUTH carol x\r\nCLIENT GETNAME\r\n", 2);
     SAME("MULTI\r\nPING\r\nEXEC\r\nPING\r\n", 4);
     SAME("EXEC\r\n", 1);
+    SAME("RESET\r\nRESET x\r\nGET pa:k\r\nRESET\r\n", 4);
     same_as_redis("QUIT\r\n", 6, 0, true);
     /* Pre-auth limits: 11 arguments, a 16385-byte bulk; and gone after AUTH. */
     SAME("AUTH " PROXY_PASS "\r\nDEL pa:l\r\nRPUSH pa:l 1 2 3 4 5 6 7 8 9 10\r\n", 3);
@@ -245,6 +246,7 @@ static void default_user_is_closed(void)
     SAME("HELLO 3 AUTH default x\r\n", 1);
     SAME("HELLO 2\r\n", 1);
     SAME("EXEC\r\n", 1);
+    SAME("RESET\r\nRESET x\r\nGET pa:k\r\nRESET\r\n", 4);
     SAME("AUTH alice apw\r\nGET pa:k\r\n", 2);
     SAME("AUTH alice apw\r\nRESET\r\nSET pa:pwn 1\r\n", 3); /* RESET: the default user again */
     redisReply *r = vt_cmd(up, "EXISTS pa:pwn");
@@ -484,4 +486,33 @@ Test(proxy_auth, a_large_request_in_pieces_before_auth_is_refused)
     vt_buf_free(&want);
     vt_buf_free(&got);
     redisFree(up);
+}
+
+/* Twenty clients that never authenticate send RESET and stay: the proxy
+ * answers +RESET itself (nothing of theirs reached Redis), so they cost
+ * Redis no connection. Forwarded, each RESET took a connection of its own
+ * (RESET changes connection state): clients without the password could
+ * hold Redis's maxclients. (Found by the hostile probe of the gate.) */
+Test(proxy_auth, reset_before_auth_costs_redis_no_connection)
+{
+    VT_SKIP_IF_DIRECT();
+    vt_bystanders *b = vt_bystanders_start_auth(proxy->port, 4, PROXY_PASS);
+    cr_assert(b && vt_bystanders_wait(b, 40, VT_READ_DEADLINE_MS), "the bystanders did not get going");
+    redisContext *up = vt_must_connect(upstream->port);
+    long long before = vt_info_int(up, "clients", "connected_clients");
+    int fds[20];
+    for (int i = 0; i < 20; i++) {
+        fds[i] = vt_must_sock(proxy->port);
+        vt_buf got = {0};
+        cr_assert(vt_sock_send_str(fds[i], "RESET\r\n") && vt_sock_read_replies(fds[i], &got, 1, VT_READ_DEADLINE_MS));
+        cr_assert_str_eq(vt_buf_escaped(&got), "+RESET\\r\\n");
+        vt_buf_free(&got);
+    }
+    cr_assert_leq(vt_info_int(up, "clients", "connected_clients"), before,
+                  "RESET before AUTH opened connections on Redis");
+    for (int i = 0; i < 20; i++)
+        close(fds[i]);
+    redisFree(up);
+    cr_assert(vt_bystanders_wait(b, 40, VT_READ_DEADLINE_MS), "the bystanders stopped being served");
+    vt_assert_bystanders_ok(b);
 }
