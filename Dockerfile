@@ -10,7 +10,7 @@
 # installed below, and the ports agree with deploy/kubernetes/.
 FROM debian:12 AS build
 RUN apt-get update && apt-get install -y --no-install-recommends \
-        build-essential cmake pkg-config libuv1-dev libhiredis-dev libjemalloc-dev libssl-dev \
+        build-essential cmake pkg-config libuv1-dev libjemalloc-dev libssl-dev \
         libhttp-parser-dev liblua5.1-0-dev \
     && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
@@ -23,7 +23,7 @@ FROM debian:12-slim
 # the slim image: apt needs them), and the CA bundle for upstream-tls against
 # a publicly signed Redis.
 RUN apt-get update && apt-get install -y --no-install-recommends \
-        libuv1 libjemalloc2 libssl3 libhttp-parser2.9 libhiredis0.14 liblua5.1-0 ca-certificates \
+        libuv1 libjemalloc2 libssl3 libhttp-parser2.9 liblua5.1-0 ca-certificates \
     && rm -rf /var/lib/apt/lists/*
 # A dedicated user with a fixed numeric uid/gid: Kubernetes' runAsNonRoot can
 # only verify a numeric USER (deploy/kubernetes/ sets runAsUser to the same).

@@ -13,4 +13,4 @@ vp_install_deps() {
     DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 }
 
-VP_BUILD_DEPS=(build-essential cmake pkg-config libuv1-dev libhiredis-dev libjemalloc-dev libssl-dev libhttp-parser-dev liblua5.1-0-dev)
+VP_BUILD_DEPS=(build-essential cmake pkg-config libuv1-dev libjemalloc-dev libssl-dev libhttp-parser-dev liblua5.1-0-dev)

@@ -15,7 +15,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 source scripts/deps.sh
-vp_install_deps "${VP_BUILD_DEPS[@]}" libcriterion-dev redis-server redis-tools clang libclang-rt-14-dev \
+vp_install_deps "${VP_BUILD_DEPS[@]}" libhiredis-dev libcriterion-dev redis-server redis-tools clang libclang-rt-14-dev \
     python3-redis python3-yaml
 # Node.js and npm for the ioredis client test (tests/clients): Debian's, unless
 # both are already there (a NodeSource nodejs carries its own npm and conflicts
