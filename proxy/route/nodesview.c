@@ -66,20 +66,54 @@ static int next_line(const nview *v, size_t *pos, span *line)
     return 1;
 }
 
-/* Field i (0-based, space-separated) of a line; 0 when it has fewer. */
+/* The fields of a line (space-separated), walked once from the start:
+ * each next_field costs the length of that field, so a line costs its
+ * length, however many fields it has. */
+typedef struct fields {
+    span line;
+    size_t at;
+    int done;
+} fields;
+
+static fields fields_of(span line)
+{
+    return (fields){line, 0, 0};
+}
+
+/* The next field; 0 past the last one. */
+static int next_field(fields *f, span *out)
+{
+    if (f->done) return 0;
+    const char *start = f->line.p + f->at;
+    const char *sp = memchr(start, ' ', f->line.n - f->at);
+    size_t n = sp ? (size_t)(sp - start) : f->line.n - f->at;
+    *out = (span){start, n};
+    if (sp)
+        f->at += n + 1;
+    else
+        f->done = 1;
+    return 1;
+}
+
+/* Field i (0-based) of a line, for the few first ones; 0 when it has
+ * fewer. */
 static int field(span line, int i, span *out)
 {
-    size_t at = 0;
-    for (int k = 0;; k++) {
-        const char *sp = memchr(line.p + at, ' ', line.n - at);
-        size_t n = sp ? (size_t)(sp - (line.p + at)) : line.n - at;
-        if (k == i) {
-            *out = (span){line.p + at, n};
-            return 1;
-        }
-        if (!sp) return 0;
-        at += n + 1;
-    }
+    fields f = fields_of(line);
+    for (int k = 0; k <= i; k++)
+        if (!next_field(&f, out)) return 0;
+    return 1;
+}
+
+/* The line's fields from the first slot on: the cursor for next_field, or
+ * 0 when it has none. */
+static int slot_fields(span line, fields *f)
+{
+    span s;
+    *f = fields_of(line);
+    for (int k = 0; k < NVIEW_FIELD_SLOTS; k++)
+        if (!next_field(f, &s)) return 0;
+    return 1;
 }
 
 /* Is `word` one of the comma-separated flags? */
@@ -125,8 +159,9 @@ int nview_find(const nview *v, const char *host, size_t hostlen, int port, char 
     size_t pos = 0;
     span line, f_id, f_addr, f_flags;
     while (next_line(v, &pos, &line)) {
-        if (!field(line, 0, &f_id) || f_id.n != NVIEW_ID_LEN || !field(line, NVIEW_FIELD_ADDR, &f_addr) ||
-            !field(line, NVIEW_FIELD_FLAGS, &f_flags))
+        fields f = fields_of(line); /* fields 0, 1, 2: id, address, flags */
+        if (!next_field(&f, &f_id) || f_id.n != NVIEW_ID_LEN || !next_field(&f, &f_addr) ||
+            !next_field(&f, &f_flags))
             continue;
         if (has_flag(f_flags, "noaddr") || has_flag(f_flags, "handshake")) continue;
         if (!addr_is(f_addr, host, hostlen, port)) continue;
@@ -179,8 +214,9 @@ static int line_of(const nview *v, const char *id, span *out)
 int nview_serves(const nview *v, const char *id, int slot)
 {
     span line, s;
-    if (!line_of(v, id, &line)) return 0;
-    for (int i = NVIEW_FIELD_SLOTS; field(line, i, &s); i++)
+    fields f;
+    if (!line_of(v, id, &line) || !slot_fields(line, &f)) return 0;
+    while (next_field(&f, &s))
         if (s.n && s.p[0] != '[' && range_has(s, slot)) return 1;
     return 0;
 }
@@ -188,8 +224,9 @@ int nview_serves(const nview *v, const char *id, int slot)
 int nview_migrating_to(const nview *v, int slot, const char *id)
 {
     span line, s, other;
-    if (!line_of(v, NULL, &line)) return 0;
-    for (int i = NVIEW_FIELD_SLOTS; field(line, i, &s); i++)
+    fields f;
+    if (!line_of(v, NULL, &line) || !slot_fields(line, &f)) return 0;
+    while (next_field(&f, &s))
         if (moving_entry(s, slot, '>', &other) && span_is(other, id, strlen(id))) return 1;
     return 0;
 }
@@ -197,8 +234,9 @@ int nview_migrating_to(const nview *v, int slot, const char *id)
 int nview_moving(const nview *v, int slot)
 {
     span line, s, other;
-    if (!line_of(v, NULL, &line)) return 0;
-    for (int i = NVIEW_FIELD_SLOTS; field(line, i, &s); i++)
+    fields f;
+    if (!line_of(v, NULL, &line) || !slot_fields(line, &f)) return 0;
+    while (next_field(&f, &s))
         if (moving_entry(s, slot, '>', &other) || moving_entry(s, slot, '<', &other)) return 1;
     return 0;
 }

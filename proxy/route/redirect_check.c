@@ -165,11 +165,11 @@ static held *take(rcheck_q *q, const upstream_conn *up)
     return NULL;
 }
 
-/* Is the redirect the cluster's, as the replying node sees it now? */
-static int agrees(const nview *v, const held *h)
+/* Is the redirect the cluster's, as the replying node sees it now? The
+ * view's part of the answer (nodesview.h), which walks the view. */
+static int view_agrees(const nview *v, const held *h)
 {
     const redirect *r = &h->r;
-    if (h->w.script && h->keys_present) return 0; /* it ran: Redis would not have redirected it */
     if (r->kind == REDIRECT_TRYAGAIN) return h->w.script && nview_moving(v, h->w.slot);
     char id[NVIEW_ID_LEN + 1];
     if (!nview_find(v, r->host, r->hostlen, r->port, id)) return 0; /* no node of the cluster */
@@ -178,13 +178,69 @@ static int agrees(const nview *v, const held *h)
     return nview_migrating_to(v, r->slot, id);
 }
 
+/* The view's verdicts of one check, by (kind, script, slot, target): the
+ * redirects held from one node are mostly alike (a migration's -ASKs, a
+ * script's forgery pipelined), and each verdict walks the whole view
+ * (thousands of slot ranges on a node whose slots are fragmented): asked
+ * once per distinct question, not once per held redirect. */
+#define VERDICTS 32
+#define VERDICT_HOST 256
+typedef struct verdict {
+    redirect_kind kind;
+    int script, slot, port, agrees;
+    size_t hostlen;
+    char host[VERDICT_HOST];
+} verdict;
+
+typedef struct verdicts {
+    verdict v[VERDICTS];
+    int n, next; /* past VERDICTS, the oldest are replaced */
+} verdicts;
+
+/* The question a held redirect asks of the view (TRYAGAIN: its slot). */
+static verdict question_of(const held *h)
+{
+    verdict q;
+    memset(&q, 0, sizeof(q));
+    q.kind = h->r.kind;
+    q.script = h->w.script;
+    if (q.kind == REDIRECT_TRYAGAIN) {
+        q.slot = h->w.slot;
+        return q;
+    }
+    q.slot = h->r.slot;
+    q.port = h->r.port;
+    q.hostlen = h->r.hostlen;
+    if (q.hostlen <= VERDICT_HOST) memcpy(q.host, h->r.host, q.hostlen);
+    return q;
+}
+
+static int same_question(const verdict *a, const verdict *b)
+{
+    return a->kind == b->kind && a->script == b->script && a->slot == b->slot && a->port == b->port &&
+           a->hostlen == b->hostlen && memcmp(a->host, b->host, a->hostlen) == 0;
+}
+
+static int agrees(const nview *v, const held *h, verdicts *memo)
+{
+    if (h->w.script && h->keys_present) return 0; /* it ran: Redis would not have redirected it */
+    verdict q = question_of(h);
+    if (q.hostlen > VERDICT_HOST) return view_agrees(v, h); /* no such host: not kept */
+    for (int i = 0; i < memo->n; i++)
+        if (same_question(&memo->v[i], &q)) return memo->v[i].agrees;
+    q.agrees = view_agrees(v, h);
+    int i = memo->n < VERDICTS ? memo->n++ : memo->next++ % VERDICTS;
+    memo->v[i] = q;
+    return q.agrees;
+}
+
 /* One held redirect decided: followed, or its error to its client. */
-static void decide(rcheck_q *q, held *h, const nview *v)
+static void decide(rcheck_q *q, held *h, const nview *v, verdicts *memo)
 {
     vp_server *srv = q->srv;
     struct client_session *c = h->e.client;
     if (!c) return; /* gone: nothing is sent for it */
-    if (v && agrees(v, h) && q->follow(srv, h->from, &h->e, h->bytes, h->reqlen, &h->r)) return;
+    if (v && agrees(v, h, memo) && q->follow(srv, h->from, &h->e, h->bytes, h->reqlen, &h->r)) return;
     srv->stats.cluster_refused++;
     vp_log(VP_LOG_VERBOSE, "cluster: a reply from %s reading %.*s was not followed: %s", h->from->addr,
            (int)(h->errlen > 2 ? h->errlen - 2 : h->errlen), h->bytes + h->reqlen,
@@ -202,10 +258,13 @@ static void decide(rcheck_q *q, held *h, const nview *v)
 static void decide_all(rcheck_q *q, const upstream_conn *up, const nview *v)
 {
     held *h;
+    verdicts *memo = v ? vp_malloc(sizeof(*memo)) : NULL; /* once per check: ~9 KiB */
+    if (memo) memo->n = memo->next = 0;
     while ((h = take(q, up))) {
-        decide(q, h, v);
+        decide(q, h, v, memo);
         free(h);
     }
+    free(memo);
 }
 
 static check_node *node_checking(rcheck_q *q, const upstream_conn *up)
