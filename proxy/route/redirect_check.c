@@ -120,11 +120,28 @@ static int check_due(const check_node *n, uint64_t now)
     return !n->up && (!n->ever || now >= n->started + RCHECK_MIN_INTERVAL_MS);
 }
 
+/* Would holding `size` more bytes for client c pass its own share
+ * (RCHECK_CLIENT_HELD, RCHECK_CLIENT_BYTES)? One client pipelining forged
+ * redirects then fills its share, not the whole budget: the others' held
+ * redirects still fit. A walk of the list: at most RCHECK_MAX_HELD. */
+static int client_over(const rcheck_q *q, const struct client_session *c, size_t size)
+{
+    int n = 0;
+    size_t bytes = size;
+    for (const held *h = q->list; h; h = h->next)
+        if (h->e.client == c) {
+            n++;
+            bytes += h->size;
+        }
+    return n >= RCHECK_CLIENT_HELD || bytes > RCHECK_CLIENT_BYTES;
+}
+
 int rcheck_hold(rcheck_q *q, route_node *from, const up_entry *e, const char *req, size_t reqlen,
                 const char *err, size_t errlen, const redirect *r, const rcheck_want *w)
 {
     size_t size = sizeof(held) + reqlen + errlen + r->hostlen + w->probelen;
     if (!e->client || q->nheld >= RCHECK_MAX_HELD || q->held_bytes + size > RCHECK_MAX_BYTES) return 0;
+    if (client_over(q, e->client, size)) return 0;
     held *h = vp_malloc(size);
     memset(h, 0, sizeof(*h));
     h->e = *e;

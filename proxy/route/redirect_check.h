@@ -34,8 +34,11 @@
  * most one is in flight per node, started at most every
  * RCHECK_MIN_INTERVAL_MS (a client returning forged redirects in a loop
  * costs a node one CLUSTER NODES per interval). At most RCHECK_MAX_HELD
- * requests (RCHECK_MAX_BYTES) are held: past that the error goes to its
- * client at once. A redirect followed after a check changes no slot of
+ * requests (RCHECK_MAX_BYTES) are held, and at most 1/16 of either for
+ * one client (RCHECK_CLIENT_HELD, RCHECK_CLIENT_BYTES): past that the
+ * error goes to its client at once. One client's pipelined forgeries fill
+ * its own share, not the budget the other clients' redirects need (16
+ * clients forging together still can). A redirect followed after a check changes no slot of
  * the map: a refresh (topology.h) is asked for.
  *
  * Allocates per held redirect (rare: a migration, or a script's forgery),
@@ -56,6 +59,10 @@ struct client_session;
 #define RCHECK_MIN_INTERVAL_MS 100
 #define RCHECK_MAX_HELD 1024
 #define RCHECK_MAX_BYTES (8u << 20)
+/* One client's share of those (past it, its own redirects go to it at
+ * once; the other clients' are still held) */
+#define RCHECK_CLIENT_HELD (RCHECK_MAX_HELD / 16)
+#define RCHECK_CLIENT_BYTES (RCHECK_MAX_BYTES / 16)
 #define RCHECK_ANSWER_MS 2000
 
 /* What the view must say besides naming the redirect's node. */

@@ -18,6 +18,9 @@
  *   - a script's real -ASK (its key migrated) and real -MOVED (the slot
  *     moved; the proxy's map not yet fresh) are still followed, once the
  *     replying node's CLUSTER NODES confirms them.
+ *   - clients pipelining thousands of forged -MOVEDs each, more than the
+ *     whole budget of held redirects: another client's script, answered a
+ *     real -ASK meanwhile, is still held, checked and followed.
  * Cluster mode needs shared connections and the cluster is plaintext:
  * registered once (CMake's VP_INTEGRATION_ONCE). */
 #include <arpa/inet.h>
@@ -631,4 +634,114 @@ Test(cluster_forged, redis_asks_for_a_node_added_since_the_map_and_the_check_fin
     redisFree(c);
     vt_assert_bystanders_ok(b);
     vt_redis_free(added);
+}
+
+/* ---- pipelined forgeries and another client's real -ASK ---- */
+
+/* Each forger is owed at most 256 replies at once (the proxy's window for
+ * a client), so at most 256 of its forgeries are held: five of them
+ * (1,280) are more than the whole budget (RCHECK_MAX_HELD 1024), which
+ * one client's share (RCHECK_CLIENT_HELD 64) keeps them from filling. */
+#define FORGER_BATCH 2000
+#define FORGERS 5
+
+/* A forger that pipelines FORGER_BATCH forged -MOVEDs at a time (to the
+ * fake address, for its key's slot: Redis could have said that much, so
+ * each one is held for a check), every reply checked to be its own error. */
+static void *pipelining_forger_run(void *arg)
+{
+    forger *f = arg;
+    redisContext *c = vt_connect(f->port);
+    if (!c) {
+        snprintf(f->why, sizeof(f->why), "no connection");
+        return NULL;
+    }
+    while (!f->stop && !f->why[0]) {
+        for (int i = 0; i < FORGER_BATCH; i++)
+            redisAppendCommand(c, "EVAL %s 1 %s", f->script, f->key);
+        f->started += FORGER_BATCH;
+        for (int i = 0; i < FORGER_BATCH && !f->why[0]; i++) {
+            redisReply *r = NULL;
+            if (redisGetReply(c, (void **)&r) != REDIS_OK || !r || r->type != REDIS_REPLY_ERROR ||
+                strcmp(r->str, f->want) != 0)
+                snprintf(f->why, sizeof(f->why), "the forger's reply %lld: %s, not its own error", f->sent,
+                         VT_DESCRIBE(r));
+            if (r) freeReplyObject(r);
+            f->sent++;
+        }
+    }
+    redisFree(c);
+    return NULL;
+}
+
+static bool forgers_batch_answered(void *arg)
+{
+    forger *f = arg;
+    for (int i = 0; i < FORGERS; i++)
+        if (f[i].sent < FORGER_BATCH && !f[i].why[0]) return false;
+    return true;
+}
+
+Test(cluster_forged, pipelined_forgeries_leave_room_for_another_clients_real_ask)
+{
+    vt_bystanders *b = vt_must_start_bystanders(proxy->port, 4, 50);
+    /* the victim's key migrates: its script gets Redis's own -ASK, held
+     * until the source's CLUSTER NODES confirms it */
+    redisContext *c = vt_must_connect(proxy->port);
+    const char *key = "mig:{victim}";
+    int slot = vt_cluster_keyslot(cl, key);
+    int to = other_primary(slot);
+    redisReply *r = vt_cmd(c, "SET %s 0", key);
+    vt_assert_status(r, "OK");
+    freeReplyObject(r);
+    cr_assert(vt_cluster_move_begin(cl, slot, to));
+    cr_assert(vt_cluster_move_keys(cl, slot, to));
+    /* the forgers: thousands of forgeries pipelined each, more held
+     * together than the whole budget */
+    static forger f[FORGERS];
+    pthread_t th[FORGERS];
+    memset(f, 0, sizeof(f));
+    for (int i = 0; i < FORGERS; i++) {
+        f[i].port = proxy->port;
+        f[i].key = "forger:{pipe}";
+        snprintf(f[i].want, sizeof(f[i].want), "MOVED %d 127.0.0.1:%d", vt_cluster_keyslot(cl, f[i].key),
+                 fake.port);
+        error_script(f[i].script, sizeof(f[i].script), f[i].want, false);
+        cr_assert_eq(pthread_create(&th[i], NULL, pipelining_forger_run, &f[i]), 0);
+    }
+    cr_assert(vt_wait_until(forgers_batch_answered, f, VT_READ_DEADLINE_MS),
+              "the forgers' first batches were not answered");
+    /* The victim's script, again and again while the forger goes on: each
+     * -ASK is held and followed (once: INCR counts), never refused because
+     * the forger holds the budget. */
+    char why[512] = "";
+    static const char incr[] = "return redis.call('INCR', KEYS[1])";
+    for (int i = 1; i <= 30 && !why[0]; i++) {
+        r = vt_cmd(c, "EVAL %s 1 %s", incr, key);
+        if (!r || r->type != REDIS_REPLY_INTEGER || r->integer != i)
+            snprintf(why, sizeof(why), "the victim's EVAL %d: %s", i, VT_DESCRIBE(r));
+        if (r) freeReplyObject(r);
+    }
+    long long forged_during[FORGERS];
+    for (int i = 0; i < FORGERS; i++)
+        forged_during[i] = f[i].sent;
+    for (int i = 0; i < FORGERS; i++)
+        f[i].stop = 1;
+    for (int i = 0; i < FORGERS; i++)
+        pthread_join(th[i], NULL);
+    cr_assert(!why[0], "%s", why);
+    for (int i = 0; i < FORGERS; i++) {
+        cr_assert(!f[i].why[0], "forger %d: %s", i, f[i].why);
+        cr_assert_gt(forged_during[i], FORGER_BATCH, "forger %d was not going during the victim's scripts", i);
+    }
+    assert_fake_got_nothing();
+    cr_assert_geq(vt_proxy_stat(proxy->port, "cluster_ask"), 30, "the victim's -ASKs were not followed");
+    cr_assert(vt_cluster_move_finish(cl, slot, to));
+    redisContext *d = vt_must_connect(cl->node[to]->port);
+    r = vt_cmd(d, "GET %s", key);
+    vt_assert_str(r, "30");
+    freeReplyObject(r);
+    redisFree(d);
+    redisFree(c);
+    vt_assert_bystanders_ok(b);
 }
