@@ -673,13 +673,26 @@ static void script_keys(cluster_state *cs, int argc, const resp_arg *argv, redir
     }
 }
 
-static void origin_of(cluster_state *cs, const up_entry *e, const char *req, size_t reqlen,
-                      redirect_origin *o)
+/* A call of one of the proxy's own verbs (built-in, or a polyfill): its
+ * scripts return no redirect. A custom verb (a `verb` line) is the
+ * operator's Lua, which may return any error text (redis.error_reply):
+ * taken as a script's, like EVAL. */
+static int builtin_verb(const upstream_conn *up, const up_entry *e)
+{
+    const verb_table *t = upstream_verbs(up);
+    if (e->verb < 0 || e->verb >= t->count) return 0; /* (never) unknown: not Redis's words */
+    return !t->verbs[e->verb]->owned;
+}
+
+static void origin_of(cluster_state *cs, const upstream_conn *up, const up_entry *e, const char *req,
+                      size_t reqlen, redirect_origin *o)
 {
     memset(o, 0, sizeof(*o));
     o->slot = -1;
-    /* The proxy's verbs run its own scripts, which return no redirect. */
-    if (e->kind != UP_REPLY) return;
+    if (e->kind == UP_VERB && builtin_verb(up, e)) return;
+    /* (a custom verb is sent as EVALSHA <sha> <numkeys> <keys> ...: its
+     * keys are found below as a script's) */
+    if (e->kind != UP_REPLY && e->kind != UP_VERB) return;
     size_t used = 0;
     resp_request_reset(&cs->reqp);
     if (resp_request_parse(&cs->reqp, req, reqlen, &used) != RESP_REQ_COMMAND) {
@@ -824,7 +837,7 @@ int cluster_redirect(upstream_conn *up, const up_entry *e, const char *req, size
         r.hostlen = strlen(up->node->host);
     }
     redirect_origin o;
-    origin_of(cs, e, req, reqlen, &o);
+    origin_of(cs, up, e, req, reqlen, &o);
     if (o.script) return script_redirect(up, e, req, reqlen, p, n, &r, &o);
     /* The same node, the same way, a little later (tryagain.h). */
     if (r.kind == REDIRECT_TRYAGAIN) return tryagain_hold(cs->tryagain, up->node, e, req, reqlen);

@@ -4,7 +4,9 @@
  *
  * An error reply that reads -MOVED, -ASK or -TRYAGAIN is Redis's own for
  * every command but those that run a script (EVAL, EVALSHA, FCALL and
- * their _RO forms): a script returns any error text it likes
+ * their _RO forms, and custom verbs: the operator's Lua, sent as
+ * EVALSHA; the built-in verbs' scripts return no redirect): a script
+ * returns any error text it likes
  * (redis.error_reply), after its writes ran. And a redirect naming an
  * address the proxy has not learned from the cluster would send client
  * traffic, and the upstream credentials, there. cluster.c follows a

@@ -21,6 +21,8 @@
  *   - clients pipelining thousands of forged -MOVEDs each, more than the
  *     whole budget of held redirects: another client's script, answered a
  *     real -ASK meanwhile, is still held, checked and followed.
+ *   - a custom verb (the operator's Lua) returning its caller's text as an
+ *     error: a forged -MOVED or -ASK is its own error, it ran once.
  * Cluster mode needs shared connections and the cluster is plaintext:
  * registered once (CMake's VP_INTEGRATION_ONCE). */
 #include <arpa/inet.h>
@@ -744,4 +746,74 @@ Test(cluster_forged, pipelined_forgeries_leave_room_for_another_clients_real_ask
     redisFree(d);
     redisFree(c);
     vt_assert_bystanders_ok(b);
+}
+
+/* ---- a custom verb is the operator's Lua: its errors are a script's ---- */
+
+/* The proxy restarted with a custom verb that INCRs its key and returns
+ * ARGV[1] as an error: any text its caller gives. */
+static void start_proxy_with_error_verb(char *dir, size_t dirlen)
+{
+    snprintf(dir, dirlen, "/tmp/vt-forged-verb-XXXXXX");
+    cr_assert_not_null(mkdtemp(dir));
+    char path[128];
+    snprintf(path, sizeof(path), "%s/err.lua", dir);
+    FILE *fp = fopen(path, "w");
+    cr_assert_not_null(fp);
+    fputs("redis.call('INCR', KEYS[1])\nreturn redis.error_reply(ARGV[1])\n", fp);
+    fclose(fp);
+    static char verb[192];
+    snprintf(verb, sizeof(verb), "myerr %s numkeys 1", path);
+    vt_proxy_free(proxy);
+    static const char *args[] = {"--upstream-mode", "cluster", "--verb", NULL, NULL};
+    args[3] = verb;
+    proxy = vt_proxy_start(cl->node[0], &(vt_proxy_opts){.extra_args = args});
+    cr_assert_not_null(proxy, "verbproxy did not start with the custom verb");
+}
+
+/* MYERR key <text>: the reply must be the error `text` exactly. */
+static void expect_verb_error(redisContext *c, const char *key, const char *text)
+{
+    redisReply *r = vt_cmd(c, "MYERR %s %s", key, text);
+    cr_assert(r && r->type == REDIS_REPLY_ERROR && strcmp(r->str, text) == 0,
+              "MYERR %s: expected the verb's error \"%s\", got %s", key, text, VT_DESCRIBE(r));
+    freeReplyObject(r);
+}
+
+Test(cluster_forged, a_custom_verbs_forged_redirect_is_its_own_error)
+{
+    char dir[64];
+    start_proxy_with_error_verb(dir, sizeof(dir));
+    vt_bystanders *b = vt_must_start_bystanders(proxy->port, 4, 50);
+    redisContext *c = vt_must_connect(proxy->port);
+    /* to the fake address */
+    const char *key = "verb:{fake}";
+    int slot = vt_cluster_keyslot(cl, key);
+    char text[128];
+    snprintf(text, sizeof(text), "MOVED %d 127.0.0.1:%d", slot, fake.port);
+    expect_verb_error(c, key, text);
+    snprintf(text, sizeof(text), "ASK %d 127.0.0.1:%d", slot, fake.port);
+    expect_verb_error(c, key, text);
+    assert_fake_got_nothing();
+    cr_assert_eq(counter_of(c, key), 2, "the verb ran more than once a call");
+    /* to a real primary, which does not serve the slot: not followed (it
+     * ran once), and the map other clients use did not move */
+    const char *kinds[] = {"MOVED", "ASK"};
+    for (int i = 0; i < 2; i++) {
+        char k[32];
+        snprintf(k, sizeof(k), "verb:{real%d}", i);
+        int s = vt_cluster_keyslot(cl, k);
+        snprintf(text, sizeof(text), "%s %d 127.0.0.1:%d", kinds[i], s, cl->node[other_primary(s)]->port);
+        expect_verb_error(c, k, text);
+        cr_assert_eq(counter_of(c, k), 1, "%s: the verb ran more than once", kinds[i]);
+    }
+    cr_assert_eq(vt_proxy_stat(proxy->port, "cluster_moved"), 0, "a verb's forged -MOVED moved the map");
+    cr_assert_eq(vt_proxy_stat(proxy->port, "cluster_ask"), 0, "a verb's forged -ASK was followed");
+    cr_assert(vt_bystanders_wait(b, 200, VT_READ_DEADLINE_MS), "the bystanders stalled");
+    vt_assert_bystanders_ok(b);
+    redisFree(c);
+    char path[128];
+    snprintf(path, sizeof(path), "%s/err.lua", dir);
+    unlink(path);
+    rmdir(dir);
 }
