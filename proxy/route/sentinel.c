@@ -42,8 +42,9 @@
  *
  * Lifetimes: a link's connection (sentinel_conn) is dropped by detaching
  * it (conn->link = NULL) and closing its handle; its callbacks then only
- * free. A name lookup carries the link's generation, bumped at each drop,
- * so an answer for a dropped connection is recognised as stale. */
+ * free. A name lookup keeps each waiting link's generation, bumped at
+ * each drop, so an answer for a dropped connection is recognised as stale;
+ * at most one lookup per sentinel name is in flight (sentinel_resolve). */
 #include "proxy/route/sentinel.h"
 
 #include <netdb.h>
@@ -108,14 +109,20 @@ typedef struct sentinel_link {
 } sentinel_link;
 
 /* One uv_getaddrinfo of a sentinel's name. Owned by the vp_sentinel (on
- * its `resolves` list) from the call until its callback, which frees it;
- * a link that moved on meanwhile (gen bumped) makes the answer stale. */
+ * its `resolves` list) from the call until its callback, which frees it.
+ * At most one per name and port is in flight: a link that needs the same
+ * name meanwhile waits for it (a lookup left stale by a timeout is
+ * adopted, not doubled), so a resolver that hangs holds at most one of
+ * libuv's pool threads per sentinel, not one more per connect-timeout.
+ * Its answer goes to each link still waiting with the gen it waited in (a
+ * link that moved on meanwhile, gen bumped, is not told). */
 typedef struct sentinel_resolve {
     uv_getaddrinfo_t req;
     struct vp_sentinel *s;
-    sentinel_link *link;
-    unsigned gen;
+    char host[CONF_ADDR_MAX];
     int port;
+    int waiting[2];  /* the ask link [0], the sub link [1] wait for it */
+    unsigned gen[2]; /* each one's gen when it started waiting */
     struct sentinel_resolve *next, *prev;
 } sentinel_resolve;
 
@@ -443,37 +450,41 @@ static void on_resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *res)
     else
         s->resolves = r->next;
     if (r->next) r->next->prev = r->prev;
-    sentinel_link *l = r->link;
-    int current = !s->stopping && l->resolving && l->gen == r->gen;
-    int port = r->port;
+    sentinel_resolve done = *r; /* (the waiters, the port) */
     free(r);
-    if (!current) {
-        if (res) uv_freeaddrinfo(res);
+    char ip[INET6_ADDRSTRLEN] = "";
+    if (status >= 0 && res) {
+        /* IPv4 first, as hiredis's lookup did (a name like localhost may
+         * also have ::1 where the sentinel does not listen). */
+        const struct addrinfo *pick = res;
+        for (const struct addrinfo *a = res; a; a = a->ai_next)
+            if (a->ai_family == AF_INET) {
+                pick = a;
+                break;
+            }
+        if (pick->ai_family == AF_INET)
+            uv_ip4_name((const struct sockaddr_in *)pick->ai_addr, ip, sizeof(ip));
+        else
+            uv_ip6_name((const struct sockaddr_in6 *)pick->ai_addr, ip, sizeof(ip));
+    }
+    if (res) uv_freeaddrinfo(res);
+    if (s->stopping) {
         sentinel_maybe_free(s);
         return;
     }
-    l->resolving = 0;
-    if (status < 0) {
-        char why[160];
-        snprintf(why, sizeof(why), "cannot resolve its name: %s", uv_strerror(status));
-        link_failed(s, l, why);
-        return;
-    }
-    /* IPv4 first, as hiredis's lookup did (a name like localhost may
-     * also have ::1 where the sentinel does not listen). */
-    const struct addrinfo *pick = res;
-    for (const struct addrinfo *a = res; a; a = a->ai_next)
-        if (a->ai_family == AF_INET) {
-            pick = a;
-            break;
+    for (int w = 0; w < 2; w++) {
+        sentinel_link *l = w ? &s->sub : &s->ask;
+        /* (Checked at each delivery: telling one link may move the other.) */
+        if (s->stopping || !done.waiting[w] || !l->resolving || l->gen != done.gen[w]) continue;
+        l->resolving = 0;
+        if (status < 0) {
+            char why[160];
+            snprintf(why, sizeof(why), "cannot resolve its name: %s", uv_strerror(status));
+            link_failed(s, l, why);
+        } else {
+            link_attach(s, l, ip, done.port);
         }
-    char ip[INET6_ADDRSTRLEN] = "";
-    if (pick->ai_family == AF_INET)
-        uv_ip4_name((const struct sockaddr_in *)pick->ai_addr, ip, sizeof(ip));
-    else
-        uv_ip6_name((const struct sockaddr_in6 *)pick->ai_addr, ip, sizeof(ip));
-    uv_freeaddrinfo(res);
-    link_attach(s, l, ip, port);
+    }
 }
 
 /* Connect the link to its sentinel: at once for an address, after an
@@ -492,25 +503,37 @@ static void link_open(vp_sentinel *s, sentinel_link *l)
         link_attach(s, l, host, port);
         return;
     }
-    sentinel_resolve *r = vp_malloc(sizeof(*r));
-    memset(r, 0, sizeof(*r));
-    r->s = s;
-    r->link = l;
-    r->gen = l->gen;
-    r->port = port;
-    r->req.data = r;
-    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
-    int rc = uv_getaddrinfo(s->srv->loop, &r->req, on_resolved, host, NULL, &hints);
-    if (rc < 0) {
-        free(r);
-        char why[160];
-        snprintf(why, sizeof(why), "cannot resolve its name: %s", uv_strerror(rc));
-        link_failed(s, l, why);
-        return;
+    int w = l == &s->sub;
+    sentinel_resolve *r = s->resolves;
+    while (r && (r->port != port || strcmp(r->host, host) != 0))
+        r = r->next;
+    if (r) {
+        /* That name's lookup is still under way (for the other link, or
+         * this one's, left stale by a timeout): its answer will do. */
+        vp_log(VP_LOG_VERBOSE, "sentinel: %s: waiting for the lookup of its name already under way",
+               link_name(s, l));
+    } else {
+        r = vp_malloc(sizeof(*r));
+        memset(r, 0, sizeof(*r));
+        r->s = s;
+        snprintf(r->host, sizeof(r->host), "%s", host);
+        r->port = port;
+        r->req.data = r;
+        struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
+        int rc = uv_getaddrinfo(s->srv->loop, &r->req, on_resolved, host, NULL, &hints);
+        if (rc < 0) {
+            free(r);
+            char why[160];
+            snprintf(why, sizeof(why), "cannot resolve its name: %s", uv_strerror(rc));
+            link_failed(s, l, why);
+            return;
+        }
+        r->next = s->resolves;
+        if (r->next) r->next->prev = r;
+        s->resolves = r;
     }
-    r->next = s->resolves;
-    if (r->next) r->next->prev = r;
-    s->resolves = r;
+    r->waiting[w] = 1;
+    r->gen[w] = l->gen;
     l->resolving = 1;
 }
 

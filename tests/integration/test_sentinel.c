@@ -33,6 +33,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "tests/support/bystander.h"
@@ -53,10 +54,17 @@ static vt_redis *primary, *second; /* real nodes named by a fake sentinel, or NU
 typedef struct fake_peer fake_peer;
 static fake_peer *fake_sentinel, *fake_node; /* hostile peers (below), or NULL */
 static void fake_free(fake_peer *f);
+static char hang_release[64]; /* the hanging resolver's release file, or "" */
 
 static void teardown(void)
 {
+    if (hang_release[0]) { /* (the proxy's exit joins the pool's threads) */
+        FILE *f = fopen(hang_release, "w");
+        if (f) fclose(f);
+    }
     vt_proxy_free(proxy);
+    if (hang_release[0]) unlink(hang_release);
+    hang_release[0] = '\0';
     fake_free(fake_sentinel);
     fake_free(fake_node);
     vt_redis_free(primary);
@@ -444,6 +452,7 @@ struct fake_peer {
     char after_master[64];
     vt_buf publish; /* to send to every subscriber */
     int masters_asked, subscribes, accepts;
+    int fail_every; /* > 0: every fail_every-th SENTINEL MASTER gets an error */
     char role_reply[128];
     vt_buf received;
     int roles_asked;
@@ -536,7 +545,10 @@ static void fake_answer(fake_peer *f, int i, int argc, char **argv)
         fake_send_str(fd, "+OK\r\n");
     } else if (!strcasecmp(cmd, "SENTINEL") && argc == 3 && !strcasecmp(argv[1], "MASTER")) {
         f->masters_asked++;
-        fake_master_reply(f, fd);
+        if (f->fail_every && f->masters_asked % f->fail_every == 0)
+            fake_send_str(fd, "-ERR No such master with that name\r\n");
+        else
+            fake_master_reply(f, fd);
     } else if (!strcasecmp(cmd, "SUBSCRIBE") && argc == 2) {
         f->subscribes++;
         f->subscribed[i] = true;
@@ -1062,5 +1074,78 @@ Test(sentinel, a_flood_of_switch_master_messages_costs_nothing)
     upstream_want on_primary = {primary->port};
     cr_assert(proxy_is_on(&on_primary), "the flood moved the proxy");
     cr_assert_eq(switches_now(), 0);
+    cr_assert(vt_proxy_alive(proxy));
+}
+
+/* Lines in the file at path (0 if it is not there). */
+static int file_lines(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    int n = 0, c;
+    while ((c = fgetc(f)) != EOF)
+        n += c == '\n';
+    fclose(f);
+    return n;
+}
+
+/* A lookup left stale by a timeout is not doubled: after a connect-timeout
+ * with a sentinel's name still being looked up, each new attempt at that
+ * sentinel started another uv_getaddrinfo, so a resolver that hangs filled
+ * libuv's 4-thread pool (one more per connect-timeout). The proxy runs with
+ * a resolver that hangs on one name (tests/support/preload/
+ * hang_resolver.c, LD_PRELOAD) and two sentinels: the fake one, which
+ * answers every 2nd SENTINEL MASTER with an error so that the proxy turns
+ * to the other, by that hanging name, again and again. The name is looked
+ * up once, however many times it is tried; the bystanders are served
+ * throughout (the primary the fake sentinel named is kept). */
+Test(sentinel, a_hanging_name_lookup_is_not_started_again)
+{
+    VT_SKIP_IF_DIRECT();
+#ifdef VP_SANITIZED
+    cr_skip_test("LD_PRELOAD before the ASan runtime: not in a sanitized build");
+#endif
+    vt_ignore_sigpipe();
+    vt_redis_opts plain = {.tls = VT_REDIS_TLS_NONE};
+    primary = vt_redis_start(&plain);
+    cr_assert(primary, "redis-server did not start");
+    fake_sentinel = fake_start(true);
+    fake_name_primary(fake_sentinel, primary->port, 1);
+    pthread_mutex_lock(&fake_sentinel->mu);
+    fake_sentinel->fail_every = 2;
+    pthread_mutex_unlock(&fake_sentinel->mu);
+    char lookups[64];
+    snprintf(lookups, sizeof(lookups), "/tmp/vt-hang-%d.log", (int)getpid());
+    snprintf(hang_release, sizeof(hang_release), "/tmp/vt-hang-%d.release", (int)getpid());
+    unlink(lookups);
+    unlink(hang_release);
+    setenv("VT_HANG_LOG", lookups, 1);
+    setenv("VT_HANG_RELEASE", hang_release, 1);
+    setenv("LD_PRELOAD", VT_HANG_RESOLVER, 1);
+    char addr[32];
+    snprintf(addr, sizeof(addr), "127.0.0.1:%d", fake_sentinel->port);
+    const char *sentinels[] = {addr, "vt-hang.invalid:26379", NULL};
+    proxy_verbose = true;
+    start_proxy(NULL, NULL, sentinels);
+    unsetenv("LD_PRELOAD"); /* (the proxy has it; nothing started later needs it) */
+    assert_ready();
+    vt_bystanders *b = vt_bystanders_start(proxy->port, 4);
+    cr_assert(b, "the bystanders did not start");
+    cr_assert(vt_bystanders_wait(b, 50, 10000), "the bystanders are not served");
+    /* 8 questions to the fake sentinel: 4 errors, each followed by a turn
+     * to the hanging name (which ends at the connect-timeout, 1 s). */
+    cr_assert(fake_wait_count(fake_sentinel, &fake_sentinel->masters_asked, 8, 30000),
+              "the proxy stopped asking the sentinel");
+    cr_assert(vt_bystanders_wait(b, 50, 10000), "the bystanders are not served");
+    vt_assert_bystanders_ok(b);
+    log_want waited = {"waiting for the lookup of its name already under way"};
+    bool adopted = proxy_log_has(&waited);
+    int n = file_lines(lookups);
+    unlink(lookups);
+    cr_assert(n >= 1, "the hanging name was never looked up: the story did not happen");
+    cr_assert_eq(n, 1, "the hanging name was looked up %d times while the first lookup still hung", n);
+    cr_assert(adopted, "the proxy never turned to the hanging name again");
+    upstream_want on_primary = {primary->port};
+    cr_assert(proxy_is_on(&on_primary));
     cr_assert(vt_proxy_alive(proxy));
 }
