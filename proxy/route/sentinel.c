@@ -16,10 +16,15 @@
  * one is a lagging sentinel's, and the next sentinel is asked instead. The
  * sentinel doing a failover names the old node with the new epoch until it
  * is over (`failover_in_progress`): that answer is skipped too. A
- * `+switch-master` is taken as it comes (only the sentinel that switched
- * sends it, and only forwards); it carries no epoch, so that sentinel is
- * asked for it at once, and until then the epoch held (the old primary's)
- * is the floor a different address must beat.
+ * `+switch-master` is a hint only: it carries no epoch, and anyone who can
+ * write on the plain-TCP link (or one misbehaving sentinel) can send one,
+ * so it never moves the primary itself. It makes the proxy ask the
+ * sentinels (its sender first), and the primary moves only on an answer
+ * the epoch rule takes: a real failover raised the config-epoch, so it is
+ * followed one round trip later; a forged message names nothing a sentinel
+ * confirms. Hints are coalesced: a question in flight is never dropped for
+ * one (it is asked again when it ends), and at most one round per
+ * SENTINEL_RECHECK_MS starts from them, however many arrive.
  *
  * Sentinels given by name are resolved with uv_getaddrinfo (the thread
  * pool), never by a blocking lookup: the connect is to a numeric address.
@@ -37,8 +42,9 @@
  *
  * Lifetimes: a link's connection (sentinel_conn) is dropped by detaching
  * it (conn->link = NULL) and closing its handle; its callbacks then only
- * free. A name lookup carries the link's generation, bumped at each drop,
- * so an answer for a dropped connection is recognised as stale. */
+ * free. A name lookup keeps each waiting link's generation, bumped at
+ * each drop, so an answer for a dropped connection is recognised as stale;
+ * at most one lookup per sentinel name is in flight (sentinel_resolve). */
 #include "proxy/route/sentinel.h"
 
 #include <netdb.h>
@@ -103,14 +109,20 @@ typedef struct sentinel_link {
 } sentinel_link;
 
 /* One uv_getaddrinfo of a sentinel's name. Owned by the vp_sentinel (on
- * its `resolves` list) from the call until its callback, which frees it;
- * a link that moved on meanwhile (gen bumped) makes the answer stale. */
+ * its `resolves` list) from the call until its callback, which frees it.
+ * At most one per name and port is in flight: a link that needs the same
+ * name meanwhile waits for it (a lookup left stale by a timeout is
+ * adopted, not doubled), so a resolver that hangs holds at most one of
+ * libuv's pool threads per sentinel, not one more per connect-timeout.
+ * Its answer goes to each link still waiting with the gen it waited in (a
+ * link that moved on meanwhile, gen bumped, is not told). */
 typedef struct sentinel_resolve {
     uv_getaddrinfo_t req;
     struct vp_sentinel *s;
-    sentinel_link *link;
-    unsigned gen;
+    char host[CONF_ADDR_MAX];
     int port;
+    int waiting[2];  /* the ask link [0], the sub link [1] wait for it */
+    unsigned gen[2]; /* each one's gen when it started waiting */
     struct sentinel_resolve *next, *prev;
 } sentinel_resolve;
 
@@ -127,6 +139,9 @@ typedef struct vp_sentinel {
     long long epoch;                    /* the config-epoch the known primary was named with (-1: none yet) */
     char epoch_of[CONF_ADDR_MAX];       /* the sentinel-master that epoch is about (a reload may rename) */
     int epoch_from;                     /* >= 0: ask this sentinel next (it sent +switch-master) */
+    int hinted;                         /* a +switch-master came: a round as soon as the pace allows */
+    int hint_asked;                     /* a round has started from a hint (last_hint is set) */
+    uint64_t last_hint;                 /* loop time the last round from a hint started */
     char stale_seen[CONF_ADDR_MAX * 2]; /* the last lagging answer logged (once each) */
     char unframed_seen[CONF_ADDR_MAX * 2]; /* the last "not RESP" logged (once each) */
     unsigned long long switches;
@@ -435,37 +450,41 @@ static void on_resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *res)
     else
         s->resolves = r->next;
     if (r->next) r->next->prev = r->prev;
-    sentinel_link *l = r->link;
-    int current = !s->stopping && l->resolving && l->gen == r->gen;
-    int port = r->port;
+    sentinel_resolve done = *r; /* (the waiters, the port) */
     free(r);
-    if (!current) {
-        if (res) uv_freeaddrinfo(res);
+    char ip[INET6_ADDRSTRLEN] = "";
+    if (status >= 0 && res) {
+        /* IPv4 first, as hiredis's lookup did (a name like localhost may
+         * also have ::1 where the sentinel does not listen). */
+        const struct addrinfo *pick = res;
+        for (const struct addrinfo *a = res; a; a = a->ai_next)
+            if (a->ai_family == AF_INET) {
+                pick = a;
+                break;
+            }
+        if (pick->ai_family == AF_INET)
+            uv_ip4_name((const struct sockaddr_in *)pick->ai_addr, ip, sizeof(ip));
+        else
+            uv_ip6_name((const struct sockaddr_in6 *)pick->ai_addr, ip, sizeof(ip));
+    }
+    if (res) uv_freeaddrinfo(res);
+    if (s->stopping) {
         sentinel_maybe_free(s);
         return;
     }
-    l->resolving = 0;
-    if (status < 0) {
-        char why[160];
-        snprintf(why, sizeof(why), "cannot resolve its name: %s", uv_strerror(status));
-        link_failed(s, l, why);
-        return;
-    }
-    /* IPv4 first, as hiredis's lookup did (a name like localhost may
-     * also have ::1 where the sentinel does not listen). */
-    const struct addrinfo *pick = res;
-    for (const struct addrinfo *a = res; a; a = a->ai_next)
-        if (a->ai_family == AF_INET) {
-            pick = a;
-            break;
+    for (int w = 0; w < 2; w++) {
+        sentinel_link *l = w ? &s->sub : &s->ask;
+        /* (Checked at each delivery: telling one link may move the other.) */
+        if (s->stopping || !done.waiting[w] || !l->resolving || l->gen != done.gen[w]) continue;
+        l->resolving = 0;
+        if (status < 0) {
+            char why[160];
+            snprintf(why, sizeof(why), "cannot resolve its name: %s", uv_strerror(status));
+            link_failed(s, l, why);
+        } else {
+            link_attach(s, l, ip, done.port);
         }
-    char ip[INET6_ADDRSTRLEN] = "";
-    if (pick->ai_family == AF_INET)
-        uv_ip4_name((const struct sockaddr_in *)pick->ai_addr, ip, sizeof(ip));
-    else
-        uv_ip6_name((const struct sockaddr_in6 *)pick->ai_addr, ip, sizeof(ip));
-    uv_freeaddrinfo(res);
-    link_attach(s, l, ip, port);
+    }
 }
 
 /* Connect the link to its sentinel: at once for an address, after an
@@ -484,25 +503,37 @@ static void link_open(vp_sentinel *s, sentinel_link *l)
         link_attach(s, l, host, port);
         return;
     }
-    sentinel_resolve *r = vp_malloc(sizeof(*r));
-    memset(r, 0, sizeof(*r));
-    r->s = s;
-    r->link = l;
-    r->gen = l->gen;
-    r->port = port;
-    r->req.data = r;
-    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
-    int rc = uv_getaddrinfo(s->srv->loop, &r->req, on_resolved, host, NULL, &hints);
-    if (rc < 0) {
-        free(r);
-        char why[160];
-        snprintf(why, sizeof(why), "cannot resolve its name: %s", uv_strerror(rc));
-        link_failed(s, l, why);
-        return;
+    int w = l == &s->sub;
+    sentinel_resolve *r = s->resolves;
+    while (r && (r->port != port || strcmp(r->host, host) != 0))
+        r = r->next;
+    if (r) {
+        /* That name's lookup is still under way (for the other link, or
+         * this one's, left stale by a timeout): its answer will do. */
+        vp_log(VP_LOG_VERBOSE, "sentinel: %s: waiting for the lookup of its name already under way",
+               link_name(s, l));
+    } else {
+        r = vp_malloc(sizeof(*r));
+        memset(r, 0, sizeof(*r));
+        r->s = s;
+        snprintf(r->host, sizeof(r->host), "%s", host);
+        r->port = port;
+        r->req.data = r;
+        struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
+        int rc = uv_getaddrinfo(s->srv->loop, &r->req, on_resolved, host, NULL, &hints);
+        if (rc < 0) {
+            free(r);
+            char why[160];
+            snprintf(why, sizeof(why), "cannot resolve its name: %s", uv_strerror(rc));
+            link_failed(s, l, why);
+            return;
+        }
+        r->next = s->resolves;
+        if (r->next) r->next->prev = r;
+        s->resolves = r;
     }
-    r->next = s->resolves;
-    if (r->next) r->next->prev = r;
-    s->resolves = r;
+    r->waiting[w] = 1;
+    r->gen[w] = l->gen;
     l->resolving = 1;
 }
 
@@ -540,6 +571,7 @@ static void format_addr(char *out, size_t outlen, const char *host, int port)
 /* ---- asking: SENTINEL MASTER ---- */
 
 static void ask_next(vp_sentinel *s);
+static void hint_round(vp_sentinel *s);
 
 /* This sentinel could not tell: the next one (or, after all of them, the
  * round ends and `error` says why for whoever asks). */
@@ -561,6 +593,7 @@ static void ask_failed(vp_sentinel *s, const char *why)
     if (!s->known) snprintf(s->error, sizeof(s->error), "%s", text);
     vp_log(s->known ? VP_LOG_VERBOSE : VP_LOG_WARNING, "sentinel: no sentinel named the primary of %s: %s",
            c->sentinel_master, text);
+    hint_round(s); /* a +switch-master came meanwhile */
 }
 
 /* Our AUTH's answer: a refusal fails the question that follows it. */
@@ -636,6 +669,7 @@ static void on_ask_reply(vp_sentinel *s, const char *p, size_t n)
         return;
     }
     s->tries = 0;
+    hint_round(s); /* a +switch-master came meanwhile: ask again (paced) */
 }
 
 /* "*N\r\n" then each argument as a bulk string: its length (0: it did not fit). */
@@ -685,6 +719,20 @@ static void ask_round(vp_sentinel *s)
     ask_next(s);
 }
 
+/* The round a +switch-master asked for: now, unless a question is in
+ * flight (this runs again when it ends) or a round from a hint started
+ * less than SENTINEL_RECHECK_MS ago (on_tick starts it then). */
+static void hint_round(vp_sentinel *s)
+{
+    if (!s->hinted || s->ask.busy || s->stopping) return;
+    uint64_t now = uv_now(s->srv->loop);
+    if (s->hint_asked && now - s->last_hint < SENTINEL_RECHECK_MS) return;
+    s->hinted = 0;
+    s->hint_asked = 1;
+    s->last_hint = now;
+    ask_round(s);
+}
+
 /* ---- SUBSCRIBE +switch-master ---- */
 
 static void sub_failed(vp_sentinel *s, const char *why)
@@ -706,21 +754,23 @@ static void on_sub_auth(vp_sentinel *s, const char *p, size_t n)
     sub_failed(s, text);
 }
 
-/* A +switch-master naming the new primary of `sw->master`. */
+/* A +switch-master naming a new primary of `sw->master`: a hint, never
+ * a move (sentinel.c's top comment). The sentinels are asked, its sender
+ * first; the primary moves only if one of them names the new address with
+ * a higher config-epoch. Coalesced and paced by hint_round. */
 static void sub_switch(vp_sentinel *s, const sentinel_switch *sw)
 {
-    if (strcmp(sw->master, s->srv->conf.sentinel_master) != 0) return;
-    char source[CONF_ADDR_MAX + 32], addr[CONF_ADDR_MAX];
-    snprintf(source, sizeof(source), "+switch-master from %s", link_name(s, &s->sub));
-    format_addr(addr, sizeof(addr), sw->host, sw->port);
-    /* Taken without an epoch (the epoch held stays the floor a different
-     * address must beat); its sender is asked for the epoch right away. */
-    sentinel_set_primary(s, addr, source);
-    s->epoch_from = s->sub.index % s->srv->conf.nsentinels;
-    /* A question in flight was asked before the switch (of a sentinel that
-     * may be down or lagging): dropped for this one. */
-    if (s->ask.busy) link_drop(&s->ask);
-    ask_round(s);
+    const vp_config *c = &s->srv->conf;
+    if (strcmp(sw->master, c->sentinel_master) != 0) return;
+    if (!s->hinted) { /* (once per round it starts, not per message) */
+        char addr[CONF_ADDR_MAX];
+        format_addr(addr, sizeof(addr), sw->host, sw->port);
+        vp_log(VP_LOG_VERBOSE, "sentinel: +switch-master from %s names %s: asking the sentinels",
+               link_name(s, &s->sub), addr);
+    }
+    s->epoch_from = s->sub.index % c->nsentinels;
+    s->hinted = 1;
+    hint_round(s);
 }
 
 /* A message that is not a well-formed +switch-master: it moves nothing.
@@ -792,6 +842,7 @@ static void on_tick(uv_timer_t *t)
     int sub_open = s->sub.conn || s->sub.resolving;
     if (s->ask.busy && now - s->ask.started > deadline) ask_failed(s, "no answer in time");
     if (sub_open && !s->sub.busy && now - s->sub.started > deadline) sub_failed(s, "no answer in time");
+    hint_round(s);
     if (!s->ask.busy &&
         (now - s->last_ask >= SENTINEL_POLL_MS || (s->recheck && now - s->last_ask >= SENTINEL_RECHECK_MS)))
         ask_round(s);

@@ -11,8 +11,10 @@
  *    when upstream.c suspects the node it reached is no primary (ROLE says
  *    replica, -READONLY, a failed connect);
  *  - one connection SUBSCRIBEd to `+switch-master` on one sentinel (the
- *    next one after a loss), so a failover is seen as the sentinels
- *    announce it.
+ *    next one after a loss): a message there is a hint that makes the
+ *    proxy ask (coalesced, at most every SENTINEL_RECHECK_MS), never a
+ *    move by itself, so a failover is followed one round trip after the
+ *    sentinels announce it and a forged message moves nothing.
  * The answer is the upstream address (srv->conf.upstream*, a runtime value
  * in this mode): when it changes, upstream_primary_moved() retires the
  * shared connections and closes clients' own connections (after their

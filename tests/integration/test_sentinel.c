@@ -33,6 +33,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "tests/support/bystander.h"
@@ -47,15 +48,23 @@ static vt_sentinel_set *set;
 static vt_redis *lagging; /* a 4th sentinel (vt_sentinel_new_lagging), or NULL */
 static vt_proxy *proxy;
 static int metrics_port;
-static bool proxy_verbose; /* start the proxy with --loglevel verbose */
+static bool proxy_verbose;         /* start the proxy with --loglevel verbose */
+static const char *upstream_pass;  /* start the proxy with --upstream-pass this, or NULL */
 static vt_redis *primary, *second; /* real nodes named by a fake sentinel, or NULL */
 typedef struct fake_peer fake_peer;
 static fake_peer *fake_sentinel, *fake_node; /* hostile peers (below), or NULL */
 static void fake_free(fake_peer *f);
+static char hang_release[64]; /* the hanging resolver's release file, or "" */
 
 static void teardown(void)
 {
+    if (hang_release[0]) { /* (the proxy's exit joins the pool's threads) */
+        FILE *f = fopen(hang_release, "w");
+        if (f) fclose(f);
+    }
     vt_proxy_free(proxy);
+    if (hang_release[0]) unlink(hang_release);
+    hang_release[0] = '\0';
     fake_free(fake_sentinel);
     fake_free(fake_node);
     vt_redis_free(primary);
@@ -66,6 +75,7 @@ static void teardown(void)
     fake_sentinel = fake_node = NULL;
     primary = second = NULL;
     proxy_verbose = false;
+    upstream_pass = NULL;
     lagging = NULL;
     set = NULL;
 }
@@ -108,6 +118,10 @@ static void start_proxy(const char *proxy_pass, const char *host, const char *co
     if (proxy_pass) {
         args[n++] = "--sentinel-pass";
         args[n++] = proxy_pass;
+    }
+    if (upstream_pass) {
+        args[n++] = "--upstream-pass";
+        args[n++] = upstream_pass;
     }
     if (proxy_verbose) {
         args[n++] = "--loglevel"; /* (after the harness's own: this one wins) */
@@ -420,8 +434,10 @@ Test(sentinel, wrong_sentinel_pass_fails_readiness_with_the_reason)
  *    `after_master`, if any: bytes nobody asked for); SUBSCRIBE
  *    +switch-master confirmed; `fake_publish` sends raw bytes to every
  *    subscribed connection;
- *  - as a node: ROLE answered `role_reply`; anything else -ERR; every byte
- *    received kept (`received`) to show what reached it. */
+ *  - as a node: AUTH +OK (as a node with that password would), ROLE
+ *    answered `role_reply`; anything else -ERR; every byte received kept
+ *    (`received`) to show what reached it.
+ * `accepts` counts the connections it accepted. */
 
 #define FAKE_CONNS 16
 
@@ -435,7 +451,8 @@ struct fake_peer {
     long long epoch;
     char after_master[64];
     vt_buf publish; /* to send to every subscriber */
-    int masters_asked, subscribes;
+    int masters_asked, subscribes, accepts;
+    int fail_every; /* > 0: every fail_every-th SENTINEL MASTER gets an error */
     char role_reply[128];
     vt_buf received;
     int roles_asked;
@@ -517,6 +534,8 @@ static void fake_answer(fake_peer *f, int i, int argc, char **argv)
         if (!strcasecmp(cmd, "ROLE")) {
             f->roles_asked++;
             fake_send_str(fd, f->role_reply);
+        } else if (!strcasecmp(cmd, "AUTH")) {
+            fake_send_str(fd, "+OK\r\n");
         } else {
             fake_send_str(fd, "-ERR the fake node got it\r\n");
         }
@@ -526,7 +545,10 @@ static void fake_answer(fake_peer *f, int i, int argc, char **argv)
         fake_send_str(fd, "+OK\r\n");
     } else if (!strcasecmp(cmd, "SENTINEL") && argc == 3 && !strcasecmp(argv[1], "MASTER")) {
         f->masters_asked++;
-        fake_master_reply(f, fd);
+        if (f->fail_every && f->masters_asked % f->fail_every == 0)
+            fake_send_str(fd, "-ERR No such master with that name\r\n");
+        else
+            fake_master_reply(f, fd);
     } else if (!strcasecmp(cmd, "SUBSCRIBE") && argc == 2) {
         f->subscribes++;
         f->subscribed[i] = true;
@@ -573,6 +595,7 @@ static void fake_accept(fake_peer *f)
 {
     int fd = accept(f->listen_fd, NULL, NULL);
     if (fd < 0) return;
+    f->accepts++;
     for (int i = 0; i < FAKE_CONNS; i++)
         if (f->fds[i] < 0) {
             f->fds[i] = fd;
@@ -942,4 +965,187 @@ Test(sentinel, a_node_that_does_not_say_master_gets_no_request)
     freeReplyObject(r);
     redisFree(c);
     cr_assert(fake_received_has(fake_node, "vt:role:control"));
+}
+
+/* The fake sentinel's "+switch-master" message for our master, from
+ * `from` to `to` (both 127.0.0.1), appended to b. */
+static void switch_to(vt_buf *b, int from, int to)
+{
+    char text[128];
+    snprintf(text, sizeof(text), "%s 127.0.0.1 %d 127.0.0.1 %d", VT_SENTINEL_MASTER, from, to);
+    switch_message(b, text, strlen(text));
+}
+
+/* A +switch-master is a hint, not a move: a forged one (the plain-TCP
+ * link, or one misbehaving sentinel) named a node of the attacker's that
+ * answers ROLE master, and the proxy moved there at once, leaving the
+ * epoch it held; the sentinels, still naming the real primary at that
+ * same epoch, were all taken for lagging ones, so it stayed there (with
+ * the upstream password and every client's bytes) until a real failover.
+ * Here the fake sentinel sends such a message and keeps answering SENTINEL
+ * MASTER with the real primary at the same epoch: the fake node gets no
+ * connection at all (no AUTH, no request), and the bystanders are served
+ * by the real primary throughout. */
+Test(sentinel, a_forged_switch_master_moves_nothing)
+{
+    VT_SKIP_IF_DIRECT();
+    vt_ignore_sigpipe();
+    vt_redis_opts o = {.tls = VT_REDIS_TLS_NONE, .requirepass = "upstream-secret"};
+    primary = vt_redis_start(&o);
+    cr_assert(primary, "redis-server did not start");
+    fake_node = fake_start(false);
+    pthread_mutex_lock(&fake_node->mu);
+    snprintf(fake_node->role_reply, sizeof(fake_node->role_reply), "*1\r\n$6\r\nmaster\r\n");
+    pthread_mutex_unlock(&fake_node->mu);
+    fake_sentinel = fake_start(true);
+    fake_name_primary(fake_sentinel, primary->port, 1);
+    upstream_pass = "upstream-secret";
+    start_proxy_on_fake_sentinel();
+    assert_ready();
+    cr_assert(fake_wait_count(fake_sentinel, &fake_sentinel->subscribes, 1, 10000),
+              "the proxy never subscribed");
+    vt_bystanders *b = vt_bystanders_start(proxy->port, 4);
+    cr_assert(b, "the bystanders did not start");
+    cr_assert(vt_bystanders_wait(b, 50, 10000), "the bystanders are not served");
+
+    int asked = fake_count(fake_sentinel, &fake_sentinel->masters_asked);
+    vt_buf forged = {0};
+    switch_to(&forged, primary->port, fake_node->port);
+    fake_publish(fake_sentinel, forged.data, forged.len);
+    vt_buf_free(&forged);
+    /* The question the message prompts, and the poll after it: each
+     * answered with the real primary at epoch 1. */
+    cr_assert(fake_wait_count(fake_sentinel, &fake_sentinel->masters_asked, asked + 2, 10000),
+              "the proxy did not ask the sentinel after the message");
+    cr_assert(vt_bystanders_wait(b, 50, 10000), "the bystanders are not served after the forged message");
+    upstream_want on_primary = {primary->port};
+    cr_assert(proxy_is_on(&on_primary), "the forged +switch-master moved the proxy");
+    cr_assert_eq(switches_now(), 0);
+    vt_assert_bystanders_ok(b);
+    int node_accepts = fake_count(fake_node, &fake_node->accepts);
+    cr_assert_eq(node_accepts, 0, "the forged primary got %d connection(s)%s", node_accepts,
+                 fake_received_has(fake_node, "upstream-secret") ? ", with the upstream password" : "");
+    cr_assert(vt_proxy_alive(proxy));
+}
+
+/* +switch-master messages are coalesced: each one dropped the question in
+ * flight and asked again on a new connection (600 of them in one 64 KiB
+ * read: the round never ended), and each moved every client's upstream.
+ * The fake sentinel sends 2,000 switches alternating between the real
+ * primary and another real redis-server while naming the primary at the
+ * same epoch: the bystanders lose nothing, the proxy stays on the primary
+ * and opens at most a couple of connections to the sentinel for them. */
+Test(sentinel, a_flood_of_switch_master_messages_costs_nothing)
+{
+    VT_SKIP_IF_DIRECT();
+    vt_ignore_sigpipe();
+    vt_redis_opts plain = {.tls = VT_REDIS_TLS_NONE};
+    primary = vt_redis_start(&plain);
+    second = vt_redis_start(&plain);
+    cr_assert(primary && second, "redis-server did not start");
+    fake_sentinel = fake_start(true);
+    fake_name_primary(fake_sentinel, primary->port, 1);
+    start_proxy_on_fake_sentinel();
+    assert_ready();
+    cr_assert(fake_wait_count(fake_sentinel, &fake_sentinel->subscribes, 1, 10000),
+              "the proxy never subscribed");
+    vt_bystanders *b = vt_bystanders_start(proxy->port, 4);
+    cr_assert(b, "the bystanders did not start");
+    cr_assert(vt_bystanders_wait(b, 50, 10000), "the bystanders are not served");
+
+    int accepts = fake_count(fake_sentinel, &fake_sentinel->accepts);
+    int asked = fake_count(fake_sentinel, &fake_sentinel->masters_asked);
+    vt_buf flood = {0};
+    for (int i = 0; i < 1000; i++) {
+        switch_to(&flood, primary->port, second->port);
+        switch_to(&flood, second->port, primary->port);
+    }
+    fake_publish(fake_sentinel, flood.data, flood.len);
+    vt_buf_free(&flood);
+    /* Questions after the flood (the hints' rounds, then the poll). */
+    cr_assert(fake_wait_count(fake_sentinel, &fake_sentinel->masters_asked, asked + 3, 10000),
+              "the proxy stopped asking the sentinel");
+    cr_assert(vt_bystanders_wait(b, 50, 10000), "the bystanders are not served after the flood");
+    vt_assert_bystanders_ok(b);
+    int opened = fake_count(fake_sentinel, &fake_sentinel->accepts) - accepts;
+    cr_log_info("the flood: %d new connection(s) to the sentinel, %d questions", opened,
+                fake_count(fake_sentinel, &fake_sentinel->masters_asked) - asked);
+    cr_assert(opened <= 2, "2,000 +switch-master messages opened %d connections to the sentinel", opened);
+    upstream_want on_primary = {primary->port};
+    cr_assert(proxy_is_on(&on_primary), "the flood moved the proxy");
+    cr_assert_eq(switches_now(), 0);
+    cr_assert(vt_proxy_alive(proxy));
+}
+
+/* Lines in the file at path (0 if it is not there). */
+static int file_lines(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    int n = 0, c;
+    while ((c = fgetc(f)) != EOF)
+        n += c == '\n';
+    fclose(f);
+    return n;
+}
+
+/* A lookup left stale by a timeout is not doubled: after a connect-timeout
+ * with a sentinel's name still being looked up, each new attempt at that
+ * sentinel started another uv_getaddrinfo, so a resolver that hangs filled
+ * libuv's 4-thread pool (one more per connect-timeout). The proxy runs with
+ * a resolver that hangs on one name (tests/support/preload/
+ * hang_resolver.c, LD_PRELOAD) and two sentinels: the fake one, which
+ * answers every 2nd SENTINEL MASTER with an error so that the proxy turns
+ * to the other, by that hanging name, again and again. The name is looked
+ * up once, however many times it is tried; the bystanders are served
+ * throughout (the primary the fake sentinel named is kept). */
+Test(sentinel, a_hanging_name_lookup_is_not_started_again)
+{
+    VT_SKIP_IF_DIRECT();
+#ifdef VP_SANITIZED
+    cr_skip_test("LD_PRELOAD before the ASan runtime: not in a sanitized build");
+#endif
+    vt_ignore_sigpipe();
+    vt_redis_opts plain = {.tls = VT_REDIS_TLS_NONE};
+    primary = vt_redis_start(&plain);
+    cr_assert(primary, "redis-server did not start");
+    fake_sentinel = fake_start(true);
+    fake_name_primary(fake_sentinel, primary->port, 1);
+    pthread_mutex_lock(&fake_sentinel->mu);
+    fake_sentinel->fail_every = 2;
+    pthread_mutex_unlock(&fake_sentinel->mu);
+    char lookups[64];
+    snprintf(lookups, sizeof(lookups), "/tmp/vt-hang-%d.log", (int)getpid());
+    snprintf(hang_release, sizeof(hang_release), "/tmp/vt-hang-%d.release", (int)getpid());
+    unlink(lookups);
+    unlink(hang_release);
+    setenv("VT_HANG_LOG", lookups, 1);
+    setenv("VT_HANG_RELEASE", hang_release, 1);
+    setenv("LD_PRELOAD", VT_HANG_RESOLVER, 1);
+    char addr[32];
+    snprintf(addr, sizeof(addr), "127.0.0.1:%d", fake_sentinel->port);
+    const char *sentinels[] = {addr, "vt-hang.invalid:26379", NULL};
+    proxy_verbose = true;
+    start_proxy(NULL, NULL, sentinels);
+    unsetenv("LD_PRELOAD"); /* (the proxy has it; nothing started later needs it) */
+    assert_ready();
+    vt_bystanders *b = vt_bystanders_start(proxy->port, 4);
+    cr_assert(b, "the bystanders did not start");
+    cr_assert(vt_bystanders_wait(b, 50, 10000), "the bystanders are not served");
+    /* 8 questions to the fake sentinel: 4 errors, each followed by a turn
+     * to the hanging name (which ends at the connect-timeout, 1 s). */
+    cr_assert(fake_wait_count(fake_sentinel, &fake_sentinel->masters_asked, 8, 30000),
+              "the proxy stopped asking the sentinel");
+    cr_assert(vt_bystanders_wait(b, 50, 10000), "the bystanders are not served");
+    vt_assert_bystanders_ok(b);
+    log_want waited = {"waiting for the lookup of its name already under way"};
+    bool adopted = proxy_log_has(&waited);
+    int n = file_lines(lookups);
+    unlink(lookups);
+    cr_assert(n >= 1, "the hanging name was never looked up: the story did not happen");
+    cr_assert_eq(n, 1, "the hanging name was looked up %d times while the first lookup still hung", n);
+    cr_assert(adopted, "the proxy never turned to the hanging name again");
+    upstream_want on_primary = {primary->port};
+    cr_assert(proxy_is_on(&on_primary));
+    cr_assert(vt_proxy_alive(proxy));
 }
