@@ -9,7 +9,7 @@
 
 /* Redis 7.0's script flags (script.c's scripts_flags_def). */
 static const char *const script_flag_names[] = {"no-writes", "allow-oom", "allow-stale", "no-cluster",
-                                           "allow-cross-slot-keys"};
+                                                "allow-cross-slot-keys"};
 
 static int script_flag_known(const char *f, size_t n)
 {
@@ -97,8 +97,9 @@ int script_check_compiles(const char *body, size_t len, script_flags *flags, cha
     if (skip < len && body[skip] == LUA_SIGNATURE[0]) {
         /* Redis's Lua reads no bytecode: its parser takes the ESC byte for
          * a symbol, where a stock Lua 5.1 would load (unchecked) bytecode. */
-        snprintf(err, errlen, "ERR Error compiling script (new function): user_script:1: unexpected symbol "
-                              "near 'char(27)'");
+        snprintf(err, errlen,
+                 "ERR Error compiling script (new function): user_script:1: unexpected symbol "
+                 "near 'char(27)'");
         return -1;
     }
     lua_State *L = luaL_newstate();

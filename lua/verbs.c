@@ -585,10 +585,11 @@ int verbs_parse_custom(const char *value, const char *basedir, verb_def **out, c
     if (readonly && flags.shebang && flags.no_writes == 0) {
         /* (Redis's reply to every EVALSHA_RO of it) */
         free(body);
-        return fail(err, errlen,
-                    "verb '%s' is readonly but script %s has a shebang without flags=no-writes: Redis "
-                    "would answer every call ERR Can not execute a script with write flag using *_ro command.",
-                    words[0], path);
+        return fail(
+            err, errlen,
+            "verb '%s' is readonly but script %s has a shebang without flags=no-writes: Redis "
+            "would answer every call ERR Can not execute a script with write flag using *_ro command.",
+            words[0], path);
     }
 
     verb_def *v = calloc(1, sizeof(*v));

@@ -72,12 +72,12 @@ typedef enum auth_verdict {
 #define AUTH_REPLY_MAX 320
 
 /* Judge one command: AUTH, HELLO (checked in Redis 7.0's order: protocol
- * version, options, credentials, then whether the client is
- * authenticated), and anything else before authentication (-NOAUTH, but
- * QUIT and an HTTP request line, which go on as without a password, and
- * RESET, answered +RESET here: nothing of the client's reached Redis). *authed is the client's state, set by a good AUTH and never
- * cleared by a bad one (as Redis). For AUTH_ANSWER, reply/len get the
- * whole RESP line. */
+ * version, then each option as it is read), and anything else before
+ * authentication: -NOAUTH (EXEC: -EXECABORT ... NOAUTH ...), but QUIT and
+ * an HTTP request line, which go on as without a password, and RESET,
+ * answered +RESET here (nothing of the client's reached Redis). *authed is
+ * the client's state, set by a good AUTH and never cleared by a bad one
+ * (as Redis). For AUTH_ANSWER, reply/len get the whole RESP line. */
 auth_verdict auth_judge(const auth_table *t, int argc, const resp_arg *argv, int *authed, char *reply,
                         size_t *len);
 

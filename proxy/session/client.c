@@ -866,8 +866,10 @@ static size_t client_unwritten(client_session *c)
 
 /* The proxy has users of its own (auth.h): AUTH and HELLO ... AUTH are
  * answered here and never forwarded, and before authentication only AUTH,
- * HELLO, QUIT and RESET go on (the parser holds the client to Redis's
- * pre-auth limits meanwhile). Returns 1 when the command was answered. */
+ * HELLO and QUIT go on (RESET is answered here; the parser holds the
+ * client to Redis's pre-auth limits meanwhile, and a client whose answers
+ * pile up past Redis's output limit is closed, as by Redis). Returns 1
+ * when the command was answered (the client may be closing then). */
 static int client_auth_gate(client_session *c, int argc, const resp_arg *argv)
 {
     char reply[AUTH_REPLY_MAX];
@@ -1432,7 +1434,8 @@ static int client_parse_batch(client_session *c, size_t limit)
         if (st == RESP_REQ_COMMAND && c->streaming) {
             upstream_forward_bytes(c->up, p, used); /* the rest of a streamed request */
             c->streaming = 0;
-        } else if (st == RESP_REQ_COMMAND && client_admit(c, c->parser.argc, c->parser.argv, 1) == ADMIT_ANSWERED) {
+        } else if (st == RESP_REQ_COMMAND &&
+                   client_admit(c, c->parser.argc, c->parser.argv, 1) == ADMIT_ANSWERED) {
             /* answered at the gate (the proxy's own users) */
         } else if (st == RESP_REQ_COMMAND && c->srv->cluster &&
                    (routed = client_route(c, c->parser.argc, c->parser.argv)) <= 0) {

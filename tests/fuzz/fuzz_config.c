@@ -106,7 +106,8 @@ static void check_accepted(vp_config *c)
     for (int i = 0; i < c->ncustom_verbs; i++)
         check_verb(c->custom_verbs[i]);
     char err[1024];
-    if (!c->upstream_pass_file[0] && !c->sentinel_pass_file[0] && conf_finish(c, NULL, err, sizeof(err)) == 0) {
+    if (!c->upstream_pass_file[0] && !c->sentinel_pass_file[0] &&
+        conf_finish(c, NULL, err, sizeof(err)) == 0) {
         CHECK(!c->upstream_auth == !c->upstream_pass[0]);
     }
     verb_table t;

@@ -734,7 +734,8 @@ Test(cluster_forged, pipelined_forgeries_leave_room_for_another_clients_real_ask
     cr_assert(!why[0], "%s", why);
     for (int i = 0; i < FORGERS; i++) {
         cr_assert(!f[i].why[0], "forger %d: %s", i, f[i].why);
-        cr_assert_gt(forged_during[i], FORGER_BATCH, "forger %d was not going during the victim's scripts", i);
+        cr_assert_gt(forged_during[i], FORGER_BATCH, "forger %d was not going during the victim's scripts",
+                     i);
     }
     assert_fake_got_nothing();
     cr_assert_geq(vt_proxy_stat(proxy->port, "cluster_ask"), 30, "the victim's -ASKs were not followed");

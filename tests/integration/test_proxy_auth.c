@@ -79,16 +79,16 @@ static void setup_users_only(void)
  * (ACLLoadConfiguredUsers), which ends nopass. */
 static void setup_default_off(void)
 {
-    static const char *const redis_args[] = {"--user", "default", "off", "--user", "alice", "on", ">apw",
-                                             "~*",     "&*",      "+@all", NULL};
+    static const char *const redis_args[] = {"--user", "default", "off", "--user", "alice", "on",
+                                             ">apw",   "~*",      "&*",  "+@all",  NULL};
     static const char *const proxy_args[] = {"--user", "default off", "--user", "alice on >apw", NULL};
     start_all(redis_args, proxy_args);
 }
 
 static void setup_default_on(void)
 {
-    static const char *const redis_args[] = {"--user", "default", "on", "--user", "alice", "on", ">apw",
-                                             "~*",     "&*",      "+@all", NULL};
+    static const char *const redis_args[] = {"--user", "default", "on", "--user", "alice", "on",
+                                             ">apw",   "~*",      "&*", "+@all",  NULL};
     static const char *const proxy_args[] = {"--user", "default on", "--user", "alice on >apw", NULL};
     start_all(redis_args, proxy_args);
 }
@@ -475,7 +475,8 @@ Test(proxy_auth, a_large_request_in_pieces_before_auth_is_refused)
     vt_buf_reset(&got);
     long long hellos = hello_calls(up); /* the proxy's own, setting up its connections */
     send_in_two_reads(fd, &hello, 66000, &got);
-    cr_assert_str_eq(vt_buf_escaped(&got), "-WRONGPASS invalid username-password pair or user is disabled.\\r\\n");
+    cr_assert_str_eq(vt_buf_escaped(&got),
+                     "-WRONGPASS invalid username-password pair or user is disabled.\\r\\n");
     vt_buf_free(&hello);
     cr_assert_eq(hello_calls(up), hellos, "the HELLO reached the upstream");
     close(fd);
@@ -507,7 +508,8 @@ Test(proxy_auth, reset_before_auth_costs_redis_no_connection)
     for (int i = 0; i < 20; i++) {
         fds[i] = vt_must_sock(proxy->port);
         vt_buf got = {0};
-        cr_assert(vt_sock_send_str(fds[i], "RESET\r\n") && vt_sock_read_replies(fds[i], &got, 1, VT_READ_DEADLINE_MS));
+        cr_assert(vt_sock_send_str(fds[i], "RESET\r\n") &&
+                  vt_sock_read_replies(fds[i], &got, 1, VT_READ_DEADLINE_MS));
         cr_assert_str_eq(vt_buf_escaped(&got), "+RESET\\r\\n");
         vt_buf_free(&got);
     }

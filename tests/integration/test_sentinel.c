@@ -461,7 +461,6 @@ struct fake_peer {
     bool subscribed[FAKE_CONNS];
 };
 
-
 /* One multibulk command at b's start: its arguments (up to max, each
  * NUL-terminated in place of its CR). Its length, 0 while incomplete, -1
  * if it is not one. */
@@ -511,9 +510,24 @@ static void fake_master_reply(fake_peer *f, int fd)
     char port[16], epoch[32];
     snprintf(port, sizeof(port), "%d", f->primary_port);
     snprintf(epoch, sizeof(epoch), "%lld", f->epoch);
-    const char *fields[] = {"name", VT_SENTINEL_MASTER, "ip", "127.0.0.1", "port", port,
-                            "runid", "0123456789abcdef", "flags", "master", "link-pending-commands", "0",
-                            "config-epoch", epoch, "num-slaves", "0", "quorum", "1"};
+    const char *fields[] = {"name",
+                            VT_SENTINEL_MASTER,
+                            "ip",
+                            "127.0.0.1",
+                            "port",
+                            port,
+                            "runid",
+                            "0123456789abcdef",
+                            "flags",
+                            "master",
+                            "link-pending-commands",
+                            "0",
+                            "config-epoch",
+                            epoch,
+                            "num-slaves",
+                            "0",
+                            "quorum",
+                            "1"};
     int n = (int)(sizeof(fields) / sizeof(fields[0]));
     vt_buf b = {0};
     char head[16];
@@ -830,7 +844,8 @@ Test(sentinel, malformed_switch_master_messages_are_ignored)
     proxy_verbose = true; /* every malformed message logged, with a count */
     start_proxy_on_fake_sentinel();
     assert_ready();
-    cr_assert(fake_wait_count(fake_sentinel, &fake_sentinel->subscribes, 1, 10000), "the proxy never subscribed");
+    cr_assert(fake_wait_count(fake_sentinel, &fake_sentinel->subscribes, 1, 10000),
+              "the proxy never subscribed");
     vt_bystanders *b = vt_bystanders_start(proxy->port, 4);
     cr_assert(b, "the bystanders did not start");
     cr_assert(vt_bystanders_wait(b, 50, 10000), "the bystanders are not served");
@@ -873,7 +888,8 @@ Test(sentinel, malformed_switch_master_messages_are_ignored)
     /* A sentinel's real message is still followed. */
     fake_name_primary(fake_sentinel, second->port, 2);
     char real[128];
-    snprintf(real, sizeof(real), "%s 127.0.0.1 %d 127.0.0.1 %d", VT_SENTINEL_MASTER, primary->port, second->port);
+    snprintf(real, sizeof(real), "%s 127.0.0.1 %d 127.0.0.1 %d", VT_SENTINEL_MASTER, primary->port,
+             second->port);
     vt_buf sw = {0};
     switch_message(&sw, real, strlen(real));
     fake_publish(fake_sentinel, sw.data, sw.len);
@@ -944,8 +960,8 @@ Test(sentinel, a_node_that_does_not_say_master_gets_no_request)
         pthread_mutex_unlock(&fake_node->mu);
         redisContext *c = vt_must_connect(proxy->port);
         redisReply *r = vt_cmd(c, "SET vt:role:%d never", (int)i);
-        cr_assert(r && r->type == REDIS_REPLY_ERROR, "ROLE %s: SET got %s", vt_escape(roles[i], strlen(roles[i])),
-                  VT_DESCRIBE(r));
+        cr_assert(r && r->type == REDIS_REPLY_ERROR, "ROLE %s: SET got %s",
+                  vt_escape(roles[i], strlen(roles[i])), VT_DESCRIBE(r));
         cr_assert(strstr(r->str, "upstream unavailable") && strstr(r->str, "not the primary"),
                   "ROLE %s: SET got %s", vt_escape(roles[i], strlen(roles[i])), r->str);
         freeReplyObject(r);

@@ -737,9 +737,19 @@ Test(tls, a_large_request_in_pieces_before_auth_is_refused_over_tls)
     int tls_port = vt_free_port();
     char tp[16];
     snprintf(tp, sizeof(tp), "%d", tls_port);
-    const char *args[] = {"--tls-port", tp, "--tls-cert-file", vt_cert_path("server.crt"), "--tls-key-file",
-                          vt_cert_path("server.key"), "--tls-ca-cert-file", vt_cert_path("ca.crt"),
-                          "--tls-auth-clients", "no", "--requirepass", "tls-pass", NULL};
+    const char *args[] = {"--tls-port",
+                          tp,
+                          "--tls-cert-file",
+                          vt_cert_path("server.crt"),
+                          "--tls-key-file",
+                          vt_cert_path("server.key"),
+                          "--tls-ca-cert-file",
+                          vt_cert_path("ca.crt"),
+                          "--tls-auth-clients",
+                          "no",
+                          "--requirepass",
+                          "tls-pass",
+                          NULL};
     vt_proxy *p = tls_proxy(r, args);
     vt_bystanders *b = vt_bystanders_start_auth(p->port, 3, "tls-pass");
     cr_assert(b && vt_bystanders_wait(b, 30, VT_READ_DEADLINE_MS), "the bystanders did not get going");

@@ -629,16 +629,16 @@ Test(verbs_discovery, a_verb_whose_script_redis_would_refuse_stops_start_up_with
         int rc = run_proxy(args, REFUSAL_TIMEOUT_S, out, sizeof(out));
         cr_assert_eq(rc, 1, "script #%zu: exit status %d, expected 1; output: %s", i, rc, out);
         snprintf(where, sizeof(where), "%s:2:", conf_path);
-        cr_assert(strstr(out, where) && mentions(out, "mybroken"), "script #%zu: no \"%s ...mybroken\" in: %s", i,
-                  where, out);
+        cr_assert(strstr(out, where) && mentions(out, "mybroken"),
+                  "script #%zu: no \"%s ...mybroken\" in: %s", i, where, out);
         cr_assert(strstr(out, redis_says) != NULL, "script #%zu: Redis says \"%s\", the proxy: %s", i,
                   redis_says, out);
         /* The same verb as a flag. */
         snprintf(args, sizeof(args), "--verb \"mybroken %s numkeys 1\"", path);
         rc = run_proxy(args, REFUSAL_TIMEOUT_S, out, sizeof(out));
         cr_assert_eq(rc, 1, "script #%zu as a flag: exit status %d, expected 1; output: %s", i, rc, out);
-        cr_assert(strstr(out, redis_says) != NULL, "script #%zu as a flag: Redis says \"%s\", the proxy: %s", i,
-                  redis_says, out);
+        cr_assert(strstr(out, redis_says) != NULL, "script #%zu as a flag: Redis says \"%s\", the proxy: %s",
+                  i, redis_says, out);
         free(redis_says);
     }
 
@@ -648,8 +648,9 @@ Test(verbs_discovery, a_verb_whose_script_redis_would_refuse_stops_start_up_with
     write_file(conf_path, sizeof(conf_path), "fine.conf", conf);
     snprintf(args, sizeof(args), "--config %s", conf_path);
     int rc = run_proxy(args, RUNS_FOR_S, out, sizeof(out));
-    cr_assert_eq(rc, 124, "a script Redis loads: exit status %d, expected to run until timeout (124); output: %s",
-                 rc, out);
+    cr_assert_eq(rc, 124,
+                 "a script Redis loads: exit status %d, expected to run until timeout (124); output: %s", rc,
+                 out);
 }
 
 /* A `readonly` verb (sent as EVALSHA_RO) whose script has a shebang
@@ -688,7 +689,8 @@ Test(verbs_discovery, a_readonly_verb_whose_script_may_write_stops_start_up)
     write_file(nw, sizeof(nw), "nowrites.lua", "#!lua flags=no-writes\nreturn redis.call('GET', KEYS[1])\n");
     write_file(plain, sizeof(plain), "plain.lua", READER_SCRIPT);
     snprintf(args, sizeof(args),
-             "--verb \"myrw %s numkeys 1\" --verb \"myro1 %s numkeys 1 readonly\" --verb \"myro2 %s numkeys 1 readonly\"",
+             "--verb \"myrw %s numkeys 1\" --verb \"myro1 %s numkeys 1 readonly\" --verb \"myro2 %s numkeys "
+             "1 readonly\"",
              path, nw, plain);
     rc = run_proxy(args, RUNS_FOR_S, out, sizeof(out));
     cr_assert_eq(rc, 124, "exit status %d, expected to run until timeout (124); output: %s", rc, out);

@@ -1735,14 +1735,15 @@ static bool call_at_the_edge(redisContext *c, redisContext *d, const char *fmt, 
     cr_assert(r != NULL, "no reply: %s", c->errstr);
     long long at = vt_pexpiretime(d, key);
     if (r->type == REDIS_REPLY_ERROR && strcmp(r->str, refusal) == 0) {
-        cr_assert(at == before, "refused (%s), yet %s's expiry went from %lld to %lld", r->str, key, before, at);
+        cr_assert(at == before, "refused (%s), yet %s's expiry went from %lld to %lld", r->str, key, before,
+                  at);
         freeReplyObject(r);
         return false;
     }
-    cr_assert(r->type == REDIS_REPLY_ARRAY && r->elements == 2 && r->element[0]->type == REDIS_REPLY_INTEGER &&
-                  r->element[1]->type == REDIS_REPLY_INTEGER,
-              "ttl %lld (%lld ms of room): got %s; %s's PEXPIRETIME is now %lld (-1: written without a TTL)", ttl,
-              room, VT_DESCRIBE(r), key, at);
+    cr_assert(r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
+                  r->element[0]->type == REDIS_REPLY_INTEGER && r->element[1]->type == REDIS_REPLY_INTEGER,
+              "ttl %lld (%lld ms of room): got %s; %s's PEXPIRETIME is now %lld (-1: written without a TTL)",
+              ttl, room, VT_DESCRIBE(r), key, at);
     vt_assert_within(at, plus_capped(t0, ttl), plus_capped(t1, ttl), "the expiry set at the edge");
     *ttl_out = ttl;
     *usec_out = evalsha_usec(d);
@@ -1810,8 +1811,8 @@ Test(zsnapshot, zwindow_at_the_int64_edge_sets_its_ttl_even_when_the_clock_passe
         cr_assert(room < 160, "refused at the check with %lld ms of room: the machine is too slow", room);
         room *= 2;
     }
-    cr_assert(usec / 1000 > room + 2,
-              "the removal took %lld us, not beyond the %lld ms of room: add entries", usec, room);
+    cr_assert(usec / 1000 > room + 2, "the removal took %lld us, not beyond the %lld ms of room: add entries",
+              usec, room);
     vt_check_reply(__LINE__, "ZWINDOW at the edge", c, r, "[:1, :1]");
     EXPECT(d, "[\"now\"]", "ZRANGE edge:win 0 -1");
     /* a later call with a window of a minute: its TTL, as documented */
