@@ -457,7 +457,9 @@ typedef struct tls_env {
     int tls_port;
 } tls_env;
 
-static void tls_env_start(tls_env *e, const char *auth_clients, const char *maxclients)
+/* (requirepass: the proxy's own password, or NULL for none.) */
+static void tls_env_start(tls_env *e, const char *auth_clients, const char *maxclients,
+                          const char *requirepass)
 {
     e->redis = tls_redis("server", "no");
     e->tls_port = vt_free_port();
@@ -475,6 +477,8 @@ static void tls_env_start(tls_env *e, const char *auth_clients, const char *maxc
                           auth_clients,
                           "--maxclients",
                           maxclients,
+                          requirepass ? "--requirepass" : NULL,
+                          requirepass,
                           NULL};
     e->proxy = tls_proxy(e->redis, args);
 }
@@ -489,7 +493,7 @@ Test(tls, big_replies_and_pipelines_both_ways_over_tls)
 {
     VT_SKIP_IF_DIRECT();
     tls_env e;
-    tls_env_start(&e, "no", "100");
+    tls_env_start(&e, "no", "100", NULL);
     vt_tls_client *t = tls_must_connect(e.tls_port);
     /* a 6 MB value up and down */
     size_t big = 6u << 20;
@@ -526,7 +530,7 @@ Test(tls, a_tls_client_that_stops_reading_gets_every_big_reply_when_it_resumes)
 {
     VT_SKIP_IF_DIRECT();
     tls_env e;
-    tls_env_start(&e, "no", "100");
+    tls_env_start(&e, "no", "100", NULL);
     redisContext *c = vt_must_connect(e.proxy->port);
     size_t big = 4u << 20;
     char *v = malloc(big);
@@ -559,14 +563,14 @@ Test(tls, tls_auth_clients_optional_and_yes)
     VT_SKIP_IF_DIRECT();
     char why[256];
     tls_env e;
-    tls_env_start(&e, "optional", "100");
+    tls_env_start(&e, "optional", "100", NULL);
     vt_tls_client *t = tls_connect(e.tls_port, NULL, NULL, why, sizeof(why));
     cr_assert(t, "optional: refused without a certificate: %s", why);
     vt_tls_free(t);
     cr_assert_null(tls_connect(e.tls_port, "other-client.crt", "other-client.key", why, sizeof(why)),
                    "optional: served a certificate of another CA");
     tls_env_stop(&e);
-    tls_env_start(&e, "yes", "100");
+    tls_env_start(&e, "yes", "100", NULL);
     cr_assert_null(tls_connect(e.tls_port, NULL, NULL, why, sizeof(why)),
                    "yes: served without a certificate");
     t = tls_connect(e.tls_port, "client.crt", "client.key", why, sizeof(why));
@@ -579,7 +583,7 @@ Test(tls, past_maxclients_a_tls_client_is_closed_without_a_word)
 {
     VT_SKIP_IF_DIRECT();
     tls_env e;
-    tls_env_start(&e, "no", "1");
+    tls_env_start(&e, "no", "1", NULL);
     /* (The harness's own probe of the port may still hold the one place.) */
     char why[256];
     vt_tls_client *first = NULL;
@@ -608,7 +612,7 @@ Test(tls, redis_cli_tls_through_the_proxy)
 {
     VT_SKIP_IF_DIRECT();
     tls_env e;
-    tls_env_start(&e, "no", "100");
+    tls_env_start(&e, "no", "100", NULL);
     char cmd[512];
     snprintf(cmd, sizeof(cmd),
              "redis-cli --tls --cacert %s -p %d SET tls:cli hello && redis-cli --tls --cacert %s -p %d GET "
@@ -733,31 +737,15 @@ Test(tls, an_encrypted_key_with_tls_key_file_pass_and_tls_protocols)
 Test(tls, a_large_request_in_pieces_before_auth_is_refused_over_tls)
 {
     VT_SKIP_IF_DIRECT();
-    vt_redis *r = tls_redis("server", "no");
-    int tls_port = vt_free_port();
-    char tp[16];
-    snprintf(tp, sizeof(tp), "%d", tls_port);
-    const char *args[] = {"--tls-port",
-                          tp,
-                          "--tls-cert-file",
-                          vt_cert_path("server.crt"),
-                          "--tls-key-file",
-                          vt_cert_path("server.key"),
-                          "--tls-ca-cert-file",
-                          vt_cert_path("ca.crt"),
-                          "--tls-auth-clients",
-                          "no",
-                          "--requirepass",
-                          "tls-pass",
-                          NULL};
-    vt_proxy *p = tls_proxy(r, args);
-    vt_bystanders *b = vt_bystanders_start_auth(p->port, 3, "tls-pass");
+    tls_env e;
+    tls_env_start(&e, "no", "100", "tls-pass");
+    vt_bystanders *b = vt_bystanders_start_auth(e.proxy->port, 3, "tls-pass");
     cr_assert(b && vt_bystanders_wait(b, 30, VT_READ_DEADLINE_MS), "the bystanders did not get going");
 
     vt_buf req = {0}, got = {0};
     vt_buf_big_preauth_eval(&req, "return redis.call('incr','tls:ran')");
     char why[256];
-    vt_tls_client *t = vt_tls_connect(tls_port, NULL, NULL, why, sizeof(why));
+    vt_tls_client *t = vt_tls_connect(e.tls_port, NULL, NULL, why, sizeof(why));
     cr_assert(t, "TLS connect failed: %s", why);
     tls_send(t, req.data, 70000);
     cr_assert(vt_sock_wait_taken(t->fd, VT_READ_DEADLINE_MS), "the proxy did not read the first piece");
@@ -773,6 +761,5 @@ Test(tls, a_large_request_in_pieces_before_auth_is_refused_over_tls)
     vt_assert_bystanders_ok(b);
     vt_buf_free(&req);
     vt_buf_free(&got);
-    vt_proxy_free(p);
-    vt_redis_free(r);
+    tls_env_stop(&e);
 }
