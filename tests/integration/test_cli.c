@@ -17,13 +17,8 @@
 static int run(const char *args, char *out, size_t outlen)
 {
     char cmd[1024];
-    snprintf(cmd, sizeof(cmd), "timeout 10 %s %s 2>&1", VP_BINARY, args);
-    FILE *f = popen(cmd, "r");
-    cr_assert(f != NULL);
-    size_t n = fread(out, 1, outlen - 1, f);
-    out[n] = '\0';
-    int st = pclose(f);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    snprintf(cmd, sizeof(cmd), "timeout 10 %s %s", VP_BINARY, args);
+    return vt_run_capture(cmd, out, outlen);
 }
 
 static char tmpfile_path[64];

@@ -123,13 +123,8 @@ static void responder_stop(responder *r)
 static int healthcheck(const char *target, char *out, size_t outlen)
 {
     char cmd[512];
-    snprintf(cmd, sizeof(cmd), "timeout 20 %s --healthcheck '%s' 2>&1", VP_BINARY, target);
-    FILE *f = popen(cmd, "r");
-    cr_assert(f != NULL);
-    size_t n = fread(out, 1, outlen - 1, f);
-    out[n] = '\0';
-    int st = pclose(f);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    snprintf(cmd, sizeof(cmd), "timeout 20 %s --healthcheck '%s'", VP_BINARY, target);
+    return vt_run_capture(cmd, out, outlen);
 }
 
 static int lines(const char *s)

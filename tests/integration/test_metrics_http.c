@@ -176,15 +176,12 @@ Test(metrics_http, bad_metrics_bind_stops_startup)
 {
     VT_SKIP_IF_DIRECT();
     char cmd[512], out[2048];
-    snprintf(cmd, sizeof(cmd),
-             "timeout 10 %s --port %d --upstream 127.0.0.1:%d --metrics-port %d --metrics-bind not-an-address 2>&1",
-             VP_BINARY, vt_free_port(), env.redis->port, vt_free_port());
-    FILE *f = popen(cmd, "r");
-    cr_assert(f != NULL);
-    size_t n = fread(out, 1, sizeof(out) - 1, f);
-    out[n] = '\0';
-    int st = pclose(f);
-    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 1, "status %d: %s", st, out);
+    snprintf(
+        cmd, sizeof(cmd),
+        "timeout 10 %s --port %d --upstream 127.0.0.1:%d --metrics-port %d --metrics-bind not-an-address",
+        VP_BINARY, vt_free_port(), env.redis->port, vt_free_port());
+    int st = vt_run_capture(cmd, out, sizeof(out));
+    cr_assert(st == 1, "status %d: %s", st, out);
     cr_assert(strstr(out, "metrics-bind 'not-an-address' is not an IPv4 or IPv6 address"), "%s", out);
 }
 
@@ -296,13 +293,8 @@ static bool flood_wait_closes(long long more, int timeout_ms)
 static int run_healthcheck(const char *path, char *out, size_t outlen)
 {
     char cmd[512];
-    snprintf(cmd, sizeof(cmd), "timeout 20 %s --healthcheck 127.0.0.1:%d%s 2>&1", VP_BINARY, mport, path);
-    FILE *f = popen(cmd, "r");
-    cr_assert(f != NULL);
-    size_t n = fread(out, 1, outlen - 1, f);
-    out[n] = '\0';
-    int st = pclose(f);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    snprintf(cmd, sizeof(cmd), "timeout 20 %s --healthcheck 127.0.0.1:%d%s", VP_BINARY, mport, path);
+    return vt_run_capture(cmd, out, outlen);
 }
 
 static void expect_get(const char *path, const char *body_has, int round)

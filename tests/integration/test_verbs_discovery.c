@@ -217,14 +217,9 @@ static const char *write_file(char *buf, size_t len, const char *name, const cha
 static int run_proxy(const char *args, int timeout_s, char *out, size_t outlen)
 {
     char cmd[2048];
-    snprintf(cmd, sizeof(cmd), "timeout %d %s --bind 127.0.0.1 --port %d --upstream 127.0.0.1:%d %s 2>&1",
+    snprintf(cmd, sizeof(cmd), "timeout %d %s --bind 127.0.0.1 --port %d --upstream 127.0.0.1:%d %s",
              timeout_s, VP_BINARY, vt_free_port(), env.redis->port, args);
-    FILE *f = popen(cmd, "r");
-    cr_assert(f != NULL);
-    size_t n = fread(out, 1, outlen - 1, f);
-    out[n] = '\0';
-    int st = pclose(f);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    return vt_run_capture(cmd, out, outlen);
 }
 
 /* Does text mention word as a word of its own (any case)? */

@@ -278,7 +278,8 @@ static int terminate(pid_t pid, int sig)
         if (reap(pid, &status)) return status;
         sleep_ms(POLL_INTERVAL_MS);
     }
-    fprintf(stderr, "vt: pid %d ignored signal %d for %d ms, sending SIGKILL\n", (int)pid, sig, VT_STOP_DEADLINE_MS);
+    fprintf(stderr, "vt: pid %d ignored signal %d for %d ms, sending SIGKILL\n", (int)pid, sig,
+            VT_STOP_DEADLINE_MS);
     kill(pid, SIGKILL);
     while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
     }
@@ -899,4 +900,17 @@ long long vt_peak_rss_kb(pid_t pid)
     long long kb = line ? strtoll(line + 6, NULL, 10) : -1;
     free(status);
     return kb;
+}
+
+int vt_run_capture(const char *cmd, char *out, size_t outlen)
+{
+    char line[4096];
+    snprintf(line, sizeof(line), "%s 2>&1", cmd);
+    out[0] = '\0';
+    FILE *f = popen(line, "r");
+    if (!f) return -1;
+    size_t n = fread(out, 1, outlen - 1, f);
+    out[n] = '\0';
+    int st = pclose(f);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }

@@ -184,6 +184,10 @@ long long vt_peak_rss_kb(pid_t pid);
 /* Does /proc/<pid>/<what> (e.g. "cmdline", "environ": NULs and all, its
  * first 64 KiB) hold `needle`? 1 or 0; -1 if it cannot be read. */
 int vt_proc_file_holds(pid_t pid, const char *what, const char *needle);
+/* Run a shell command line with its stderr joined to its stdout, and keep
+ * the first outlen - 1 bytes of that in out (NUL-terminated). Its exit
+ * status; -1 if it did not exit (or could not be started). */
+int vt_run_capture(const char *cmd, char *out, size_t outlen);
 /* Read a whole file (malloc'd, NUL-terminated; "" if it can't be read). */
 char *vt_read_file(const char *path);
 
