@@ -14,6 +14,7 @@
 #include "proxy/ops/healthcheck.h"
 #include "proxy/ops/http_admin.h"
 #include "proxy/ops/lifecycle.h"
+#include "proxy/ops/readiness.h"
 #include "proxy/session/limits.h"
 #include "proxy/net/listener.h"
 #include "proxy/log.h"
@@ -110,6 +111,14 @@ static uv_timer_t cron;
 
 /* Before the loop waits for I/O: the shared connections write what every
  * client gave them since, in one go (whichever phase queued it). */
+/* Sentinel mode: the primary moved: the clients and the readiness probe
+ * follow (route_node_moved calls it). */
+static void on_primary_moved(vp_server *srv)
+{
+    client_primary_moved(srv);
+    ready_upstream_moved(srv);
+}
+
 static void on_flush_prepare(uv_prepare_t *h)
 {
     upstream_flush_shared(h->data);
@@ -184,6 +193,8 @@ int main(int argc, char **argv)
     srv.limits.max_multibulk_len = srv.conf.proto_max_multibulk_len;
     srv.loop = uv_default_loop();
     signal(SIGPIPE, SIG_IGN);
+    client_register(); /* the session's callbacks: before any upstream connection */
+    srv.primary_moved = on_primary_moved;
     route_init(&srv); /* the upstream node(s): before anything opens a connection */
     if (srv.conf.upstream_mode == CONF_MODE_CLUSTER && cluster_start(&srv) < 0) /* (its seeds are nodes) */
         return fail_start(&srv, "upstream-mode cluster: no usable seed node");

@@ -78,6 +78,12 @@ typedef struct vp_server {
     /* upstream-mode sentinel: discovery of the primary (proxy/route/sentinel.c);
      * NULL otherwise. */
     struct vp_sentinel *sentinel;
+    /* What the modules above watch on every upstream connection (Sentinel
+     * or Cluster sets it, upstream.h's upstream_watch); NULL: nothing. */
+    const struct upstream_watch *upstream_watch;
+    /* Sentinel mode: the primary moved (route_node_moved): the session and
+     * the probe follow (set by main.c). */
+    void (*primary_moved)(struct vp_server *srv);
 } vp_server;
 
 #endif

@@ -1,5 +1,6 @@
 #include "proxy/ops/readiness.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -7,7 +8,6 @@
 #include "proxy/route/route.h"
 #include "proxy/server.h"
 #include "proxy/upstream/upstream.h"
-#include "proxy/upstream/upstream_internal.h"
 
 /* A connection older than this is replaced at the next check: AUTH is
  * then sent again, so changed credentials show. */
@@ -44,10 +44,16 @@ static void ready_drop_conn(vp_server *srv)
     }
 }
 
+static void ready_probe_answered(upstream_conn *up, void *arg, const char *p, size_t n);
+static void ready_probe_failed(upstream_conn *up, void *arg, const char *why);
+
+/* The probe's connection tells nobody but the probe. */
+static const upstream_owner ready_owner = {.failed = ready_probe_failed, .lost = ready_probe_failed};
+
+/* which: -1 the PING, else the index of the script loaded. */
 static void ready_send(upstream_conn *up, const char *p, size_t n, int which)
 {
-    outq_add_copy(&up->out, p, n);
-    up_fifo_push(up, NULL, UP_PROBE)->verb = (short)which;
+    upstream_ask(up, p, n, ready_probe_answered, (void *)(intptr_t)which, 0);
 }
 
 void ready_tick(vp_server *srv)
@@ -63,8 +69,7 @@ void ready_tick(vp_server *srv)
     int fresh = 0;
     if (r->conn && now - r->conn_opened >= READY_REAUTH_MS) ready_drop_conn(srv);
     if (!r->conn) {
-        r->conn = upstream_open(srv, route_primary(srv), NULL);
-        r->conn->probe = 1;
+        r->conn = upstream_open(srv, route_primary(srv), NULL, &ready_owner, NULL);
         r->conn_opened = now;
         fresh = 1;
     }
@@ -104,8 +109,10 @@ void ready_stop(vp_server *srv)
     ready_drop_conn(srv);
 }
 
-void ready_probe_answered(upstream_conn *up, int which, const char *p, size_t n)
+/* An answer to the probe's PING or one of its SCRIPT LOADs. */
+static void ready_probe_answered(upstream_conn *up, void *arg, const char *p, size_t n)
 {
+    int which = (int)(intptr_t)arg;
     vp_server *srv = up->srv;
     ready_state *r = &srv->metrics.ready;
     if (up != r->conn || !r->started) return; /* a check that already timed out */
@@ -135,13 +142,16 @@ void ready_probe_answered(upstream_conn *up, int which, const char *p, size_t n)
     if (r->answered == r->expected) ready_verdict(srv, 1, "");
 }
 
-void ready_probe_failed(upstream_conn *up, const char *why)
+/* Its connection failed or was lost. */
+static void ready_probe_failed(upstream_conn *up, void *arg, const char *why)
 {
+    (void)arg;
     vp_server *srv = up->srv;
     ready_state *r = &srv->metrics.ready;
     if (up != r->conn) return;
     r->conn = NULL; /* closed by upstream.c */
     char text[READY_REASON_MAX];
-    snprintf(text, sizeof(text), "%.80s: %.160s", srv->conf.upstream[0] ? srv->conf.upstream : "sentinel", why);
+    snprintf(text, sizeof(text), "%.80s: %.160s", srv->conf.upstream[0] ? srv->conf.upstream : "sentinel",
+             why);
     ready_verdict(srv, 0, text);
 }

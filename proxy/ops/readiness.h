@@ -23,8 +23,8 @@ struct upstream_conn;
 #define READY_REASON_MAX 256
 
 typedef struct ready_state {
-    int checked; /* a check has completed */
-    int ok;      /* the latest completed check passed */
+    int checked;                   /* a check has completed */
+    int ok;                        /* the latest completed check passed */
     char reason[READY_REASON_MAX]; /* why not ("" when ok) */
     struct upstream_conn *conn;    /* the probe's connection, NULL when none */
     uint64_t conn_opened;          /* loop time (ms) it was opened */
@@ -40,12 +40,5 @@ void ready_tick(struct vp_server *srv);
 void ready_upstream_moved(struct vp_server *srv);
 /* Close the probe's connection (at shutdown). */
 void ready_stop(struct vp_server *srv);
-
-/* From upstream.c, for a probe connection (up->probe): the answer to the
- * probe's request `which` (-1: PING; else the verb table's load index) is
- * p..p+n, whole. */
-void ready_probe_answered(struct upstream_conn *up, int which, const char *p, size_t n);
-/* Its connect failed or it was lost (upstream.c has closed it). */
-void ready_probe_failed(struct upstream_conn *up, const char *why);
 
 #endif

@@ -25,7 +25,6 @@
 #include "proxy/route/topology.h"
 #include "proxy/route/tryagain.h"
 #include "proxy/upstream/upstream.h"
-#include "proxy/upstream/upstream_internal.h"
 
 /* How long a fetch may take beyond the connect timeout before it counts
  * as failed. */
@@ -111,6 +110,13 @@ route_node *cluster_any_node(vp_server *srv)
 
 /* ---- fetching the map ---- */
 
+static void cluster_slots_answered(upstream_conn *up, void *arg, const char *p, size_t n);
+static void cluster_fetch_failed(upstream_conn *up, void *arg, const char *why);
+
+/* The fetch connection tells nobody but the cluster. */
+static const upstream_owner cluster_fetch_owner = {.failed = cluster_fetch_failed,
+                                                   .lost = cluster_fetch_failed};
+
 static void cluster_fetch_start(vp_server *srv)
 {
     cluster_state *cs = srv->cluster;
@@ -118,10 +124,8 @@ static void cluster_fetch_start(vp_server *srv)
      * that is down, or that lost its view, is not asked twice in a row. */
     route_node *node = srv->nodes[cs->fetch_turn++ % (unsigned)srv->nnodes];
     static const char slots_cmd[] = "*2\r\n$7\r\nCLUSTER\r\n$5\r\nSLOTS\r\n";
-    upstream_conn *up = upstream_open(srv, node, NULL);
-    up->topo = 1;
-    outq_add(&up->out, slots_cmd, sizeof(slots_cmd) - 1);
-    up_fifo_push(up, NULL, UP_SLOTS);
+    upstream_conn *up = upstream_open(srv, node, NULL, &cluster_fetch_owner, NULL);
+    upstream_ask(up, slots_cmd, sizeof(slots_cmd) - 1, cluster_slots_answered, NULL, UP_ASK_LARGE);
     cs->fetch = up;
     cs->fetch_started = cluster_now(srv);
     srv->stats.cluster_fetches++;
@@ -199,15 +203,13 @@ static void cluster_apply(vp_server *srv, slotmap *fresh)
     client_cluster_ready(srv);
 }
 
-void cluster_slots_answered(upstream_conn *up, const char *p, size_t n)
+/* The answer to our CLUSTER SLOTS (whole, p..p+n) on the fetch connection. */
+static void cluster_slots_answered(upstream_conn *up, void *arg, const char *p, size_t n)
 {
+    (void)arg;
     vp_server *srv = up->srv;
     cluster_state *cs = srv->cluster;
-    if (!cs) return;
-    if (up != cs->fetch) {
-        rcheck_answered(cs->rcheck, up, p, n); /* a redirect's check */
-        return;
-    }
+    if (!cs || up != cs->fetch) return;
     char addr[sizeof(up->node->addr)];
     snprintf(addr, sizeof(addr), "%s", up->node->addr);
     char host[sizeof(up->node->host)];
@@ -233,15 +235,13 @@ void cluster_slots_answered(upstream_conn *up, const char *p, size_t n)
     slotmap_free(&fresh);
 }
 
-void cluster_fetch_failed(upstream_conn *up, const char *why)
+/* The fetch connection failed or was lost. */
+static void cluster_fetch_failed(upstream_conn *up, void *arg, const char *why)
 {
+    (void)arg;
     vp_server *srv = up->srv;
     cluster_state *cs = srv->cluster;
-    if (!cs) return;
-    if (up != cs->fetch) {
-        rcheck_failed(cs->rcheck, up, why); /* a redirect's check */
-        return;
-    }
+    if (!cs || up != cs->fetch) return;
     char addr[sizeof(up->node->addr)];
     snprintf(addr, sizeof(addr), "%s", up->node->addr);
     cs->fetch = NULL; /* (closed by its caller) */
@@ -264,6 +264,25 @@ static void cluster_flush_check(uv_check_t *h)
 {
     client_flush_deferred(h->data);
 }
+
+/* A client's request (or a silent one) answered with a whole error: a
+ * -MOVED or -ASK goes where it says, a -TRYAGAIN is sent again shortly
+ * (tryagain.h), if the connection kept it (shared connections keep every
+ * request until answered) and it was not redirected too often already. A
+ * -CLUSTERDOWN goes on to the client, and the map is fetched again. */
+static int cluster_error_reply(upstream_conn *up, const up_entry *e, const char *p, size_t n)
+{
+    if (n > 12 && memcmp(p, "-CLUSTERDOWN", 12) == 0) cluster_suspect(up->srv, "a reply said -CLUSTERDOWN");
+    if (!cluster_is_redirect(p, n)) return 0;
+    if (!e->client || !e->keep || e->flush_epoch || e->redirects >= CLUSTER_MAX_REDIRECTS) {
+        cluster_note_redirect(up, p, n); /* passed on; the map learns it */
+        return 0;
+    }
+    return 1;
+}
+
+static const upstream_watch cluster_watch = {.error_reply = cluster_error_reply,
+                                             .redirect = cluster_redirect};
 
 int cluster_start(vp_server *srv)
 {
@@ -291,6 +310,7 @@ int cluster_start(vp_server *srv)
     uv_check_init(srv->loop, &srv->flush_check);
     srv->flush_check.data = srv;
     uv_check_start(&srv->flush_check, cluster_flush_check);
+    srv->upstream_watch = &cluster_watch;
     vp_log(VP_LOG_NOTICE, "cluster mode: %d seed node(s), the first %s", srv->conf.ncluster_seeds,
            srv->nodes[0]->addr);
     return 0;

@@ -89,12 +89,7 @@ struct cmerge *cluster_part_merge(struct vp_server *srv);
 /* The node serving the first covered slot: where keyless commands go. */
 struct route_node *cluster_any_node(struct vp_server *srv);
 
-/* ---- called by upstream connections ---- */
-/* The answer to our CLUSTER SLOTS (whole, p..p+n) on the fetch connection,
- * or to a redirect check's EXISTS / CLUSTER NODES on its connection. */
-void cluster_slots_answered(struct upstream_conn *up, const char *p, size_t n);
-/* The fetch connection, or a check's, failed or was lost. */
-void cluster_fetch_failed(struct upstream_conn *up, const char *why);
+/* ---- the watch over upstream connections (cluster_start sets it) ---- */
 /* `e` (the oldest entry of `up`, a request it kept: req..req+reqlen) was
  * answered with the error p..p+n, a -MOVED, -ASK or -TRYAGAIN: send it
  * where it says, now or once checked. 1: sent or held (the caller drops

@@ -11,7 +11,6 @@
 #include "proxy/route/route.h"
 #include "proxy/session/client.h"
 #include "proxy/upstream/upstream.h"
-#include "proxy/upstream/upstream_internal.h"
 
 typedef struct held {
     struct held *next;
@@ -92,11 +91,23 @@ static int waiting(const rcheck_q *q, const route_node *node)
 
 /* Ask the node for its view, on a connection of the check's own: every
  * redirect from it held until now waits for this answer. */
+/* A check's connection: its answers and its failure go to the queue. */
+static void check_answered(upstream_conn *up, void *arg, const char *p, size_t n)
+{
+    rcheck_answered(arg, up, p, n);
+}
+
+static void check_failed(upstream_conn *up, void *arg, const char *why)
+{
+    rcheck_failed(arg, up, why);
+}
+
+static const upstream_owner check_owner = {.failed = check_failed, .lost = check_failed};
+
 static void check_start(rcheck_q *q, check_node *n, uint64_t now)
 {
     static const char nodes_cmd[] = "*2\r\n$7\r\nCLUSTER\r\n$5\r\nNODES\r\n";
-    upstream_conn *up = upstream_open(q->srv, n->node, NULL);
-    up->topo = 1;
+    upstream_conn *up = upstream_open(q->srv, n->node, NULL, &check_owner, q);
     n->up = up;
     n->started = now;
     n->ever = 1;
@@ -105,12 +116,11 @@ static void check_start(rcheck_q *q, check_node *n, uint64_t now)
         if (h->from != n->node || h->asked) continue;
         h->asked = up;
         if (!h->w.probelen) continue;
-        outq_add_copy(&up->out, h->w.probe, h->w.probelen);
-        up_fifo_push(up, NULL, UP_SLOTS);
+        upstream_ask(up, h->w.probe, h->w.probelen, check_answered, q, UP_ASK_LARGE);
         h->probe_index = n->probes_sent++;
     }
-    outq_add(&up->out, nodes_cmd, sizeof(nodes_cmd) - 1); /* last: its answer decides */
-    up_fifo_push(up, NULL, UP_SLOTS);
+    upstream_ask(up, nodes_cmd, sizeof(nodes_cmd) - 1, check_answered, q,
+                 UP_ASK_LARGE); /* last: it decides */
     q->srv->stats.cluster_checks++;
     vp_log(VP_LOG_DEBUG, "cluster: asking %s for its view of a redirect", n->node->addr);
 }

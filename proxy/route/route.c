@@ -94,7 +94,7 @@ upstream_conn *route_shared_for(vp_server *srv, client_session *c)
 void route_node_moved(vp_server *srv, route_node *n)
 {
     route_node_from_conf(n, &srv->conf);
-    upstream_primary_moved(srv);
+    if (srv->primary_moved) srv->primary_moved(srv);
 }
 
 void route_config_changed(vp_server *srv)

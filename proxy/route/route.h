@@ -78,7 +78,7 @@ route_node *route_node_for(struct vp_server *srv, struct client_session *c);
 struct upstream_conn *route_shared_for(struct vp_server *srv, struct client_session *c);
 /* Sentinel mode: the primary moved (srv->conf.upstream* already name the
  * new one): the node takes that address and its connections are retired
- * (upstream_primary_moved). */
+ * (srv->primary_moved: client_primary_moved). */
 void route_node_moved(struct vp_server *srv, route_node *n);
 /* A reload replaced the settings: the node takes the address they name
  * (a standalone `upstream` may have changed; the caller retires the

@@ -849,6 +849,58 @@ static void on_tick(uv_timer_t *t)
     if (!s->sub.conn && !s->sub.resolving && now >= s->sub_retry_at) sub_start(s);
 }
 
+/* ---- the watch over upstream connections ---- */
+
+/* Our ROLE's answer: an array starting with "master" makes the connection
+ * the primary's, ready (once AUTH is answered too). Anything else
+ * (another role, an error such as -NOAUTH or -NOPERM, +OK, an integer, an
+ * empty array: whatever answers on the address a sentinel gave may be
+ * anything) is no primary: failed like a connect, "not the primary", and
+ * the sentinels are asked again (the failure's trouble). The judging is
+ * sentinel_parse_role's (fuzzed). What Redis writes to a connection it
+ * refuses is left to the loss that follows. */
+static void role_answered(upstream_conn *up, void *arg, const char *p, size_t n)
+{
+    (void)arg;
+    char said[64], why[160];
+    if (upstream_is_refusal(p, n)) return;
+    if (sentinel_parse_role(p, n, said, sizeof(said))) {
+        upstream_setup_done(up);
+        return;
+    }
+    snprintf(why, sizeof(why), "not the primary: ROLE says %.60s", said);
+    upstream_setup_failed(up, why);
+}
+
+/* ROLE follows (our AUTH and) goes before anything else, and the
+ * connection takes no client's request until it says "master": the
+ * address the sentinels gave may already be a demoted node's. */
+static void watch_opened(upstream_conn *up)
+{
+    static const char role[] = "*1\r\n$4\r\nROLE\r\n";
+    upstream_ask(up, role, sizeof(role) - 1, role_answered, NULL,
+                 UP_ASK_SETUP | UP_ASK_REFUSAL | UP_ASK_LARGE);
+}
+
+static const char *watch_why_no_address(vp_server *srv)
+{
+    return sentinel_error(srv);
+}
+
+/* A demoted primary answers writes -READONLY: passed on, and the sentinels
+ * asked again. */
+static int watch_error_reply(upstream_conn *up, const up_entry *e, const char *p, size_t n)
+{
+    (void)e;
+    if (n > 9 && memcmp(p, "-READONLY", 9) == 0) sentinel_recheck(up->srv, "a reply said -READONLY");
+    return 0;
+}
+
+static const upstream_watch sentinel_watch = {.opened = watch_opened,
+                                              .why_no_address = watch_why_no_address,
+                                              .trouble = sentinel_recheck,
+                                              .error_reply = watch_error_reply};
+
 void sentinel_start(vp_server *srv)
 {
     if (srv->conf.upstream_mode != CONF_MODE_SENTINEL || srv->sentinel) return;
@@ -859,6 +911,7 @@ void sentinel_start(vp_server *srv)
     s->epoch_from = -1;
     snprintf(s->epoch_of, sizeof(s->epoch_of), "%s", srv->conf.sentinel_master);
     srv->sentinel = s;
+    srv->upstream_watch = &sentinel_watch;
     snprintf(s->error, sizeof(s->error), "no sentinel has answered yet");
     if (srv->conf.upstream_given)
         vp_log(

@@ -16,7 +16,7 @@
  *    move by itself, so a failover is followed one round trip after the
  *    sentinels announce it and a forged message moves nothing.
  * The answer is the upstream address (srv->conf.upstream*, a runtime value
- * in this mode): when it changes, upstream_primary_moved() retires the
+ * in this mode): when it changes, srv->primary_moved (client_primary_moved) retires the
  * shared connections and closes clients' own connections (after their
  * owed replies), and the readiness probe follows.
  *

@@ -486,7 +486,7 @@ static void client_release_upstream(client_session *c)
  * connection it opens (a failed connect is retried with its next command). */
 static upstream_conn *client_open_own(client_session *c)
 {
-    upstream_conn *up = upstream_open(c->srv, route_node_for(c->srv, c), c);
+    upstream_conn *up = upstream_open(c->srv, route_node_for(c->srv, c), c, &client_own_owner, c);
     /* WAIT counts replicas that have the connection's last write: make
      * that at least everything it wrote on the shared one (a PUBLISH is
      * replicated and changes nothing). */
@@ -517,7 +517,8 @@ static void client_refuse_no_descriptor(client_session *c)
 static upstream_conn *client_connect(client_session *c)
 {
     if (c->own_upstream) return client_open_own(c);
-    if (c->srv->conf.shared_upstreams == 0) return upstream_open(c->srv, route_node_for(c->srv, c), c);
+    if (c->srv->conf.shared_upstreams == 0)
+        return upstream_open(c->srv, route_node_for(c->srv, c), c, &client_own_owner, c);
     if (c->srv->sharing_off) {
         /* Redis limits a client's output (upstream_outlimit.c). */
         if (!limits_may_open_own(c->srv)) {
@@ -1000,7 +1001,8 @@ static void client_dispatch(client_session *c, const resp_arg *argv, int argc, c
     }
     if (c->up->shared && cmd_is_out_of_band(argc, argv)) {
         /* SCRIPT KILL and the like must not wait behind the busy script. */
-        if (upstream_side_forward(c->srv, c, p, n)) slot_push(c, SLOT_WAITING);
+        /* (On the node whose script is busy: the client's.) */
+        if (upstream_side_forward(c->srv, route_node_for(c->srv, c), c, p, n)) slot_push(c, SLOT_WAITING);
         return;
     }
     if (c->up->shared) {
@@ -1999,8 +2001,8 @@ static void client_fail_elsewhere(upstream_conn *up, const char *why)
 {
     char msg[384];
     size_t n = client_error_linef(msg, sizeof(msg), "ERR upstream unavailable: %s: %s", up->node->addr, why);
-    for (size_t i = 0; i < up->fifo_len; i++) {
-        up_entry *e = &up->fifo[(up->fifo_head + i) % up->fifo_cap];
+    for (size_t i = 0; i < upstream_owed(up); i++) {
+        const up_entry *e = upstream_owed_at(up, i);
         if (!client_elsewhere(up, e)) continue;
         client_reply(e->client, e->seq, msg, n, 1); /* (only queues) */
         client_touch(e->client);
@@ -2037,8 +2039,8 @@ void client_shared_lost(vp_server *srv, upstream_conn *up, const char *reason)
         if (!set_up) client_fail_elsewhere(up, reason);
         /* A client owed a reply here but now on another node's connection
          * is closed after what arrived, as one on this connection. */
-        for (size_t i = 0; set_up && i < up->fifo_len; i++) {
-            up_entry *e = &up->fifo[(up->fifo_head + i) % up->fifo_cap];
+        for (size_t i = 0; set_up && i < upstream_owed(up); i++) {
+            const up_entry *e = upstream_owed_at(up, i);
             if (client_elsewhere(up, e)) e->client->on_lost = 1;
         }
     }
@@ -2353,4 +2355,119 @@ void client_accept(vp_server *srv, uv_stream_t *listener, int is_unix, int tls)
         return;
     }
     client_start_reading(c);
+}
+
+/* Sentinel mode: the primary moved (srv->conf.upstream* names the new one).
+ * Every client that sent commands through the old primary is closed once
+ * it has its replies, as Sentinel's CLIENT KILL TYPE normal on the
+ * demoted node closes a direct client: writes the old primary took after
+ * the promotion are lost, and a client moved on silently would see its
+ * own writes vanish (an INCR going back). One that never sent anything
+ * moves on. The shared connections are retired (upstream_retire_shared). */
+void client_primary_moved(vp_server *srv)
+{
+    client_session *next;
+    for (client_session *c = srv->clients; c; c = next) {
+        next = c->next; /* (client_drain_close may close c, never another) */
+        if (c->up && c->up->shared && client_used_shared(c)) client_drain_close(c);
+    }
+    /* Clients owing the retired connections nothing move now; the ones
+     * left on them have requests in flight on the old primary. */
+    upstream_retire_shared(srv);
+    srv->upstream_auth_failure[0] = '\0';
+    for (client_session *c = srv->clients; c; c = next) {
+        next = c->next; /* (client_drain_close may close c, never another) */
+        if (c->up && (!c->up->shared || c->up->retired)) client_drain_close(c);
+    }
+}
+
+/* ---- what upstream connections call (upstream.h's callbacks) ---- */
+
+/* A client's own connection tells the client. */
+static void own_ready(upstream_conn *up, void *arg)
+{
+    (void)up;
+    client_upstream_ready(arg);
+}
+
+static void own_failed(upstream_conn *up, void *arg, const char *why)
+{
+    (void)up;
+    client_upstream_failed(arg, why);
+}
+
+static void own_lost(upstream_conn *up, void *arg, const char *why)
+{
+    (void)up;
+    client_upstream_lost(arg, why);
+}
+
+static void own_drained(upstream_conn *up, void *arg)
+{
+    (void)up;
+    client_upstream_drained(arg);
+}
+
+static void own_read_done(upstream_conn *up, void *arg)
+{
+    (void)up;
+    client_round_end(arg);
+}
+
+const upstream_owner client_own_owner = {.ready = own_ready,
+                                         .failed = own_failed,
+                                         .lost = own_lost,
+                                         .drained = own_drained,
+                                         .read_done = own_read_done};
+
+/* A shared connection tells every client on it (arg: the server). */
+static void shared_ready(upstream_conn *up, void *arg)
+{
+    client_shared_ready(arg, up);
+}
+
+static void shared_failed(upstream_conn *up, void *arg, const char *why)
+{
+    client_shared_failed(arg, up, why);
+}
+
+static void shared_lost(upstream_conn *up, void *arg, const char *why)
+{
+    client_shared_lost(arg, up, why);
+}
+
+static void shared_drained(upstream_conn *up, void *arg)
+{
+    client_shared_drained(arg, up);
+}
+
+static void shared_read_done(upstream_conn *up, void *arg)
+{
+    (void)up;
+    client_flush_touched(arg);
+}
+
+static void shared_retired(upstream_conn *up, void *arg, int closing)
+{
+    client_shared_retired(arg, up, closing);
+}
+
+static const upstream_owner client_shared_owner = {.ready = shared_ready,
+                                                   .failed = shared_failed,
+                                                   .lost = shared_lost,
+                                                   .drained = shared_drained,
+                                                   .read_done = shared_read_done,
+                                                   .retired = shared_retired};
+
+static const upstream_client_ops client_upstream_ops = {.next_seq = client_next_seq,
+                                                        .reply = client_reply,
+                                                        .push = client_push,
+                                                        .touch = client_touch,
+                                                        .can_become_pipe = client_can_become_pipe,
+                                                        .become_pipe = client_become_pipe,
+                                                        .lost = client_upstream_lost};
+
+void client_register(void)
+{
+    upstream_set_session(&client_upstream_ops, &client_shared_owner);
 }

@@ -234,6 +234,26 @@ void client_shared_retired(vp_server *srv, upstream_conn *up, int all);
  * one go on; or the first fetch failed: they get the error. */
 void client_cluster_ready(vp_server *srv);
 void client_cluster_failed(vp_server *srv, const char *reason);
+/* Sentinel mode: the primary moved (srv->conf.upstream* now names the new
+ * one; proxy/route/sentinel.c). As after a reload's address change, the
+ * shared and side connections are retired: new requests go to new
+ * connections, which load their scripts before their first verb like any
+ * new one, and clients owing them nothing move silently. A client with
+ * requests in flight on the old primary gets their replies, then a clean
+ * close (client_drain_close): writes the old primary acknowledged after
+ * the replica stopped following it are lost (Redis replicates
+ * asynchronously), and moving that client on silently would show it its
+ * own writes vanishing; a close tells it, as Redis's CLIENT KILL on the
+ * demoted node tells a direct client. A client's own connection holds
+ * state (database, transaction, subscriptions) on a node that is no
+ * primary any more: the same. (main.c has the readiness probe reconnect
+ * too.) */
+void client_primary_moved(vp_server *srv);
+/* The owner of a client's own connections (its argument: the client). */
+extern const upstream_owner client_own_owner;
+/* Give the upstream layer the session's callbacks (upstream_set_session):
+ * once, before any connection is opened. */
+void client_register(void);
 /* A reload replaced srv->verbs (the old contents now at `old`): COMMAND
  * replies still owed name the new table's verbs. */
 void client_verbs_replaced(vp_server *srv, const verb_table *old);

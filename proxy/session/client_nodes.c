@@ -159,7 +159,7 @@ upstream_conn *cnodes_switch(client_session *c, route_node *node)
     upstream_conn *up = unpark(n, node);
     if (!up) {
         if (!limits_may_open_own(c->srv)) return NULL;
-        up = upstream_open(c->srv, node, c);
+        up = upstream_open(c->srv, node, c, &client_own_owner, c);
         replay(c, n, up);
         vp_log(VP_LOG_DEBUG,
                "client %llu %s: its own connection to cluster node %s, with %d state request(s)", c->id,

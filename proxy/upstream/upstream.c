@@ -7,14 +7,9 @@
 #include <sys/socket.h>
 
 #include "lua/verbs.h"
-#include "proxy/session/client.h"
-#include "proxy/route/cluster.h"
 #include "proxy/session/limits.h"
 #include "proxy/log.h"
 #include "proxy/pool.h"
-#include "proxy/ops/readiness.h"
-#include "proxy/route/sentinel.h"
-#include "proxy/route/sentinel_parse.h"
 #include "proxy/net/tls.h"
 #include "proxy/upstream/upstream_hold.h"
 #include "proxy/upstream/upstream_internal.h"
@@ -25,9 +20,10 @@
 /* A reply still incomplete past this size is handed on piece by piece
  * instead of being held whole: this bounds what the proxy holds per reply. */
 #define UP_STREAM_THRESHOLD (16 * 1024)
-/* ... except the slot map (CLUSTER SLOTS): read whole, however fragmented
- * the cluster's slots are (at most 16384 ranges of a few nodes each). */
-#define UP_SLOTS_MAX (16 * 1024 * 1024)
+/* ... except the answer to an ask with UP_ASK_LARGE (a slot map: read
+ * whole, however fragmented the cluster's slots are, at most 16384 ranges
+ * of a few nodes each). */
+#define UP_LARGE_MAX (16 * 1024 * 1024)
 #define UP_KEEP_BYTES (64 * 1024)
 #define NOSCRIPT_PREFIX "-NOSCRIPT"
 /* A verb is sent again at most this often (a flush between each retry). */
@@ -40,22 +36,39 @@
 #define RESET_REPLY "+RESET\r\n"
 
 typedef enum up_route {
-    ROUTE_REPLY,         /* the client's oldest waiting slot */
-    ROUTE_PUSH,          /* straight to the client, out of band / uncounted */
-    ROUTE_SWALLOW,       /* our barrier's answer: releases the waiting slot */
-    ROUTE_SWALLOW_KEEP,  /* the +RESET of a closing barrier: the PING's answer follows */
-    ROUTE_RESET,         /* a +RESET that ends raw mode */
-    ROUTE_SCRIPT_LOAD,   /* our SCRIPT LOAD's answer: checked, dropped */
-    ROUTE_OUTPUT_PROBE,  /* our output-limit probe's answer: read, dropped */
-    ROUTE_DEFAULT_PROBE, /* our ACL GETUSER default's answer: read, dropped */
-    ROUTE_NOSCRIPT,      /* a verb's NOSCRIPT: reload and send it again */
-    ROUTE_SERVER,        /* our HELLO's answer: read, dropped */
-    ROUTE_AUTH,          /* our AUTH's answer: the connection is ready, or failed */
-    ROUTE_PROBE,         /* the readiness probe's answer (readiness.c) */
-    ROUTE_ROLE,          /* our ROLE's answer (sentinel mode): is it the primary? */
-    ROUTE_SLOTS,         /* our CLUSTER SLOTS' answer (cluster mode) */
-    ROUTE_REDIRECT       /* a -MOVED, -ASK or -TRYAGAIN for a kept request (cluster mode): sent again */
+    ROUTE_REPLY,        /* the client's oldest waiting slot */
+    ROUTE_PUSH,         /* straight to the client, out of band / uncounted */
+    ROUTE_SWALLOW,      /* our barrier's answer: releases the waiting slot */
+    ROUTE_SWALLOW_KEEP, /* the +RESET of a closing barrier: the PING's answer follows */
+    ROUTE_RESET,        /* a +RESET that ends raw mode */
+    ROUTE_ASK,          /* the answer to an ask of the proxy's own: to its callback */
+    ROUTE_NOSCRIPT,     /* a verb's NOSCRIPT: reload and send it again */
+    ROUTE_SERVER,       /* our HELLO's answer: read, dropped */
+    ROUTE_REDIRECT      /* taken back by the watch (a cluster redirect): sent again */
 } up_route;
+
+/* The session's ways to reach a client and its shared connections' owner
+ * (upstream_set_session), and every connection open (upstream_keep_verbs
+ * walks them). One process, one of each. */
+static const upstream_client_ops *up_clients;
+static const upstream_owner *up_shared_owner;
+static upstream_conn *up_all;
+
+void upstream_set_session(const upstream_client_ops *clients, const upstream_owner *shared)
+{
+    up_clients = clients;
+    up_shared_owner = shared;
+}
+
+const upstream_client_ops *up_clients_of(void)
+{
+    return up_clients;
+}
+
+const upstream_owner *up_shared_owner_of(void)
+{
+    return up_shared_owner;
+}
 
 static void up_close_cb(uv_handle_t *h);
 static void up_make_barrier(upstream_conn *up);
@@ -95,7 +108,7 @@ up_entry *up_fifo_push(upstream_conn *up, struct client_session *c, up_entry_kin
     }
     up_entry *e = &up->fifo[(up->fifo_head + up->fifo_len) % up->fifo_cap];
     *e = (up_entry){
-        .client = c, .seq = c ? client_next_seq(c) : 0, .kind = kind, .verb = -1, .sent = up->sent++};
+        .client = c, .seq = c ? up_clients->next_seq(c) : 0, .kind = kind, .verb = -1, .sent = up->sent++};
     up->fifo_len++;
     if (kind == UP_VERB) up->verbs_in_flight++;
     return e;
@@ -104,6 +117,21 @@ up_entry *up_fifo_push(upstream_conn *up, struct client_session *c, up_entry_kin
 static up_entry *fifo_head(upstream_conn *up)
 {
     return up->fifo_len ? &up->fifo[up->fifo_head] : NULL;
+}
+
+size_t upstream_owed(const upstream_conn *up)
+{
+    return up->fifo_len;
+}
+
+const up_entry *upstream_owed_at(const upstream_conn *up, size_t i)
+{
+    return &up->fifo[(up->fifo_head + i) % up->fifo_cap];
+}
+
+up_entry *up_fifo_at(upstream_conn *up, size_t i)
+{
+    return &up->fifo[(up->fifo_head + i) % up->fifo_cap];
 }
 
 /* Done with the oldest entry: the bytes it kept go too. */
@@ -151,6 +179,7 @@ void upstream_close(upstream_conn *up)
     if (up->state == UPSTREAM_CLOSED) return;
     up->state = UPSTREAM_CLOSED;
     up->client = NULL;
+    up->owner = NULL; /* never calls anyone again */
     if (up->retired) {
         upstream_conn **p = &up->srv->retired;
         while (*p && *p != up)
@@ -202,15 +231,8 @@ static void up_keep_verbs(upstream_conn *up, verb_table *old, int *kept)
 int upstream_keep_verbs(vp_server *srv, verb_table *old)
 {
     int kept = 0;
-    for (int n = 0; n < srv->nnodes; n++) {
-        for (int i = 0; i < VP_MAX_SHARED_UPSTREAMS; i++)
-            up_keep_verbs(srv->nodes[n]->shared[i], old, &kept);
-        up_keep_verbs(srv->nodes[n]->side, old, &kept);
-    }
-    for (upstream_conn *up = srv->retired; up; up = up->retired_next)
-        up_keep_verbs(up, old, &kept);
-    for (struct client_session *c = srv->clients; c; c = c->next)
-        if (c->up && !c->up->shared) up_keep_verbs(c->up, old, &kept);
+    for (upstream_conn *up = up_all; up; up = up->all_next)
+        if (up->srv == srv) up_keep_verbs(up, old, &kept);
     return kept;
 }
 
@@ -221,7 +243,7 @@ static void up_retired_check(upstream_conn *up)
     if (!up->retired || up->state == UPSTREAM_CLOSED || up->fifo_len) return;
     vp_log(VP_LOG_DEBUG, "upstream %s: a connection replaced by the reload owes nothing more: closed",
            up_addr(up));
-    if (!up->side) client_shared_retired(up->srv, up, 1);
+    if (up->owner && up->owner->retired) up->owner->retired(up, up->owner_arg, 1);
     upstream_close(up);
 }
 
@@ -231,32 +253,8 @@ static void up_retire(upstream_conn *up)
     up->retired = 1;
     up->retired_next = srv->retired;
     srv->retired = up;
-    if (!up->side) client_shared_retired(srv, up, 0);
+    if (up->owner && up->owner->retired) up->owner->retired(up, up->owner_arg, 0);
     up_retired_check(up);
-}
-
-void upstream_primary_moved(vp_server *srv)
-{
-    /* Every client that sent commands through the old primary is closed
-     * once it has its replies, as Sentinel's CLIENT KILL TYPE normal on the
-     * demoted node closes a direct client: writes the old primary took
-     * after the promotion are lost, and a client moved on silently would
-     * see its own writes vanish (an INCR going back). One that never sent
-     * anything moves on. */
-    struct client_session *next;
-    for (struct client_session *c = srv->clients; c; c = next) {
-        next = c->next; /* (client_drain_close may close c, never another) */
-        if (c->up && c->up->shared && client_used_shared(c)) client_drain_close(c);
-    }
-    /* Clients owing the retired connections nothing move now; the ones
-     * left on them have requests in flight on the old primary. */
-    upstream_retire_shared(srv);
-    srv->upstream_auth_failure[0] = '\0';
-    for (struct client_session *c = srv->clients; c; c = next) {
-        next = c->next; /* (client_drain_close may close c, never another) */
-        if (c->up && (!c->up->shared || c->up->retired)) client_drain_close(c);
-    }
-    ready_upstream_moved(srv);
 }
 
 void upstream_retire_shared(vp_server *srv)
@@ -288,6 +286,8 @@ static void up_maybe_free(upstream_conn *up)
     vp_buf_free(&up->kept);
     vp_buf_free(&up->scratch);
     if (up->fifo) up_fifo_ring_free(up);
+    if (up->all_next) up->all_next->all_prev = up->all_prev;
+    *(up->all_prev ? &up->all_prev->all_next : &up_all) = up->all_next;
     free(up);
 }
 
@@ -301,33 +301,26 @@ static void up_close_cb(uv_handle_t *h)
 /* A connect that did not succeed: tell the client once, then go away. */
 static void up_fail(upstream_conn *up, const char *reason)
 {
-    struct client_session *c = up->client;
+    const upstream_owner *o = up->owner;
+    void *arg = up->owner_arg;
     char why[160];
     snprintf(why, sizeof(why), "%s", reason);
     up->srv->stats.upstream_connect_failures++;
     metrics_connect_failed(&up->srv->metrics, why, up->authing && up->state == UPSTREAM_READY);
     vp_log(VP_LOG_VERBOSE, "upstream %s: connect failed: %s", up_addr(up), why);
-    sentinel_recheck(up->srv, why);
+    if (up->srv->upstream_watch && up->srv->upstream_watch->trouble)
+        up->srv->upstream_watch->trouble(up->srv, why);
     upstream_close(up);
-    if (c)
-        client_upstream_failed(c, why);
-    else if (up->side)
-        up_side_failed(up, why);
-    else if (up->shared)
-        client_shared_failed(up->srv, up, why);
-    else if (up->probe)
-        ready_probe_failed(up, why);
-    else if (up->topo)
-        cluster_fetch_failed(up, why);
+    if (o && o->failed) o->failed(up, arg, why);
 }
 
 static void up_read_refusal(upstream_conn *up);
-static int up_is_refusal(const char *p, size_t n);
 
 /* Mid-session loss: the client gets what already arrived, then is closed. */
 static void up_lost(upstream_conn *up, const char *reason)
 {
-    struct client_session *c = up->client;
+    const upstream_owner *o = up->owner;
+    void *arg = up->owner_arg;
     char why[160];
     if (up->tls && !up->replied) {
         /* TLS 1.3: a server refusing our certificate says so (an alert)
@@ -368,26 +361,18 @@ static void up_lost(upstream_conn *up, const char *reason)
                (int)up->refusal_len - 2, up->refusal);
     else
         vp_log(VP_LOG_VERBOSE, "upstream %s: connection lost: %s", up_addr(up), reason);
-    sentinel_recheck(up->srv, reason);
+    if (up->srv->upstream_watch && up->srv->upstream_watch->trouble)
+        up->srv->upstream_watch->trouble(up->srv, reason);
     up->lost = 1;
     upstream_close(up);
-    if (c)
-        client_upstream_lost(c, reason);
-    else if (up->side)
-        up_side_lost(up, reason);
-    else if (up->shared)
-        client_shared_lost(up->srv, up, reason);
-    else if (up->probe)
-        ready_probe_failed(up, reason);
-    else if (up->topo)
-        cluster_fetch_failed(up, reason);
+    if (o && o->lost) o->lost(up, arg, reason);
 }
 
 static void up_on_timeout(uv_timer_t *t)
 {
     upstream_conn *up = t->data;
-    if (up->state != UPSTREAM_CONNECTING && !up->authing && !up->role_check)
-        return; /* (connect-timeout covers our AUTH and ROLE too) */
+    if (up->state != UPSTREAM_CONNECTING && !up->authing && !up->setup_asks)
+        return; /* (connect-timeout covers our AUTH and the setup asks too) */
     if (up->error[0]) {
         up_fail(up, up->error); /* a failure parked by upstream_open */
     } else if (up->tls && !vp_tls_established(up->tls)) {
@@ -430,6 +415,8 @@ static void up_on_resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *r
     if (rc < 0) up_fail(up, uv_strerror(rc));
 }
 
+static void up_auth_answered(upstream_conn *up, void *arg, const char *p, size_t n);
+
 /* With upstream credentials, AUTH is the connection's first request:
  * queued before anything else can be, sent when the transport is ready
  * (up_transport_ready), and the connection takes clients' requests once it
@@ -438,31 +425,54 @@ static void up_queue_auth(upstream_conn *up)
 {
     const vp_config *conf = &up->srv->conf;
     if (!conf->upstream_auth) return;
-    /* Copied: a reload may replace the settings before it is written. */
-    outq_add_copy(&up->out, conf->upstream_auth, conf->upstream_auth_len);
-    up_fifo_push(up, NULL, UP_AUTH);
+    /* (Copied: a reload may replace the settings before it is written.) */
+    upstream_ask(up, conf->upstream_auth, conf->upstream_auth_len, up_auth_answered, NULL, UP_ASK_REFUSAL);
     up->authing = 1;
 }
 
-/* Sentinel mode: ROLE follows (our AUTH and) goes before anything else, and
- * the connection takes no client's request until it says "master": the
- * address the sentinels gave may already be a demoted node's. */
-static void up_queue_role(upstream_conn *up)
+void upstream_ask(upstream_conn *up, const char *req, size_t n, upstream_answer_fn answer, void *arg,
+                  unsigned flags)
 {
-    static const char role[] = "*1\r\n$4\r\nROLE\r\n";
-    if (up->srv->conf.upstream_mode != CONF_MODE_SENTINEL) return;
-    outq_add(&up->out, role, sizeof(role) - 1);
-    up_fifo_push(up, NULL, UP_ROLE);
-    up->role_check = 1;
+    outq_add_copy(&up->out, req, n);
+    up_push_ask(up, answer, arg, flags);
 }
 
-upstream_conn *upstream_open(vp_server *srv, route_node *node, struct client_session *client)
+void up_push_ask(upstream_conn *up, upstream_answer_fn answer, void *arg, unsigned flags)
+{
+    up_entry *e = up_fifo_push(up, NULL, UP_ASK);
+    e->answer = answer;
+    e->answer_arg = arg;
+    e->ask_flags = flags;
+    if (flags & UP_ASK_SETUP) up->setup_asks++;
+}
+
+/* Its setup is all answered (our AUTH, the watch's asks): the connect
+ * timeout is over, and its owner is told after the read (announce_ready). */
+static void up_setup_step_done(upstream_conn *up)
+{
+    if (!up->authing && !up->setup_asks) uv_timer_stop(&up->timer);
+    up->announce_ready = 1;
+}
+
+void upstream_setup_done(upstream_conn *up)
+{
+    if (up->setup_asks > 0) up->setup_asks--;
+    up_setup_step_done(up);
+}
+
+upstream_conn *upstream_open(vp_server *srv, route_node *node, struct client_session *client,
+                             const upstream_owner *owner, void *arg)
 {
     upstream_conn *up = vp_malloc(sizeof(*up));
     memset(up, 0, sizeof(*up));
     up->srv = srv;
     up->node = node;
     up->client = client;
+    up->owner = owner;
+    up->owner_arg = arg;
+    up->all_next = up_all;
+    if (up_all) up_all->all_prev = up;
+    up_all = up;
     up->hold_batch = 1; /* (a client that never joined one has 0) */
     up->state = UPSTREAM_CONNECTING;
     up->connect_req.data = up;
@@ -478,14 +488,16 @@ upstream_conn *upstream_open(vp_server *srv, route_node *node, struct client_ses
     }
     up_make_barrier(up);
     up_queue_auth(up);
-    up_queue_role(up);
+    if (srv->upstream_watch && srv->upstream_watch->opened) srv->upstream_watch->opened(up);
 
     const vp_config *conf = &srv->conf;
     int rc = 0;
     if (!node->host[0]) {
         /* Sentinel mode before any sentinel named a primary: failed from
          * the loop, with the sentinels' reason. */
-        snprintf(up->error, sizeof(up->error), "no primary known: %.108s", sentinel_error(srv));
+        const upstream_watch *w = srv->upstream_watch;
+        snprintf(up->error, sizeof(up->error), "no primary known: %.108s",
+                 w && w->why_no_address ? w->why_no_address(srv) : "no address");
         uv_timer_start(&up->timer, up_on_timeout, 0, 0);
         return up;
     }
@@ -522,13 +534,13 @@ upstream_conn *upstream_open(vp_server *srv, route_node *node, struct client_ses
 
 int upstream_is_ready(const upstream_conn *up)
 {
-    return up->state == UPSTREAM_READY && !up->authing && !up->role_check && !up->setting_up &&
+    return up->state == UPSTREAM_READY && !up->authing && !up->setup_asks && !up->setting_up &&
            (!up->shared || up->auth != UP_AUTH_UNKNOWN);
 }
 
 int upstream_was_set_up(const upstream_conn *up)
 {
-    return !up->authing && !up->role_check && !up->setting_up && (!up->shared || up->auth != UP_AUTH_UNKNOWN);
+    return !up->authing && !up->setup_asks && !up->setting_up && (!up->shared || up->auth != UP_AUTH_UNKNOWN);
 }
 
 int upstream_requires_auth(const upstream_conn *up)
@@ -552,7 +564,7 @@ upstream_conn *upstream_shared(vp_server *srv, route_node *node, unsigned long l
 {
     int i = (int)(client_id % (unsigned long long)srv->conf.shared_upstreams);
     if (!node->shared[i]) {
-        upstream_conn *up = upstream_open(srv, node, NULL);
+        upstream_conn *up = upstream_open(srv, node, NULL, up_shared_owner, srv);
         up->shared = 1;
         up->shared_index = i;
         node->shared[i] = up;
@@ -574,7 +586,7 @@ upstream_conn *upstream_shared(vp_server *srv, route_node *node, unsigned long l
 void upstream_detach_client(upstream_conn *up, struct client_session *c)
 {
     for (size_t i = 0; i < up->fifo_len; i++) {
-        up_entry *e = &up->fifo[(up->fifo_head + i) % up->fifo_cap];
+        up_entry *e = up_fifo_at(up, i);
         if (e->client == c) e->client = NULL;
     }
 }
@@ -625,8 +637,10 @@ static void up_shared_flush(upstream_conn *up)
      * and again while the kernel takes it all, for a few rounds (then the
      * replies to what went wake the loop again, and reading them has its
      * turn). */
-    for (int round = 0; round < 4 && rc == 0 && up->waiters && outq_size(&up->out) <= resume_below; round++) {
-        client_shared_drained(up->srv, up);
+    for (int round = 0; round < 4 && rc == 0 && up->waiters && up->owner && up->owner->drained &&
+                        outq_size(&up->out) <= resume_below;
+         round++) {
+        up->owner->drained(up, up->owner_arg);
         if (up->state != UPSTREAM_READY) return;
         rc = up_shared_write(up);
     }
@@ -696,7 +710,7 @@ static up_route up_decide_close_barrier(upstream_conn *up, const char *p, size_t
         return ROUTE_SWALLOW;
     }
     /* Anything else: a +RESET held so far was the client's. */
-    if (held && up->client) client_push(up->client, RESET_REPLY, sizeof(RESET_REPLY) - 1);
+    if (held && up->client) up_clients->push(up->client, RESET_REPLY, sizeof(RESET_REPLY) - 1);
     up->reset_held = bytes_are(p, n, RESET_REPLY);
     return up->reset_held ? ROUTE_SWALLOW_KEEP : ROUTE_PUSH;
 }
@@ -734,21 +748,15 @@ static void up_learn_auth(upstream_conn *up, const up_entry *e, const char *p, s
         up->auth = UP_AUTH_NOT_REQUIRED;
 }
 
-/* Cluster mode: a client's request answered -MOVED or -ASK goes where it
- * says, one answered -TRYAGAIN is sent again shortly (tryagain.h), if the
- * connection kept it (shared connections keep every request until
- * answered) and it was not redirected too often already. A -CLUSTERDOWN
- * goes on to the client, and the map is fetched again. */
-static up_route up_decide_redirect(upstream_conn *up, const up_entry *e, const char *p, size_t n, int whole)
+/* A counted reply that is a whole error may be the watch's to take back
+ * (cluster mode: a -MOVED, -ASK or -TRYAGAIN, sent again elsewhere); the
+ * watch also reads the errors that tell it something (-CLUSTERDOWN,
+ * -READONLY). */
+static up_route up_decide_error(upstream_conn *up, const up_entry *e, const char *p, size_t n, int whole)
 {
-    if (!up->srv->cluster || !whole || p[0] != '-') return ROUTE_REPLY;
-    if (n > 12 && memcmp(p, "-CLUSTERDOWN", 12) == 0) cluster_suspect(up->srv, "a reply said -CLUSTERDOWN");
-    if (!cluster_is_redirect(p, n)) return ROUTE_REPLY;
-    if (!e->client || !e->keep || e->flush_epoch || e->redirects >= CLUSTER_MAX_REDIRECTS) {
-        cluster_note_redirect(up, p, n); /* passed on; the map learns it */
-        return ROUTE_REPLY;
-    }
-    return ROUTE_REDIRECT;
+    const upstream_watch *w = up->srv->upstream_watch;
+    if (!w || !w->error_reply || !whole || p[0] != '-') return ROUTE_REPLY;
+    return w->error_reply(up, e, p, n) ? ROUTE_REDIRECT : ROUTE_REPLY;
 }
 
 /* Where does the reply starting at p go? `whole` says p..p+n is all of it. */
@@ -762,15 +770,8 @@ static up_route up_decide(upstream_conn *up, const char *p, size_t n, int whole)
         up_fifo_pop(up);
     }
     if (!up->raw_rx) {
-        if (e && e->kind == UP_REPLY) return up_decide_redirect(up, e, p, n, whole);
-        if (e && e->kind == UP_AUTH) return ROUTE_AUTH;
-        if (e && e->kind == UP_ROLE) return ROUTE_ROLE;
-        if (e && e->kind == UP_PROBE) return whole ? ROUTE_PROBE : ROUTE_REPLY; /* (dropped) */
-        if (e && e->kind == UP_SLOTS) return whole ? ROUTE_SLOTS : ROUTE_REPLY; /* (dropped: too big) */
-        if (e && e->kind == UP_SCRIPT_LOAD) return ROUTE_SCRIPT_LOAD;
-        if (e && e->kind == UP_OUTPUT_PROBE) return whole ? ROUTE_OUTPUT_PROBE : ROUTE_REPLY; /* (dropped) */
-        if (e && e->kind == UP_DEFAULT_PROBE)
-            return whole ? ROUTE_DEFAULT_PROBE : ROUTE_REPLY;                           /* (dropped) */
+        if (e && e->kind == UP_REPLY) return up_decide_error(up, e, p, n, whole);
+        if (e && e->kind == UP_ASK) return whole ? ROUTE_ASK : ROUTE_REPLY; /* (dropped: too big) */
         if (e && e->kind == UP_SERVER_PROBE) return whole ? ROUTE_SERVER : ROUTE_REPLY; /* (dropped) */
         if (e && e->kind == UP_HELLO) {
             if (whole) up_check_hello(up, e, p, n);
@@ -781,7 +782,7 @@ static up_route up_decide(upstream_conn *up, const char *p, size_t n, int whole)
             int noscript = whole && n >= sizeof(NOSCRIPT_PREFIX) - 1 &&
                            memcmp(p, NOSCRIPT_PREFIX, sizeof(NOSCRIPT_PREFIX) - 1) == 0;
             if (noscript && e->retries < UP_NOSCRIPT_RETRIES) return ROUTE_NOSCRIPT;
-            return up_decide_redirect(up, e, p, n, whole);
+            return up_decide_error(up, e, p, n, whole);
         }
         /* (Not for an error before any reply: Redis refusing the
          * connection before the proxy sent anything, see up_note_refusal.) */
@@ -804,14 +805,14 @@ static up_route up_decide(upstream_conn *up, const char *p, size_t n, int whole)
  * connection. What Redis writes to a connection it refuses (maxclients,
  * protected mode) is left to up_note_refusal: Redis closes next, and the
  * clients get its own error. */
-static void up_auth_answered(upstream_conn *up, const char *p, size_t n, int done)
+static void up_auth_answered(upstream_conn *up, void *arg, const char *p, size_t n)
 {
+    (void)arg;
     vp_server *srv = up->srv;
-    if (done && up_is_refusal(p, n)) return;
-    if (done && n == 5 && memcmp(p, "+OK\r\n", 5) == 0) {
+    if (upstream_is_refusal(p, n)) return;
+    if (n == 5 && memcmp(p, "+OK\r\n", 5) == 0) {
         up->authing = 0;
-        if (!up->role_check) uv_timer_stop(&up->timer);
-        up->announce_ready = 1;
+        up_setup_step_done(up);
         if (srv->upstream_auth_failure[0]) {
             vp_log(VP_LOG_WARNING, "upstream %s: AUTH accepted again", srv->conf.upstream);
             srv->upstream_auth_failure[0] = '\0';
@@ -819,7 +820,7 @@ static void up_auth_answered(upstream_conn *up, const char *p, size_t n, int don
         return;
     }
     char why[sizeof(srv->upstream_auth_failure)];
-    if (done && n >= 3 && p[0] == '-')
+    if (n >= 3 && p[0] == '-')
         snprintf(why, sizeof(why), "%.*s", (int)(n - 3), p + 1);
     else
         snprintf(why, sizeof(why), "unexpected reply to AUTH");
@@ -832,35 +833,11 @@ static void up_auth_answered(upstream_conn *up, const char *p, size_t n, int don
     up_fail(up, why);
 }
 
-/* Our ROLE's answer, piece by piece (p..p+n; `done` on the last). An
- * array starting with "master": the connection is the primary's and ready
- * (once AUTH is answered too). Anything else (another role, an error such
- * as -NOAUTH or -NOPERM, +OK, an integer, an empty array: whatever answers
- * on the address a sentinel gave may be anything) is no primary: failed
- * like a connect, "not the primary", and the sentinels are asked again.
- * The judging is sentinel_parse_role's (fuzzed); a first piece always
- * holds the array's header and first element when they are "master"
- * (small replies come whole, a streamed one's first piece is long). */
-static void up_role_answered(upstream_conn *up, const char *p, size_t n, int done)
+void upstream_setup_failed(upstream_conn *up, const char *why)
 {
-    char why[160], said[64];
-    if (up->role_check == 1) { /* its first piece */
-        if (done && up_is_refusal(p, n)) return;
-        int ok = sentinel_parse_role(p, n, said, sizeof(said));
-        up->role_check = ok ? 2 : 3;
-        if (!ok) snprintf(up->error, sizeof(up->error), "not the primary: ROLE says %.60s", said);
-    }
-    if (!done) return;
-    up_fifo_pop(up);
-    if (up->role_check == 3) {
-        snprintf(why, sizeof(why), "%s", up->error);
-        up->error[0] = '\0';
-        up_fail(up, why);
-        return;
-    }
-    up->role_check = 0;
-    if (!up->authing) uv_timer_stop(&up->timer);
-    up->announce_ready = 1;
+    char text[160];
+    snprintf(text, sizeof(text), "%s", why); /* (why may be the caller's, freed with what it owns) */
+    up_fail(up, text);
 }
 
 /* Hand n bytes of the current reply on; `done` marks its last piece. The
@@ -870,10 +847,10 @@ static void up_deliver(upstream_conn *up, const char *p, size_t n, int done)
 {
     up_entry *e = fifo_head(up);
     struct client_session *c = e && up->route != ROUTE_PUSH ? e->client : up->client;
-    if (up->shared && c) client_touch(c); /* flushed at the end of the read */
+    if (up->shared && c) up_clients->touch(c); /* flushed at the end of the read */
     switch (up->route) {
     case ROUTE_PUSH:
-        if (c) client_push(c, p, n);
+        if (c) up_clients->push(c, p, n);
         return;
     case ROUTE_REPLY:
     case ROUTE_RESET: {
@@ -884,11 +861,7 @@ static void up_deliver(upstream_conn *up, const char *p, size_t n, int done)
             up_fifo_pop(up);
             if (up->route == ROUTE_RESET) up->raw_rx = 0; /* counting again from here */
         }
-        if (c) client_reply(c, seq, p, n, done);
-        /* A demoted primary answers writes -READONLY: passed on, and the
-         * sentinels asked again (sentinel mode). */
-        if (p && n > 9 && p[0] == '-' && up->srv->sentinel && memcmp(p, "-READONLY", 9) == 0)
-            sentinel_recheck(up->srv, "a reply said -READONLY");
+        if (c) up_clients->reply(c, seq, p, n, done);
         return;
     }
     case ROUTE_SWALLOW_KEEP:
@@ -896,21 +869,16 @@ static void up_deliver(upstream_conn *up, const char *p, size_t n, int done)
     case ROUTE_SWALLOW: {
         unsigned long long seq = e->seq;
         up_fifo_pop(up);
-        if (c) client_reply(c, seq, NULL, 0, 1);
+        if (c) up_clients->reply(c, seq, NULL, 0, 1);
         return;
     }
-    case ROUTE_SCRIPT_LOAD:
-        up_check_script_load(up, e, p, n);
+    case ROUTE_ASK: {
+        upstream_answer_fn answer = e->answer;
+        void *arg = e->answer_arg;
         up_fifo_pop(up);
+        answer(up, arg, p, n);
         return;
-    case ROUTE_OUTPUT_PROBE:
-        up_fifo_pop(up);
-        up_check_output_limit(up, p, n);
-        return;
-    case ROUTE_DEFAULT_PROBE:
-        up_fifo_pop(up);
-        up_check_default_user(up, p, n);
-        return;
+    }
     case ROUTE_SERVER: {
         unsigned long long sent = e->sent;
         up->server = UP_SERVER_UNKNOWN; /* answered: not "asked" when popped */
@@ -918,32 +886,16 @@ static void up_deliver(upstream_conn *up, const char *p, size_t n, int done)
         up_check_server(up, sent, p, n);
         return;
     }
-    case ROUTE_AUTH:
-        up_fifo_pop(up);
-        up_auth_answered(up, p, n, done);
-        return;
-    case ROUTE_ROLE:
-        up_role_answered(up, p, n, done);
-        return;
-    case ROUTE_SLOTS:
-        up_fifo_pop(up);
-        cluster_slots_answered(up, p, n); /* (closes this connection) */
-        return;
     case ROUTE_REDIRECT: {
         up_entry old = *e;
-        if (!cluster_redirect(up, &old, up->kept.data + up->kept_head, old.keep, p, n)) {
+        const upstream_watch *w = up->srv->upstream_watch;
+        if (!w->redirect(up, &old, up->kept.data + up->kept_head, old.keep, p, n)) {
             up->route = ROUTE_REPLY; /* the client gets the error */
             up_deliver(up, p, n, done);
             return;
         }
         if (old.kind == UP_VERB && old.retries > 0) up->retries_in_flight--; /* (moved with it) */
         up_fifo_pop(up);
-        return;
-    }
-    case ROUTE_PROBE: {
-        int which = e->verb;
-        up_fifo_pop(up);
-        ready_probe_answered(up, which, p, n);
         return;
     }
     case ROUTE_NOSCRIPT:
@@ -961,9 +913,9 @@ static void up_deliver(upstream_conn *up, const char *p, size_t n, int done)
 static int up_owes_only_client(const upstream_conn *up)
 {
     for (size_t i = 0; i < up->fifo_len; i++) {
-        const up_entry *e = &up->fifo[(up->fifo_head + i) % up->fifo_cap];
+        const up_entry *e = upstream_owed_at(up, i);
         if (e->client != up->client) return 0;
-        if (e->kind == UP_SCRIPT_LOAD || e->kind == UP_CLOSE_BARRIER) return 0;
+        if (e->kind == UP_ASK || e->kind == UP_CLOSE_BARRIER) return 0;
     }
     return !up->reset_held;
 }
@@ -979,7 +931,7 @@ static int up_owes_only_client(const upstream_conn *up)
 static void up_unframed(upstream_conn *up)
 {
     struct client_session *c = up->client;
-    if (up->shared || !c || !up_owes_only_client(up) || !client_can_become_pipe(c)) {
+    if (up->shared || !c || !up_owes_only_client(up) || !up_clients->can_become_pipe(c)) {
         vp_log(VP_LOG_WARNING, "upstream %s: unreadable reply (%s); closing %s", up_addr(up),
                up->framer.error, up->shared ? "the shared connection" : "the client's connection");
         up_lost(up, "protocol error from upstream");
@@ -993,14 +945,14 @@ static void up_unframed(upstream_conn *up)
     /* What the client holds of the current reply goes out first (it logs
      * the change); then up_process hands on everything from in_pos as it
      * is. */
-    client_become_pipe(c, up->framer.error);
+    up_clients->become_pipe(c, up->framer.error);
 }
 
 /* Called for every reply as it starts (n: its length if whole, else 0).
  * The first one on the connection, an error for a request of the proxy's
  * own (no client is given it), is what Redis refused the connection with;
  * any later reply means it did not. */
-static int up_is_refusal(const char *p, size_t n)
+int upstream_is_refusal(const char *p, size_t n)
 {
     static const char maxclients[] = "-ERR max number of clients reached";
     static const char denied[] = "-DENIED ";
@@ -1018,10 +970,8 @@ static void up_note_refusal(upstream_conn *up, const char *p, size_t n)
     /* What Redis writes to a connection it will not serve (maxclients,
      * protected mode), not an error of a command it ran (CLIENT NO-EVICT on
      * a Redis before 7.0). */
-    if (!up_is_refusal(p, n)) return;
-    if (up->route != ROUTE_REPLY && up->route != ROUTE_SCRIPT_LOAD && up->route != ROUTE_AUTH &&
-        up->route != ROUTE_ROLE)
-        return;
+    if (!upstream_is_refusal(p, n)) return;
+    if (up->route != ROUTE_REPLY && !(up->route == ROUTE_ASK && (e->ask_flags & UP_ASK_REFUSAL))) return;
     memcpy(up->refusal, p, n);
     up->refusal_len = (unsigned char)n;
 }
@@ -1045,7 +995,7 @@ static void up_read_refusal(upstream_conn *up)
     ssize_t got = recv(fd, buf + n, sizeof(buf) - n, MSG_DONTWAIT);
     if (got > 0) n += (size_t)got;
     char *end = n > 1 ? memchr(buf, '\n', n) : NULL;
-    if (n < 3 || buf[0] != '-' || !end || end[-1] != '\r' || !up_is_refusal(buf, n)) return;
+    if (n < 3 || buf[0] != '-' || !end || end[-1] != '\r' || !upstream_is_refusal(buf, n)) return;
     up->replied = 1;
     up->refusal_len = (unsigned char)(end + 1 - buf);
     memcpy(up->refusal, buf, up->refusal_len);
@@ -1094,7 +1044,9 @@ static void up_process(upstream_conn *up)
          * then handed on in one piece and can be recognised); stream a big
          * one. */
         if (!up->streaming) {
-            if (up->framer.consumed < (up->topo ? UP_SLOTS_MAX : UP_STREAM_THRESHOLD)) {
+            const up_entry *e = fifo_head(up);
+            int large = e && e->kind == UP_ASK && (e->ask_flags & UP_ASK_LARGE);
+            if (up->framer.consumed < (large ? UP_LARGE_MAX : UP_STREAM_THRESHOLD)) {
                 resp_frame_reset(&up->framer);
                 break;
             }
@@ -1152,14 +1104,14 @@ static void up_on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
         return;
     }
     up->in.len += (size_t)nread;
+    const upstream_owner *o = up->owner; /* (a loss in the read clears it) */
+    void *arg = up->owner_arg;
     up_process(up);
     /* Before its client sends more: verbs from a reloaded table need it. */
     if (up->vt && up->verbs_in_flight == 0) up_release_vt(up);
-    /* The clients' output may point into `in`: flush it before compacting. */
-    if (up->client)
-        client_round_end(up->client);
-    else if (up->shared)
-        client_flush_touched(up->srv);
+    /* The clients' output may point into `in`: flush it before compacting
+     * (a shared connection's clients even when it was lost in the read). */
+    if (o && o->read_done && (up->state != UPSTREAM_CLOSED || up->shared)) o->read_done(up, arg);
     if (up->state == UPSTREAM_CLOSED) return;
     if (up->reauth_pending) up_reauth_after_read(up);
     if (up->announce_ready) {
@@ -1167,10 +1119,7 @@ static void up_on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
          * output limit): its clients' requests may go now
          * (upstream_is_ready). */
         up->announce_ready = 0;
-        if (upstream_is_ready(up) && up->client)
-            client_upstream_ready(up->client);
-        else if (upstream_is_ready(up) && up->shared && !up->side)
-            client_shared_ready(up->srv, up);
+        if (upstream_is_ready(up) && up->owner && up->owner->ready) up->owner->ready(up, up->owner_arg);
         if (up->state != UPSTREAM_READY) return;
     }
     if (up->shared) {
@@ -1215,22 +1164,20 @@ static void up_read_stop(upstream_conn *up)
  * answered (up_auth_answered), or at once without credentials. */
 static void up_transport_ready(upstream_conn *up)
 {
-    if (!up->authing && !up->role_check) uv_timer_stop(&up->timer); /* else it bounds our AUTH, ROLE too */
+    if (!up->authing && !up->setup_asks) uv_timer_stop(&up->timer); /* else it bounds our AUTH, setup too */
     up->state = UPSTREAM_READY;
     up->reading = 1;
     up_read_start(up);
     vp_log(VP_LOG_DEBUG, "upstream %s: connected%s", up_addr(up), up->tls ? " (TLS)" : "");
-    if (up->authing || up->role_check || up->probe || up->topo) {
-        /* A shared one writes at the end of the loop iteration. (The
-         * probe's requests were queued behind our AUTH.) */
+    if (up->authing || up->setup_asks || !up->owner || !up->owner->ready) {
+        /* A shared one writes at the end of the loop iteration. (A probe's
+         * or fetch's requests, queued before, go now: nobody else would
+         * write them.) */
         int rc = up->shared ? 0 : upstream_flush(up);
         if (rc < 0) up_fail(up, uv_strerror(rc));
         return;
     }
-    if (up->client)
-        client_upstream_ready(up->client);
-    else if (up->shared && !up->setting_up)
-        client_shared_ready(up->srv, up);
+    if (!up->setting_up) up->owner->ready(up, up->owner_arg);
 }
 
 static void up_on_tls_handshake(vp_tls *t, int status)
@@ -1293,10 +1240,8 @@ static void up_on_written(outq *q, int status)
         return;
     }
     if (outq_size(q) != 0) return;
-    if (up->client)
-        client_upstream_drained(up->client);
-    else if (up->shared && up->waiters)
-        client_shared_drained(up->srv, up);
+    if (up->owner && up->owner->drained && (!up->shared || up->waiters))
+        up->owner->drained(up, up->owner_arg);
 }
 
 /* Copy a request into `kept` and queue it from there: written with the
@@ -1405,7 +1350,7 @@ static int up_forward(upstream_conn *up, struct client_session *c, const char *p
         if (c) up_hold_note(up, c);
         if (up->srv->cluster) {
             /* Kept until answered, to be sent again after a -MOVED or
-             * -ASK (up_decide_redirect): the one copy, as outq's. */
+             * -ASK (the watch's redirect, up_decide_error): the one copy, as outq's. */
             up_send_kept(up, p, n);
             up_fifo_push(up, c, UP_REPLY)->keep = (unsigned)n;
             return 1;

@@ -1,12 +1,15 @@
-/* upstream.h - one connection to the upstream Redis.
+/* upstream.h - one connection to one upstream node.
  *
  * It writes the requests it is given, frames the replies that come back
- * (protocol/resp_frame) and hands each reply to the client session that is
- * owed it. What is owed is a FIFO of entries, one per reply the upstream will
- * send, in send order; each entry names its client. Today each client has its
- * own upstream connection (so all Redis connection state just works), but
- * nothing here assumes that entries all belong to one client: that is the
- * step to shared, batched connections.
+ * (protocol/resp_frame) and hands each reply to whoever is owed it. What is
+ * owed is a FIFO of entries, one per reply the node will send, in send
+ * order. An entry names a client (its reply goes to that client's reply
+ * slot `seq`, through the session's upstream_client_ops), or carries the
+ * callback of the module that asked (upstream_ask: the readiness probe, a
+ * slot-map fetch, sentinel's ROLE, a script load, an output-limit probe),
+ * or marks a change of counting (below). The connection itself never
+ * knows who is behind a callback: whoever opens it gives an owner
+ * (upstream_owner) that hears of its events: ready, failed, lost, drained.
  *
  * Counting replies. Nearly every command gets exactly one reply. The
  * exceptions are tracked on the send side (command.h): MULTI ... EXEC count
@@ -19,24 +22,25 @@
  * RESET and `PING verbproxy:barrier:<token>`, and releases its reply when
  * their answers come back. RESP3 pushes ('>') are out of band in every mode.
  *
- * Shared connections. With `shared-upstreams` > 0, clients without
- * connection state of their own send their commands on one of a few shared
- * connections (each node's shared[], proxy/route/route.h), whose FIFO entries then name many clients.
- * Their requests are copied (the client's buffer moves on at once) and all
+ * Own and shared connections. A client with connection state (a database,
+ * a transaction, subscriptions) has a connection of its own, whose FIFO
+ * names only it. With `shared-upstreams` > 0, clients without state send
+ * their commands on one of a few shared connections per node (each node's
+ * shared[], proxy/route/route.h), whose entries name many clients. Their
+ * requests are copied (the client's buffer moves on at once) and all
  * written once per loop iteration (upstream_flush_shared), sooner when 8 KiB
  * gathers, later while two writes are unanswered (up_shared_write); replies
  * are handed to each entry's client, and the clients given something are
- * flushed at the end of the read (client_flush_touched). A shared
+ * flushed at the end of the read (the shared owner's read_done). A shared
  * connection never carries state: a client that needs some moves to its
- * own connection first (client.c). Events that concern every client on a
- * shared connection (connected, failed, lost, drained) go through the
- * client_shared_* calls. The side connection (upstream_side.c) is one more
- * shared connection, for the commands Redis answers while a script is busy.
+ * own connection first (client.c). The side connection (upstream_side.c)
+ * is one more shared connection, for the commands Redis answers while a
+ * script is busy.
  *
- * Lifetime: created by the client session (or, shared, by the first
- * client that needs it); freed by itself after upstream_close() once libuv
- * has closed its handles. After a failure or upstream_close() it never
- * calls a client again. */
+ * Lifetime: created by its owner (a shared one by the first client that
+ * needs it); freed by itself after upstream_close() once libuv has closed
+ * its handles. After a failure or upstream_close() it never calls anyone
+ * again. */
 #ifndef VP_UPSTREAM_H
 #define VP_UPSTREAM_H
 
@@ -51,29 +55,31 @@
 struct client_session;
 
 typedef enum up_entry_kind {
-    UP_REPLY,         /* one reply for the client's slot `seq` */
+    UP_REPLY,         /* one reply for the client's slot `seq` (no client: dropped) */
     UP_VERB,          /* a verb's EVALSHA: its reply for slot `seq`, or NOSCRIPT -> reload, retry */
-    UP_SCRIPT_LOAD,   /* our SCRIPT LOAD of verb `verb`: checked, never shown */
+    UP_ASK,           /* a request of the proxy's own: its answer goes to `answer` (upstream_ask) */
     UP_CLOSE_BARRIER, /* RESET + barrier PING before the connection closes */
     UP_RESET,         /* RESET sent in raw mode: its +RESET ends raw mode */
     UP_RAW_START,     /* from here on replies are not counted (no reply of its own) */
     UP_OPAQUE_START,  /* from here on the stream is not RESP (SYNC/PSYNC) */
-    UP_OUTPUT_PROBE,  /* our CONFIG GET client-output-buffer-limit: read, never shown */
-    UP_DEFAULT_PROBE, /* our ACL GETUSER default: read, never shown (upstream_defauth.c) */
     UP_SERVER_PROBE,  /* our HELLO (no arguments): read, never shown (upstream_server.c) */
-    UP_HELLO,         /* the client's HELLO: its reply is the client's, and says the protocol */
-    UP_AUTH,          /* our AUTH with the upstream credentials, first on the connection (up_auth_answered) */
-    UP_PROBE,         /* the readiness probe's request (readiness.c): `verb` says which */
-    UP_ROLE, /* sentinel mode: our ROLE, after AUTH: the node must be the primary (up_role_answered) */
-    UP_SLOTS /* cluster mode: our CLUSTER SLOTS on the fetch connection (cluster.c) */
+    UP_HELLO          /* the client's HELLO: its reply is the client's, and says the protocol */
 } up_entry_kind;
+
+struct upstream_conn;
+/* The answer to a request of the proxy's own (upstream_ask): the whole
+ * reply p..p+n, its entry already done. Called only for a reply that came
+ * whole within the ask's size (a larger one is dropped unread); a
+ * connection that fails or is lost first tells its owner instead
+ * (upstream_owner), never the ask. */
+typedef void (*upstream_answer_fn)(struct upstream_conn *up, void *arg, const char *p, size_t n);
 
 typedef struct up_entry {
     struct client_session *client;
     unsigned long long seq; /* the client's reply slot */
     up_entry_kind kind;
     unsigned keep;           /* bytes of `kept` this request owns, released with the entry */
-    short verb;              /* UP_VERB, UP_SCRIPT_LOAD: index in the verb table */
+    short verb;              /* UP_VERB: index in the verb table */
     short retries;           /* UP_VERB: times sent again after a NOSCRIPT */
     unsigned char redirects; /* cluster mode: times sent again after a -MOVED or -ASK */
     unsigned char tries;     /* cluster mode: times sent again after a -TRYAGAIN (tryagain.h) */
@@ -82,7 +88,72 @@ typedef struct up_entry {
     unsigned
         flush_epoch : 31;    /* a SCRIPT FLUSH (or an EXEC running one): srv->scripts_epoch it set; else 0 */
     unsigned long long sent; /* numbers the requests in send order */
+    /* UP_ASK: who gets the answer, and how (UP_ASK_* flags). */
+    upstream_answer_fn answer;
+    void *answer_arg;
+    unsigned ask_flags;
 } up_entry;
+
+/* ---- who hears of a connection ----
+ * A connection never knows who opened it, nor whose its replies are: the
+ * module that opens one gives it an owner (these callbacks and their
+ * argument: a client session for its own connection, the session's pool
+ * handlers for a shared one, the readiness probe, the cluster's map
+ * fetch), each request the proxy makes for itself carries its answer
+ * callback (upstream_ask), and the session gives every connection one way
+ * to reach a client (upstream_client_ops). As hiredis's redisCallback and
+ * Envoy's ClientCallbacks: the connection calls, the owner decides. Any
+ * callback may be NULL. After failed or lost the connection is closed and
+ * never calls again. */
+typedef struct upstream_owner {
+    void (*ready)(struct upstream_conn *up, void *arg); /* may take requests: connected, setup answered */
+    void (*failed)(struct upstream_conn *up, void *arg, const char *why); /* the connect did not succeed */
+    void (*lost)(struct upstream_conn *up, void *arg, const char *why);   /* broke after connecting */
+    void (*drained)(struct upstream_conn *up, void *arg);                 /* everything queued is written */
+    /* A read was handed on: what clients were given may be written (their
+     * output may point into the connection's read buffer until then). */
+    void (*read_done)(struct upstream_conn *up, void *arg);
+    /* A shared connection a reload replaced: `closing` once it owes nothing. */
+    void (*retired)(struct upstream_conn *up, void *arg, int closing);
+} upstream_owner;
+
+/* How a connection hands a reply to a client (given by the session once,
+ * upstream_set_session): entries name clients, opaque here. */
+typedef struct upstream_client_ops {
+    unsigned long long (*next_seq)(const struct client_session *c); /* the reply slot it will queue next */
+    void (*reply)(struct client_session *c, unsigned long long seq, const char *p, size_t n, int done);
+    void (*push)(struct client_session *c, const char *p, size_t n); /* out of band, in arrival order */
+    void (*touch)(struct client_session *c);                         /* given something: flush at read_done */
+    int (*can_become_pipe)(const struct client_session *c);
+    void (*become_pipe)(struct client_session *c, const char *why);
+    /* The connection it was owed a reply on was lost (a shared one's). */
+    void (*lost)(struct client_session *c, const char *why);
+} upstream_client_ops;
+
+/* What the modules above (Sentinel, Cluster) watch on every connection
+ * (vp_server's upstream_watch; NULL: nobody). */
+typedef struct upstream_watch {
+    /* A connection was just opened: queue its setup (sentinel: ROLE). */
+    void (*opened)(struct upstream_conn *up);
+    /* A node without an address (sentinel mode before a primary is known): why. */
+    const char *(*why_no_address)(vp_server *srv);
+    /* A connect failed, or a connection was lost. */
+    void (*trouble)(vp_server *srv, const char *why);
+    /* A counted reply that is a whole error (e: its entry, a client's
+     * request or a silent one): 1 takes it back (redirect is then called
+     * for it), 0 lets it go on. */
+    int (*error_reply)(struct upstream_conn *up, const up_entry *e, const char *p, size_t n);
+    /* Send e's request (req..req+reqn, the connection's kept copy) where
+     * the error p..p+n says: 1 done, 0 not (the client then gets the error). */
+    int (*redirect)(struct upstream_conn *up, const up_entry *e, const char *req, size_t reqn, const char *p,
+                    size_t n);
+} upstream_watch;
+
+/* How an ask is answered (upstream_ask). */
+#define UP_ASK_LARGE 1   /* read its reply whole up to 16 MiB (a slot map, a ROLE), not 16 KiB */
+#define UP_ASK_SETUP 2   /* part of the connection's setup: no client's request goes before its answer */
+#define UP_ASK_REFUSAL 4 /* its error, first on the connection, may be Redis refusing it (upstream_refusal)  \
+                          */
 
 /* Which scripts this connection has had loaded: one bit per script (the
  * verb table's load index); scripts past the 64th are loaded all at once
@@ -124,6 +195,8 @@ typedef struct upstream_conn {
     vp_server *srv;
     route_node *node;              /* where it connects (proxy/route/route.h); the node outlives it */
     struct client_session *client; /* its one client; NULL once detached, and when shared */
+    const upstream_owner *owner;   /* who hears of it (see upstream_owner) */
+    void *owner_arg;
     upstream_state state;
     int shared;         /* one of its node's shared[]: its entries name many clients */
     int shared_index;   /* its place there (-1: the side connection) */
@@ -134,11 +207,8 @@ typedef struct upstream_conn {
     int announce_ready; /* its setup (our AUTH, auth state, output limit) was just answered: tell its
                            clients after the read */
     int authing;        /* our AUTH (upstream credentials) is not answered yet: not ready for clients */
-    int role_check;     /* sentinel mode: our ROLE is not answered yet (1), or its answer started: master (2),
-                           not master (3): not ready for clients */
-    int probe;          /* the readiness probe's own (readiness.h): no client; its answers go there */
-    int topo;           /* cluster mode: the slot map's fetch (cluster.c): no client; its answer goes there */
-    int own_counted;    /* counted in srv->own_upstreams (opened for a client) */
+    int setup_asks;  /* asks of its setup (UP_ASK_SETUP, e.g. sentinel's ROLE) not answered yet: not ready */
+    int own_counted; /* counted in srv->own_upstreams (opened for a client) */
     /* A shared connection's writes not fully answered yet: the `sent` value
      * each one ended at, oldest first (see up_shared_write). */
     unsigned long long batch_end[UP_SHARED_BATCHES];
@@ -247,15 +317,45 @@ typedef struct upstream_conn {
     int retired;           /* a shared or side connection replaced by a reload: takes nothing new, closes once
                               it owes nothing (srv->retired lists it) */
     struct upstream_conn *retired_next;
+    /* Every connection open, for the walks over all of them (upstream.c). */
+    struct upstream_conn *all_next, *all_prev;
 
     char barrier_cmd[96];   /* PING <token> */
     char barrier_reply[64]; /* its answer */
 } upstream_conn;
 
-/* Start connecting to `node` (its address as it is now) for `client`
- * (NULL: a shared, side or probe connection). Never fails synchronously: a
- * failure is reported through client_upstream_failed() from the loop. */
-upstream_conn *upstream_open(vp_server *srv, route_node *node, struct client_session *client);
+/* Start connecting to `node` (its address as it is now) for `client` (its
+ * own connection; NULL: a shared, side, probe or fetch connection), told
+ * to `owner` (with `arg`). Never fails synchronously: a failure is
+ * reported through owner->failed from the loop. */
+upstream_conn *upstream_open(vp_server *srv, route_node *node, struct client_session *client,
+                             const upstream_owner *owner, void *arg);
+/* The session's ways to reach a client, and the owner every shared
+ * connection gets (its argument: srv). Once, before any connection. */
+void upstream_set_session(const upstream_client_ops *clients, const upstream_owner *shared);
+/* Send a request of the proxy's own (req copied), its whole reply to
+ * answer(up, arg, ...): see upstream_answer_fn, UP_ASK_*. */
+void upstream_ask(upstream_conn *up, const char *req, size_t n, upstream_answer_fn answer, void *arg,
+                  unsigned flags);
+/* A setup ask (UP_ASK_SETUP) was answered as hoped: once none is left the
+ * connection serves clients. Its answer must say this or
+ * upstream_setup_failed, or wait for the connection's loss (a refusal):
+ * until then the connect timeout runs. */
+void upstream_setup_done(upstream_conn *up);
+/* A setup ask was answered otherwise: the connection fails as a connect
+ * that did not succeed, with `why`. */
+void upstream_setup_failed(upstream_conn *up, const char *why);
+/* Is p..p+n what Redis writes to a connection it will not serve
+ * (maxclients, protected mode)? It closes next; the connection's loss then
+ * reports it (upstream_refusal), so an ask's answer should wait for that. */
+int upstream_is_refusal(const char *p, size_t n);
+
+/* ---- what a connection owes: its entries, oldest first ---- */
+/* How many replies it owes, and the i-th (0: the oldest). For modules that
+ * must look (a client deciding whether it may leave); nobody else changes
+ * an entry but through the calls here. */
+size_t upstream_owed(const upstream_conn *up);
+const up_entry *upstream_owed_at(const upstream_conn *up, size_t i);
 /* Connected, and may take requests: a shared connection only once its
  * setup is answered: CLIENT NO-EVICT's reply said whether Redis requires
  * AUTH of it, and the output-limit probe whether clients may share. */
@@ -290,20 +390,6 @@ void upstream_close_shared(vp_server *srv);
  * retired, new requests go to new ones, each old one closes once every
  * reply it owes is in (clients on it move once they owe it nothing). */
 void upstream_retire_shared(vp_server *srv);
-/* Sentinel mode: the primary moved (srv->conf.upstream* now names the new
- * one; proxy/route/sentinel.c). As after a reload's address change, the shared
- * and side connections are retired: new requests go to new connections,
- * which load their scripts before their first verb like any new one, and
- * clients owing them nothing move silently. A client with requests in
- * flight on the old primary gets their replies, then a clean close
- * (client_drain_close): writes the old primary acknowledged after the
- * replica stopped following it are lost (Redis replicates asynchronously),
- * and moving that client on silently would show it its own writes
- * vanishing; a close tells it, as Redis's CLIENT KILL on the demoted node
- * tells a direct client. A client's own connection holds state (database,
- * transaction, subscriptions) on a node that is no primary any more: the
- * same. The readiness probe reconnects. */
-void upstream_primary_moved(vp_server *srv);
 /* A reload is about to replace srv->verbs, whose contents now live at
  * `old`: every connection with verbs in flight keeps a reference to it
  * (their FIFO entries index it); returns how many took one. */
@@ -368,7 +454,8 @@ int upstream_client_needs_auth(const upstream_conn *up, unsigned long long clien
  * from a client on a shared connection: sent on the side connection
  * (upstream_side.c), whose reply goes to the client's next slot. Returns 1
  * (a slot is owed). */
-int upstream_side_forward(vp_server *srv, struct client_session *c, const char *p, size_t n);
+int upstream_side_forward(vp_server *srv, route_node *node, struct client_session *c, const char *p,
+                          size_t n);
 /* Cluster mode: one part of SCRIPT KILL or FUNCTION KILL sent to every
  * primary, on that node's side connection (as upstream_forward_part). */
 int upstream_side_forward_part(vp_server *srv, struct route_node *node, struct client_session *c,

@@ -40,8 +40,7 @@ void upstream_probe_default_user(upstream_conn *up)
     if (up->srv->conf.shared_upstreams == 0 || up->srv->conf.upstream_auth || up->state == UPSTREAM_CLOSED ||
         !upstream_is_counting(up) || up->in_multi || (up->shared && upstream_requires_auth(up)))
         return;
-    outq_add_copy(&up->out, getuser_cmd, sizeof(getuser_cmd) - 1);
-    up_fifo_push(up, NULL, UP_DEFAULT_PROBE);
+    upstream_ask(up, getuser_cmd, sizeof(getuser_cmd) - 1, up_check_default_user, NULL, 0);
 }
 
 int upstream_client_needs_auth(const upstream_conn *up, unsigned long long client_id)
@@ -89,8 +88,9 @@ static int defauth_needs_auth(const char *p, size_t n)
     return !nopass || off;
 }
 
-void up_check_default_user(upstream_conn *up, const char *p, size_t n)
+void up_check_default_user(upstream_conn *up, void *arg, const char *p, size_t n)
 {
+    (void)arg;
     route_node *node = up->node;
     if (n && p[0] == '-') {
         /* -NOAUTH on a client's own connection, or NOPERM, or no ACL: Redis

@@ -5,15 +5,21 @@
 
 #include "proxy/upstream/upstream.h"
 
-/* The entry for the next request; its reply goes to the slot the client is
- * about to queue. */
 /* The address this connection goes to, for logs and errors (its node's;
  * the configured upstream for one made without a node, as unit tests do). */
 static inline const char *up_addr(const upstream_conn *up)
 {
     return up->node ? up->node->addr : up->srv->conf.upstream;
 }
+/* The entry for the next request; its reply goes to the slot the client is
+ * about to queue. */
 up_entry *up_fifo_push(upstream_conn *up, struct client_session *c, up_entry_kind kind);
+/* The i-th entry owed (0: the oldest), and the newest; changeable. */
+up_entry *up_fifo_at(upstream_conn *up, size_t i);
+static inline up_entry *up_fifo_last(upstream_conn *up)
+{
+    return up_fifo_at(up, up->fifo_len - 1);
+}
 /* Done with the oldest entry: the bytes it kept go too. */
 void up_fifo_pop(upstream_conn *up);
 
@@ -21,8 +27,12 @@ void up_fifo_pop(upstream_conn *up);
  * that table (upstream.h's vt) for the live one. */
 void up_release_vt(upstream_conn *up);
 
-/* Our SCRIPT LOAD's answer (the oldest entry, `e`) in p..p+n: check it. */
-void up_check_script_load(upstream_conn *up, const up_entry *e, const char *p, size_t n);
+/* Our SCRIPT LOAD's answer (an ask's; arg: the verb's index, as a
+ * pointer): checked, never shown. */
+void up_check_script_load(upstream_conn *up, void *arg, const char *p, size_t n);
+/* The entry of an ask whose request the caller queues itself (a static
+ * buffer, not copied): as upstream_ask otherwise. */
+void up_push_ask(upstream_conn *up, upstream_answer_fn answer, void *arg, unsigned flags);
 /* The oldest entry, a verb, was answered NOSCRIPT: reload and send it again
  * (1), or 0 when that is no longer possible and the reply must go on. */
 int up_retry_verb(upstream_conn *up);
@@ -35,10 +45,8 @@ void up_ensure_script(upstream_conn *up, const struct verb_def *v);
  * verbs, and count a retried verb's reordering once it is answered. */
 void up_note_answered(upstream_conn *up, const up_entry *e);
 
-/* The answer to our output-limit probe (the oldest entry) in p..p+n:
- * decide whether clients may share (upstream_outlimit.c). */
-void up_check_output_limit(upstream_conn *up, const char *p, size_t n);
-void up_check_default_user(upstream_conn *up, const char *p, size_t n);
+/* The answer to our ACL GETUSER default (upstream_defauth.c). */
+void up_check_default_user(upstream_conn *up, void *arg, const char *p, size_t n);
 
 /* The answer to our server probe (its entry's `sent`), or to a client's
  * HELLO (the oldest entry), whole in p..p+n (upstream_server.c). */
@@ -51,8 +59,8 @@ void up_server_entry_done(upstream_conn *up, const up_entry *e);
 /* The answer to a SCRIPT FLUSH forwarded through the proxy (its entry's
  * flush_epoch) has come: see upstream_scripts_flushed. */
 void up_script_flush_answered(upstream_conn *up, unsigned epoch);
-/* The side connection failed to connect / was lost (upstream_side.c). */
-void up_side_failed(upstream_conn *up, const char *why);
-void up_side_lost(upstream_conn *up, const char *why);
+/* What the session gave (upstream_set_session), for upstream's own files. */
+const upstream_client_ops *up_clients_of(void);
+const upstream_owner *up_shared_owner_of(void);
 
 #endif

@@ -27,6 +27,8 @@
 #include "proxy/route/route.h"
 #include "proxy/upstream/upstream_internal.h"
 
+static void up_check_output_limit(upstream_conn *up, void *arg, const char *p, size_t n);
+
 static const char probe_cmd[] = "*3\r\n$6\r\nCONFIG\r\n$3\r\nGET\r\n$26\r\nclient-output-buffer-limit\r\n";
 
 void upstream_probe_output_limit(upstream_conn *up)
@@ -35,8 +37,7 @@ void upstream_probe_output_limit(upstream_conn *up)
     if (up->srv->conf.shared_upstreams == 0 || up->state == UPSTREAM_CLOSED || !upstream_is_counting(up) ||
         up->in_multi)
         return;
-    outq_add_copy(&up->out, probe_cmd, sizeof(probe_cmd) - 1);
-    up_fifo_push(up, NULL, UP_OUTPUT_PROBE);
+    upstream_ask(up, probe_cmd, sizeof(probe_cmd) - 1, up_check_output_limit, NULL, 0);
 }
 
 void upstream_cron(vp_server *srv)
@@ -94,8 +95,10 @@ static int outlimit_value(const char *p, size_t n, const char **v, size_t *vlen)
     return 0;
 }
 
-void up_check_output_limit(upstream_conn *up, const char *p, size_t n)
+/* The answer to our output-limit probe: decide whether clients may share. */
+static void up_check_output_limit(upstream_conn *up, void *arg, const char *p, size_t n)
 {
+    (void)arg;
     vp_server *srv = up->srv;
     const char *v;
     size_t vlen;

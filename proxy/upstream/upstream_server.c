@@ -101,7 +101,7 @@ void upstream_note_hello(upstream_conn *up)
     }
     /* The entry just pushed for it (a counted connection: HELLO answers). */
     if (up->raw_tx || up->fifo_len == 0) return;
-    up_entry *e = &up->fifo[(up->fifo_head + up->fifo_len - 1) % up->fifo_cap];
+    up_entry *e = up_fifo_last(up);
     if (e->kind != UP_REPLY) return;
     e->kind = UP_HELLO;
     up->hellos_in_flight++;
@@ -139,8 +139,8 @@ static int server_learn(upstream_conn *up, const char *p, size_t n)
         strcmp(name, "redis") == 0 &&
         (major > SERVER_COUNT_MAJOR || (major == SERVER_COUNT_MAJOR && minor >= SERVER_COUNT_MINOR));
     if (up->server != UP_SERVER_KNOWN || strcmp(up->server_name, name) || strcmp(up->server_version, version))
-        vp_log(VP_LOG_VERBOSE, "upstream %s: %s %s, AGGREGATE COUNT %s", up_addr(up), name,
-               version, up->has_aggregate_count ? "native" : "by the proxy's script");
+        vp_log(VP_LOG_VERBOSE, "upstream %s: %s %s, AGGREGATE COUNT %s", up_addr(up), name, version,
+               up->has_aggregate_count ? "native" : "by the proxy's script");
     memcpy(up->server_name, name, sizeof(name));
     memcpy(up->server_version, version, sizeof(version));
     up->server = UP_SERVER_KNOWN;

@@ -21,16 +21,29 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "proxy/session/client.h"
 #include "proxy/log.h"
 #include "proxy/route/route.h"
 #include "proxy/upstream/upstream.h"
 #include "proxy/upstream/upstream_internal.h"
 
+static void up_side_failed(upstream_conn *up, void *arg, const char *why);
+static void up_side_lost(upstream_conn *up, void *arg, const char *why);
+
+/* What its clients were given goes out as for any shared connection's. */
+static void up_side_read_done(upstream_conn *up, void *arg)
+{
+    (void)arg;
+    const upstream_owner *shared = up_shared_owner_of();
+    if (shared && shared->read_done) shared->read_done(up, up->srv);
+}
+
+static const upstream_owner up_side_owner = {
+    .failed = up_side_failed, .lost = up_side_lost, .read_done = up_side_read_done};
+
 static upstream_conn *up_side_get(vp_server *srv, route_node *node)
 {
     if (!node->side) {
-        upstream_conn *up = upstream_open(srv, node, NULL);
+        upstream_conn *up = upstream_open(srv, node, NULL, &up_side_owner, NULL);
         up->shared = 1; /* entries name many clients; written with the shared ones */
         up->side = 1;
         up->shared_index = -1;
@@ -39,10 +52,9 @@ static upstream_conn *up_side_get(vp_server *srv, route_node *node)
     return node->side;
 }
 
-int upstream_side_forward(vp_server *srv, struct client_session *c, const char *p, size_t n)
+int upstream_side_forward(vp_server *srv, route_node *node, struct client_session *c, const char *p, size_t n)
 {
-    /* (The node whose script is busy: the client's.) */
-    upstream_conn *up = up_side_get(srv, route_node_for(srv, c));
+    upstream_conn *up = up_side_get(srv, node);
     srv->stats.commands_forwarded++;
     outq_add_copy(&up->out, p, n); /* the client's buffer moves on before the write */
     up_fifo_push(up, c, UP_REPLY);
@@ -65,14 +77,9 @@ void upstream_side_detach(vp_server *srv, struct client_session *c)
         if (srv->nodes[i]->side) upstream_detach_client(srv->nodes[i]->side, c);
 }
 
-/* The entry at position i of the FIFO (0: oldest). */
-static up_entry *up_side_entry(upstream_conn *up, size_t i)
+static void up_side_failed(upstream_conn *up, void *arg, const char *why)
 {
-    return &up->fifo[(up->fifo_head + i) % up->fifo_cap];
-}
-
-void up_side_failed(upstream_conn *up, const char *why)
-{
+    (void)arg;
     /* Each request waiting for the connect gets the error the client would
      * get for any other (client.c's wording), in its slot. */
     char msg[384];
@@ -81,23 +88,25 @@ void up_side_failed(upstream_conn *up, const char *why)
     for (int i = 0; i < n; i++)
         if (msg[i] == '\r' || msg[i] == '\n') msg[i] = ' ';
     memcpy(msg + n, "\r\n", 2);
-    /* client_reply only queues, so no client closes during the walk. */
-    for (size_t i = 0; i < up->fifo_len; i++) {
-        up_entry *e = up_side_entry(up, i);
+    /* A reply only queues, so no client closes during the walk. */
+    const upstream_client_ops *clients = up_clients_of();
+    for (size_t i = 0; i < upstream_owed(up); i++) {
+        const up_entry *e = upstream_owed_at(up, i);
         if (!e->client) continue;
-        client_reply(e->client, e->seq, msg, (size_t)n + 2, 1);
-        client_touch(e->client);
+        clients->reply(e->client, e->seq, msg, (size_t)n + 2, 1);
+        clients->touch(e->client);
     }
-    client_flush_touched(up->srv);
+    up_side_read_done(up, NULL);
 }
 
-void up_side_lost(upstream_conn *up, const char *why)
+static void up_side_lost(upstream_conn *up, void *arg, const char *why)
 {
-    for (size_t i = 0; i < up->fifo_len; i++) {
-        struct client_session *c = up_side_entry(up, i)->client;
+    (void)arg;
+    for (size_t i = 0; i < upstream_owed(up); i++) {
+        struct client_session *c = upstream_owed_at(up, i)->client;
         if (!c) continue;
         /* Its other entries here are done with too (it may close now). */
         upstream_detach_client(up, c);
-        client_upstream_lost(c, why);
+        up_clients_of()->lost(c, why);
     }
 }

@@ -4,12 +4,12 @@
  * place, and the replies the proxy has Redis make for it (argument errors
  * inside MULTI or in an uncounted stream). The FIFO and reply routing are
  * upstream.c's; see upstream.h for the model. */
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "lua/verbs.h"
 #include "proxy/session/command.h"
-#include "proxy/session/client.h"
 #include "proxy/log.h"
 #include "proxy/upstream/upstream.h"
 #include "proxy/upstream/upstream_internal.h"
@@ -18,12 +18,18 @@
 
 /* Every script's SCRIPT LOAD (one static buffer: no copy), after a
  * NOSCRIPT: Redis runs them before the retried EVALSHAs behind them. */
+/* The entry of the SCRIPT LOAD of verb `verb`, just queued. */
+static void up_script_load_sent(upstream_conn *up, int verb)
+{
+    up_push_ask(up, up_check_script_load, (void *)(intptr_t)verb, UP_ASK_REFUSAL);
+}
+
 static void up_send_loads(upstream_conn *up)
 {
     const verb_table *t = upstream_verbs(up);
     outq_add(&up->out, t->load_cmds, t->load_len);
     for (int i = 0; i < t->nloads; i++)
-        up_fifo_push(up, NULL, UP_SCRIPT_LOAD)->verb = (short)t->load_ids[i];
+        up_script_load_sent(up, t->load_ids[i]);
     up->scripts_loaded = UP_SCRIPTS_ALL;
     up->scripts_epoch = up->srv->scripts_epoch;
     up->srv->stats.script_loads += (unsigned long long)t->nloads;
@@ -55,20 +61,21 @@ void up_ensure_script(upstream_conn *up, const verb_def *v)
         return;
     }
     outq_add(&up->out, t->load_cmds + t->load_off[i], t->load_size[i]);
-    up_fifo_push(up, NULL, UP_SCRIPT_LOAD)->verb = (short)t->load_ids[i];
+    up_script_load_sent(up, t->load_ids[i]);
     up->scripts_loaded |= bit;
     up->srv->stats.script_loads++;
 }
 
-void up_check_script_load(upstream_conn *up, const up_entry *e, const char *p, size_t n)
+void up_check_script_load(upstream_conn *up, void *arg, const char *p, size_t n)
 {
+    int verb = (int)(intptr_t)arg;
     verb_table *t = up->vt ? up->vt : &up->srv->verbs; /* (marks `broken`) */
-    const verb_def *v = t->verbs[e->verb];
+    const verb_def *v = t->verbs[verb];
     if (n == 47 && memcmp(p, "$40\r\n", 5) == 0 && memcmp(p + 5, v->sha, 40) == 0) return;
     if (n > 0 && p[0] == '-') {
         /* Not loaded (NOAUTH before the client authenticated, an ACL, OOM):
          * the next call of it loads again; its EVALSHA meets the same error. */
-        up->scripts_loaded &= ~up_script_bit(t->script_of[e->verb]);
+        up->scripts_loaded &= ~up_script_bit(t->script_of[verb]);
         vp_log(VP_LOG_VERBOSE, "upstream %s: SCRIPT LOAD %s refused: %.*s", up_addr(up), v->name,
                (int)(n > 2 ? n - 2 : n), p);
         return;
@@ -78,11 +85,11 @@ void up_check_script_load(upstream_conn *up, const up_entry *e, const char *p, s
         /* Not an answer to SCRIPT LOAD at all: something is off on this
          * connection, not in the script. Load again before the next verb. */
         up->scripts_loaded = 0;
-        vp_log(VP_LOG_WARNING, "upstream %s: unexpected answer to SCRIPT LOAD %s: %.*s", up_addr(up),
-               v->name, (int)(n > 64 ? 64 : n), p);
+        vp_log(VP_LOG_WARNING, "upstream %s: unexpected answer to SCRIPT LOAD %s: %.*s", up_addr(up), v->name,
+               (int)(n > 64 ? 64 : n), p);
         return;
     }
-    if (!t->broken[e->verb])
+    if (!t->broken[verb])
         vp_log(VP_LOG_WARNING,
                "upstream %s: SCRIPT LOAD of verb %s answered %.*s, not the pinned SHA-1 %s: "
                "verb %s is disabled",
@@ -107,7 +114,7 @@ static unsigned up_bump_scripts_epoch(vp_server *srv)
 static up_entry *up_last_answered(upstream_conn *up)
 {
     for (size_t i = up->fifo_len; i > 0; i--) {
-        up_entry *e = &up->fifo[(up->fifo_head + i - 1) % up->fifo_cap];
+        up_entry *e = up_fifo_at(up, i - 1);
         if (e->kind != UP_RAW_START) return e;
     }
     return NULL;
@@ -152,7 +159,7 @@ void up_script_flush_answered(upstream_conn *up, unsigned epoch)
  * then gets the NOSCRIPT. */
 int up_retry_verb(upstream_conn *up)
 {
-    up_entry old = up->fifo[up->fifo_head];
+    up_entry old = *up_fifo_at(up, 0);
     if (up->in_multi || up->raw_tx) {
         vp_log(VP_LOG_VERBOSE, "upstream %s: NOSCRIPT for %s inside a later MULTI: passed on", up_addr(up),
                upstream_verbs(up)->verbs[old.verb]->name);
@@ -206,7 +213,7 @@ void up_note_answered(upstream_conn *up, const up_entry *e)
     /* Its client's verbs retried behind it came before it in the client's
      * order: it ran ahead of them. (Rare: only while retries are out.) */
     for (size_t i = 1; i < up->fifo_len; i++) {
-        up_entry *r = &up->fifo[(up->fifo_head + i) % up->fifo_cap];
+        up_entry *r = up_fifo_at(up, i);
         if (r->kind == UP_VERB && r->retries > 0 && r->client == e->client && r->seq < e->seq)
             r->later_ran = 1;
     }

@@ -2,6 +2,7 @@
  * built-in verb's argument checks with Redis's wording, custom verbs from
  * config lines, and the check of what SCRIPT LOAD answers. */
 #include <criterion/criterion.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -577,23 +578,23 @@ Test(script_load_answers, a_foreign_sha_disables_the_verb_an_error_reloads_later
     cr_assert_eq(verbs_build(&srv.verbs, NULL, 0, 0, err, sizeof(err)), 0, "%s", err);
     upstream_conn up = {.srv = &srv, .scripts_loaded = UP_SCRIPTS_ALL};
     const verb_def *z = verbs_find(&srv.verbs, "ztick", 5);
-    up_entry e = {.kind = UP_SCRIPT_LOAD, .verb = (short)z->id};
+    void *e = (void *)(intptr_t)z->id; /* the ask's argument: which verb */
     char reply[64];
 
     snprintf(reply, sizeof(reply), "$40\r\n%s\r\n", z->sha);
-    up_check_script_load(&up, &e, reply, strlen(reply));
+    up_check_script_load(&up, e, reply, strlen(reply));
     cr_assert_not(srv.verbs.broken[z->id], "the pinned SHA is accepted");
     cr_assert_eq(up.scripts_loaded, UP_SCRIPTS_ALL);
 
     const char *noauth = "-NOAUTH Authentication required.\r\n";
-    up_check_script_load(&up, &e, noauth, strlen(noauth));
+    up_check_script_load(&up, e, noauth, strlen(noauth));
     cr_assert_not(srv.verbs.broken[z->id]);
     cr_assert_eq(up.scripts_loaded & (1ULL << srv.verbs.script_of[z->id]), 0,
                  "a refused load is repeated before the verb's next call");
     cr_assert_neq(up.scripts_loaded, 0, "the other scripts stay loaded");
 
     const char *other = "$40\r\n0000000000000000000000000000000000000000\r\n";
-    up_check_script_load(&up, &e, other, strlen(other));
+    up_check_script_load(&up, e, other, strlen(other));
     cr_assert(srv.verbs.broken[z->id], "another SHA disables the verb");
     const verb_def *q = verbs_find(&srv.verbs, "qpop", 4);
     cr_assert_not(srv.verbs.broken[q->id], "and only that verb");
