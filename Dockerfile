@@ -15,8 +15,11 @@ RUN apt-get update && apt-get install -y --no-install-recommends \
     && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY . .
+# The packager's three commands (docs/install.md); the runtime stage takes
+# the binary from where the install rule put it.
 RUN cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DVP_TESTS=OFF \
-    && cmake --build build --target verbproxy -j"$(nproc)"
+    && cmake --build build -j"$(nproc)" \
+    && cmake --install build --prefix /usr/local
 
 FROM debian:12-slim
 # Exactly the runtime libraries (libc6, libgcc-s1 and libstdc++6 are part of
@@ -30,7 +33,7 @@ RUN apt-get update && apt-get install -y --no-install-recommends \
 RUN groupadd --system --gid 10001 verbproxy \
     && useradd --system --uid 10001 --gid 10001 --no-create-home --home-dir /nonexistent \
         --shell /usr/sbin/nologin verbproxy
-COPY --from=build /src/build/verbproxy /usr/local/bin/verbproxy
+COPY --from=build /usr/local/bin/verbproxy /usr/local/bin/verbproxy
 COPY deploy/docker/verbproxy.conf /etc/verbproxy/verbproxy.conf
 USER 10001:10001
 # 6380: clients (RESP); 9380: the admin HTTP endpoint (/metrics, /healthz, /readyz).

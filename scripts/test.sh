@@ -4,7 +4,9 @@
 #     real redis-server and the real verbproxy binary (the tests start both),
 #     and the same stories told by real clients (redis-py, ioredis: tests/clients);
 #  2. the same suite built with AddressSanitizer + UBSan;
-#  3. a Release build (warning-free check, not run);
+#  3. a Release build as a packager builds it, without the tests'
+#     dependencies, installed and checked (tests/deploy/test_packager_build.sh),
+#     then with the tests (warning-free check, not run);
 #  4. the libFuzzer targets (fuzz_targets below; docs/security.md, Fuzzing):
 #     the request parser, the reply framer, the cluster parsers (CLUSTER
 #     SLOTS and NODES, MOVED/ASK, key positions), Sentinel replies and
@@ -32,7 +34,7 @@ run_suite() { # name build-dir cmake-args...
     local name=$1 dir=$2
     shift 2
     echo "==> [$name] build"
-    cmake -S . -B "$dir" "$@" >/dev/null
+    cmake -S . -B "$dir" -DVP_TESTS=ON "$@" >/dev/null
     cmake --build "$dir" -j"$jobs" >/dev/null
     echo "==> [$name] tests"
     local log="$dir/ctest.out"
@@ -80,16 +82,33 @@ run_suite release build-test -DCMAKE_BUILD_TYPE=RelWithDebInfo
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
     run_suite asan build-asan -DCMAKE_BUILD_TYPE=Debug -DVP_SANITIZE=ON
 
-# Every CMake build type builds warning-free (-Werror): a Release build
-# (-O3) once failed on a test's -Wformat-truncation that neither build above
-# saw, so it is built here too, everything (proxy, tests, bench tools); its
-# tests are not run (the release suite above runs the same code at -O2).
+# The Release build type, twice in one directory (build-release):
+# 1. as a packager builds it, with only the build dependencies
+#    (tests/deploy/test_packager_build.sh hides criterion and hiredis from
+#    pkg-config): the configure skips the tests with one line saying why,
+#    the build and `cmake --install` work, the installed files are those
+#    docs/install.md lists, and the installed binary answers --help;
+# 2. everything (proxy, tests, bench tools) with VP_TESTS=ON (a missing test
+#    dependency fails here, it is not skipped): every CMake build type builds
+#    warning-free (-Werror), and a Release build (-O3) once failed on a
+#    test's -Wformat-truncation that neither build above saw. Its tests are
+#    not run (the release suite above runs the same code at -O2). The
+#    proxy's objects are 1's (same flags): only the tests are compiled here.
+echo "==> [Release build type] packager's build and install (tests' dependencies hidden)"
+mkdir -p build-release
+if bash tests/deploy/test_packager_build.sh build-release; then
+    passed=$((passed + 1))
+else
+    echo "the packager's Release build or install FAILED"
+    status=1
+    failed=$((failed + 1))
+fi
 echo "==> [Release build type] build (warning-free check)"
-if cmake -S . -B build-release -DCMAKE_BUILD_TYPE=Release >/dev/null &&
+if cmake -S . -B build-release -DCMAKE_BUILD_TYPE=Release -DVP_TESTS=ON >build-release/configure.log 2>&1 &&
     cmake --build build-release -j"$jobs" >build-release/build.log 2>&1; then
     passed=$((passed + 1))
 else
-    tail -40 build-release/build.log 2>/dev/null || true
+    tail -40 build-release/configure.log build-release/build.log 2>/dev/null || true
     echo "the Release build FAILED"
     status=1
     failed=$((failed + 1))
