@@ -227,6 +227,9 @@ def main(argv):
     root = argv[1] if len(argv) > 1 else os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
     notes = []
     files = markdown_files(os.path.abspath(root))
+    if "README.md" not in files:
+        print("check_doc_links.py: no README.md under %s (%d Markdown files): wrong root?" % (os.path.abspath(root), len(files)))
+        return 1
     bad = check(root, files=files, notes=notes)
     for n in notes:
         print("note: " + n)
