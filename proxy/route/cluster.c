@@ -102,9 +102,7 @@ route_node *cluster_any_node(vp_server *srv)
      * routed, and a dead node (the first slot's, killed, until its replica
      * is promoted) would fail every command it sent, for live nodes too. */
     for (int p = 0; p < cs->nprimaries; p++)
-        for (int i = 0; i < srv->conf.shared_upstreams; i++)
-            if (cs->primaries[p]->shared[i] && upstream_is_ready(cs->primaries[p]->shared[i]))
-                return cs->primaries[p];
+        if (upstream_node_is_ready(cs->primaries[p])) return cs->primaries[p];
     return cs->any;
 }
 

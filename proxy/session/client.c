@@ -447,6 +447,12 @@ static int client_may_share(client_session *c, int argc, const resp_arg *argv)
     return 1;
 }
 
+static void client_detach_each(upstream_conn *up, void *arg)
+{
+    client_session *c = arg;
+    if (up != c->up) upstream_detach_client(up, c);
+}
+
 /* Cluster mode: a client may be owed replies on any node's shared
  * connections (client_route): it leaves them all. */
 static void client_detach_cluster(client_session *c)
@@ -454,13 +460,7 @@ static void client_detach_cluster(client_session *c)
     vp_server *srv = c->srv;
     if (!srv->cluster || !c->used_shared) return;
     cluster_detach_client(srv, c); /* (a request waiting to go again after -TRYAGAIN) */
-    for (int n = 0; n < srv->nnodes; n++)
-        for (int i = 0; i < srv->conf.shared_upstreams; i++) {
-            upstream_conn *up = srv->nodes[n]->shared[i];
-            if (up && up != c->up) upstream_detach_client(up, c);
-        }
-    for (upstream_conn *up = srv->retired; up; up = up->retired_next)
-        if (up != c->up) upstream_detach_client(up, c);
+    upstream_each_shared(srv, UP_EACH_SHARED | UP_EACH_RETIRED, client_detach_each, c);
 }
 
 /* Leave its upstream connection: close its own, or just stop being owed

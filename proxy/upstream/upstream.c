@@ -71,6 +71,7 @@ const upstream_owner *up_shared_owner_of(void)
 }
 
 static void up_close_cb(uv_handle_t *h);
+static void up_leave_node(upstream_conn *up);
 static void up_make_barrier(upstream_conn *up);
 static void up_on_connect(uv_connect_t *req, int status);
 static void up_on_written(outq *q, int status);
@@ -186,10 +187,7 @@ void upstream_close(upstream_conn *up)
             p = &(*p)->retired_next;
         if (*p) *p = up->retired_next;
     }
-    if (up->side && up->node->side == up)
-        up->node->side = NULL;
-    else if (up->shared && !up->side && up->node->shared[up->shared_index] == up)
-        up->node->shared[up->shared_index] = NULL;
+    up_leave_node(up);
     uv_timer_stop(&up->timer);
     up_release_handle((uv_handle_t *)&up->timer);
     if (up->tls && !up->lost && outq_close_notify(&up->out))
@@ -257,21 +255,42 @@ static void up_retire(upstream_conn *up)
     up_retired_check(up);
 }
 
+/* Off its node: new requests go to a new connection. */
+static void up_leave_node(upstream_conn *up)
+{
+    if (up->side && up->node->side == up)
+        up->node->side = NULL;
+    else if (up->shared && !up->side && up->node->shared[up->shared_index] == up)
+        up->node->shared[up->shared_index] = NULL;
+}
+
+static void up_retire_each(upstream_conn *up, void *arg)
+{
+    (void)arg;
+    up_leave_node(up);
+    up_retire(up);
+}
+
 void upstream_retire_shared(vp_server *srv)
 {
-    for (int n = 0; n < srv->nnodes; n++) {
-        route_node *node = srv->nodes[n];
-        for (int i = 0; i < VP_MAX_SHARED_UPSTREAMS; i++) {
-            upstream_conn *up = node->shared[i];
-            if (!up) continue;
-            node->shared[i] = NULL;
-            up_retire(up);
-        }
-        if (node->side) {
-            upstream_conn *up = node->side;
-            node->side = NULL;
-            up_retire(up);
-        }
+    upstream_each_shared(srv, UP_EACH_SHARED | UP_EACH_SIDE, up_retire_each, NULL);
+}
+
+void upstream_each_on_node(route_node *node, unsigned which, upstream_each_fn fn, void *arg)
+{
+    for (int i = 0; (which & UP_EACH_SHARED) && i < VP_MAX_SHARED_UPSTREAMS; i++)
+        if (node->shared[i]) fn(node->shared[i], arg);
+    if ((which & UP_EACH_SIDE) && node->side) fn(node->side, arg);
+}
+
+void upstream_each_shared(vp_server *srv, unsigned which, upstream_each_fn fn, void *arg)
+{
+    for (int n = 0; n < srv->nnodes; n++)
+        upstream_each_on_node(srv->nodes[n], which, fn, arg);
+    upstream_conn *next;
+    for (upstream_conn *up = (which & UP_EACH_RETIRED) ? srv->retired : NULL; up; up = next) {
+        next = up->retired_next; /* (a close unlinks it) */
+        fn(up, arg);
     }
 }
 
@@ -548,12 +567,29 @@ int upstream_requires_auth(const upstream_conn *up)
     return up->auth == UP_AUTH_REQUIRED;
 }
 
+static void up_note_requires_auth(upstream_conn *up, void *any)
+{
+    if (upstream_requires_auth(up)) *(int *)any = 1;
+}
+
 int upstream_node_requires_auth(const upstream_conn *up)
 {
     if (up->node->default_needs_auth) return 1; /* (upstream_defauth.c) */
-    for (int i = 0; i < up->srv->conf.shared_upstreams && i < VP_MAX_SHARED_UPSTREAMS; i++)
-        if (up->node->shared[i] && upstream_requires_auth(up->node->shared[i])) return 1;
-    return 0;
+    int any = 0;
+    upstream_each_on_node(up->node, UP_EACH_SHARED, up_note_requires_auth, &any);
+    return any;
+}
+
+static void up_note_ready(upstream_conn *up, void *any)
+{
+    if (upstream_is_ready(up)) *(int *)any = 1;
+}
+
+int upstream_node_is_ready(route_node *node)
+{
+    int any = 0;
+    upstream_each_on_node(node, UP_EACH_SHARED, up_note_ready, &any);
+    return any;
 }
 
 /* ---- shared connections ---- */
@@ -647,34 +683,28 @@ static void up_shared_flush(upstream_conn *up)
     if (rc < 0) up_lost(up, uv_strerror(rc));
 }
 
+/* (A retired one may hold requests queued before the reload retired it,
+ * in this very iteration: they go too.) */
+static void up_flush_each(upstream_conn *up, void *arg)
+{
+    (void)arg;
+    if (up->state == UPSTREAM_READY && (!up->retired || outq_size(&up->out))) up_shared_flush(up);
+}
+
 void upstream_flush_shared(vp_server *srv)
 {
-    for (int n = 0; n < srv->nnodes; n++) {
-        route_node *node = srv->nodes[n];
-        for (int i = 0; i < srv->conf.shared_upstreams; i++) {
-            upstream_conn *up = node->shared[i];
-            if (up && up->state == UPSTREAM_READY) up_shared_flush(up);
-        }
-        if (node->side && node->side->state == UPSTREAM_READY) up_shared_flush(node->side);
-    }
-    /* A retired one may hold requests queued before the reload retired it
-     * (in this very iteration): they go too. */
-    upstream_conn *next;
-    for (upstream_conn *up = srv->retired; up; up = next) {
-        next = up->retired_next; /* (a write error closes it, which unlinks it) */
-        if (up->state == UPSTREAM_READY && outq_size(&up->out)) up_shared_flush(up);
-    }
+    upstream_each_shared(srv, UP_EACH_ALL, up_flush_each, NULL);
+}
+
+static void up_close_each(upstream_conn *up, void *arg)
+{
+    (void)arg;
+    upstream_close(up);
 }
 
 void upstream_close_shared(vp_server *srv)
 {
-    for (int n = 0; n < srv->nnodes; n++) {
-        for (int i = 0; i < VP_MAX_SHARED_UPSTREAMS; i++)
-            if (srv->nodes[n]->shared[i]) upstream_close(srv->nodes[n]->shared[i]);
-        if (srv->nodes[n]->side) upstream_close(srv->nodes[n]->side);
-    }
-    while (srv->retired)
-        upstream_close(srv->retired); /* (unlinks it) */
+    upstream_each_shared(srv, UP_EACH_ALL, up_close_each, NULL);
     up_hold_close();
 }
 

@@ -150,10 +150,11 @@ typedef struct upstream_watch {
 } upstream_watch;
 
 /* How an ask is answered (upstream_ask). */
-#define UP_ASK_LARGE 1   /* read its reply whole up to 16 MiB (a slot map, a ROLE), not 16 KiB */
-#define UP_ASK_SETUP 2   /* part of the connection's setup: no client's request goes before its answer */
-#define UP_ASK_REFUSAL 4 /* its error, first on the connection, may be Redis refusing it (upstream_refusal)  \
-                          */
+#define UP_ASK_LARGE 1 /* read its reply whole up to 16 MiB (a slot map, a ROLE), not 16 KiB */
+#define UP_ASK_SETUP 2 /* part of the connection's setup: no client's request goes before its answer */
+#define UP_ASK_REFUSAL                                                                                       \
+    4 /* its error, first on the connection, may be Redis refusing it (upstream_refusal)                     \
+       */
 
 /* Which scripts this connection has had loaded: one bit per script (the
  * verb table's load index); scripts past the 64th are loaded all at once
@@ -323,6 +324,22 @@ typedef struct upstream_conn {
     char barrier_cmd[96];   /* PING <token> */
     char barrier_reply[64]; /* its answer */
 } upstream_conn;
+
+/* ---- the walk over shared connections, written once ----
+ * fn(up, arg) for each open connection of the kinds asked: every node's
+ * shared ones, their side ones, the retired ones (replaced by a reload,
+ * still owed replies). fn may close the connection at hand, never
+ * another. */
+#define UP_EACH_SHARED 1
+#define UP_EACH_SIDE 2
+#define UP_EACH_RETIRED 4
+#define UP_EACH_ALL (UP_EACH_SHARED | UP_EACH_SIDE | UP_EACH_RETIRED)
+typedef void (*upstream_each_fn)(upstream_conn *up, void *arg);
+void upstream_each_shared(vp_server *srv, unsigned which, upstream_each_fn fn, void *arg);
+/* The same over one node's (UP_EACH_SHARED, UP_EACH_SIDE). */
+void upstream_each_on_node(route_node *node, unsigned which, upstream_each_fn fn, void *arg);
+/* Has the node a shared connection that serves clients now? */
+int upstream_node_is_ready(route_node *node);
 
 /* Start connecting to `node` (its address as it is now) for `client` (its
  * own connection; NULL: a shared, side, probe or fetch connection), told

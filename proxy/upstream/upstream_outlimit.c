@@ -40,20 +40,21 @@ void upstream_probe_output_limit(upstream_conn *up)
     upstream_ask(up, probe_cmd, sizeof(probe_cmd) - 1, up_check_output_limit, NULL, 0);
 }
 
+static void up_probe_each(upstream_conn *up, void *any)
+{
+    if (up->state != UPSTREAM_READY || up->setting_up) return;
+    upstream_probe_output_limit(up); /* written with the next shared flush */
+    upstream_probe_default_user(up); /* (upstream_defauth.c) */
+    *(int *)any = 1;
+}
+
 void upstream_cron(vp_server *srv)
 {
     uint64_t now = uv_now(srv->loop);
     if (now - srv->output_probed_at < UP_OUTPUT_PROBE_MS) return;
     srv->output_probed_at = now;
     int any = 0;
-    for (int n = 0; n < srv->nnodes; n++)
-        for (int i = 0; i < srv->conf.shared_upstreams; i++) {
-            upstream_conn *up = srv->nodes[n]->shared[i];
-            if (!up || up->state != UPSTREAM_READY || up->setting_up) continue;
-            upstream_probe_output_limit(up); /* written with the next shared flush */
-            upstream_probe_default_user(up); /* (upstream_defauth.c) */
-            any = 1;
-        }
+    upstream_each_shared(srv, UP_EACH_SHARED, up_probe_each, &any);
     /* While nobody shares, a shared connection is kept (or opened again)
      * only to ask, so the proxy notices when the limit is lifted. */
     if (!any && srv->sharing_off && srv->conf.shared_upstreams > 0)
