@@ -1,3 +1,11 @@
+/* upstream.c - an upstream connection's I/O: reading and framing the
+ * replies (protocol/resp_frame), handing each to whoever is owed it
+ * (up_deliver: a client's slot through the session's upstream_client_ops,
+ * an ask's callback, the watch's redirect), a stream that stops being
+ * RESP, what Redis writes to a connection it refuses; writing what is
+ * queued; and the failures and losses its owner hears of. Setup is
+ * upstream_setup.c's, counting upstream_count.c's, the ring of what is
+ * owed upstream_fifo.c's, the shared pool upstream_pool.c's. */
 #include "proxy/upstream/upstream.h"
 
 #include <stdint.h>
@@ -6,12 +14,9 @@
 #include <string.h>
 #include <sys/socket.h>
 
-#include "lua/verbs.h"
-#include "proxy/session/limits.h"
 #include "proxy/log.h"
 #include "proxy/pool.h"
 #include "proxy/net/tls.h"
-#include "proxy/upstream/upstream_hold.h"
 #include "proxy/upstream/upstream_internal.h"
 
 /* Read size per uv read, Redis's PROTO_IOBUF_LEN. */
@@ -25,34 +30,12 @@
  * of a few nodes each). */
 #define UP_LARGE_MAX (16 * 1024 * 1024)
 #define UP_KEEP_BYTES (64 * 1024)
-#define NOSCRIPT_PREFIX "-NOSCRIPT"
-/* A verb is sent again at most this often (a flush between each retry). */
-#define UP_NOSCRIPT_RETRIES 2
-
-/* A barrier is a PING with this connection's own token, so no reply a
- * client asked for can be taken for it. Its answer in RESP2 subscribe mode is
- * ["pong", token]; anywhere else the token as a bulk string. */
-#define BARRIER_PREFIX "verbproxy:barrier:"
-#define RESET_REPLY "+RESET\r\n"
-
-typedef enum up_route {
-    ROUTE_REPLY,        /* the client's oldest waiting slot */
-    ROUTE_PUSH,         /* straight to the client, out of band / uncounted */
-    ROUTE_SWALLOW,      /* our barrier's answer: releases the waiting slot */
-    ROUTE_SWALLOW_KEEP, /* the +RESET of a closing barrier: the PING's answer follows */
-    ROUTE_RESET,        /* a +RESET that ends raw mode */
-    ROUTE_ASK,          /* the answer to an ask of the proxy's own: to its callback */
-    ROUTE_NOSCRIPT,     /* a verb's NOSCRIPT: reload and send it again */
-    ROUTE_SERVER,       /* our HELLO's answer: read, dropped */
-    ROUTE_REDIRECT      /* taken back by the watch (a cluster redirect): sent again */
-} up_route;
 
 /* The session's ways to reach a client and its shared connections' owner
  * (upstream_set_session), and every connection open (upstream_keep_verbs
  * walks them). One process, one of each. */
 static const upstream_client_ops *up_clients;
 static const upstream_owner *up_shared_owner;
-static upstream_conn *up_all;
 
 void upstream_set_session(const upstream_client_ops *clients, const upstream_owner *shared)
 {
@@ -70,255 +53,8 @@ const upstream_owner *up_shared_owner_of(void)
     return up_shared_owner;
 }
 
-static void up_close_cb(uv_handle_t *h);
-static void up_leave_node(upstream_conn *up);
-static void up_make_barrier(upstream_conn *up);
-static void up_on_connect(uv_connect_t *req, int status);
-static void up_on_written(outq *q, int status);
-
-/* ---- the FIFO of what the upstream owes ---- */
-
-/* The first ring comes from a pool and goes back when nothing is owed, so
- * an idle connection holds none; one grown past it is kept, as before. */
-#define UP_FIFO_FIRST 64
-static vp_pool up_fifo_rings = VP_POOL_INIT("fifo_rings", UP_FIFO_FIRST * sizeof(up_entry));
-
-static void up_fifo_ring_free(upstream_conn *up)
-{
-    if (up->fifo_cap == UP_FIFO_FIRST)
-        vp_pool_put(&up_fifo_rings, up->fifo);
-    else
-        free(up->fifo);
-    up->fifo = NULL;
-    up->fifo_cap = up->fifo_head = 0;
-}
-
-/* The entry for the next request; its reply goes to the slot the client
- * is about to queue. */
-up_entry *up_fifo_push(upstream_conn *up, struct client_session *c, up_entry_kind kind)
-{
-    if (up->fifo_len == up->fifo_cap) {
-        size_t ncap = up->fifo_cap ? up->fifo_cap * 2 : UP_FIFO_FIRST;
-        up_entry *n = up->fifo_cap ? vp_malloc(ncap * sizeof(*n)) : vp_pool_get(&up_fifo_rings);
-        for (size_t i = 0; i < up->fifo_len; i++)
-            n[i] = up->fifo[(up->fifo_head + i) % up->fifo_cap];
-        if (up->fifo) up_fifo_ring_free(up);
-        up->fifo = n;
-        up->fifo_cap = ncap;
-        up->fifo_head = 0;
-    }
-    up_entry *e = &up->fifo[(up->fifo_head + up->fifo_len) % up->fifo_cap];
-    *e = (up_entry){
-        .client = c, .seq = c ? up_clients->next_seq(c) : 0, .kind = kind, .verb = -1, .sent = up->sent++};
-    up->fifo_len++;
-    if (kind == UP_VERB) up->verbs_in_flight++;
-    return e;
-}
-
-static up_entry *fifo_head(upstream_conn *up)
-{
-    return up->fifo_len ? &up->fifo[up->fifo_head] : NULL;
-}
-
-size_t upstream_owed(const upstream_conn *up)
-{
-    return up->fifo_len;
-}
-
-const up_entry *upstream_owed_at(const upstream_conn *up, size_t i)
-{
-    return &up->fifo[(up->fifo_head + i) % up->fifo_cap];
-}
-
-up_entry *up_fifo_at(upstream_conn *up, size_t i)
-{
-    return &up->fifo[(up->fifo_head + i) % up->fifo_cap];
-}
-
-/* Done with the oldest entry: the bytes it kept go too. */
-void up_fifo_pop(upstream_conn *up)
-{
-    up_entry_kind kind = up->fifo[up->fifo_head].kind;
-    if (kind == UP_VERB) up->verbs_in_flight--;
-    if (kind == UP_HELLO || kind == UP_SERVER_PROBE) up_server_entry_done(up, &up->fifo[up->fifo_head]);
-    up->kept_head += up->fifo[up->fifo_head].keep;
-    if (up->kept_head >= up->kept.len) up->kept.len = up->kept_head = 0;
-    unsigned long long done = up->fifo[up->fifo_head].sent + 1; /* entries answered */
-    while (up->nbatches && done >= up->batch_end[0]) {
-        up->nbatches--;
-        memmove(up->batch_end, up->batch_end + 1, (size_t)up->nbatches * sizeof(up->batch_end[0]));
-    }
-    up->fifo_head = (up->fifo_head + 1) % up->fifo_cap;
-    up->fifo_len--;
-    if (up->fifo_len == 0 && up->fifo_cap == UP_FIFO_FIRST) up_fifo_ring_free(up);
-}
-
-/* ---- barriers ---- */
-
-static void up_make_barrier(upstream_conn *up)
-{
-    /* Unique enough: nobody guesses it by accident, and it differs per
-     * connection. */
-    static unsigned long long seq;
-    unsigned long long r =
-        uv_hrtime() ^ ((unsigned long long)(uintptr_t)up << 16) ^ (++seq * 0x9E3779B97F4A7C15ULL);
-    char token[40];
-    int tl = snprintf(token, sizeof(token), BARRIER_PREFIX "%016llx", r);
-    snprintf(up->barrier_cmd, sizeof(up->barrier_cmd), "*2\r\n$4\r\nPING\r\n$%d\r\n%s\r\n", tl, token);
-    snprintf(up->barrier_reply, sizeof(up->barrier_reply), "$%d\r\n%s\r\n", tl, token);
-}
-
-/* ---- connecting ---- */
-
-static void up_release_handle(uv_handle_t *h)
-{
-    if (!uv_is_closing(h)) uv_close(h, up_close_cb);
-}
-
-void upstream_close(upstream_conn *up)
-{
-    if (up->state == UPSTREAM_CLOSED) return;
-    up->state = UPSTREAM_CLOSED;
-    up->client = NULL;
-    up->owner = NULL; /* never calls anyone again */
-    if (up->retired) {
-        upstream_conn **p = &up->srv->retired;
-        while (*p && *p != up)
-            p = &(*p)->retired_next;
-        if (*p) *p = up->retired_next;
-    }
-    up_leave_node(up);
-    uv_timer_stop(&up->timer);
-    up_release_handle((uv_handle_t *)&up->timer);
-    if (up->tls && !up->lost && outq_close_notify(&up->out))
-        vp_log(VP_LOG_DEBUG, "upstream %s: close_notify sent", up_addr(up));
-    if (up->resolving) uv_cancel((uv_req_t *)&up->resolve_req); /* its callback drops the last ref */
-    if (up->stream_inited) up_release_handle(&up->h.handle);
-}
-
-/* ---- across a reload (proxy/ops/reload.c) ---- */
-
-const verb_table *upstream_verbs(const upstream_conn *up)
-{
-    return up->vt ? up->vt : &up->srv->verbs;
-}
-
-/* Its verbs sent with a replaced table are all answered (or it closes):
- * from now on it uses the live one, loading its scripts afresh (the load
- * indexes are the new table's). */
-void up_release_vt(upstream_conn *up)
-{
-    verb_table *t = up->vt;
-    if (!t) return;
-    up->vt = NULL;
-    up->scripts_loaded = 0;
-    if (--t->refs == 0) {
-        verbs_free(t);
-        free(t);
-    }
-}
-
-static void up_keep_verbs(upstream_conn *up, verb_table *old, int *kept)
-{
-    if (!up || up->state == UPSTREAM_CLOSED || up->vt || up->verbs_in_flight == 0) return;
-    up->vt = old;
-    old->refs++;
-    (*kept)++;
-}
-
-int upstream_keep_verbs(vp_server *srv, verb_table *old)
-{
-    int kept = 0;
-    for (upstream_conn *up = up_all; up; up = up->all_next)
-        if (up->srv == srv) up_keep_verbs(up, old, &kept);
-    return kept;
-}
-
-/* A retired connection that owes nothing more closes; its clients take a
- * new shared connection with their next command. */
-static void up_retired_check(upstream_conn *up)
-{
-    if (!up->retired || up->state == UPSTREAM_CLOSED || up->fifo_len) return;
-    vp_log(VP_LOG_DEBUG, "upstream %s: a connection replaced by the reload owes nothing more: closed",
-           up_addr(up));
-    if (up->owner && up->owner->retired) up->owner->retired(up, up->owner_arg, 1);
-    upstream_close(up);
-}
-
-static void up_retire(upstream_conn *up)
-{
-    vp_server *srv = up->srv;
-    up->retired = 1;
-    up->retired_next = srv->retired;
-    srv->retired = up;
-    if (up->owner && up->owner->retired) up->owner->retired(up, up->owner_arg, 0);
-    up_retired_check(up);
-}
-
-/* Off its node: new requests go to a new connection. */
-static void up_leave_node(upstream_conn *up)
-{
-    if (up->side && up->node->side == up)
-        up->node->side = NULL;
-    else if (up->shared && !up->side && up->node->shared[up->shared_index] == up)
-        up->node->shared[up->shared_index] = NULL;
-}
-
-static void up_retire_each(upstream_conn *up, void *arg)
-{
-    (void)arg;
-    up_leave_node(up);
-    up_retire(up);
-}
-
-void upstream_retire_shared(vp_server *srv)
-{
-    upstream_each_shared(srv, UP_EACH_SHARED | UP_EACH_SIDE, up_retire_each, NULL);
-}
-
-void upstream_each_on_node(route_node *node, unsigned which, upstream_each_fn fn, void *arg)
-{
-    for (int i = 0; (which & UP_EACH_SHARED) && i < VP_MAX_SHARED_UPSTREAMS; i++)
-        if (node->shared[i]) fn(node->shared[i], arg);
-    if ((which & UP_EACH_SIDE) && node->side) fn(node->side, arg);
-}
-
-void upstream_each_shared(vp_server *srv, unsigned which, upstream_each_fn fn, void *arg)
-{
-    for (int n = 0; n < srv->nnodes; n++)
-        upstream_each_on_node(srv->nodes[n], which, fn, arg);
-    upstream_conn *next;
-    for (upstream_conn *up = (which & UP_EACH_RETIRED) ? srv->retired : NULL; up; up = next) {
-        next = up->retired_next; /* (a close unlinks it) */
-        fn(up, arg);
-    }
-}
-
-static void up_maybe_free(upstream_conn *up)
-{
-    if (up->handles_open > 0 || up->resolving) return;
-    if (up->own_counted) up->srv->own_upstreams--;
-    up_release_vt(up);
-    outq_free(&up->out);
-    vp_tls_free(up->tls);
-    vp_pool_buf_release(&up->in);
-    vp_buf_free(&up->kept);
-    vp_buf_free(&up->scratch);
-    if (up->fifo) up_fifo_ring_free(up);
-    if (up->all_next) up->all_next->all_prev = up->all_prev;
-    *(up->all_prev ? &up->all_prev->all_next : &up_all) = up->all_next;
-    free(up);
-}
-
-static void up_close_cb(uv_handle_t *h)
-{
-    upstream_conn *up = h->data;
-    up->handles_open--;
-    up_maybe_free(up);
-}
-
 /* A connect that did not succeed: tell the client once, then go away. */
-static void up_fail(upstream_conn *up, const char *reason)
+void up_fail(upstream_conn *up, const char *reason)
 {
     const upstream_owner *o = up->owner;
     void *arg = up->owner_arg;
@@ -336,7 +72,7 @@ static void up_fail(upstream_conn *up, const char *reason)
 static void up_read_refusal(upstream_conn *up);
 
 /* Mid-session loss: the client gets what already arrived, then is closed. */
-static void up_lost(upstream_conn *up, const char *reason)
+void up_lost(upstream_conn *up, const char *reason)
 {
     const upstream_owner *o = up->owner;
     void *arg = up->owner_arg;
@@ -387,327 +123,6 @@ static void up_lost(upstream_conn *up, const char *reason)
     if (o && o->lost) o->lost(up, arg, reason);
 }
 
-static void up_on_timeout(uv_timer_t *t)
-{
-    upstream_conn *up = t->data;
-    if (up->state != UPSTREAM_CONNECTING && !up->authing && !up->setup_asks)
-        return; /* (connect-timeout covers our AUTH and the setup asks too) */
-    if (up->error[0]) {
-        up_fail(up, up->error); /* a failure parked by upstream_open */
-    } else if (up->tls && !vp_tls_established(up->tls)) {
-        up->srv->stats.tls_handshake_failures++;
-        up_fail(up, "TLS: handshake timed out");
-    } else {
-        up_fail(up, "connection timed out");
-    }
-}
-
-static int up_start_connect(upstream_conn *up, const struct sockaddr *sa)
-{
-    vp_server *srv = up->srv;
-    int rc = uv_tcp_init(srv->loop, &up->h.tcp);
-    if (rc < 0) return rc;
-    up->h.handle.data = up;
-    up->stream_inited = 1;
-    up->handles_open++;
-    uv_tcp_nodelay(&up->h.tcp, 1);
-    return uv_tcp_connect(&up->connect_req, &up->h.tcp, sa, up_on_connect);
-}
-
-static void up_on_resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *res)
-{
-    upstream_conn *up = req->data;
-    up->resolving = 0;
-    if (up->state == UPSTREAM_CLOSED) {
-        if (res) uv_freeaddrinfo(res);
-        up_maybe_free(up);
-        return;
-    }
-    if (status < 0) {
-        char why[128];
-        snprintf(why, sizeof(why), "cannot resolve host: %s", uv_strerror(status));
-        up_fail(up, why);
-        return;
-    }
-    int rc = up_start_connect(up, res->ai_addr);
-    uv_freeaddrinfo(res);
-    if (rc < 0) up_fail(up, uv_strerror(rc));
-}
-
-static void up_auth_answered(upstream_conn *up, void *arg, const char *p, size_t n);
-
-/* With upstream credentials, AUTH is the connection's first request:
- * queued before anything else can be, sent when the transport is ready
- * (up_transport_ready), and the connection takes clients' requests once it
- * is answered +OK (up_auth_answered). */
-static void up_queue_auth(upstream_conn *up)
-{
-    const vp_config *conf = &up->srv->conf;
-    if (!conf->upstream_auth) return;
-    /* (Copied: a reload may replace the settings before it is written.) */
-    upstream_ask(up, conf->upstream_auth, conf->upstream_auth_len, up_auth_answered, NULL, UP_ASK_REFUSAL);
-    up->authing = 1;
-}
-
-void upstream_ask(upstream_conn *up, const char *req, size_t n, upstream_answer_fn answer, void *arg,
-                  unsigned flags)
-{
-    outq_add_copy(&up->out, req, n);
-    up_push_ask(up, answer, arg, flags);
-}
-
-void up_push_ask(upstream_conn *up, upstream_answer_fn answer, void *arg, unsigned flags)
-{
-    up_entry *e = up_fifo_push(up, NULL, UP_ASK);
-    e->answer = answer;
-    e->answer_arg = arg;
-    e->ask_flags = flags;
-    if (flags & UP_ASK_SETUP) up->setup_asks++;
-}
-
-/* Its setup is all answered (our AUTH, the watch's asks): the connect
- * timeout is over, and its owner is told after the read (announce_ready). */
-static void up_setup_step_done(upstream_conn *up)
-{
-    if (!up->authing && !up->setup_asks) uv_timer_stop(&up->timer);
-    up->announce_ready = 1;
-}
-
-void upstream_setup_done(upstream_conn *up)
-{
-    if (up->setup_asks > 0) up->setup_asks--;
-    up_setup_step_done(up);
-}
-
-upstream_conn *upstream_open(vp_server *srv, route_node *node, struct client_session *client,
-                             const upstream_owner *owner, void *arg)
-{
-    upstream_conn *up = vp_malloc(sizeof(*up));
-    memset(up, 0, sizeof(*up));
-    up->srv = srv;
-    up->node = node;
-    up->client = client;
-    up->owner = owner;
-    up->owner_arg = arg;
-    up->all_next = up_all;
-    if (up_all) up_all->all_prev = up;
-    up_all = up;
-    up->hold_batch = 1; /* (a client that never joined one has 0) */
-    up->state = UPSTREAM_CONNECTING;
-    up->connect_req.data = up;
-    up->resolve_req.data = up;
-    uv_timer_init(srv->loop, &up->timer);
-    up->timer.data = up;
-    up->handles_open = 1;
-    outq_init(&up->out, &up->h.stream, up, up_on_written);
-    srv->stats.upstream_connects++;
-    if (client) { /* (a shared one is opened without a client) */
-        srv->own_upstreams++;
-        up->own_counted = 1;
-    }
-    up_make_barrier(up);
-    up_queue_auth(up);
-    if (srv->upstream_watch && srv->upstream_watch->opened) srv->upstream_watch->opened(up);
-
-    const vp_config *conf = &srv->conf;
-    int rc = 0;
-    if (!node->host[0]) {
-        /* Sentinel mode before any sentinel named a primary: failed from
-         * the loop, with the sentinels' reason. */
-        const upstream_watch *w = srv->upstream_watch;
-        snprintf(up->error, sizeof(up->error), "no primary known: %.108s",
-                 w && w->why_no_address ? w->why_no_address(srv) : "no address");
-        uv_timer_start(&up->timer, up_on_timeout, 0, 0);
-        return up;
-    }
-    if (node->port == 0) {
-        rc = uv_pipe_init(srv->loop, &up->h.pipe, 0);
-        if (rc == 0) {
-            up->h.handle.data = up;
-            up->stream_inited = 1;
-            up->handles_open++;
-            uv_pipe_connect(&up->connect_req, &up->h.pipe, node->host, up_on_connect);
-        }
-    } else {
-        struct sockaddr_storage ss;
-        if (uv_ip4_addr(node->host, node->port, (struct sockaddr_in *)&ss) == 0 ||
-            uv_ip6_addr(node->host, node->port, (struct sockaddr_in6 *)&ss) == 0) {
-            rc = up_start_connect(up, (struct sockaddr *)&ss);
-        } else {
-            char port[16];
-            snprintf(port, sizeof(port), "%d", node->port);
-            struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
-            rc = uv_getaddrinfo(srv->loop, &up->resolve_req, up_on_resolved, node->host, port, &hints);
-            if (rc == 0) up->resolving = 1;
-        }
-    }
-    if (rc < 0) {
-        /* Report from the loop, never from inside the caller. */
-        snprintf(up->error, sizeof(up->error), "%s", uv_strerror(rc));
-        uv_timer_start(&up->timer, up_on_timeout, 0, 0);
-    } else {
-        uv_timer_start(&up->timer, up_on_timeout, (uint64_t)conf->connect_timeout_ms, 0);
-    }
-    return up;
-}
-
-int upstream_is_ready(const upstream_conn *up)
-{
-    return up->state == UPSTREAM_READY && !up->authing && !up->setup_asks && !up->setting_up &&
-           (!up->shared || up->auth != UP_AUTH_UNKNOWN);
-}
-
-int upstream_was_set_up(const upstream_conn *up)
-{
-    return !up->authing && !up->setup_asks && !up->setting_up && (!up->shared || up->auth != UP_AUTH_UNKNOWN);
-}
-
-int upstream_requires_auth(const upstream_conn *up)
-{
-    return up->auth == UP_AUTH_REQUIRED;
-}
-
-static void up_note_requires_auth(upstream_conn *up, void *any)
-{
-    if (upstream_requires_auth(up)) *(int *)any = 1;
-}
-
-int upstream_node_requires_auth(const upstream_conn *up)
-{
-    if (up->node->default_needs_auth) return 1; /* (upstream_defauth.c) */
-    int any = 0;
-    upstream_each_on_node(up->node, UP_EACH_SHARED, up_note_requires_auth, &any);
-    return any;
-}
-
-static void up_note_ready(upstream_conn *up, void *any)
-{
-    if (upstream_is_ready(up)) *(int *)any = 1;
-}
-
-int upstream_node_is_ready(route_node *node)
-{
-    int any = 0;
-    upstream_each_on_node(node, UP_EACH_SHARED, up_note_ready, &any);
-    return any;
-}
-
-/* ---- shared connections ---- */
-
-static const char no_evict[] = "*3\r\n$6\r\nCLIENT\r\n$8\r\nNO-EVICT\r\n$2\r\non\r\n";
-
-upstream_conn *upstream_shared(vp_server *srv, route_node *node, unsigned long long client_id)
-{
-    int i = (int)(client_id % (unsigned long long)srv->conf.shared_upstreams);
-    if (!node->shared[i]) {
-        upstream_conn *up = upstream_open(srv, node, NULL, up_shared_owner, srv);
-        up->shared = 1;
-        up->shared_index = i;
-        node->shared[i] = up;
-        /* Many clients' replies queue on it: under maxmemory-clients Redis
-         * must not take it for one big client and evict it. (Refused by a
-         * Redis before 7.0 or an ACL: then nothing changes.) */
-        upstream_forward_silent(up, no_evict, sizeof(no_evict) - 1);
-        /* Whether Redis has AGGREGATE COUNT (upstream_server.c), known
-         * before any client's command. */
-        if (srv->conf.aggregate_count == CONF_POLYFILL_AUTO) upstream_ask_server(up);
-        /* Clients use it once Redis said whether they may share
-         * (upstream_outlimit.c). */
-        up->setting_up = 1;
-        upstream_probe_output_limit(up);
-    }
-    return node->shared[i];
-}
-
-void upstream_detach_client(upstream_conn *up, struct client_session *c)
-{
-    for (size_t i = 0; i < up->fifo_len; i++) {
-        up_entry *e = up_fifo_at(up, i);
-        if (e->client == c) e->client = NULL;
-    }
-}
-
-/* A shared connection's queue is written before the loop iteration ends
- * once this much has gathered, so that Redis works on the first part while
- * the proxy still reads the rest from clients (with one write per iteration
- * the proxy, Redis and the clients took turns; on 2 cores, 8 KiB gave 8-15%
- * more throughput at -P 16 for the same proxy CPU, and changes nothing at
- * -P 1, where an iteration gathers less). */
-#define UP_FLUSH_EARLY_BYTES 8192
-
-/* Writes a shared connection's queue, unless UP_SHARED_BATCHES earlier
- * writes are still being answered: then what gathers goes when the oldest
- * is (up_on_read). While Redis works through one write the next one grows,
- * so the writes stay large however the loop iterations fall; without the
- * limit, each iteration that found a client or two ready wrote them alone,
- * and at -P 16 such rounds cost the proxy and Redis twice the CPU per
- * request. */
-static int up_shared_write(upstream_conn *up)
-{
-    if (up->flush_error) return up->flush_error;
-    if (up->nbatches == UP_SHARED_BATCHES) return 0;
-    int rc = upstream_flush(up);
-    if (rc == 0 && up->sent != up->marked) {
-        up->batch_end[up->nbatches++] = up->sent;
-        up->marked = up->sent;
-        up_hold_written(up);
-    }
-    return rc;
-}
-
-void upstream_flush_early(upstream_conn *up)
-{
-    if (up->state != UPSTREAM_READY || outq_size(&up->out) < UP_FLUSH_EARLY_BYTES) return;
-    int rc = up_shared_write(up);
-    if (rc < 0) up->flush_error = rc;
-}
-
-/* Write a shared connection's queue and let the clients held back for its
- * backlog go on. */
-static void up_shared_flush(upstream_conn *up)
-{
-    size_t resume_below = (size_t)up->srv->conf.buffer_limit / 2;
-    if (up_hold_wait(up, UP_FLUSH_EARLY_BYTES)) return; /* more is due: the timerfd wakes the loop */
-    int rc = up_shared_write(up);
-    /* What the clients held back send goes now too, before the loop waits,
-     * and again while the kernel takes it all, for a few rounds (then the
-     * replies to what went wake the loop again, and reading them has its
-     * turn). */
-    for (int round = 0; round < 4 && rc == 0 && up->waiters && up->owner && up->owner->drained &&
-                        outq_size(&up->out) <= resume_below;
-         round++) {
-        up->owner->drained(up, up->owner_arg);
-        if (up->state != UPSTREAM_READY) return;
-        rc = up_shared_write(up);
-    }
-    if (rc < 0) up_lost(up, uv_strerror(rc));
-}
-
-/* (A retired one may hold requests queued before the reload retired it,
- * in this very iteration: they go too.) */
-static void up_flush_each(upstream_conn *up, void *arg)
-{
-    (void)arg;
-    if (up->state == UPSTREAM_READY && (!up->retired || outq_size(&up->out))) up_shared_flush(up);
-}
-
-void upstream_flush_shared(vp_server *srv)
-{
-    upstream_each_shared(srv, UP_EACH_ALL, up_flush_each, NULL);
-}
-
-static void up_close_each(upstream_conn *up, void *arg)
-{
-    (void)arg;
-    upstream_close(up);
-}
-
-void upstream_close_shared(vp_server *srv)
-{
-    upstream_each_shared(srv, UP_EACH_ALL, up_close_each, NULL);
-    up_hold_close();
-}
-
 /* ---- reading replies ---- */
 
 static void up_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
@@ -720,162 +135,12 @@ static void up_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
     *buf = uv_buf_init(up->in.data + up->in.len, (unsigned int)room);
 }
 
-static int bytes_are(const char *p, size_t n, const char *lit)
-{
-    size_t l = strlen(lit);
-    return n == l && memcmp(p, lit, l) == 0;
-}
-
-/* The answers to a closing barrier are "+RESET" (absent when a SKIP was in
- * force) and then the PING's: the token, or "-NOAUTH" when Redis needs a
- * password (RESET logged the connection out). A "+RESET" is held back until
- * the next reply shows whose it was: the client may have sent RESET too. */
-#define NOAUTH_REPLY "-NOAUTH Authentication required.\r\n"
-
-static up_route up_decide_close_barrier(upstream_conn *up, const char *p, size_t n)
-{
-    int held = up->reset_held;
-    if (bytes_are(p, n, up->barrier_reply) || (held && bytes_are(p, n, NOAUTH_REPLY))) {
-        up->reset_held = 0; /* that +RESET was ours */
-        return ROUTE_SWALLOW;
-    }
-    /* Anything else: a +RESET held so far was the client's. */
-    if (held && up->client) up_clients->push(up->client, RESET_REPLY, sizeof(RESET_REPLY) - 1);
-    up->reset_held = bytes_are(p, n, RESET_REPLY);
-    return up->reset_held ? ROUTE_SWALLOW_KEEP : ROUTE_PUSH;
-}
-
-#define NOAUTH_PREFIX "-NOAUTH "
-
-/* A shared connection never sends AUTH, so whether Redis requires it there
- * shows in the replies: -NOAUTH to one of the proxy's own requests says it
- * does (a client's error reply proves nothing: a script can return any
- * error text); a reply that is not an error says it does not (a command
- * passed the check, e.g. after CONFIG SET requirepass ""); other errors say
- * nothing, since Redis finds an unknown command or a wrong arity first. The
- * first reply is to the proxy's own CLIENT NO-EVICT, which passes that far
- * on any Redis: it settles the question before any client's command is sent
- * (upstream_is_ready); the output-limit probe every UP_OUTPUT_PROBE_MS asks
- * again. While it is required, clients that have not authenticated leave
- * the shared connection for their own (client_may_share). */
-static void up_learn_auth(upstream_conn *up, const up_entry *e, const char *p, size_t n)
-{
-    if (p[0] != '-' && up->auth == UP_AUTH_NOT_REQUIRED) return; /* the common case */
-    if (up->auth == UP_AUTH_UNKNOWN) up->announce_ready = 1;
-    int ours = e && !e->client;
-    if (p[0] != '-') {
-        if (up->auth == UP_AUTH_REQUIRED) up->reauth_pending = 1;
-        up->auth = UP_AUTH_NOT_REQUIRED;
-    } else if (ours && n >= sizeof(NOAUTH_PREFIX) - 1 &&
-               memcmp(p, NOAUTH_PREFIX, sizeof(NOAUTH_PREFIX) - 1) == 0) {
-        if (up->auth != UP_AUTH_REQUIRED)
-            vp_log(VP_LOG_NOTICE,
-                   "upstream %s requires AUTH and the proxy has no upstream-pass: clients that have not "
-                   "authenticated get connections of their own",
-                   up_addr(up));
-        up->auth = UP_AUTH_REQUIRED;
-    } else if (up->auth == UP_AUTH_UNKNOWN)
-        up->auth = UP_AUTH_NOT_REQUIRED;
-}
-
-/* A counted reply that is a whole error may be the watch's to take back
- * (cluster mode: a -MOVED, -ASK or -TRYAGAIN, sent again elsewhere); the
- * watch also reads the errors that tell it something (-CLUSTERDOWN,
- * -READONLY). */
-static up_route up_decide_error(upstream_conn *up, const up_entry *e, const char *p, size_t n, int whole)
-{
-    const upstream_watch *w = up->srv->upstream_watch;
-    if (!w || !w->error_reply || !whole || p[0] != '-') return ROUTE_REPLY;
-    return w->error_reply(up, e, p, n) ? ROUTE_REDIRECT : ROUTE_REPLY;
-}
-
-/* Where does the reply starting at p go? `whole` says p..p+n is all of it. */
-static up_route up_decide(upstream_conn *up, const char *p, size_t n, int whole)
-{
-    if (up->framer.type == '>') return ROUTE_PUSH;
-    if (up->shared) up_learn_auth(up, fifo_head(up), p, n);
-    up_entry *e;
-    while ((e = fifo_head(up)) && e->kind == UP_RAW_START) {
-        up->raw_rx = 1;
-        up_fifo_pop(up);
-    }
-    if (!up->raw_rx) {
-        if (e && e->kind == UP_REPLY) return up_decide_error(up, e, p, n, whole);
-        if (e && e->kind == UP_ASK) return whole ? ROUTE_ASK : ROUTE_REPLY; /* (dropped: too big) */
-        if (e && e->kind == UP_SERVER_PROBE) return whole ? ROUTE_SERVER : ROUTE_REPLY; /* (dropped) */
-        if (e && e->kind == UP_HELLO) {
-            if (whole) up_check_hello(up, e, p, n);
-            return ROUTE_REPLY;
-        }
-        if (e && e->kind == UP_VERB) {
-            /* Redis and Valkey word NOSCRIPT differently: the code is enough. */
-            int noscript = whole && n >= sizeof(NOSCRIPT_PREFIX) - 1 &&
-                           memcmp(p, NOSCRIPT_PREFIX, sizeof(NOSCRIPT_PREFIX) - 1) == 0;
-            if (noscript && e->retries < UP_NOSCRIPT_RETRIES) return ROUTE_NOSCRIPT;
-            return up_decide_error(up, e, p, n, whole);
-        }
-        /* (Not for an error before any reply: Redis refusing the
-         * connection before the proxy sent anything, see up_note_refusal.) */
-        if (up->replied || !whole || p[0] != '-')
-            vp_log(VP_LOG_WARNING, "upstream %s: reply nobody asked for; passing it on", up_addr(up));
-        return ROUTE_PUSH;
-    }
-    if (e && whole) {
-        if (e->kind == UP_CLOSE_BARRIER) return up_decide_close_barrier(up, p, n);
-        if (e->kind == UP_RESET && bytes_are(p, n, RESET_REPLY)) return ROUTE_RESET;
-    }
-    return ROUTE_PUSH;
-}
-
-/* Our AUTH was answered (p..p+n, whole if `done`). +OK: the connection is
- * ready for its clients once this read is handed on (announce_ready).
- * Anything else fails it as a connect that did not succeed: each request
- * waiting for it gets "upstream unavailable: <address>: <Redis's text>",
- * and the log says so once per change of the answer, not once per
- * connection. What Redis writes to a connection it refuses (maxclients,
- * protected mode) is left to up_note_refusal: Redis closes next, and the
- * clients get its own error. */
-static void up_auth_answered(upstream_conn *up, void *arg, const char *p, size_t n)
-{
-    (void)arg;
-    vp_server *srv = up->srv;
-    if (upstream_is_refusal(p, n)) return;
-    if (n == 5 && memcmp(p, "+OK\r\n", 5) == 0) {
-        up->authing = 0;
-        up_setup_step_done(up);
-        if (srv->upstream_auth_failure[0]) {
-            vp_log(VP_LOG_WARNING, "upstream %s: AUTH accepted again", srv->conf.upstream);
-            srv->upstream_auth_failure[0] = '\0';
-        }
-        return;
-    }
-    char why[sizeof(srv->upstream_auth_failure)];
-    if (n >= 3 && p[0] == '-')
-        snprintf(why, sizeof(why), "%.*s", (int)(n - 3), p + 1);
-    else
-        snprintf(why, sizeof(why), "unexpected reply to AUTH");
-    srv->stats.upstream_auth_failures++;
-    if (strcmp(why, srv->upstream_auth_failure) != 0) {
-        snprintf(srv->upstream_auth_failure, sizeof(srv->upstream_auth_failure), "%s", why);
-        vp_log(VP_LOG_WARNING, "upstream %s: AUTH refused: %s (requests waiting for a connection get it)",
-               srv->conf.upstream, why);
-    }
-    up_fail(up, why);
-}
-
-void upstream_setup_failed(upstream_conn *up, const char *why)
-{
-    char text[160];
-    snprintf(text, sizeof(text), "%s", why); /* (why may be the caller's, freed with what it owns) */
-    up_fail(up, text);
-}
-
 /* Hand n bytes of the current reply on; `done` marks its last piece. The
  * client only queues them (it writes at client_round_end), so nothing here
  * can close either side. */
 static void up_deliver(upstream_conn *up, const char *p, size_t n, int done)
 {
-    up_entry *e = fifo_head(up);
+    up_entry *e = up_fifo_head(up);
     struct client_session *c = e && up->route != ROUTE_PUSH ? e->client : up->client;
     if (up->shared && c) up_clients->touch(c); /* flushed at the end of the read */
     switch (up->route) {
@@ -992,7 +257,7 @@ int upstream_is_refusal(const char *p, size_t n)
 
 static void up_note_refusal(upstream_conn *up, const char *p, size_t n)
 {
-    up_entry *e = fifo_head(up);
+    up_entry *e = up_fifo_head(up);
     int first = !up->replied;
     up->replied = 1;
     up->refusal_len = 0;
@@ -1049,7 +314,7 @@ static void up_process(upstream_conn *up)
             up->in_pos += avail;
             break;
         }
-        if (!up->streaming && fifo_head(up) && fifo_head(up)->kind == UP_OPAQUE_START) {
+        if (!up->streaming && up_fifo_head(up) && up_fifo_head(up)->kind == UP_OPAQUE_START) {
             up_fifo_pop(up);
             up->opaque_rx = 1;
             continue;
@@ -1074,7 +339,7 @@ static void up_process(upstream_conn *up)
          * then handed on in one piece and can be recognised); stream a big
          * one. */
         if (!up->streaming) {
-            const up_entry *e = fifo_head(up);
+            const up_entry *e = up_fifo_head(up);
             int large = e && e->kind == UP_ASK && (e->ask_flags & UP_ASK_LARGE);
             if (up->framer.consumed < (large ? UP_LARGE_MAX : UP_STREAM_THRESHOLD)) {
                 resp_frame_reset(&up->framer);
@@ -1094,25 +359,6 @@ static void up_process(upstream_conn *up)
 static void up_release_in(upstream_conn *up)
 {
     vp_pool_buf_release_idle(&up->in);
-}
-
-/* A shared connection made while Redis required AUTH never authenticated:
- * Redis let it in while the password was gone, and would shut it out again
- * the moment one is set, with the clients that came meanwhile, which Redis
- * alone keeps in (their connections, made without a password, are). RESET
- * makes Redis take it for the default user now, which needs no password:
- * in for good, as a connection made now (upstream_defauth.c then asks the
- * clients that come after a new password for it). RESET also ends
- * CLIENT NO-EVICT and clears the name: NO-EVICT goes again, and a name on
- * the shared connection is only ever for the moment. Sent after the read,
- * not from inside it: the replies' queue must not change under it. */
-static void up_reauth_after_read(upstream_conn *up)
-{
-    static const char reset[] = "*1\r\n$5\r\nRESET\r\n";
-    up->reauth_pending = 0;
-    if (up->state != UPSTREAM_READY || !upstream_is_counting(up)) return;
-    upstream_forward_silent(up, reset, sizeof(reset) - 1);
-    upstream_forward_silent(up, no_evict, sizeof(no_evict) - 1);
 }
 
 static void up_on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
@@ -1171,7 +417,7 @@ static void up_on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
     up_retired_check(up);
 }
 
-static void up_read_start(upstream_conn *up)
+void up_read_start(upstream_conn *up)
 {
     if (up->tls)
         vp_tls_read_start(up->tls, up_alloc, up_on_read);
@@ -1187,80 +433,9 @@ static void up_read_stop(upstream_conn *up)
         uv_read_stop(&up->h.stream);
 }
 
-/* The stream carries plaintext to Redis from here on: right after the TCP
- * connect, or after the TLS handshake. What is queued goes, our AUTH
- * first when there are credentials (queued by upstream_open before
- * anything else could be); then its clients are told once AUTH is
- * answered (up_auth_answered), or at once without credentials. */
-static void up_transport_ready(upstream_conn *up)
-{
-    if (!up->authing && !up->setup_asks) uv_timer_stop(&up->timer); /* else it bounds our AUTH, setup too */
-    up->state = UPSTREAM_READY;
-    up->reading = 1;
-    up_read_start(up);
-    vp_log(VP_LOG_DEBUG, "upstream %s: connected%s", up_addr(up), up->tls ? " (TLS)" : "");
-    if (up->authing || up->setup_asks || !up->owner || !up->owner->ready) {
-        /* A shared one writes at the end of the loop iteration. (A probe's
-         * or fetch's requests, queued before, go now: nobody else would
-         * write them.) */
-        int rc = up->shared ? 0 : upstream_flush(up);
-        if (rc < 0) up_fail(up, uv_strerror(rc));
-        return;
-    }
-    if (!up->setting_up) up->owner->ready(up, up->owner_arg);
-}
-
-static void up_on_tls_handshake(vp_tls *t, int status)
-{
-    upstream_conn *up = vp_tls_data(t);
-    if (up->state != UPSTREAM_CONNECTING) return;
-    if (status < 0) {
-        char why[160];
-        snprintf(why, sizeof(why), "TLS: %s", vp_tls_error(t));
-        up->srv->stats.tls_handshake_failures++;
-        up_fail(up, why);
-        return;
-    }
-    up_transport_ready(up);
-}
-
-static void up_on_tls_raw_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
-{
-    upstream_conn *up = s->data;
-    vp_tls_on_raw_read(up->tls, nread, buf);
-}
-
-static void up_on_connect(uv_connect_t *req, int status)
-{
-    upstream_conn *up = req->data;
-    if (status == UV_ECANCELED || up->state != UPSTREAM_CONNECTING) return;
-    if (status < 0) {
-        uv_timer_stop(&up->timer);
-        up_fail(up, uv_strerror(status));
-        return;
-    }
-    if (up->node->port) limits_tcp_keepalive(&up->h.tcp, up->srv->conf.tcp_keepalive);
-    if (!up->srv->tls_upstream) {
-        up_transport_ready(up);
-        return;
-    }
-    /* TLS: the handshake first, within the connect timeout. */
-    up->tls = vp_tls_new(up->srv->tls_upstream, &up->h.stream, &up->out, up->node->host, up_on_tls_raw_read);
-    vp_tls_set_data(up->tls, up);
-    int rc = vp_tls_handshake(up->tls, up_on_tls_handshake);
-    if (rc < 0) {
-        char why[160];
-        snprintf(why, sizeof(why), "TLS: %s",
-                 vp_tls_error(up->tls)[0] ? vp_tls_error(up->tls) : uv_strerror(rc));
-        up->srv->stats.tls_handshake_failures++;
-        uv_timer_stop(&up->timer);
-        up_fail(up, why);
-    }
-}
-
 /* ---- sending requests ---- */
 
-static void up_on_written(outq *q, int status)
+void up_on_written(outq *q, int status)
 {
     upstream_conn *up = q->owner;
     /* (While connecting, only a TLS handshake writes: its failure is read.) */
@@ -1272,244 +447,6 @@ static void up_on_written(outq *q, int status)
     if (outq_size(q) != 0) return;
     if (up->owner && up->owner->drained && (!up->shared || up->waiters))
         up->owner->drained(up, up->owner_arg);
-}
-
-/* Copy a request into `kept` and queue it from there: written with the
- * rest, and still at hand until its entry (whose `keep` the caller sets to
- * n) is answered. req must not point into `kept` (it may move). */
-static void up_send_kept(upstream_conn *up, const char *req, size_t n)
-{
-    size_t off = up->kept.len;
-    vp_buf_append(&up->kept, req, n);
-    outq_add_ref(&up->out, &up->kept, off, n);
-}
-
-void upstream_resend(upstream_conn *up, const up_entry *e, const char *req, size_t n, int asking)
-{
-    static const char asking_cmd[] = "*1\r\n$6\r\nASKING\r\n";
-    /* The script first: ASKING lets in only the command right after it
-     * (Redis clears the flag once any other command ran), so a SCRIPT LOAD
-     * between them sent the verb without it, -MOVED back to the source. */
-    if (e->kind == UP_VERB) up_ensure_script(up, upstream_verbs(up)->verbs[e->verb]);
-    if (asking) upstream_forward_silent(up, asking_cmd, sizeof(asking_cmd) - 1);
-    up->srv->stats.commands_forwarded++;
-    up_send_kept(up, req, n);
-    up_entry *r = up_fifo_push(up, e->client, e->kind);
-    r->seq = e->seq;
-    r->keep = (unsigned)n;
-    r->verb = e->verb;
-    r->retries = e->retries;
-    r->redirects = e->redirects;
-    r->tries = e->tries;
-    r->asked = (unsigned char)(asking != 0);
-    if (e->kind == UP_VERB && e->retries > 0) up->retries_in_flight++;
-}
-
-void upstream_forward_silent(upstream_conn *up, const char *p, size_t n)
-{
-    outq_add_copy(&up->out, p, n);
-    up_fifo_push(up, NULL, UP_REPLY); /* no client: the reply is dropped */
-}
-
-void upstream_forward_bytes(upstream_conn *up, const char *p, size_t n)
-{
-    outq_add(&up->out, p, n);
-}
-
-void upstream_forward_empty(upstream_conn *up, const char *p, size_t n)
-{
-    outq_add(&up->out, p, n);
-    /* Redis resets the client after an empty request too, which ends a
-     * pending CLIENT REPLY SKIP. */
-    up->skip_next = 0;
-}
-
-/* RESET makes Redis authenticate the connection as the default user again
- * (clientSetDefaultAuth): with upstream credentials our AUTH follows it at
- * once, before anything the client sends next, its answer dropped. */
-static void up_reauth(upstream_conn *up)
-{
-    const vp_config *conf = &up->srv->conf;
-    if (!conf->upstream_auth) return;
-    outq_add_copy(&up->out, conf->upstream_auth, conf->upstream_auth_len); /* (a reload may free them) */
-    up_fifo_push(up, NULL, UP_REPLY);                                      /* no client: dropped */
-}
-
-/* The command changes how Redis answers at EXEC time, or is one the proxy
- * cannot count: note it for EXEC. */
-static int up_is_special(cmd_kind kind)
-{
-    return kind != CMD_PLAIN && kind != CMD_MULTI && kind != CMD_EXEC && kind != CMD_DISCARD;
-}
-
-static int up_forward(upstream_conn *up, struct client_session *c, const char *p, size_t n, cmd_kind kind,
-                      int copy);
-
-int upstream_forward(upstream_conn *up, struct client_session *c, const char *p, size_t n, cmd_kind kind)
-{
-    return up_forward(up, c, p, n, kind, 0);
-}
-
-int upstream_forward_copy(upstream_conn *up, struct client_session *c, const char *p, size_t n, cmd_kind kind)
-{
-    return up_forward(up, c, p, n, kind, 1);
-}
-
-int upstream_forward_part(upstream_conn *up, struct client_session *c, unsigned long long seq,
-                          const char *req, size_t n)
-{
-    up->srv->stats.commands_forwarded++;
-    up->srv->stats.shared_commands++;
-    up_hold_note(up, c);
-    up_send_kept(up, req, n);
-    up_entry *e = up_fifo_push(up, c, UP_REPLY);
-    e->seq = seq;
-    e->keep = (unsigned)n;
-    return 1;
-}
-
-static int up_forward(upstream_conn *up, struct client_session *c, const char *p, size_t n, cmd_kind kind,
-                      int copy)
-{
-    up->srv->stats.commands_forwarded++;
-    if (up->shared) {
-        /* Written at the end of the loop iteration, with other clients'
-         * requests, while this client's buffer has moved on: copied. A
-         * shared connection only carries plain commands (client.c). */
-        up->srv->stats.shared_commands++;
-        if (c) up_hold_note(up, c);
-        if (up->srv->cluster) {
-            /* Kept until answered, to be sent again after a -MOVED or
-             * -ASK (the watch's redirect, up_decide_error): the one copy, as outq's. */
-            up_send_kept(up, p, n);
-            up_fifo_push(up, c, UP_REPLY)->keep = (unsigned)n;
-            return 1;
-        }
-        outq_add_copy(&up->out, p, n);
-        up_fifo_push(up, c, UP_REPLY);
-        return 1;
-    }
-    int skip_eaten = 0;
-    if (kind == CMD_RESET && up->skip_next && up->srv->conf.upstream_auth) {
-        /* A CLIENT REPLY SKIP would take the RESET's reply, and our AUTH
-         * after it could not be told apart in the uncounted stream: a PING
-         * takes the SKIP instead, and the RESET's reply, which the client
-         * does not expect, is dropped (its +RESET counts again). */
-        static const char ping[] = "*1\r\n$4\r\nPING\r\n";
-        outq_add(&up->out, ping, sizeof(ping) - 1);
-        up->skip_next = 0;
-        skip_eaten = 1;
-    }
-    if (copy)
-        outq_add_copy(&up->out, p, n);
-    else
-        outq_add(&up->out, p, n);
-
-    /* RESET runs even inside MULTI and clears every mode. Its +RESET is not
-     * sent when a CLIENT REPLY SKIP is in force; then the proxy cannot tell
-     * where the old stream ends and stays uncounted (still in order). */
-    if (kind == CMD_RESET) {
-        int answered = !up->skip_next;
-        upstream_note_reset(up);
-        up->in_multi = up->multi_special = 0;
-        up->reply_off = up->skip_next = 0;
-        if (!answered) return 0;
-        struct client_session *owner = skip_eaten ? NULL : c; /* NULL: dropped */
-        if (up->raw_tx) {
-            up_fifo_push(up, owner, UP_RESET);
-            up->raw_tx = 0;
-        } else {
-            up_fifo_push(up, owner, UP_REPLY);
-        }
-        up_reauth(up);
-        return !skip_eaten;
-    }
-
-    int replies = 1;   /* does this command answer? */
-    int enter_raw = 0; /* does counting stop after it? */
-    int queued = up->in_multi;
-    if (up->in_multi) {
-        /* Queued: one +QUEUED (or an error) each; EXEC answers once. */
-        if (kind == CMD_EXEC || kind == CMD_DISCARD) {
-            up->in_multi = 0;
-            enter_raw = kind == CMD_EXEC && up->multi_special;
-        } else if (up_is_special(kind)) {
-            up->multi_special = 1;
-        }
-    } else {
-        switch (kind) {
-        case CMD_MULTI:
-            up->in_multi = 1;
-            up->multi_special = 0;
-            break;
-        case CMD_MONITOR:
-        case CMD_SUBSCRIBE:
-            replies = 0;
-            enter_raw = 1;
-            break;
-        /* CLIENT REPLY OFF/SKIP may be refused (ACL, subscribe context), and
-         * whether it was shows only in replies that may never come: count
-         * no more, and keep the switches only as a best guess. */
-        case CMD_CLIENT_REPLY_OFF:
-            up->reply_off = 1;
-            replies = 0;
-            enter_raw = 1;
-            break;
-        case CMD_CLIENT_REPLY_SKIP:
-            replies = 0;
-            enter_raw = 1;
-            break;
-        case CMD_CLIENT_REPLY_ON:
-            up->reply_off = 0;
-            break;
-        case CMD_UNCOUNTABLE:
-            replies = 0;
-            enter_raw = 1;
-            break;
-        case CMD_REPLICATION:
-            up_fifo_push(up, c, UP_OPAQUE_START);
-            up->raw_tx = 1;
-            return 0;
-        default:
-            break;
-        }
-    }
-    /* A SKIP applies to the next command; one queued in MULTI skips nothing
-     * now (and EXEC will be uncounted). */
-    up->skip_next = kind == CMD_CLIENT_REPLY_SKIP && !queued;
-
-    int counted = 0;
-    if (!up->raw_tx && replies) {
-        up_fifo_push(up, c, UP_REPLY);
-        counted = 1;
-    }
-    if (enter_raw && !up->raw_tx) {
-        up_fifo_push(up, c, UP_RAW_START);
-        up->raw_tx = 1;
-    }
-    return counted;
-}
-
-int upstream_closing_reply(upstream_conn *up, struct client_session *c)
-{
-    /* Counting: the reply just takes its place in the client's queue. */
-    if (!up->raw_tx) return 0;
-    /* The connection ends after this reply, so put Redis in a known state
-     * first (out of MULTI, subscribe mode, MONITOR, CLIENT REPLY OFF/SKIP)
-     * and let a PING mark the end of what it sends before. A SKIP in force
-     * eats +RESET: see up_decide_close_barrier. */
-    int flags = UP_LOCAL_BARRIER;
-    if (up->reply_off || up->skip_next) flags |= UP_LOCAL_DROP; /* Redis would not answer either */
-    outq_add(&up->out, "*1\r\n$5\r\nRESET\r\n", 15);
-    outq_add(&up->out, up->barrier_cmd, strlen(up->barrier_cmd));
-    up_fifo_push(up, c, UP_CLOSE_BARRIER);
-    up->srv->stats.barriers_sent++;
-    return flags;
-}
-
-int upstream_is_counting(const upstream_conn *up)
-{
-    return !up->raw_tx;
 }
 
 int upstream_flush(upstream_conn *up)

@@ -63,4 +63,44 @@ void up_script_flush_answered(upstream_conn *up, unsigned epoch);
 const upstream_client_ops *up_clients_of(void);
 const upstream_owner *up_shared_owner_of(void);
 
+typedef enum up_route {
+    ROUTE_REPLY,        /* the client's oldest waiting slot */
+    ROUTE_PUSH,         /* straight to the client, out of band / uncounted */
+    ROUTE_SWALLOW,      /* our barrier's answer: releases the waiting slot */
+    ROUTE_SWALLOW_KEEP, /* the +RESET of a closing barrier: the PING's answer follows */
+    ROUTE_RESET,        /* a +RESET that ends raw mode */
+    ROUTE_ASK,          /* the answer to an ask of the proxy's own: to its callback */
+    ROUTE_NOSCRIPT,     /* a verb's NOSCRIPT: reload and send it again */
+    ROUTE_SERVER,       /* our HELLO's answer: read, dropped */
+    ROUTE_REDIRECT      /* taken back by the watch (a cluster redirect): sent again */
+} up_route;
+
+/* ---- shared between upstream's own files ---- */
+/* The oldest entry, NULL when nothing is owed; the ring freed with its
+ * connection (upstream_fifo.c). */
+void up_fifo_free(upstream_conn *up);
+up_entry *up_fifo_head(upstream_conn *up);
+/* Where the reply starting at p goes (`whole`: p..p+n is all of it), and
+ * the closing barrier's token (upstream_count.c). */
+up_route up_decide(upstream_conn *up, const char *p, size_t n, int whole);
+void up_make_barrier(upstream_conn *up);
+/* A connect that did not succeed / a loss mid-session: the connection
+ * closes and its owner is told (upstream.c). */
+void up_fail(upstream_conn *up, const char *reason);
+void up_lost(upstream_conn *up, const char *reason);
+/* The write and read callbacks' halves the setup starts (upstream.c). */
+struct outq;
+void up_on_written(struct outq *q, int status);
+void up_read_start(upstream_conn *up);
+/* Every connection open (upstream_setup.c), linked through all_next. */
+upstream_conn *up_open_list(void);
+/* The shared pool's (upstream_pool.c): write a shared connection's queue;
+ * close a retired one that owes nothing; the RESET that lets a shared
+ * connection in for good once Redis stopped requiring AUTH; off its
+ * node's slot. */
+void up_shared_flush(upstream_conn *up);
+void up_retired_check(upstream_conn *up);
+void up_reauth_after_read(upstream_conn *up);
+void up_leave_node(upstream_conn *up);
+
 #endif

@@ -6,6 +6,7 @@
  * upstream.c's; see upstream.h for the model. */
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "lua/verbs.h"
@@ -389,5 +390,27 @@ int upstream_must_settle_verbs(const upstream_conn *up, int argc, const resp_arg
         return 1;
     default:
         return cmd_changes_session(&argv[0]);
+    }
+}
+
+/* ---- across a reload (proxy/ops/reload.c) ---- */
+
+const verb_table *upstream_verbs(const upstream_conn *up)
+{
+    return up->vt ? up->vt : &up->srv->verbs;
+}
+
+/* Its verbs sent with a replaced table are all answered (or it closes):
+ * from now on it uses the live one, loading its scripts afresh (the load
+ * indexes are the new table's). */
+void up_release_vt(upstream_conn *up)
+{
+    verb_table *t = up->vt;
+    if (!t) return;
+    up->vt = NULL;
+    up->scripts_loaded = 0;
+    if (--t->refs == 0) {
+        verbs_free(t);
+        free(t);
     }
 }

@@ -1,0 +1,390 @@
+/* upstream_count.c - reply counting: what each request sent will be
+ * answered with, and what each reply that comes is. The send side
+ * (upstream_forward and its kin) pushes one FIFO entry per reply expected
+ * and follows the modes that change counting (MULTI ... EXEC, RESET, the
+ * raw modes of SUBSCRIBE, MONITOR, CLIENT REPLY, replication) and the
+ * closing barrier; the receive side (up_decide) says where each reply
+ * goes. No I/O here: what is queued is written by upstream.c. See
+ * upstream.h, "Counting replies". */
+#include "proxy/upstream/upstream.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "lua/verbs.h"
+#include "proxy/log.h"
+#include "proxy/upstream/upstream_hold.h"
+#include "proxy/upstream/upstream_internal.h"
+
+#define NOSCRIPT_PREFIX "-NOSCRIPT"
+
+/* A verb is sent again at most this often (a flush between each retry). */
+#define UP_NOSCRIPT_RETRIES 2
+
+/* A barrier is a PING with this connection's own token, so no reply a
+ * client asked for can be taken for it. Its answer in RESP2 subscribe mode is
+ * ["pong", token]; anywhere else the token as a bulk string. */
+#define BARRIER_PREFIX "verbproxy:barrier:"
+
+#define RESET_REPLY "+RESET\r\n"
+
+/* ---- barriers ---- */
+
+void up_make_barrier(upstream_conn *up)
+{
+    /* Unique enough: nobody guesses it by accident, and it differs per
+     * connection. */
+    static unsigned long long seq;
+    unsigned long long r =
+        uv_hrtime() ^ ((unsigned long long)(uintptr_t)up << 16) ^ (++seq * 0x9E3779B97F4A7C15ULL);
+    char token[40];
+    int tl = snprintf(token, sizeof(token), BARRIER_PREFIX "%016llx", r);
+    snprintf(up->barrier_cmd, sizeof(up->barrier_cmd), "*2\r\n$4\r\nPING\r\n$%d\r\n%s\r\n", tl, token);
+    snprintf(up->barrier_reply, sizeof(up->barrier_reply), "$%d\r\n%s\r\n", tl, token);
+}
+
+static int bytes_are(const char *p, size_t n, const char *lit)
+{
+    size_t l = strlen(lit);
+    return n == l && memcmp(p, lit, l) == 0;
+}
+
+/* The answers to a closing barrier are "+RESET" (absent when a SKIP was in
+ * force) and then the PING's: the token, or "-NOAUTH" when Redis needs a
+ * password (RESET logged the connection out). A "+RESET" is held back until
+ * the next reply shows whose it was: the client may have sent RESET too. */
+#define NOAUTH_REPLY "-NOAUTH Authentication required.\r\n"
+
+static up_route up_decide_close_barrier(upstream_conn *up, const char *p, size_t n)
+{
+    int held = up->reset_held;
+    if (bytes_are(p, n, up->barrier_reply) || (held && bytes_are(p, n, NOAUTH_REPLY))) {
+        up->reset_held = 0; /* that +RESET was ours */
+        return ROUTE_SWALLOW;
+    }
+    /* Anything else: a +RESET held so far was the client's. */
+    if (held && up->client) up_clients_of()->push(up->client, RESET_REPLY, sizeof(RESET_REPLY) - 1);
+    up->reset_held = bytes_are(p, n, RESET_REPLY);
+    return up->reset_held ? ROUTE_SWALLOW_KEEP : ROUTE_PUSH;
+}
+
+#define NOAUTH_PREFIX "-NOAUTH "
+
+/* A shared connection never sends AUTH, so whether Redis requires it there
+ * shows in the replies: -NOAUTH to one of the proxy's own requests says it
+ * does (a client's error reply proves nothing: a script can return any
+ * error text); a reply that is not an error says it does not (a command
+ * passed the check, e.g. after CONFIG SET requirepass ""); other errors say
+ * nothing, since Redis finds an unknown command or a wrong arity first. The
+ * first reply is to the proxy's own CLIENT NO-EVICT, which passes that far
+ * on any Redis: it settles the question before any client's command is sent
+ * (upstream_is_ready); the output-limit probe every UP_OUTPUT_PROBE_MS asks
+ * again. While it is required, clients that have not authenticated leave
+ * the shared connection for their own (client_may_share). */
+static void up_learn_auth(upstream_conn *up, const up_entry *e, const char *p, size_t n)
+{
+    if (p[0] != '-' && up->auth == UP_AUTH_NOT_REQUIRED) return; /* the common case */
+    if (up->auth == UP_AUTH_UNKNOWN) up->announce_ready = 1;
+    int ours = e && !e->client;
+    if (p[0] != '-') {
+        if (up->auth == UP_AUTH_REQUIRED) up->reauth_pending = 1;
+        up->auth = UP_AUTH_NOT_REQUIRED;
+    } else if (ours && n >= sizeof(NOAUTH_PREFIX) - 1 &&
+               memcmp(p, NOAUTH_PREFIX, sizeof(NOAUTH_PREFIX) - 1) == 0) {
+        if (up->auth != UP_AUTH_REQUIRED)
+            vp_log(VP_LOG_NOTICE,
+                   "upstream %s requires AUTH and the proxy has no upstream-pass: clients that have not "
+                   "authenticated get connections of their own",
+                   up_addr(up));
+        up->auth = UP_AUTH_REQUIRED;
+    } else if (up->auth == UP_AUTH_UNKNOWN)
+        up->auth = UP_AUTH_NOT_REQUIRED;
+}
+
+/* A counted reply that is a whole error may be the watch's to take back
+ * (cluster mode: a -MOVED, -ASK or -TRYAGAIN, sent again elsewhere); the
+ * watch also reads the errors that tell it something (-CLUSTERDOWN,
+ * -READONLY). */
+static up_route up_decide_error(upstream_conn *up, const up_entry *e, const char *p, size_t n, int whole)
+{
+    const upstream_watch *w = up->srv->upstream_watch;
+    if (!w || !w->error_reply || !whole || p[0] != '-') return ROUTE_REPLY;
+    return w->error_reply(up, e, p, n) ? ROUTE_REDIRECT : ROUTE_REPLY;
+}
+
+/* Where does the reply starting at p go? `whole` says p..p+n is all of it. */
+up_route up_decide(upstream_conn *up, const char *p, size_t n, int whole)
+{
+    if (up->framer.type == '>') return ROUTE_PUSH;
+    if (up->shared) up_learn_auth(up, up_fifo_head(up), p, n);
+    up_entry *e;
+    while ((e = up_fifo_head(up)) && e->kind == UP_RAW_START) {
+        up->raw_rx = 1;
+        up_fifo_pop(up);
+    }
+    if (!up->raw_rx) {
+        if (e && e->kind == UP_REPLY) return up_decide_error(up, e, p, n, whole);
+        if (e && e->kind == UP_ASK) return whole ? ROUTE_ASK : ROUTE_REPLY; /* (dropped: too big) */
+        if (e && e->kind == UP_SERVER_PROBE) return whole ? ROUTE_SERVER : ROUTE_REPLY; /* (dropped) */
+        if (e && e->kind == UP_HELLO) {
+            if (whole) up_check_hello(up, e, p, n);
+            return ROUTE_REPLY;
+        }
+        if (e && e->kind == UP_VERB) {
+            /* Redis and Valkey word NOSCRIPT differently: the code is enough. */
+            int noscript = whole && n >= sizeof(NOSCRIPT_PREFIX) - 1 &&
+                           memcmp(p, NOSCRIPT_PREFIX, sizeof(NOSCRIPT_PREFIX) - 1) == 0;
+            if (noscript && e->retries < UP_NOSCRIPT_RETRIES) return ROUTE_NOSCRIPT;
+            return up_decide_error(up, e, p, n, whole);
+        }
+        /* (Not for an error before any reply: Redis refusing the
+         * connection before the proxy sent anything, see up_note_refusal.) */
+        if (up->replied || !whole || p[0] != '-')
+            vp_log(VP_LOG_WARNING, "upstream %s: reply nobody asked for; passing it on", up_addr(up));
+        return ROUTE_PUSH;
+    }
+    if (e && whole) {
+        if (e->kind == UP_CLOSE_BARRIER) return up_decide_close_barrier(up, p, n);
+        if (e->kind == UP_RESET && bytes_are(p, n, RESET_REPLY)) return ROUTE_RESET;
+    }
+    return ROUTE_PUSH;
+}
+
+/* Copy a request into `kept` and queue it from there: written with the
+ * rest, and still at hand until its entry (whose `keep` the caller sets to
+ * n) is answered. req must not point into `kept` (it may move). */
+static void up_send_kept(upstream_conn *up, const char *req, size_t n)
+{
+    size_t off = up->kept.len;
+    vp_buf_append(&up->kept, req, n);
+    outq_add_ref(&up->out, &up->kept, off, n);
+}
+
+void upstream_resend(upstream_conn *up, const up_entry *e, const char *req, size_t n, int asking)
+{
+    static const char asking_cmd[] = "*1\r\n$6\r\nASKING\r\n";
+    /* The script first: ASKING lets in only the command right after it
+     * (Redis clears the flag once any other command ran), so a SCRIPT LOAD
+     * between them sent the verb without it, -MOVED back to the source. */
+    if (e->kind == UP_VERB) up_ensure_script(up, upstream_verbs(up)->verbs[e->verb]);
+    if (asking) upstream_forward_silent(up, asking_cmd, sizeof(asking_cmd) - 1);
+    up->srv->stats.commands_forwarded++;
+    up_send_kept(up, req, n);
+    up_entry *r = up_fifo_push(up, e->client, e->kind);
+    r->seq = e->seq;
+    r->keep = (unsigned)n;
+    r->verb = e->verb;
+    r->retries = e->retries;
+    r->redirects = e->redirects;
+    r->tries = e->tries;
+    r->asked = (unsigned char)(asking != 0);
+    if (e->kind == UP_VERB && e->retries > 0) up->retries_in_flight++;
+}
+
+void upstream_forward_silent(upstream_conn *up, const char *p, size_t n)
+{
+    outq_add_copy(&up->out, p, n);
+    up_fifo_push(up, NULL, UP_REPLY); /* no client: the reply is dropped */
+}
+
+void upstream_forward_bytes(upstream_conn *up, const char *p, size_t n)
+{
+    outq_add(&up->out, p, n);
+}
+
+void upstream_forward_empty(upstream_conn *up, const char *p, size_t n)
+{
+    outq_add(&up->out, p, n);
+    /* Redis resets the client after an empty request too, which ends a
+     * pending CLIENT REPLY SKIP. */
+    up->skip_next = 0;
+}
+
+/* RESET makes Redis authenticate the connection as the default user again
+ * (clientSetDefaultAuth): with upstream credentials our AUTH follows it at
+ * once, before anything the client sends next, its answer dropped. */
+static void up_reauth(upstream_conn *up)
+{
+    const vp_config *conf = &up->srv->conf;
+    if (!conf->upstream_auth) return;
+    outq_add_copy(&up->out, conf->upstream_auth, conf->upstream_auth_len); /* (a reload may free them) */
+    up_fifo_push(up, NULL, UP_REPLY);                                      /* no client: dropped */
+}
+
+/* The command changes how Redis answers at EXEC time, or is one the proxy
+ * cannot count: note it for EXEC. */
+static int up_is_special(cmd_kind kind)
+{
+    return kind != CMD_PLAIN && kind != CMD_MULTI && kind != CMD_EXEC && kind != CMD_DISCARD;
+}
+
+static int up_forward(upstream_conn *up, struct client_session *c, const char *p, size_t n, cmd_kind kind,
+                      int copy);
+
+int upstream_forward(upstream_conn *up, struct client_session *c, const char *p, size_t n, cmd_kind kind)
+{
+    return up_forward(up, c, p, n, kind, 0);
+}
+
+int upstream_forward_copy(upstream_conn *up, struct client_session *c, const char *p, size_t n, cmd_kind kind)
+{
+    return up_forward(up, c, p, n, kind, 1);
+}
+
+int upstream_forward_part(upstream_conn *up, struct client_session *c, unsigned long long seq,
+                          const char *req, size_t n)
+{
+    up->srv->stats.commands_forwarded++;
+    up->srv->stats.shared_commands++;
+    up_hold_note(up, c);
+    up_send_kept(up, req, n);
+    up_entry *e = up_fifo_push(up, c, UP_REPLY);
+    e->seq = seq;
+    e->keep = (unsigned)n;
+    return 1;
+}
+
+static int up_forward(upstream_conn *up, struct client_session *c, const char *p, size_t n, cmd_kind kind,
+                      int copy)
+{
+    up->srv->stats.commands_forwarded++;
+    if (up->shared) {
+        /* Written at the end of the loop iteration, with other clients'
+         * requests, while this client's buffer has moved on: copied. A
+         * shared connection only carries plain commands (client.c). */
+        up->srv->stats.shared_commands++;
+        if (c) up_hold_note(up, c);
+        if (up->srv->cluster) {
+            /* Kept until answered, to be sent again after a -MOVED or
+             * -ASK (the watch's redirect, up_decide_error): the one copy, as outq's. */
+            up_send_kept(up, p, n);
+            up_fifo_push(up, c, UP_REPLY)->keep = (unsigned)n;
+            return 1;
+        }
+        outq_add_copy(&up->out, p, n);
+        up_fifo_push(up, c, UP_REPLY);
+        return 1;
+    }
+    int skip_eaten = 0;
+    if (kind == CMD_RESET && up->skip_next && up->srv->conf.upstream_auth) {
+        /* A CLIENT REPLY SKIP would take the RESET's reply, and our AUTH
+         * after it could not be told apart in the uncounted stream: a PING
+         * takes the SKIP instead, and the RESET's reply, which the client
+         * does not expect, is dropped (its +RESET counts again). */
+        static const char ping[] = "*1\r\n$4\r\nPING\r\n";
+        outq_add(&up->out, ping, sizeof(ping) - 1);
+        up->skip_next = 0;
+        skip_eaten = 1;
+    }
+    if (copy)
+        outq_add_copy(&up->out, p, n);
+    else
+        outq_add(&up->out, p, n);
+
+    /* RESET runs even inside MULTI and clears every mode. Its +RESET is not
+     * sent when a CLIENT REPLY SKIP is in force; then the proxy cannot tell
+     * where the old stream ends and stays uncounted (still in order). */
+    if (kind == CMD_RESET) {
+        int answered = !up->skip_next;
+        upstream_note_reset(up);
+        up->in_multi = up->multi_special = 0;
+        up->reply_off = up->skip_next = 0;
+        if (!answered) return 0;
+        struct client_session *owner = skip_eaten ? NULL : c; /* NULL: dropped */
+        if (up->raw_tx) {
+            up_fifo_push(up, owner, UP_RESET);
+            up->raw_tx = 0;
+        } else {
+            up_fifo_push(up, owner, UP_REPLY);
+        }
+        up_reauth(up);
+        return !skip_eaten;
+    }
+
+    int replies = 1;   /* does this command answer? */
+    int enter_raw = 0; /* does counting stop after it? */
+    int queued = up->in_multi;
+    if (up->in_multi) {
+        /* Queued: one +QUEUED (or an error) each; EXEC answers once. */
+        if (kind == CMD_EXEC || kind == CMD_DISCARD) {
+            up->in_multi = 0;
+            enter_raw = kind == CMD_EXEC && up->multi_special;
+        } else if (up_is_special(kind)) {
+            up->multi_special = 1;
+        }
+    } else {
+        switch (kind) {
+        case CMD_MULTI:
+            up->in_multi = 1;
+            up->multi_special = 0;
+            break;
+        case CMD_MONITOR:
+        case CMD_SUBSCRIBE:
+            replies = 0;
+            enter_raw = 1;
+            break;
+        /* CLIENT REPLY OFF/SKIP may be refused (ACL, subscribe context), and
+         * whether it was shows only in replies that may never come: count
+         * no more, and keep the switches only as a best guess. */
+        case CMD_CLIENT_REPLY_OFF:
+            up->reply_off = 1;
+            replies = 0;
+            enter_raw = 1;
+            break;
+        case CMD_CLIENT_REPLY_SKIP:
+            replies = 0;
+            enter_raw = 1;
+            break;
+        case CMD_CLIENT_REPLY_ON:
+            up->reply_off = 0;
+            break;
+        case CMD_UNCOUNTABLE:
+            replies = 0;
+            enter_raw = 1;
+            break;
+        case CMD_REPLICATION:
+            up_fifo_push(up, c, UP_OPAQUE_START);
+            up->raw_tx = 1;
+            return 0;
+        default:
+            break;
+        }
+    }
+    /* A SKIP applies to the next command; one queued in MULTI skips nothing
+     * now (and EXEC will be uncounted). */
+    up->skip_next = kind == CMD_CLIENT_REPLY_SKIP && !queued;
+
+    int counted = 0;
+    if (!up->raw_tx && replies) {
+        up_fifo_push(up, c, UP_REPLY);
+        counted = 1;
+    }
+    if (enter_raw && !up->raw_tx) {
+        up_fifo_push(up, c, UP_RAW_START);
+        up->raw_tx = 1;
+    }
+    return counted;
+}
+
+int upstream_closing_reply(upstream_conn *up, struct client_session *c)
+{
+    /* Counting: the reply just takes its place in the client's queue. */
+    if (!up->raw_tx) return 0;
+    /* The connection ends after this reply, so put Redis in a known state
+     * first (out of MULTI, subscribe mode, MONITOR, CLIENT REPLY OFF/SKIP)
+     * and let a PING mark the end of what it sends before. A SKIP in force
+     * eats +RESET: see up_decide_close_barrier. */
+    int flags = UP_LOCAL_BARRIER;
+    if (up->reply_off || up->skip_next) flags |= UP_LOCAL_DROP; /* Redis would not answer either */
+    outq_add(&up->out, "*1\r\n$5\r\nRESET\r\n", 15);
+    outq_add(&up->out, up->barrier_cmd, strlen(up->barrier_cmd));
+    up_fifo_push(up, c, UP_CLOSE_BARRIER);
+    up->srv->stats.barriers_sent++;
+    return flags;
+}
+
+int upstream_is_counting(const upstream_conn *up)
+{
+    return !up->raw_tx;
+}
