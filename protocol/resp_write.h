@@ -1,0 +1,100 @@
+/* resp_write.h - the RESP writer: every reply, command and merged reply the
+ * proxy composes is written by these functions, as every reply Redis sends
+ * goes through addReplyLongLong, addReplyBulkCBuffer, addReplyArrayLen...
+ * (networking.c). Nothing outside protocol/ formats a RESP header by hand
+ * (scripts/check_resp_writes.py keeps it so).
+ *
+ * Pure, like the rest of protocol/: no I/O, no allocation, no buffer type.
+ * Each function writes into the caller's memory at `out` and returns the
+ * number of bytes written; the caller makes room first, with the size the
+ * function names (RESP_HEADER_MAX, RESP_BULK_SIZE, RESP_LINE_SIZE,
+ * resp_write_command_size). proxy/buffer.h wraps them for a vp_buf
+ * (vp_buf_resp_*): reserve, write in place, no copy and no snprintf. */
+#ifndef VP_RESP_WRITE_H
+#define VP_RESP_WRITE_H
+
+#include <stdarg.h>
+#include <stddef.h>
+
+#include "protocol/resp_request.h"
+
+/* The longest header line: type byte, sign, 19 digits, CRLF (23), rounded. */
+#define RESP_HEADER_MAX 24
+/* Room for a bulk string of n bytes: header, payload, CRLF. */
+#define RESP_BULK_SIZE(n) ((size_t)(n) + RESP_HEADER_MAX + 2)
+/* Room for a simple string or error line of n bytes of text. */
+#define RESP_LINE_SIZE(n) ((size_t)(n) + 3)
+
+/* "<type><n>\r\n": the header of an aggregate ('*' '%' '~' '>'), of a bulk
+ * string ('$'), or an integer reply (':'). */
+size_t resp_write_header(char out[RESP_HEADER_MAX], char type, long long n);
+
+static inline size_t resp_write_array_len(char out[RESP_HEADER_MAX], long long n)
+{
+    return resp_write_header(out, '*', n);
+}
+
+/* RESP3 map of n key/value pairs. */
+static inline size_t resp_write_map_len(char out[RESP_HEADER_MAX], long long n)
+{
+    return resp_write_header(out, '%', n);
+}
+
+static inline size_t resp_write_set_len(char out[RESP_HEADER_MAX], long long n)
+{
+    return resp_write_header(out, '~', n);
+}
+
+static inline size_t resp_write_push_len(char out[RESP_HEADER_MAX], long long n)
+{
+    return resp_write_header(out, '>', n);
+}
+
+/* A bulk string's header alone, for a payload the caller sends apart
+ * (a script body sent from its table, not copied). */
+static inline size_t resp_write_bulk_len(char out[RESP_HEADER_MAX], long long n)
+{
+    return resp_write_header(out, '$', n);
+}
+
+static inline size_t resp_write_integer(char out[RESP_HEADER_MAX], long long v)
+{
+    return resp_write_header(out, ':', v);
+}
+
+/* "$<n>\r\n<p>\r\n" into out (RESP_BULK_SIZE(n) bytes of room). */
+size_t resp_write_bulk(char *out, const void *p, size_t n);
+
+/* The null bulk string: "$-1\r\n" in RESP2, "_\r\n" in RESP3 (at most 5 bytes). */
+size_t resp_write_null(char *out, int resp3);
+
+/* "+<s>\r\n" (RESP_LINE_SIZE(n) bytes of room). The text must hold no CR or
+ * LF: simple strings the proxy writes are its own constants. */
+size_t resp_write_simple(char *out, const char *s, size_t n);
+
+/* "-<s>\r\n" (RESP_LINE_SIZE(n) bytes of room); a CR or LF in the text
+ * becomes a space, as Redis's addReplyError does. */
+size_t resp_write_error(char *out, const char *s, size_t n);
+
+/* An error line from a printf format, cut to fit cap bytes with one to
+ * spare (cap >= 4); CR and LF become spaces. */
+size_t resp_write_errorf(char *out, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+size_t resp_write_verrorf(char *out, size_t cap, const char *fmt, va_list ap)
+    __attribute__((format(printf, 3, 0)));
+
+/* A command (a multibulk request) of argc arguments: the exact size, and
+ * the command itself into out (that many bytes of room). */
+size_t resp_write_command_size(int argc, const resp_arg *argv);
+size_t resp_write_command(char *out, int argc, const resp_arg *argv);
+
+/* Constant RESP text composed at compile time, for commands and replies
+ * the proxy sends as they are:
+ *   static const char slots_cmd[] =
+ *       RESP_LIT_ARRAY(2) RESP_LIT_BULK(7, "CLUSTER") RESP_LIT_BULK(5, "SLOTS");
+ * The preprocessor cannot count, so a bulk's length is written beside its
+ * text; scripts/check_resp_writes.py fails the build's tests when the two
+ * disagree. */
+#define RESP_LIT_ARRAY(n) "*" #n "\r\n"
+#define RESP_LIT_BULK(n, s) "$" #n "\r\n" s "\r\n"
+
+#endif
