@@ -4,35 +4,6 @@
 #include <stdio.h>
 #include <string.h>
 
-size_t resp_write_header(char out[RESP_HEADER_MAX], char type, long long n)
-{
-    /* Digits by hand: snprintf was most of the cost of rewriting a small
-     * command (a verb's EVALSHA). */
-    unsigned long long u = n < 0 ? 0ULL - (unsigned long long)n : (unsigned long long)n;
-    char digits[20];
-    int k = 0;
-    do {
-        digits[k++] = (char)('0' + u % 10);
-        u /= 10;
-    } while (u);
-    size_t len = 0;
-    out[len++] = type;
-    if (n < 0) out[len++] = '-';
-    while (k)
-        out[len++] = digits[--k];
-    out[len++] = '\r';
-    out[len++] = '\n';
-    return len;
-}
-
-size_t resp_write_bulk(char *out, const void *p, size_t n)
-{
-    size_t len = resp_write_header(out, '$', (long long)n);
-    memcpy(out + len, p, n);
-    memcpy(out + len + n, "\r\n", 2);
-    return len + n + 2;
-}
-
 size_t resp_write_null(char *out, int resp3)
 {
     if (resp3) {
@@ -101,11 +72,16 @@ static size_t decimal_len(size_t n)
     return k;
 }
 
+size_t resp_write_bulk_size(size_t n)
+{
+    return 3 + decimal_len(n) + n + 2;
+}
+
 size_t resp_write_command_size(int argc, const resp_arg *argv)
 {
     size_t size = 3 + decimal_len((size_t)(argc < 0 ? 0 : argc));
     for (int i = 0; i < argc; i++)
-        size += 3 + decimal_len(argv[i].len) + argv[i].len + 2;
+        size += resp_write_bulk_size(argv[i].len);
     return size;
 }
 
