@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "protocol/resp_write.h"
 #include "proxy/buffer.h"
 #include "proxy/log.h"
 #include "proxy/route/nodesview.h"
@@ -94,7 +95,7 @@ static int waiting(const rcheck_q *q, const route_node *node)
  * redirect from it held until now waits for this answer. */
 static void check_start(rcheck_q *q, check_node *n, uint64_t now)
 {
-    static const char nodes_cmd[] = "*2\r\n$7\r\nCLUSTER\r\n$5\r\nNODES\r\n";
+    static const char nodes_cmd[] = RESP_LIT_ARRAY(2) RESP_LIT_BULK(7, "CLUSTER") RESP_LIT_BULK(5, "NODES");
     upstream_conn *up = upstream_open(q->srv, n->node, NULL);
     up->topo = 1;
     n->up = up;

@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "protocol/resp_write.h"
 #include "proxy/session/client.h"
 #include "proxy/log.h"
 #include "proxy/route/route.h"
@@ -76,16 +77,12 @@ void up_side_failed(upstream_conn *up, const char *why)
     /* Each request waiting for the connect gets the error the client would
      * get for any other (client.c's wording), in its slot. */
     char msg[384];
-    int n = snprintf(msg, sizeof(msg), "-ERR upstream unavailable: %s: %s", up_addr(up), why);
-    if (n < 0 || (size_t)n > sizeof(msg) - 3) n = (int)sizeof(msg) - 3;
-    for (int i = 0; i < n; i++)
-        if (msg[i] == '\r' || msg[i] == '\n') msg[i] = ' ';
-    memcpy(msg + n, "\r\n", 2);
+    size_t n = resp_write_errorf(msg, sizeof(msg), "ERR upstream unavailable: %s: %s", up_addr(up), why);
     /* client_reply only queues, so no client closes during the walk. */
     for (size_t i = 0; i < up->fifo_len; i++) {
         up_entry *e = up_side_entry(up, i);
         if (!e->client) continue;
-        client_reply(e->client, e->seq, msg, (size_t)n + 2, 1);
+        client_reply(e->client, e->seq, msg, n, 1);
         client_touch(e->client);
     }
     client_flush_touched(up->srv);
