@@ -135,8 +135,9 @@ static void up_make_barrier(upstream_conn *up)
         uv_hrtime() ^ ((unsigned long long)(uintptr_t)up << 16) ^ (++seq * 0x9E3779B97F4A7C15ULL);
     char token[40];
     int tl = snprintf(token, sizeof(token), BARRIER_PREFIX "%016llx", r);
-    snprintf(up->barrier_cmd, sizeof(up->barrier_cmd), "*2\r\n$4\r\nPING\r\n$%d\r\n%s\r\n", tl, token);
-    snprintf(up->barrier_reply, sizeof(up->barrier_reply), "$%d\r\n%s\r\n", tl, token);
+    const resp_arg ping[] = {{"PING", 4}, {token, (size_t)tl}}; /* (both fit: a 34-byte token) */
+    up->barrier_cmd[resp_write_command(up->barrier_cmd, 2, ping)] = '\0';
+    up->barrier_reply[resp_write_bulk(up->barrier_reply, token, (size_t)tl)] = '\0';
 }
 
 /* ---- connecting ---- */
@@ -354,11 +355,8 @@ static void up_lost(upstream_conn *up, const char *reason)
          * closed. (A plain close or reset may follow a request that ran,
          * e.g. SHUTDOWN: then the client sees only the close.) */
         if (refused) {
-            int n = snprintf(up->refusal, sizeof(up->refusal), "-ERR upstream unavailable: %s: %s",
-                             up_addr(up), reason);
-            if (n > (int)sizeof(up->refusal) - 3) n = (int)sizeof(up->refusal) - 3;
-            memcpy(up->refusal + n, "\r\n", 2);
-            up->refusal_len = (unsigned char)(n + 2);
+            up->refusal_len = (unsigned char)resp_write_errorf(
+                up->refusal, sizeof(up->refusal), "ERR upstream unavailable: %s: %s", up_addr(up), reason);
         }
     }
     up->srv->stats.upstream_lost++;
@@ -449,7 +447,7 @@ static void up_queue_auth(upstream_conn *up)
  * address the sentinels gave may already be a demoted node's. */
 static void up_queue_role(upstream_conn *up)
 {
-    static const char role[] = "*1\r\n$4\r\nROLE\r\n";
+    static const char role[] = RESP_LIT_ARRAY(1) RESP_LIT_BULK(4, "ROLE");
     if (up->srv->conf.upstream_mode != CONF_MODE_SENTINEL) return;
     outq_add(&up->out, role, sizeof(role) - 1);
     up_fifo_push(up, NULL, UP_ROLE);
@@ -546,7 +544,8 @@ int upstream_node_requires_auth(const upstream_conn *up)
 
 /* ---- shared connections ---- */
 
-static const char no_evict[] = "*3\r\n$6\r\nCLIENT\r\n$8\r\nNO-EVICT\r\n$2\r\non\r\n";
+static const char no_evict[] =
+    RESP_LIT_ARRAY(3) RESP_LIT_BULK(6, "CLIENT") RESP_LIT_BULK(8, "NO-EVICT") RESP_LIT_BULK(2, "on");
 
 upstream_conn *upstream_shared(vp_server *srv, route_node *node, unsigned long long client_id)
 {
@@ -1126,7 +1125,7 @@ static void up_release_in(upstream_conn *up)
  * not from inside it: the replies' queue must not change under it. */
 static void up_reauth_after_read(upstream_conn *up)
 {
-    static const char reset[] = "*1\r\n$5\r\nRESET\r\n";
+    static const char reset[] = RESP_LIT_ARRAY(1) RESP_LIT_BULK(5, "RESET");
     up->reauth_pending = 0;
     if (up->state != UPSTREAM_READY || !upstream_is_counting(up)) return;
     upstream_forward_silent(up, reset, sizeof(reset) - 1);
@@ -1311,7 +1310,7 @@ static void up_send_kept(upstream_conn *up, const char *req, size_t n)
 
 void upstream_resend(upstream_conn *up, const up_entry *e, const char *req, size_t n, int asking)
 {
-    static const char asking_cmd[] = "*1\r\n$6\r\nASKING\r\n";
+    static const char asking_cmd[] = RESP_LIT_ARRAY(1) RESP_LIT_BULK(6, "ASKING");
     /* The script first: ASKING lets in only the command right after it
      * (Redis clears the flag once any other command ran), so a SCRIPT LOAD
      * between them sent the verb without it, -MOVED back to the source. */
@@ -1420,7 +1419,7 @@ static int up_forward(upstream_conn *up, struct client_session *c, const char *p
          * after it could not be told apart in the uncounted stream: a PING
          * takes the SKIP instead, and the RESET's reply, which the client
          * does not expect, is dropped (its +RESET counts again). */
-        static const char ping[] = "*1\r\n$4\r\nPING\r\n";
+        static const char ping[] = RESP_LIT_ARRAY(1) RESP_LIT_BULK(4, "PING");
         outq_add(&up->out, ping, sizeof(ping) - 1);
         up->skip_next = 0;
         skip_eaten = 1;
@@ -1525,7 +1524,8 @@ int upstream_closing_reply(upstream_conn *up, struct client_session *c)
      * eats +RESET: see up_decide_close_barrier. */
     int flags = UP_LOCAL_BARRIER;
     if (up->reply_off || up->skip_next) flags |= UP_LOCAL_DROP; /* Redis would not answer either */
-    outq_add(&up->out, "*1\r\n$5\r\nRESET\r\n", 15);
+    static const char reset[] = RESP_LIT_ARRAY(1) RESP_LIT_BULK(5, "RESET");
+    outq_add(&up->out, reset, sizeof(reset) - 1);
     outq_add(&up->out, up->barrier_cmd, strlen(up->barrier_cmd));
     up_fifo_push(up, c, UP_CLOSE_BARRIER);
     up->srv->stats.barriers_sent++;
