@@ -26,9 +26,19 @@
 /* Room for a simple string or error line of n bytes of text. */
 #define RESP_LINE_SIZE(n) ((size_t)(n) + 3)
 
-/* "<type><n>\r\n": the header of an aggregate ('*' '%' '~' '>'), of a bulk
- * string ('$'), or an integer reply (':'). Inline, digits by hand: snprintf
- * was most of the cost of rewriting a small command (a verb's EVALSHA). */
+/* The type bytes of the lines resp_write_header writes. */
+enum resp_write_type {
+    RESP_ARRAY = '*',
+    RESP_MAP = '%',  /* RESP3: n key/value pairs */
+    RESP_SET = '~',  /* RESP3 */
+    RESP_PUSH = '>', /* RESP3: out of band */
+    RESP_BULK = '$', /* a bulk string's header alone, for a payload sent apart */
+    RESP_INTEGER = ':'
+};
+
+/* "<type><n>\r\n": an aggregate's or a bulk string's header, or an integer
+ * reply. Inline, digits by hand: snprintf was most of the cost of
+ * rewriting a small command (a verb's EVALSHA). */
 static inline size_t resp_write_header(char out[RESP_HEADER_MAX], char type, long long n)
 {
     unsigned long long u = n < 0 ? 0ULL - (unsigned long long)n : (unsigned long long)n;
@@ -50,41 +60,18 @@ static inline size_t resp_write_header(char out[RESP_HEADER_MAX], char type, lon
 
 static inline size_t resp_write_array_len(char out[RESP_HEADER_MAX], long long n)
 {
-    return resp_write_header(out, '*', n);
-}
-
-/* RESP3 map of n key/value pairs. */
-static inline size_t resp_write_map_len(char out[RESP_HEADER_MAX], long long n)
-{
-    return resp_write_header(out, '%', n);
-}
-
-static inline size_t resp_write_set_len(char out[RESP_HEADER_MAX], long long n)
-{
-    return resp_write_header(out, '~', n);
-}
-
-static inline size_t resp_write_push_len(char out[RESP_HEADER_MAX], long long n)
-{
-    return resp_write_header(out, '>', n);
-}
-
-/* A bulk string's header alone, for a payload the caller sends apart
- * (a script body sent from its table, not copied). */
-static inline size_t resp_write_bulk_len(char out[RESP_HEADER_MAX], long long n)
-{
-    return resp_write_header(out, '$', n);
+    return resp_write_header(out, RESP_ARRAY, n);
 }
 
 static inline size_t resp_write_integer(char out[RESP_HEADER_MAX], long long v)
 {
-    return resp_write_header(out, ':', v);
+    return resp_write_header(out, RESP_INTEGER, v);
 }
 
 /* "$<n>\r\n<p>\r\n" into out (RESP_BULK_SIZE(n) bytes of room). */
 static inline size_t resp_write_bulk(char *out, const void *p, size_t n)
 {
-    size_t len = resp_write_header(out, '$', (long long)n);
+    size_t len = resp_write_header(out, RESP_BULK, (long long)n);
     memcpy(out + len, p, n);
     memcpy(out + len + n, "\r\n", 2);
     return len + n + 2;

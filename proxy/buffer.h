@@ -40,12 +40,12 @@ static inline void vp_buf_resp_header(vp_buf *b, char type, long long n)
 
 static inline void vp_buf_resp_array(vp_buf *b, long long n)
 {
-    vp_buf_resp_header(b, '*', n);
+    vp_buf_resp_header(b, RESP_ARRAY, n);
 }
 
 static inline void vp_buf_resp_integer(vp_buf *b, long long v)
 {
-    vp_buf_resp_header(b, ':', v);
+    vp_buf_resp_header(b, RESP_INTEGER, v);
 }
 
 static inline void vp_buf_resp_bulk(vp_buf *b, const void *p, size_t n)

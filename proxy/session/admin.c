@@ -189,7 +189,7 @@ static void verb_docs(const verb_def *v, int resp3, vp_buf *out)
     snprintf(summary, sizeof(summary), "%s Syntax: %s", v->summary, v->syntax);
     vp_buf_resp_bulk_str(out, v->name);
     if (resp3)
-        vp_buf_resp_header(out, '%', 4);
+        vp_buf_resp_header(out, RESP_MAP, 4);
     else
         vp_buf_resp_array(out, 8);
     vp_buf_resp_bulk_str(out, "summary");
@@ -254,7 +254,7 @@ int admin_patch_reply(const verb_table *t, admin_patch_kind kind, const int *ver
         for (int i = 0; i < n; i++)
             m += verb_ids[i] >= 0;
         int resp3 = type == '%';
-        vp_buf_resp_header(out, resp3 ? '%' : '*', count + (resp3 ? m : 2 * m));
+        vp_buf_resp_header(out, resp3 ? RESP_MAP : RESP_ARRAY, count + (resp3 ? m : 2 * m));
         vp_buf_append(out, reply + body, len - body);
         for (int i = 0; i < n; i++)
             if (verb_ids[i] >= 0) verb_docs(t->verbs[verb_ids[i]], resp3, out);

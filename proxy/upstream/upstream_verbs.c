@@ -281,7 +281,7 @@ int upstream_forward_verb(upstream_conn *up, struct client_session *c, const ver
          * reply, and a NOSCRIPT there could not be retried. EVAL carries the
          * body (sent from the table, not copied). */
         up_call_head(&up->kept, v, call, argc, 1);
-        vp_buf_resp_header(&up->kept, '$', (long long)v->body_len);
+        vp_buf_resp_header(&up->kept, RESP_BULK, (long long)v->body_len);
         size_t mid = up->kept.len;
         vp_buf_append(&up->kept, "\r\n", 2);
         up_call_tail(&up->kept, up, v, call, argc, argv);

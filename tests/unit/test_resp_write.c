@@ -70,11 +70,11 @@ Test(resp_write, aggregate_headers)
     expect_bytes(out, resp_write_array_len(out, 0), S("*0\r\n"));
     expect_bytes(out, resp_write_array_len(out, 12), S("*12\r\n"));
     expect_bytes(out, resp_write_array_len(out, -1), S("*-1\r\n"));
-    expect_bytes(out, resp_write_map_len(out, 4), S("%4\r\n"));
-    expect_bytes(out, resp_write_set_len(out, 3), S("~3\r\n"));
-    expect_bytes(out, resp_write_push_len(out, 2), S(">2\r\n"));
-    expect_bytes(out, resp_write_bulk_len(out, 40), S("$40\r\n"));
-    expect_bytes(out, resp_write_header(out, '*', LLONG_MAX), S("*9223372036854775807\r\n"));
+    expect_bytes(out, resp_write_header(out, RESP_MAP, 4), S("%4\r\n"));
+    expect_bytes(out, resp_write_header(out, RESP_SET, 3), S("~3\r\n"));
+    expect_bytes(out, resp_write_header(out, RESP_PUSH, 2), S(">2\r\n"));
+    expect_bytes(out, resp_write_header(out, RESP_BULK, 40), S("$40\r\n"));
+    expect_bytes(out, resp_write_header(out, RESP_ARRAY, LLONG_MAX), S("*9223372036854775807\r\n"));
 }
 
 Test(resp_write, bulk_strings)
