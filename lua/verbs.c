@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "lua/script_check.h"
+#include "protocol/resp_write.h"
 #include "lua/script_file.h"
 #include "lua/verb_scripts.h"
 
@@ -632,7 +633,8 @@ static unsigned name_hash(const char *lower, size_t len)
     return h;
 }
 
-static void append(char **buf, size_t *len, size_t *cap, const char *p, size_t n)
+/* Room for n more bytes at the end of *buf: where they go. */
+static char *append_room(char **buf, size_t *len, size_t *cap, size_t n)
 {
     if (*len + n > *cap) {
         while (*len + n > *cap)
@@ -640,8 +642,9 @@ static void append(char **buf, size_t *len, size_t *cap, const char *p, size_t n
         *buf = realloc(*buf, *cap);
         if (!*buf) abort();
     }
-    memcpy(*buf + *len, p, n);
+    char *at = *buf + *len;
     *len += n;
+    return at;
 }
 
 int verbs_build(verb_table *t, verb_def **custom, int ncustom, long long ztick_max_members, char *err,
@@ -708,11 +711,9 @@ int verbs_build(verb_table *t, verb_def **custom, int ncustom, long long ztick_m
         t->script_of[i] = t->nloads;
         t->load_off[t->nloads] = t->load_len;
         t->load_ids[t->nloads++] = i;
-        char head[64];
-        int n = snprintf(head, sizeof(head), "*3\r\n$6\r\nSCRIPT\r\n$4\r\nLOAD\r\n$%zu\r\n", v->body_len);
-        append(&t->load_cmds, &t->load_len, &cap, head, (size_t)n);
-        append(&t->load_cmds, &t->load_len, &cap, v->body, v->body_len);
-        append(&t->load_cmds, &t->load_len, &cap, "\r\n", 2);
+        const resp_arg argv[] = {{"SCRIPT", 6}, {"LOAD", 4}, {v->body, v->body_len}};
+        resp_write_command(append_room(&t->load_cmds, &t->load_len, &cap, resp_write_command_size(3, argv)),
+                           3, argv);
         t->load_size[t->nloads - 1] = t->load_len - t->load_off[t->nloads - 1];
     }
     return 0;

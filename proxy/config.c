@@ -14,6 +14,7 @@
 #include <openssl/crypto.h>
 
 #include "lua/verbs.h"
+#include "protocol/resp_write.h"
 #include "proxy/buffer.h"
 #include "proxy/net/tls.h"
 
@@ -612,12 +613,11 @@ static int conf_read_first_line(const char *what, const char *path, char *out, s
 /* AUTH [user] pass as a RESP request (malloc'd, *len its length). */
 static char *conf_build_auth(const char *user, const char *pass, size_t *len)
 {
-    size_t ul = strlen(user), pl = strlen(pass);
-    size_t cap = ul + pl + 64;
-    char *auth = vp_malloc(cap);
-    int n = ul ? snprintf(auth, cap, "*3\r\n$4\r\nAUTH\r\n$%zu\r\n%s\r\n$%zu\r\n%s\r\n", ul, user, pl, pass)
-               : snprintf(auth, cap, "*2\r\n$4\r\nAUTH\r\n$%zu\r\n%s\r\n", pl, pass);
-    *len = (size_t)n;
+    resp_arg argv[3] = {{"AUTH", 4}, {user, strlen(user)}, {pass, strlen(pass)}};
+    int argc = 3;
+    if (!argv[1].len) argv[1] = argv[--argc]; /* AUTH pass */
+    char *auth = vp_malloc(resp_write_command_size(argc, argv));
+    *len = resp_write_command(auth, argc, argv);
     return auth;
 }
 

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "protocol/resp_write.h"
 #include "proxy/log.h"
 #include "proxy/route/route.h"
 #include "proxy/server.h"
@@ -15,7 +16,7 @@
 /* Beyond connect-timeout (which covers the connect and our AUTH). */
 #define READY_ANSWER_MS 1000
 
-static const char ready_ping[] = "*1\r\n$4\r\nPING\r\n";
+static const char ready_ping[] = RESP_LIT_ARRAY(1) RESP_LIT_BULK(4, "PING");
 
 static void ready_verdict(vp_server *srv, int ok, const char *why)
 {

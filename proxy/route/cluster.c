@@ -10,6 +10,7 @@
 #include <uv.h>
 
 #include "lua/verbs.h"
+#include "protocol/resp_write.h"
 #include "proxy/buffer.h"
 #include "proxy/session/client.h"
 #include "proxy/route/cluster_merge.h"
@@ -121,7 +122,7 @@ static void cluster_fetch_start(vp_server *srv)
     /* Round robin over every node known (seeds, primaries seen): a node
      * that is down, or that lost its view, is not asked twice in a row. */
     route_node *node = srv->nodes[cs->fetch_turn++ % (unsigned)srv->nnodes];
-    static const char slots_cmd[] = "*2\r\n$7\r\nCLUSTER\r\n$5\r\nSLOTS\r\n";
+    static const char slots_cmd[] = RESP_LIT_ARRAY(2) RESP_LIT_BULK(7, "CLUSTER") RESP_LIT_BULK(5, "SLOTS");
     upstream_conn *up = upstream_open(srv, node, NULL, &cluster_fetch_owner, NULL);
     upstream_ask(up, slots_cmd, sizeof(slots_cmd) - 1, cluster_slots_answered, NULL, UP_ASK_LARGE);
     cs->fetch = up;
@@ -474,8 +475,7 @@ void cluster_plan(vp_server *srv, int argc, const resp_arg *argv, const verb_def
             answer(d, "+OK\r\n", 5, 0);
             return;
         case RPLAN_LOCAL_INTEGER: {
-            int n = snprintf(d->buf, sizeof(d->buf), ":%lld\r\n", plan.integer);
-            answer(d, d->buf, (size_t)n, 0);
+            answer(d, d->buf, resp_write_integer(d->buf, plan.integer), 0);
             return;
         }
         case RPLAN_LOCAL_ERROR:
@@ -517,13 +517,12 @@ static void part_add(cluster_state *cs, route_node *node, const resp_arg *argv, 
                      int swap, const char *swap_p, size_t swap_n)
 {
     vp_buf *b = &cs->part_reqs;
-    vp_buf_appendf(b, "*%d\r\n", argc);
+    vp_buf_resp_array(b, argc);
     for (int i = 0; i < argc; i++) {
-        const char *p = idx[i] == swap ? swap_p : argv[idx[i]].ptr;
-        size_t n = idx[i] == swap ? swap_n : argv[idx[i]].len;
-        vp_buf_appendf(b, "$%zu\r\n", n);
-        vp_buf_append(b, p, n);
-        vp_buf_append(b, "\r\n", 2);
+        if (idx[i] == swap)
+            vp_buf_resp_bulk(b, swap_p, swap_n);
+        else
+            vp_buf_resp_bulk(b, argv[idx[i]].ptr, argv[idx[i]].len);
     }
     cs->part_node[cs->nparts++] = node;
     cs->part_off[cs->nparts] = b->len;
@@ -599,7 +598,7 @@ static void plan_fanout(vp_server *srv, int argc, const resp_arg *argv, const rp
         }
         if (node >= (unsigned)np) {
             /* a cursor of a node gone since (fewer primaries now): the end */
-            static const char done[] = "*2\r\n$1\r\n0\r\n*0\r\n";
+            static const char done[] = RESP_LIT_ARRAY(2) RESP_LIT_BULK(1, "0") RESP_LIT_ARRAY(0);
             answer(d, done, sizeof(done) - 1, 0);
             return;
         }
@@ -800,12 +799,11 @@ static void exists_probe(cluster_state *cs, const redirect_origin *o)
 {
     const resp_arg *argv = cs->reqp.argv;
     cs->probe.len = 0;
-    vp_buf_appendf(&cs->probe, "*%d\r\n$6\r\nEXISTS\r\n", o->nkeys + 1);
+    vp_buf_resp_array(&cs->probe, o->nkeys + 1);
+    vp_buf_resp_bulk(&cs->probe, "EXISTS", 6);
     for (int k = 0; k < o->nkeys; k++) {
         const resp_arg *a = &argv[cs->idx[k]];
-        vp_buf_appendf(&cs->probe, "$%zu\r\n", a->len);
-        vp_buf_append(&cs->probe, a->ptr, a->len);
-        vp_buf_append(&cs->probe, "\r\n", 2);
+        vp_buf_resp_bulk(&cs->probe, a->ptr, a->len);
     }
 }
 

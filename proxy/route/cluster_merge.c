@@ -186,7 +186,7 @@ static void merge_mget(const cmerge *m, vp_buf *out)
             body.n -= len;
         }
     }
-    vp_buf_appendf(out, "*%d\r\n", m->nkeys);
+    vp_buf_resp_array(out, m->nkeys);
     for (int k = 0; k < m->nkeys; k++) {
         span v = vals[first[m->key_part[k]] + m->key_pos[k]];
         vp_buf_append(out, v.p, v.n);
@@ -210,7 +210,7 @@ static void merge_integers(const cmerge *m, vp_buf *out)
         else if (i == 0 || (m->rule == RPLAN_MERGE_MIN ? v < acc : v > acc))
             acc = v;
     }
-    vp_buf_appendf(out, ":%lld\r\n", acc);
+    vp_buf_resp_integer(out, acc);
 }
 
 /* KEYS: the arrays one after the other, in node order. */
@@ -226,7 +226,7 @@ static void merge_concat(const cmerge *m, vp_buf *out)
         }
         total += count;
     }
-    vp_buf_appendf(out, "*%lld\r\n", total);
+    vp_buf_resp_array(out, total);
     for (int i = 0; i < m->nparts; i++) {
         long long count;
         span body = {NULL, 0};
@@ -250,7 +250,7 @@ static void merge_logical(const cmerge *m, vp_buf *out)
         count0 = count;
     }
     size_t start = out->len;
-    vp_buf_appendf(out, "*%lld\r\n", count0);
+    vp_buf_resp_array(out, count0);
     for (long long j = 0; j < count0; j++) {
         int acc = m->rule == RPLAN_MERGE_AND;
         for (int i = 0; i < m->nparts; i++) {
@@ -269,7 +269,7 @@ static void merge_logical(const cmerge *m, vp_buf *out)
             else
                 acc |= v != 0;
         }
-        vp_buf_appendf(out, ":%d\r\n", acc);
+        vp_buf_resp_integer(out, acc);
     }
     free(body);
 }
@@ -323,7 +323,8 @@ static void merge_scan(const cmerge *m, vp_buf *out)
     }
     char cur[24];
     int cn = snprintf(cur, sizeof(cur), "%" PRIu64, cursor);
-    vp_buf_appendf(out, "*2\r\n$%d\r\n%s\r\n", cn, cur);
+    vp_buf_resp_array(out, 2);
+    vp_buf_resp_bulk(out, cur, (size_t)cn);
     size_t skip = hdr + (size_t)clen + 2;
     vp_buf_append(out, body.p + skip, body.n - skip);
 }

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "protocol/resp_write.h"
 #include "proxy/buffer.h"
 #include "proxy/log.h"
 #include "proxy/route/nodesview.h"
@@ -106,7 +107,7 @@ static const upstream_owner check_owner = {.failed = check_failed, .lost = check
 
 static void check_start(rcheck_q *q, check_node *n, uint64_t now)
 {
-    static const char nodes_cmd[] = "*2\r\n$7\r\nCLUSTER\r\n$5\r\nNODES\r\n";
+    static const char nodes_cmd[] = RESP_LIT_ARRAY(2) RESP_LIT_BULK(7, "CLUSTER") RESP_LIT_BULK(5, "NODES");
     upstream_conn *up = upstream_open(q->srv, n->node, NULL, &check_owner, q);
     n->up = up;
     n->started = now;

@@ -58,6 +58,7 @@
 #include <openssl/crypto.h>
 
 #include "protocol/resp_frame.h"
+#include "protocol/resp_write.h"
 #include "proxy/buffer.h"
 #include "proxy/log.h"
 #include "proxy/ops/readiness.h"
@@ -672,21 +673,13 @@ static void on_ask_reply(vp_sentinel *s, const char *p, size_t n)
     hint_round(s); /* a +switch-master came meanwhile: ask again (paced) */
 }
 
-/* "*N\r\n" then each argument as a bulk string: its length (0: it did not fit). */
-static size_t format_command(char *out, size_t outlen, int argc, const char *const *argv)
-{
-    int n = snprintf(out, outlen, "*%d\r\n", argc);
-    for (int i = 0; i < argc && n > 0 && (size_t)n < outlen; i++)
-        n += snprintf(out + n, outlen - (size_t)n, "$%zu\r\n%s\r\n", strlen(argv[i]), argv[i]);
-    return n > 0 && (size_t)n < outlen ? (size_t)n : 0;
-}
-
 static void ask_send(vp_sentinel *s)
 {
     if (!s->ask.busy || !s->ask.conn) return;
-    const char *argv[] = {"SENTINEL", "MASTER", s->srv->conf.sentinel_master};
-    char cmd[CONF_ADDR_MAX + 64];
-    size_t n = format_command(cmd, sizeof(cmd), 3, argv);
+    const char *master = s->srv->conf.sentinel_master;
+    const resp_arg argv[] = {{"SENTINEL", 8}, {"MASTER", 6}, {master, strlen(master)}};
+    char cmd[CONF_ADDR_MAX + 64]; /* (0 bytes sent if it did not fit) */
+    size_t n = resp_write_command_size(3, argv) <= sizeof(cmd) ? resp_write_command(cmd, 3, argv) : 0;
     s->ask.started = uv_now(s->srv->loop);
     conn_send(s->ask.conn, cmd, n, OWED_MASTER);
 }
@@ -823,7 +816,8 @@ static void on_sub_reply(vp_sentinel *s, const char *p, size_t n, int owed)
 
 static void sub_send(vp_sentinel *s)
 {
-    static const char subscribe[] = "*2\r\n$9\r\nSUBSCRIBE\r\n$14\r\n" SENTINEL_CHANNEL "\r\n";
+    static const char subscribe[] =
+        RESP_LIT_ARRAY(2) RESP_LIT_BULK(9, "SUBSCRIBE") RESP_LIT_BULK(14, SENTINEL_CHANNEL);
     conn_send(s->sub.conn, subscribe, sizeof(subscribe) - 1, OWED_SUBSCRIBE);
 }
 

@@ -9,34 +9,13 @@
 #include "proxy/ops/metrics_info.h"
 #include "proxy/pool.h"
 
-/* ---- RESP writers ---- */
-
-static void put_fmt(vp_buf *b, const char *fmt, long long v)
-{
-    char t[32];
-    int n = snprintf(t, sizeof(t), fmt, v);
-    vp_buf_append(b, t, (size_t)n);
-}
-
-static void put_bulk(vp_buf *b, const char *s, size_t n)
-{
-    put_fmt(b, "$%lld\r\n", (long long)n);
-    vp_buf_append(b, s, n);
-    vp_buf_append(b, "\r\n", 2);
-}
-
-static void put_str(vp_buf *b, const char *s)
-{
-    put_bulk(b, s, strlen(s));
-}
+/* Replies are written with proxy/buffer.h's vp_buf_resp_* (protocol/resp_write.h). */
 
 #define PUT_LIT(b, lit) vp_buf_append((b), (lit), sizeof(lit) - 1)
 
 static void put_error(vp_buf *b, const char *s)
 {
-    vp_buf_append(b, "-", 1);
-    vp_buf_append(b, s, strlen(s));
-    vp_buf_append(b, "\r\n", 2);
+    vp_buf_resp_error(b, s, strlen(s));
 }
 
 /* ---- VERBPROXY ---- */
@@ -48,17 +27,17 @@ int admin_is_own_command(const resp_arg *name)
 
 static void admin_verbs(const verb_table *t, vp_buf *out)
 {
-    put_fmt(out, "*%lld\r\n", t->count);
+    vp_buf_resp_array(out, t->count);
     for (int i = 0; i < t->count; i++) {
         const verb_def *v = t->verbs[i];
-        PUT_LIT(out, "*7\r\n");
-        put_str(out, v->name);
-        put_str(out, v->syntax);
-        put_str(out, v->sha);
-        put_fmt(out, ":%lld\r\n", v->arity);
-        put_fmt(out, ":%lld\r\n", v->numkeys);
-        put_str(out, v->readonly ? "readonly" : "write");
-        put_str(out, v->source);
+        vp_buf_resp_array(out, 7);
+        vp_buf_resp_bulk_str(out, v->name);
+        vp_buf_resp_bulk_str(out, v->syntax);
+        vp_buf_resp_bulk_str(out, v->sha);
+        vp_buf_resp_integer(out, v->arity);
+        vp_buf_resp_integer(out, v->numkeys);
+        vp_buf_resp_bulk_str(out, v->readonly ? "readonly" : "write");
+        vp_buf_resp_bulk_str(out, v->source);
     }
 }
 
@@ -69,7 +48,7 @@ static void admin_stats(const vp_stats *s, vp_buf *out)
     /* And what the pools hold (pool.h): with every client idle, nothing
      * in use but the read buffer of the client asking. */
     n += vp_pool_format(text + n, sizeof(text) - n, ":", "\r\n");
-    put_bulk(out, text, n);
+    vp_buf_resp_bulk(out, text, n);
 }
 
 static void admin_help(vp_buf *out)
@@ -88,11 +67,9 @@ static void admin_help(vp_buf *out)
         "    Print this help.",
     };
     int n = (int)(sizeof(lines) / sizeof(lines[0]));
-    put_fmt(out, "*%lld\r\n", n);
+    vp_buf_resp_array(out, n);
     for (int i = 0; i < n; i++) {
-        vp_buf_append(out, "+", 1);
-        vp_buf_append(out, lines[i], strlen(lines[i]));
-        vp_buf_append(out, "\r\n", 2);
+        vp_buf_resp_simple(out, lines[i], strlen(lines[i]));
     }
 }
 
@@ -106,7 +83,7 @@ void admin_command(const vp_server *srv, int argc, const resp_arg *argv, vp_buf 
     if (cmd_arg_is(sub, "info") && argc <= 3) {
         vp_buf text = {0};
         metrics_info_write(srv, argc == 3 ? argv[2].ptr : NULL, argc == 3 ? argv[2].len : 0, &text);
-        put_bulk(out, text.data ? text.data : "", text.len);
+        vp_buf_resp_bulk(out, text.data ? text.data : "", text.len);
         vp_buf_free(&text);
         return;
     }
@@ -127,12 +104,11 @@ void admin_command(const vp_server *srv, int argc, const resp_arg *argv, vp_buf 
         }
         return;
     }
-    /* Redis's wording for an unknown subcommand. */
+    /* Redis's wording for an unknown subcommand (a CR or LF in it becomes
+     * a space, vp_buf_resp_error). */
     char msg[160];
-    int n = snprintf(msg, sizeof(msg), "ERR unknown subcommand '%.*s'. Try VERBPROXY HELP.",
-                     (int)(sub->len > 64 ? 64 : sub->len), sub->ptr);
-    for (int i = 0; i < n; i++)
-        if (msg[i] == '\r' || msg[i] == '\n') msg[i] = ' ';
+    snprintf(msg, sizeof(msg), "ERR unknown subcommand '%.*s'. Try VERBPROXY HELP.",
+             (int)(sub->len > 64 ? 64 : sub->len), sub->ptr);
     put_error(out, msg);
 }
 
@@ -192,38 +168,38 @@ admin_patch_kind admin_command_patch(const verb_table *t, int argc, const resp_a
  * clients read too). */
 static void verb_info(const verb_def *v, vp_buf *out)
 {
-    PUT_LIT(out, "*10\r\n");
-    put_str(out, v->name);
-    put_fmt(out, ":%lld\r\n", v->arity);
+    vp_buf_resp_array(out, 10);
+    vp_buf_resp_bulk_str(out, v->name);
+    vp_buf_resp_integer(out, v->arity);
     if (v->readonly)
-        PUT_LIT(out, "*1\r\n+readonly\r\n");
+        PUT_LIT(out, RESP_LIT_ARRAY(1) "+readonly\r\n");
     else
-        PUT_LIT(out, "*1\r\n+write\r\n");
+        PUT_LIT(out, RESP_LIT_ARRAY(1) "+write\r\n");
     int k = v->numkeys;
-    put_fmt(out, ":%lld\r\n", k ? 1 : 0);
-    put_fmt(out, ":%lld\r\n", k);
-    put_fmt(out, ":%lld\r\n", k ? 1 : 0);
-    PUT_LIT(out, "*1\r\n+@scripting\r\n");
-    PUT_LIT(out, "*0\r\n*0\r\n*0\r\n"); /* tips, key specs, subcommands */
+    vp_buf_resp_integer(out, k ? 1 : 0);
+    vp_buf_resp_integer(out, k);
+    vp_buf_resp_integer(out, k ? 1 : 0);
+    PUT_LIT(out, RESP_LIT_ARRAY(1) "+@scripting\r\n");
+    PUT_LIT(out, RESP_LIT_ARRAY(0) RESP_LIT_ARRAY(0) RESP_LIT_ARRAY(0)); /* tips, key specs, subcommands */
 }
 
 static void verb_docs(const verb_def *v, int resp3, vp_buf *out)
 {
     char summary[1024];
     snprintf(summary, sizeof(summary), "%s Syntax: %s", v->summary, v->syntax);
-    put_str(out, v->name);
+    vp_buf_resp_bulk_str(out, v->name);
     if (resp3)
-        PUT_LIT(out, "%4\r\n");
+        vp_buf_resp_header(out, RESP_MAP, 4);
     else
-        PUT_LIT(out, "*8\r\n");
-    put_str(out, "summary");
-    put_str(out, summary);
-    put_str(out, "since");
-    put_str(out, VP_VERSION);
-    put_str(out, "group");
-    put_str(out, v->group);
-    put_str(out, "complexity");
-    put_str(out, "O(N) where N is the number of members the script reads or writes.");
+        vp_buf_resp_array(out, 8);
+    vp_buf_resp_bulk_str(out, "summary");
+    vp_buf_resp_bulk_str(out, summary);
+    vp_buf_resp_bulk_str(out, "since");
+    vp_buf_resp_bulk_str(out, VP_VERSION);
+    vp_buf_resp_bulk_str(out, "group");
+    vp_buf_resp_bulk_str(out, v->group);
+    vp_buf_resp_bulk_str(out, "complexity");
+    vp_buf_resp_bulk_str(out, "O(N) where N is the number of members the script reads or writes.");
 }
 
 /* The aggregate header at r: its type and count, and where its elements
@@ -257,17 +233,17 @@ int admin_patch_reply(const verb_table *t, admin_patch_kind kind, const int *ver
         if (len < 4 || reply[0] != ':') return -1;
         long long c = strtoll(reply + 1, &end, 10);
         if (end != reply + len - 2) return -1;
-        put_fmt(out, ":%lld\r\n", c + n);
+        vp_buf_resp_integer(out, c + n);
         return 0;
     }
     if (read_header(reply, len, &type, &count, &body) < 0) return -1;
     if (kind == ADMIN_PATCH_INFO_ALL || kind == ADMIN_PATCH_LIST) {
         if (type != '*') return -1;
-        put_fmt(out, "*%lld\r\n", count + n);
+        vp_buf_resp_array(out, count + n);
         vp_buf_append(out, reply + body, len - body);
         for (int i = 0; i < n; i++) {
             if (kind == ADMIN_PATCH_LIST)
-                put_str(out, t->verbs[verb_ids[i]]->name);
+                vp_buf_resp_bulk_str(out, t->verbs[verb_ids[i]]->name);
             else
                 verb_info(t->verbs[verb_ids[i]], out);
         }
@@ -278,7 +254,7 @@ int admin_patch_reply(const verb_table *t, admin_patch_kind kind, const int *ver
         for (int i = 0; i < n; i++)
             m += verb_ids[i] >= 0;
         int resp3 = type == '%';
-        put_fmt(out, resp3 ? "%%%lld\r\n" : "*%lld\r\n", count + (resp3 ? m : 2 * m));
+        vp_buf_resp_header(out, resp3 ? RESP_MAP : RESP_ARRAY, count + (resp3 ? m : 2 * m));
         vp_buf_append(out, reply + body, len - body);
         for (int i = 0; i < n; i++)
             if (verb_ids[i] >= 0) verb_docs(t->verbs[verb_ids[i]], resp3, out);

@@ -8,6 +8,7 @@
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 
+#include "protocol/resp_write.h"
 #include "proxy/buffer.h"
 #include "proxy/session/command.h"
 
@@ -347,11 +348,8 @@ static auth_verdict auth_judge_hello(const auth_table *t, int argc, const resp_a
             /* Redis prints the option as a C string: up to a NUL byte. */
             size_t ol = strnlen(argv[j].ptr, argv[j].len);
             if (ol > AUTH_REPLY_MAX - 48) ol = AUTH_REPLY_MAX - 48;
-            int n = snprintf(reply, AUTH_REPLY_MAX, "-ERR Syntax error in HELLO option '%.*s'\r\n", (int)ol,
-                             argv[j].ptr);
-            for (int k = 1; k < n - 2; k++)
-                if (reply[k] == '\r' || reply[k] == '\n') reply[k] = ' ';
-            *len = (size_t)n;
+            *len = resp_write_errorf(reply, AUTH_REPLY_MAX, "ERR Syntax error in HELLO option '%.*s'",
+                                     (int)ol, argv[j].ptr);
             return AUTH_ANSWER;
         }
     }
@@ -378,14 +376,11 @@ auth_verdict auth_judge(const auth_table *t, int argc, const resp_arg *argv, int
     return auth_answer(AUTH_NOAUTH, reply, len);
 }
 
-static size_t auth_put_arg(char *buf, size_t cap, size_t off, const char *p, size_t n)
+/* Argument a at buf + off (cap bytes in all); cap + 1 once it does not fit. */
+static size_t auth_put_arg(char *buf, size_t cap, size_t off, const resp_arg *a)
 {
-    int h = snprintf(buf + off, off < cap ? cap - off : 0, "$%zu\r\n", n);
-    if (h < 0 || off + (size_t)h + n + 2 > cap) return cap + 1;
-    off += (size_t)h;
-    memcpy(buf + off, p, n);
-    memcpy(buf + off + n, "\r\n", 2);
-    return off + n + 2;
+    if (off > cap || resp_write_bulk_size(a->len) > cap - off) return cap + 1;
+    return off + resp_write_bulk(buf + off, a->ptr, a->len);
 }
 
 size_t auth_hello_strip(int argc, const resp_arg *argv, char *buf, size_t cap)
@@ -394,18 +389,17 @@ size_t auth_hello_strip(int argc, const resp_arg *argv, char *buf, size_t cap)
     int keep = argc;
     for (int j = 2; j < argc; j += cmd_arg_is(&argv[j], "auth") ? 3 : 2)
         if (cmd_arg_is(&argv[j], "auth")) keep -= 3;
-    int h = snprintf(buf, cap, "*%d\r\n", keep);
-    if (h < 0 || (size_t)h >= cap) return 0;
-    size_t off = (size_t)h;
+    if (cap < RESP_HEADER_MAX) return 0;
+    size_t off = resp_write_array_len(buf, keep);
     for (int j = 0; j < argc && j < 2; j++)
-        off = auth_put_arg(buf, cap, off, argv[j].ptr, argv[j].len);
+        off = auth_put_arg(buf, cap, off, &argv[j]);
     for (int j = 2; j + 1 < argc && off <= cap; j += 2) {
         if (cmd_arg_is(&argv[j], "auth")) {
             j++; /* and its user and password */
             continue;
         }
-        off = auth_put_arg(buf, cap, off, argv[j].ptr, argv[j].len);
-        off = auth_put_arg(buf, cap, off, argv[j + 1].ptr, argv[j + 1].len);
+        off = auth_put_arg(buf, cap, off, &argv[j]);
+        off = auth_put_arg(buf, cap, off, &argv[j + 1]);
     }
     return off <= cap ? off : 0;
 }

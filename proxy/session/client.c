@@ -335,32 +335,6 @@ static void client_add_local(client_session *c, const char *p, size_t n)
     client_queue_local(c, p, n);
 }
 
-/* "-<text>\r\n" into msg (cap >= 4); returns its length. Error lines
- * cannot hold CR or LF, so any in the text become spaces. */
-static size_t client_error_line(char *msg, size_t cap, const char *fmt, va_list ap)
-{
-    msg[0] = '-';
-    int n = vsnprintf(msg + 1, cap - 3, fmt, ap);
-    if (n < 0) n = 0;
-    if ((size_t)n > cap - 4) n = (int)(cap - 4);
-    n++; /* the '-' */
-    for (int i = 0; i < n; i++)
-        if (msg[i] == '\r' || msg[i] == '\n') msg[i] = ' ';
-    memcpy(msg + n, "\r\n", 2);
-    return (size_t)n + 2;
-}
-
-static size_t client_error_linef(char *msg, size_t cap, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static size_t client_error_linef(char *msg, size_t cap, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    size_t n = client_error_line(msg, cap, fmt, ap);
-    va_end(ap);
-    return n;
-}
-
 /* An error reply: fmt is the text after the '-', e.g. "ERR ...". */
 static void client_add_error(client_session *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void client_add_error(client_session *c, const char *fmt, ...)
@@ -368,7 +342,7 @@ static void client_add_error(client_session *c, const char *fmt, ...)
     char msg[512];
     va_list ap;
     va_start(ap, fmt);
-    size_t n = client_error_line(msg, sizeof(msg), fmt, ap);
+    size_t n = resp_write_verrorf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
     client_add_local(c, msg, n);
 }
@@ -490,7 +464,8 @@ static upstream_conn *client_open_own(client_session *c)
     /* WAIT counts replicas that have the connection's last write: make
      * that at least everything it wrote on the shared one (a PUBLISH is
      * replicated and changes nothing). */
-    static const char sync_write[] = "*3\r\n$7\r\nPUBLISH\r\n$19\r\n__verbproxy__:moved\r\n$0\r\n\r\n";
+    static const char sync_write[] = RESP_LIT_ARRAY(3) RESP_LIT_BULK(7, "PUBLISH")
+        RESP_LIT_BULK(19, "__verbproxy__:moved") RESP_LIT_BULK(0, "");
     if (c->used_shared) upstream_forward_silent(up, sync_write, sizeof(sync_write) - 1);
     /* Its name and library info, kept from the shared connection. */
     for (int i = 0; i < 3; i++)
@@ -1121,7 +1096,7 @@ static void client_stream_error(client_session *c, const char *msg)
     c->srv->stats.protocol_errors++;
     vp_log(VP_LOG_VERBOSE, "client %llu %s: %s (in a streamed request)", c->id, c->addr, msg);
     char line[256];
-    size_t n = client_error_linef(line, sizeof(line), "ERR %s", msg);
+    size_t n = resp_write_errorf(line, sizeof(line), "ERR %s", msg);
     client_slot *s = slot_at(c, c->slot_len - 1); /* the streamed request's */
     s->kind = SLOT_READY;
     slot_append(s, line, n);
@@ -1156,7 +1131,7 @@ static int client_route_deferred_multi(client_session *c, int argc, const resp_a
         c->multi_deferred = 0;
         metrics_count(&c->srv->metrics, c->cur_cmd);
         if (kind == CMD_EXEC)
-            client_queue_local(c, "*0\r\n", 4);
+            client_queue_local(c, RESP_LIT_ARRAY(0), sizeof(RESP_LIT_ARRAY(0)) - 1);
         else
             client_queue_local(c, "+OK\r\n", 5);
         return 0;
@@ -1166,7 +1141,7 @@ static int client_route_deferred_multi(client_session *c, int argc, const resp_a
         client_want_own(c); /* now, or once its replies are in (settling) */
         return -1;
     }
-    static const char multi[] = "*1\r\n$5\r\nMULTI\r\n";
+    static const char multi[] = RESP_LIT_ARRAY(1) RESP_LIT_BULK(5, "MULTI");
     c->multi_deferred = 0;
     c->own_tx = 1;
     if (upstream_forward(c->up, c, multi, sizeof(multi) - 1, CMD_MULTI)) {
@@ -2000,7 +1975,7 @@ static int client_elsewhere(const upstream_conn *up, const up_entry *e)
 static void client_fail_elsewhere(upstream_conn *up, const char *why)
 {
     char msg[384];
-    size_t n = client_error_linef(msg, sizeof(msg), "ERR upstream unavailable: %s: %s", up->node->addr, why);
+    size_t n = resp_write_errorf(msg, sizeof(msg), "ERR upstream unavailable: %s: %s", up->node->addr, why);
     for (size_t i = 0; i < upstream_owed(up); i++) {
         const up_entry *e = upstream_owed_at(up, i);
         if (!client_elsewhere(up, e)) continue;

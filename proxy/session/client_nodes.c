@@ -85,12 +85,7 @@ int cnodes_keep(client_session *c, int argc, const resp_arg *argv)
     for (int i = 0; i < argc; i++)
         bytes += argv[i].len + 24;
     if (n->nstate == CNODES_MAX_STATE || n->state.len + bytes > CNODES_MAX_STATE_BYTES) return -1;
-    vp_buf_appendf(&n->state, "*%d\r\n", argc);
-    for (int i = 0; i < argc; i++) {
-        vp_buf_appendf(&n->state, "$%zu\r\n", argv[i].len);
-        vp_buf_append(&n->state, argv[i].ptr, argv[i].len);
-        vp_buf_append(&n->state, "\r\n", 2);
-    }
+    vp_buf_resp_command(&n->state, argc, argv);
     n->kind[n->nstate] = cmd_arg_is(&argv[0], "hello")  ? KEPT_HELLO
                          : cmd_arg_is(&argv[0], "auth") ? KEPT_AUTH
                                                         : KEPT_OTHER;

@@ -102,11 +102,8 @@ void up_lost(upstream_conn *up, const char *reason)
          * closed. (A plain close or reset may follow a request that ran,
          * e.g. SHUTDOWN: then the client sees only the close.) */
         if (refused) {
-            int n = snprintf(up->refusal, sizeof(up->refusal), "-ERR upstream unavailable: %s: %s",
-                             up_addr(up), reason);
-            if (n > (int)sizeof(up->refusal) - 3) n = (int)sizeof(up->refusal) - 3;
-            memcpy(up->refusal + n, "\r\n", 2);
-            up->refusal_len = (unsigned char)(n + 2);
+            up->refusal_len = (unsigned char)resp_write_errorf(
+                up->refusal, sizeof(up->refusal), "ERR upstream unavailable: %s: %s", up_addr(up), reason);
         }
     }
     up->srv->stats.upstream_lost++;

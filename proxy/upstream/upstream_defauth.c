@@ -26,11 +26,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "protocol/resp_write.h"
 #include "proxy/log.h"
 #include "proxy/route/route.h"
 #include "proxy/upstream/upstream_internal.h"
 
-static const char getuser_cmd[] = "*3\r\n$3\r\nACL\r\n$7\r\nGETUSER\r\n$7\r\ndefault\r\n";
+static const char getuser_cmd[] =
+    RESP_LIT_ARRAY(3) RESP_LIT_BULK(3, "ACL") RESP_LIT_BULK(7, "GETUSER") RESP_LIT_BULK(7, "default");
 
 void upstream_probe_default_user(upstream_conn *up)
 {
@@ -67,7 +69,7 @@ static int defauth_bulk(const char **p, const char *end, const char **s, size_t 
  * "nopass" or hold "off" (Redis's clientSetDefaultAuth)? -1: unreadable. */
 static int defauth_needs_auth(const char *p, size_t n)
 {
-    static const char key[] = "$5\r\nflags\r\n";
+    static const char key[] = RESP_LIT_BULK(5, "flags");
     const char *end = p + n;
     const char *at = memmem(p, n, key, sizeof(key) - 1);
     if (!at) return -1;

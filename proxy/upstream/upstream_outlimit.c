@@ -23,13 +23,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "protocol/resp_write.h"
 #include "proxy/log.h"
 #include "proxy/route/route.h"
 #include "proxy/upstream/upstream_internal.h"
 
 static void up_check_output_limit(upstream_conn *up, void *arg, const char *p, size_t n);
 
-static const char probe_cmd[] = "*3\r\n$6\r\nCONFIG\r\n$3\r\nGET\r\n$26\r\nclient-output-buffer-limit\r\n";
+static const char probe_cmd[] = RESP_LIT_ARRAY(3) RESP_LIT_BULK(6, "CONFIG") RESP_LIT_BULK(3, "GET")
+    RESP_LIT_BULK(26, "client-output-buffer-limit");
 
 void upstream_probe_output_limit(upstream_conn *up)
 {

@@ -32,6 +32,7 @@
 #include <string.h>
 
 #include "lua/verbs.h"
+#include "protocol/resp_write.h"
 #include "proxy/log.h"
 #include "proxy/upstream/upstream_internal.h"
 
@@ -39,7 +40,7 @@
 #define SERVER_COUNT_MAJOR 8
 #define SERVER_COUNT_MINOR 8
 
-static const char server_probe[] = "*1\r\n$5\r\nHELLO\r\n";
+static const char server_probe[] = RESP_LIT_ARRAY(1) RESP_LIT_BULK(5, "HELLO");
 
 void upstream_ask_server(upstream_conn *up)
 {
@@ -111,9 +112,12 @@ void upstream_note_hello(upstream_conn *up)
  * `$<len> name $<len> value` for the string fields. */
 static int hello_field(const char *p, size_t n, const char *field, char *out, size_t outlen)
 {
-    char key[32];
-    int kl = snprintf(key, sizeof(key), "$%zu\r\n%s\r\n$", strlen(field), field);
-    const char *at = memmem(p, n, key, (size_t)kl);
+    char key[64];
+    size_t fl = strlen(field);
+    if (RESP_BULK_SIZE(fl) + 1 > sizeof(key)) return -1;
+    size_t kl = resp_write_bulk(key, field, fl);
+    key[kl++] = '$'; /* and the value's header */
+    const char *at = memmem(p, n, key, kl);
     if (!at) return -1;
     const char *len_at = at + kl, *end = p + n;
     char *q;

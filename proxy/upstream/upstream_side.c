@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "protocol/resp_write.h"
 #include "proxy/log.h"
 #include "proxy/route/route.h"
 #include "proxy/upstream/upstream.h"
@@ -83,17 +84,13 @@ static void up_side_failed(upstream_conn *up, void *arg, const char *why)
     /* Each request waiting for the connect gets the error the client would
      * get for any other (client.c's wording), in its slot. */
     char msg[384];
-    int n = snprintf(msg, sizeof(msg), "-ERR upstream unavailable: %s: %s", up_addr(up), why);
-    if (n < 0 || (size_t)n > sizeof(msg) - 3) n = (int)sizeof(msg) - 3;
-    for (int i = 0; i < n; i++)
-        if (msg[i] == '\r' || msg[i] == '\n') msg[i] = ' ';
-    memcpy(msg + n, "\r\n", 2);
+    size_t n = resp_write_errorf(msg, sizeof(msg), "ERR upstream unavailable: %s: %s", up_addr(up), why);
     /* A reply only queues, so no client closes during the walk. */
     const upstream_client_ops *clients = up_clients_of();
     for (size_t i = 0; i < upstream_owed(up); i++) {
         const up_entry *e = upstream_owed_at(up, i);
         if (!e->client) continue;
-        clients->reply(e->client, e->seq, msg, (size_t)n + 2, 1);
+        clients->reply(e->client, e->seq, msg, n, 1);
         clients->touch(e->client);
     }
     up_side_read_done(up, NULL);

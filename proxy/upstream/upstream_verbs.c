@@ -186,7 +186,7 @@ int up_retry_verb(upstream_conn *up)
     /* Cluster mode: a verb -ASKed here needs its ASKING again, right
      * before it (after the loads: any other command clears the flag). */
     if (old.asked) {
-        static const char asking_cmd[] = "*1\r\n$6\r\nASKING\r\n";
+        static const char asking_cmd[] = RESP_LIT_ARRAY(1) RESP_LIT_BULK(6, "ASKING");
         upstream_forward_silent(up, asking_cmd, sizeof(asking_cmd) - 1);
     }
     outq_add_ref(&up->out, &up->kept, off, old.keep);
@@ -222,66 +222,36 @@ void up_note_answered(upstream_conn *up, const up_entry *e)
 
 /* ---- sending verbs ---- */
 
-/* "<prefix><n>\r\n" at p; returns its length. (snprintf is most of the
- * cost of rewriting a small verb.) */
-static size_t put_header(char *p, char prefix, unsigned long long n)
-{
-    char digits[20];
-    int k = 0;
-    do {
-        digits[k++] = (char)('0' + n % 10);
-        n /= 10;
-    } while (n);
-    size_t len = 0;
-    p[len++] = prefix;
-    while (k)
-        p[len++] = digits[--k];
-    p[len++] = '\r';
-    p[len++] = '\n';
-    return len;
-}
-
-static void buf_bulk(vp_buf *b, const char *p, size_t n)
-{
-    vp_buf_reserve(b, 24 + n + 2);
-    char *d = b->data + b->len;
-    size_t hl = put_header(d, '$', n);
-    memcpy(d + hl, p, n);
-    memcpy(d + hl + n, "\r\n", 2);
-    b->len += hl + n + 2;
-}
-
 /* "*<count>\r\n" and the command name of a verb's EVALSHA / EVAL. */
 static void up_call_head(vp_buf *b, const verb_def *v, const verb_call *call, int argc, int eval)
 {
     int hidden = (v->hidden_max_members ? 1 : 0) + (v->hidden_protocol ? 1 : 0);
     int count = 3 + call->nkeys + call->range_count + hidden + (argc - call->first_arg);
-    char head[24];
-    vp_buf_append(b, head, put_header(head, '*', (unsigned long long)count));
+    vp_buf_resp_array(b, count);
     if (eval)
-        buf_bulk(b, v->readonly ? "EVAL_RO" : "EVAL", v->readonly ? 7 : 4);
+        vp_buf_resp_bulk(b, v->readonly ? "EVAL_RO" : "EVAL", v->readonly ? 7 : 4);
     else
-        buf_bulk(b, v->readonly ? "EVALSHA_RO" : "EVALSHA", v->readonly ? 10 : 7);
+        vp_buf_resp_bulk(b, v->readonly ? "EVALSHA_RO" : "EVALSHA", v->readonly ? 10 : 7);
 }
 
 /* numkeys, the keys, the hidden arguments, the rest of the arguments. */
 static void up_call_tail(vp_buf *b, const upstream_conn *up, const verb_def *v, const verb_call *call,
                          int argc, const resp_arg *argv)
 {
-    char nk[24];
-    size_t nkl = put_header(nk, ':', (unsigned long long)(call->nkeys + call->range_count));
-    buf_bulk(b, nk + 1, nkl - 3); /* the digits */
+    char nk[RESP_HEADER_MAX];
+    size_t nkl = resp_write_integer(nk, call->nkeys + call->range_count);
+    vp_buf_resp_bulk(b, nk + 1, nkl - 3); /* the digits */
     for (int i = 0; i < call->nkeys; i++)
-        buf_bulk(b, argv[call->keys[i]].ptr, argv[call->keys[i]].len);
+        vp_buf_resp_bulk(b, argv[call->keys[i]].ptr, argv[call->keys[i]].len);
     for (int i = call->range_first; i < call->range_first + call->range_count; i++)
-        buf_bulk(b, argv[i].ptr, argv[i].len);
+        vp_buf_resp_bulk(b, argv[i].ptr, argv[i].len);
     if (v->hidden_max_members) {
         const char *m = upstream_verbs(up)->ztick_max;
-        buf_bulk(b, m, strlen(m));
+        vp_buf_resp_bulk(b, m, strlen(m));
     }
-    if (v->hidden_protocol) buf_bulk(b, up->resp3 ? "3" : "2", 1);
+    if (v->hidden_protocol) vp_buf_resp_bulk(b, up->resp3 ? "3" : "2", 1);
     for (int i = call->first_arg; i < argc; i++)
-        buf_bulk(b, argv[i].ptr, argv[i].len);
+        vp_buf_resp_bulk(b, argv[i].ptr, argv[i].len);
 }
 
 /* Bookkeeping shared by every one-reply request: a CLIENT REPLY SKIP in
@@ -307,7 +277,7 @@ int upstream_forward_verb(upstream_conn *up, struct client_session *c, const ver
          * the body never meets NOSCRIPT. Rare: built and copied at once. */
         up->scratch.len = 0;
         up_call_head(&up->scratch, v, call, argc, 1);
-        buf_bulk(&up->scratch, v->body, v->body_len);
+        vp_buf_resp_bulk(&up->scratch, v->body, v->body_len);
         up_call_tail(&up->scratch, up, v, call, argc, argv);
         outq_add_copy(&up->out, up->scratch.data, up->scratch.len);
         up_account_plain(up, c, UP_REPLY);
@@ -318,9 +288,8 @@ int upstream_forward_verb(upstream_conn *up, struct client_session *c, const ver
         /* Queued in a transaction: EXEC must answer with the verb's real
          * reply, and a NOSCRIPT there could not be retried. EVAL carries the
          * body (sent from the table, not copied). */
-        char head[24];
         up_call_head(&up->kept, v, call, argc, 1);
-        vp_buf_append(&up->kept, head, put_header(head, '$', v->body_len));
+        vp_buf_resp_header(&up->kept, RESP_BULK, (long long)v->body_len);
         size_t mid = up->kept.len;
         vp_buf_append(&up->kept, "\r\n", 2);
         up_call_tail(&up->kept, up, v, call, argc, argv);
@@ -332,7 +301,7 @@ int upstream_forward_verb(upstream_conn *up, struct client_session *c, const ver
     }
     up_ensure_script(up, v); /* (static bytes: `start` stays) */
     up_call_head(&up->kept, v, call, argc, 0);
-    buf_bulk(&up->kept, v->sha, 40);
+    vp_buf_resp_bulk(&up->kept, v->sha, 40);
     up_call_tail(&up->kept, up, v, call, argc, argv);
     outq_add_ref(&up->out, &up->kept, start, up->kept.len - start);
     up_entry *e = up_account_plain(up, c, UP_VERB);
@@ -352,7 +321,7 @@ int upstream_flag_multi(upstream_conn *up, struct client_session *c)
     /* EVALSHA without arguments fails Redis's own arity check, which flags
      * the transaction: EXEC then answers -EXECABORT, as after any command
      * with wrong arguments. Its error is replaced by the proxy's. */
-    static const char flag_cmd[] = "*1\r\n$7\r\nEVALSHA\r\n";
+    static const char flag_cmd[] = RESP_LIT_ARRAY(1) RESP_LIT_BULK(7, "EVALSHA");
     outq_add(&up->out, flag_cmd, sizeof(flag_cmd) - 1);
     up_account_plain(up, c, UP_REPLY);
     return 1;
@@ -364,11 +333,11 @@ int upstream_error_in_stream(upstream_conn *up, struct client_session *c, const 
      * REPLY OFF/SKIP exactly as its own errors are. */
     static const char script[] = "return redis.error_reply(ARGV[1])";
     up->scratch.len = 0;
-    vp_buf_append(&up->scratch, "*4\r\n", 4);
-    buf_bulk(&up->scratch, "EVAL", 4);
-    buf_bulk(&up->scratch, script, sizeof(script) - 1);
-    buf_bulk(&up->scratch, "0", 1);
-    buf_bulk(&up->scratch, err, strlen(err));
+    vp_buf_resp_array(&up->scratch, 4);
+    vp_buf_resp_bulk(&up->scratch, "EVAL", 4);
+    vp_buf_resp_bulk(&up->scratch, script, sizeof(script) - 1);
+    vp_buf_resp_bulk(&up->scratch, "0", 1);
+    vp_buf_resp_bulk(&up->scratch, err, strlen(err));
     outq_add_copy(&up->out, up->scratch.data, up->scratch.len);
     return up_account_plain(up, c, UP_REPLY) != NULL;
 }
