@@ -871,7 +871,7 @@ static void role_answered(upstream_conn *up, void *arg, const char *p, size_t n)
  * address the sentinels gave may already be a demoted node's. */
 static void watch_opened(upstream_conn *up)
 {
-    static const char role[] = "*1\r\n$4\r\nROLE\r\n";
+    static const char role[] = RESP_LIT_ARRAY(1) RESP_LIT_BULK(4, "ROLE");
     upstream_ask(up, role, sizeof(role) - 1, role_answered, NULL,
                  UP_ASK_SETUP | UP_ASK_REFUSAL | UP_ASK_LARGE);
 }

@@ -40,8 +40,9 @@ void up_make_barrier(upstream_conn *up)
         uv_hrtime() ^ ((unsigned long long)(uintptr_t)up << 16) ^ (++seq * 0x9E3779B97F4A7C15ULL);
     char token[40];
     int tl = snprintf(token, sizeof(token), BARRIER_PREFIX "%016llx", r);
-    snprintf(up->barrier_cmd, sizeof(up->barrier_cmd), "*2\r\n$4\r\nPING\r\n$%d\r\n%s\r\n", tl, token);
-    snprintf(up->barrier_reply, sizeof(up->barrier_reply), "$%d\r\n%s\r\n", tl, token);
+    const resp_arg ping[] = {{"PING", 4}, {token, (size_t)tl}}; /* (both fit: a 34-byte token) */
+    up->barrier_cmd[resp_write_command(up->barrier_cmd, 2, ping)] = '\0';
+    up->barrier_reply[resp_write_bulk(up->barrier_reply, token, (size_t)tl)] = '\0';
 }
 
 static int bytes_are(const char *p, size_t n, const char *lit)
@@ -163,7 +164,7 @@ static void up_send_kept(upstream_conn *up, const char *req, size_t n)
 
 void upstream_resend(upstream_conn *up, const up_entry *e, const char *req, size_t n, int asking)
 {
-    static const char asking_cmd[] = "*1\r\n$6\r\nASKING\r\n";
+    static const char asking_cmd[] = RESP_LIT_ARRAY(1) RESP_LIT_BULK(6, "ASKING");
     /* The script first: ASKING lets in only the command right after it
      * (Redis clears the flag once any other command ran), so a SCRIPT LOAD
      * between them sent the verb without it, -MOVED back to the source. */
@@ -272,7 +273,7 @@ static int up_forward(upstream_conn *up, struct client_session *c, const char *p
          * after it could not be told apart in the uncounted stream: a PING
          * takes the SKIP instead, and the RESET's reply, which the client
          * does not expect, is dropped (its +RESET counts again). */
-        static const char ping[] = "*1\r\n$4\r\nPING\r\n";
+        static const char ping[] = RESP_LIT_ARRAY(1) RESP_LIT_BULK(4, "PING");
         outq_add(&up->out, ping, sizeof(ping) - 1);
         up->skip_next = 0;
         skip_eaten = 1;
@@ -377,7 +378,8 @@ int upstream_closing_reply(upstream_conn *up, struct client_session *c)
      * eats +RESET: see up_decide_close_barrier. */
     int flags = UP_LOCAL_BARRIER;
     if (up->reply_off || up->skip_next) flags |= UP_LOCAL_DROP; /* Redis would not answer either */
-    outq_add(&up->out, "*1\r\n$5\r\nRESET\r\n", 15);
+    static const char reset[] = RESP_LIT_ARRAY(1) RESP_LIT_BULK(5, "RESET");
+    outq_add(&up->out, reset, sizeof(reset) - 1);
     outq_add(&up->out, up->barrier_cmd, strlen(up->barrier_cmd));
     up_fifo_push(up, c, UP_CLOSE_BARRIER);
     up->srv->stats.barriers_sent++;

@@ -117,7 +117,8 @@ int upstream_node_is_ready(route_node *node)
 
 /* ---- shared connections ---- */
 
-static const char no_evict[] = "*3\r\n$6\r\nCLIENT\r\n$8\r\nNO-EVICT\r\n$2\r\non\r\n";
+static const char no_evict[] =
+    RESP_LIT_ARRAY(3) RESP_LIT_BULK(6, "CLIENT") RESP_LIT_BULK(8, "NO-EVICT") RESP_LIT_BULK(2, "on");
 
 upstream_conn *upstream_shared(vp_server *srv, route_node *node, unsigned long long client_id)
 {
@@ -235,7 +236,7 @@ void upstream_close_shared(vp_server *srv)
  * not from inside it: the replies' queue must not change under it. */
 void up_reauth_after_read(upstream_conn *up)
 {
-    static const char reset[] = "*1\r\n$5\r\nRESET\r\n";
+    static const char reset[] = RESP_LIT_ARRAY(1) RESP_LIT_BULK(5, "RESET");
     up->reauth_pending = 0;
     if (up->state != UPSTREAM_READY || !upstream_is_counting(up)) return;
     upstream_forward_silent(up, reset, sizeof(reset) - 1);
