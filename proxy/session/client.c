@@ -2335,7 +2335,7 @@ void client_accept(vp_server *srv, uv_stream_t *listener, int is_unix, int tls)
     client_describe(c, is_unix);
     vp_log(VP_LOG_DEBUG, "client %llu %s: connected%s", c->id, c->addr, tls ? " on tls-port" : "");
     if (tls) {
-        c->tls = vp_tls_new(srv->tls_clients, &c->h.stream, &c->out, NULL, client_on_tls_raw_read);
+        c->tls = outq_tls_new(&c->out, srv->tls_clients, NULL, client_on_tls_raw_read);
         vp_tls_set_data(c->tls, c);
         if ((rc = vp_tls_handshake(c->tls, client_on_tls_handshake)) < 0) {
             vp_log(VP_LOG_WARNING, "client %llu %s: cannot start TLS: %s", c->id, c->addr, uv_strerror(rc));

@@ -1268,7 +1268,7 @@ static void up_on_connect(uv_connect_t *req, int status)
         return;
     }
     /* TLS: the handshake first, within the connect timeout. */
-    up->tls = vp_tls_new(up->srv->tls_upstream, &up->h.stream, &up->out, up->node->host, up_on_tls_raw_read);
+    up->tls = outq_tls_new(&up->out, up->srv->tls_upstream, up->node->host, up_on_tls_raw_read);
     vp_tls_set_data(up->tls, up);
     int rc = vp_tls_handshake(up->tls, up_on_tls_handshake);
     if (rc < 0) {
