@@ -54,6 +54,8 @@
 #include "proxy/route/redirect.h"
 #include "proxy/server.h"
 
+typedef struct route_node route_node; /* route.h */
+
 struct up_entry;
 struct upstream_conn;
 struct client_session;

@@ -8,6 +8,7 @@
 #include "proxy/buffer.h"
 #include "proxy/session/client.h"
 #include "proxy/log.h"
+#include "proxy/route/route.h"
 #include "proxy/upstream/upstream.h"
 
 typedef struct held {

@@ -21,6 +21,8 @@
 
 #include "proxy/server.h"
 
+typedef struct route_node route_node; /* route.h */
+
 struct up_entry;
 struct client_session;
 

@@ -9,6 +9,7 @@
 #include "lua/verbs.h"
 #include "proxy/session/client.h"
 #include "proxy/route/cluster.h"
+#include "proxy/route/route.h"
 #include "proxy/session/limits.h"
 #include "proxy/log.h"
 #include "proxy/pool.h"

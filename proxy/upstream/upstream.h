@@ -49,6 +49,7 @@
 #include "proxy/server.h"
 
 struct client_session;
+typedef struct route_node route_node; /* proxy/route/route.h: the node a connection goes to */
 
 typedef enum up_entry_kind {
     UP_REPLY,         /* one reply for the client's slot `seq` */

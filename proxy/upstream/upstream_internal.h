@@ -3,6 +3,7 @@
 #ifndef VP_UPSTREAM_INTERNAL_H
 #define VP_UPSTREAM_INTERNAL_H
 
+#include "proxy/route/route.h"
 #include "proxy/upstream/upstream.h"
 
 /* The entry for the next request; its reply goes to the slot the client is
