@@ -60,7 +60,6 @@
 #include "protocol/resp_frame.h"
 #include "proxy/buffer.h"
 #include "proxy/log.h"
-#include "proxy/ops/readiness.h"
 #include "proxy/route/route.h"
 #include "proxy/route/sentinel_parse.h"
 #include "proxy/server.h"
