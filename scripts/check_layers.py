@@ -36,6 +36,7 @@ Only the standard library is used.
 
 import argparse
 import os
+import posixpath
 import re
 import sys
 import tempfile
@@ -105,8 +106,19 @@ def source_files(root):
 
 
 def includes_of(root, path):
+    """The quoted includes of path that are ours, as paths from the root: a
+    name relative to the file's folder is resolved; the rest (system and
+    generated headers) are left out."""
     with open(os.path.join(root, path), encoding="utf-8", errors="replace") as f:
-        return INCLUDE_RE.findall(f.read())
+        names = INCLUDE_RE.findall(f.read())
+    ours = []
+    for inc in names:
+        rel = posixpath.normpath(posixpath.join(posixpath.dirname(path), inc))
+        if os.path.exists(os.path.join(root, rel)):
+            ours.append(rel)
+        elif inc.split("/", 1)[0] in SCANNED:
+            ours.append(inc)
+    return ours
 
 
 def module_of(path, stems):
@@ -183,8 +195,6 @@ def analyse(root, layers):
         mp = module_of(p, stems)
         graph.setdefault(mp, set())
         for inc in includes_of(root, p):
-            if inc.split("/", 1)[0] not in SCANNED:
-                continue  # not ours (a system or generated header)
             li = layer_of(inc, layers)
             if li is None:
                 raise CheckError(f"{p} includes {inc}, which is in no layer")
@@ -296,6 +306,8 @@ def self_test():
     upward["protocol/p.c"] += '#include "proxy/mid/b.h"\n'
     cycle = dict(clean)
     cycle["proxy/mid/b.c"] += '#include "proxy/mid/a.h"\n'
+    upward_relative = dict(clean)  # "mid/b.h" from proxy/base.c is proxy/mid/b.h
+    upward_relative["proxy/base.c"] += '#include "mid/b.h"\n'
     cycle_part = dict(clean)  # a_internal.h belongs to module a: b -> a closes a cycle
     cycle_part["proxy/mid/b.h"] = '#include "proxy/mid/a_internal.h"\n'
     cycle_part["proxy/mid/a_internal.h"] = ""
@@ -303,6 +315,7 @@ def self_test():
         # name, tree, exceptions, expected problems (None: any > 0)
         ("clean tree", clean, "", 0),
         ("upward include", upward, "", 1),
+        ("upward include by a relative name", upward_relative, "", 1),
         ("upward include listed", upward, "include protocol/p.c -> proxy/mid/b.h : fake\n", 0),
         ("stale include exception", clean, "include protocol/p.c -> proxy/mid/b.h : fake\n", 1),
         ("cycle", cycle, "", 1),
