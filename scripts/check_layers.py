@@ -181,13 +181,14 @@ def strongly_connected(graph):
 
 
 def analyse(root, layers):
-    """(upward includes [(file, header, from layer, to layer)], cycles [[module]])."""
+    """(upward includes [(file, header, from layer, to layer)], cycles [[module]],
+    pairs of layers that include each other [(lower, higher)])."""
     files = source_files(root)
     stems = {}
     for p in files:
         stem, ext = p.rsplit(".", 1)
         stems.setdefault(stem, set()).add("." + ext)
-    upward, graph = [], {}
+    upward, graph, layer_edges = [], {}, set()
     for p in files:
         lp = layer_of(p, layers)
         if lp is None:
@@ -200,12 +201,14 @@ def analyse(root, layers):
                 raise CheckError(f"{p} includes {inc}, which is in no layer")
             if li > lp:
                 upward.append((p, inc, layers[lp][0], layers[li][0]))
+            layer_edges.add((lp, li))
             mi = module_of(inc, stems)
             if mi != mp:
                 graph[mp].add(mi)
     cycles = [c for c in strongly_connected(graph) if len(c) > 1]
     cycles.sort(key=lambda c: (-len(c), c))
-    return upward, cycles
+    pairs = sorted((layers[a][0], layers[b][0]) for a, b in layer_edges if a < b and (b, a) in layer_edges)
+    return upward, cycles, pairs
 
 
 def read_exceptions(path):
@@ -234,7 +237,7 @@ def read_exceptions(path):
 def check(root, order, exceptions, out=sys.stdout):
     """Print the findings; return the number of problems (0 = pass)."""
     layers = read_order(order)
-    upward, cycles = analyse(root, layers)
+    upward, cycles, pairs = analyse(root, layers)
     exc_incs, exc_cycles = read_exceptions(exceptions)
     problems = 0
     found = set()
@@ -262,7 +265,7 @@ def check(root, order, exceptions, out=sys.stdout):
     print(
         f"layers: {len(layers)}; upward includes: {len(upward)} "
         f"(listed {len(found & set(exc_incs))}); cycles: {len(cycles)} (sizes: {sizes}); "
-        f"problems: {problems}",
+        f"layers including each other: {len(pairs)}; problems: {problems}",
         file=out,
     )
     return problems
