@@ -16,7 +16,7 @@
 #include "lua/verbs.h"
 #include "protocol/resp_write.h"
 #include "proxy/buffer.h"
-#include "proxy/net/tls.h"
+#include "proxy/config_tls.h"
 
 void conf_defaults(vp_config *c)
 {
@@ -492,7 +492,7 @@ int conf_set(vp_config *c, const char *name, const char *value, char *err, size_
             snprintf(err, errlen, "'%s' value too long", name);
             return -1;
         }
-        if (vp_tls_conf_check(d->name, value, err, errlen) < 0) return -1;
+        if (conf_tls_check(d->name, value, err, errlen) < 0) return -1;
         snprintf(field, (size_t)d->max, "%s", value);
         return 0;
     }

@@ -143,10 +143,21 @@ static void on_flush_prepare(uv_prepare_t *h)
     upstream_flush_shared(h->data);
 }
 
+/* A connection waits on a listening socket (listener.h): refused at
+ * maxclients or without a descriptor to spare, else a new client. */
+static void on_accept(vp_server *srv, uv_stream_t *listener, int is_unix, int tls)
+{
+    if (!limits_may_accept(srv)) {
+        limits_refuse(srv, listener, is_unix, tls);
+        return;
+    }
+    client_accept(srv, listener, is_unix, tls);
+}
+
 static void on_cron(uv_timer_t *t)
 {
     client_cron(t->data);
-    upstream_cron(t->data);
+    upstream_cron(t->data, route_primary(t->data));
 }
 
 /* A failed start: free what was built and say why (1). */
@@ -226,7 +237,7 @@ int main(int argc, char **argv)
     if (metrics_init(&srv.metrics, &srv.verbs, srv.conf.metrics_port != 0, err, sizeof(err)) < 0 ||
         admin_http_start(&srv, err, sizeof(err)) < 0)
         return fail_start(&srv, err);
-    if (listener_start(&listener, &srv, err, sizeof(err)) < 0) return fail_start(&srv, err);
+    if (listener_start(&listener, &srv, on_accept, err, sizeof(err)) < 0) return fail_start(&srv, err);
     if (srv.conf.upstream_mode == CONF_MODE_SENTINEL)
         vp_log(VP_LOG_NOTICE, "verbproxy %s ready, upstream: the primary of %s (sentinel)", VP_VERSION,
                srv.conf.sentinel_master);

@@ -1,5 +1,12 @@
-/* server.h - the process-wide state: the loop, the settings, the counters and
- * the list of live client sessions (walked at shutdown). One per process. */
+/* server.h - the process's context: the loop, the settings, the counters,
+ * the verb table, and the roots of what the layers above keep (client
+ * sessions, upstream nodes and connections, TLS contexts, cluster and
+ * Sentinel state). One per process, built by main.c.
+ *
+ * A base header (docs/architecture.md): it includes only what it holds by
+ * value, all from the base and the layers below it, and names everything
+ * else by a forward declaration. A file that uses a member's type from a
+ * higher layer includes that layer's header itself. */
 #ifndef VP_SERVER_H
 #define VP_SERVER_H
 
@@ -8,14 +15,15 @@
 #include "lua/verbs.h"
 #include "protocol/resp_request.h"
 #include "proxy/config.h"
-#include "proxy/ops/metrics.h"
-#include "proxy/route/route.h"
-#include "proxy/ops/stats.h"
+#include "proxy/metrics.h"
+#include "proxy/stats.h"
 
 struct client_session;
 struct upstream_conn;
 struct vp_tls_ctx;
 struct vp_sentinel;
+struct cluster_state;
+struct upstream_node;
 
 typedef struct vp_server {
     uv_loop_t *loop;
@@ -50,7 +58,7 @@ typedef struct vp_server {
      * sentinels' primary; each holds its shared connections. Owned here,
      * built by route_init, freed by route_free. */
     struct cluster_state *cluster; /* upstream-mode cluster (proxy/route/cluster.h); NULL otherwise */
-    route_node **nodes;            /* each allocated on its own: never moves (connections point at theirs) */
+    struct upstream_node **nodes;     /* each allocated on its own: never moves (connections point at theirs) */
     int nnodes, nodes_cap;
     /* Requests for the shared connections are gathered during a loop
      * iteration and written once per iteration, just before the loop waits

@@ -4,8 +4,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "proxy/session/client.h"
-#include "proxy/session/limits.h"
 #include "proxy/log.h"
 
 static void listener_accept(uv_stream_t *s, int status, int is_unix, int tls)
@@ -15,11 +13,7 @@ static void listener_accept(uv_stream_t *s, int status, int is_unix, int tls)
         vp_log(VP_LOG_WARNING, "accept error: %s", uv_strerror(status));
         return;
     }
-    if (!limits_may_accept(l->srv)) {
-        limits_refuse(l->srv, s, is_unix, tls);
-        return;
-    }
-    client_accept(l->srv, s, is_unix, tls);
+    l->on_accept(l->srv, s, is_unix, tls);
 }
 
 static void listener_on_tcp(uv_stream_t *s, int status)
@@ -38,7 +32,8 @@ static void listener_on_unix(uv_stream_t *s, int status)
 }
 
 /* Listen on bind:port. Returns 0, or -1 with the reason in err. */
-static int listener_tcp(vp_listener *l, uv_tcp_t *tcp, int port, uv_connection_cb cb, char *err, size_t errlen)
+static int listener_tcp(vp_listener *l, uv_tcp_t *tcp, int port, uv_connection_cb cb, char *err,
+                        size_t errlen)
 {
     const vp_config *conf = &l->srv->conf;
     struct sockaddr_storage ss;
@@ -58,10 +53,11 @@ static int listener_tcp(vp_listener *l, uv_tcp_t *tcp, int port, uv_connection_c
     return 0;
 }
 
-int listener_start(vp_listener *l, vp_server *srv, char *err, size_t errlen)
+int listener_start(vp_listener *l, vp_server *srv, listener_accept_cb on_accept, char *err, size_t errlen)
 {
     const vp_config *conf = &srv->conf;
     l->srv = srv;
+    l->on_accept = on_accept;
     l->has_tcp = l->has_tls = l->has_unix = 0;
     int rc;
     if (conf->port) {

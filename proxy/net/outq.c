@@ -340,14 +340,20 @@ int outq_close_notify(outq *q)
     return outq_flush_tls_output(q) == 0 && outq_size(q) == 0;
 }
 
-void outq_set_tls(outq *q, struct vp_tls *t)
+static int outq_tls_output(void *arg)
+{
+    return outq_flush_tls_output(arg);
+}
+
+struct vp_tls *outq_tls_new(outq *q, struct vp_tls_ctx *ctx, const char *host, uv_read_cb raw_read)
 {
     /* Bytes copied before the stream became TLS (requests queued while
      * connecting) are plaintext to encrypt, not bytes to write. */
     vp_buf b = q->plain;
     q->plain = q->pending;
     q->pending = b;
-    q->tls = t;
+    q->tls = vp_tls_new(ctx, q->stream, host, raw_read, outq_tls_output, q);
+    return q->tls;
 }
 
 int outq_flush(outq *q)

@@ -19,7 +19,7 @@
  * The owner calls outq_free() only after the stream's handle is closed
  * (libuv has then cancelled and called back any write in flight).
  *
- * TLS (tls.h). A queue given a session (outq_set_tls) still gathers
+ * TLS (tls.h). A queue with a session (outq_tls_new) still gathers
  * plaintext pieces without copying them; bytes it must copy go to `plain`
  * instead of `pending`. outq_flush() encrypts them (small pieces coalesced
  * into one SSL_write of up to a record, big ones written directly, so
@@ -84,9 +84,12 @@ size_t outq_size(const outq *q);
 /* Did the kernel push back (a write is in flight, bytes wait for it)? */
 int outq_backed_up(const outq *q);
 void outq_free(outq *q);
-/* From now on the stream carries TLS: `t` encrypts (set once, before
- * anything is queued that must be encrypted). */
-void outq_set_tls(outq *q, struct vp_tls *t);
+struct vp_tls_ctx;
+/* From now on the stream carries TLS: a session from `ctx` (vp_tls_new,
+ * see there for `host` and `raw_read`) encrypts what the queue writes.
+ * Made once, after connect/accept, before anything is queued that must be
+ * encrypted; the owner frees it (vp_tls_free). */
+struct vp_tls *outq_tls_new(outq *q, struct vp_tls_ctx *ctx, const char *host, uv_read_cb raw_read);
 /* Write the ciphertext the session produced on its own (handshake, alerts,
  * tickets), leaving queued plaintext for the owner's flush. Returns 0 or a
  * libuv error. */

@@ -1,20 +1,18 @@
 /* tls.c - TLS over a libuv stream (see tls.h). */
 #include "proxy/net/tls.h"
 
-#include <errno.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
 
 #include "proxy/buffer.h"
+#include "proxy/config.h"
+#include "proxy/config_tls.h"
 #include "proxy/log.h"
-#include "proxy/net/outq.h"
 
 /* Ciphertext read from a stream: one buffer for the process, since it is
  * consumed (copied into the session's read BIO) in the read callback. */
@@ -40,7 +38,8 @@ struct vp_tls {
     SSL *ssl;
     BIO *rbio, *wbio; /* memory BIOs, owned by ssl */
     uv_stream_t *stream;
-    outq *out;
+    vp_tls_output_cb write_output; /* the queue's (outq_tls_new) */
+    void *output_arg;
     void *data;
     uv_read_cb raw_read; /* the owner's shim (tls.h) */
     uv_alloc_cb alloc;   /* the owner's own callbacks */
@@ -59,84 +58,6 @@ struct vp_tls {
 };
 
 /* ---- contexts ---- */
-
-/* The reason OpenSSL gives for the last failure, and its queue emptied (it
- * is per thread: a stale entry would be blamed on the next session). */
-static void tls_openssl_reason(char *dst, size_t cap, const char *fallback)
-{
-    unsigned long e = ERR_peek_last_error();
-    const char *r = e ? ERR_reason_error_string(e) : NULL;
-    snprintf(dst, cap, "%s", r ? r : fallback);
-    ERR_clear_error();
-}
-
-/* Redis's tls-protocols: words TLSv1 TLSv1.1 TLSv1.2 TLSv1.3 (any case).
- * Returns the SSL_OP_NO_* of those not named, or -1. */
-static long tls_parse_protocols(const char *s)
-{
-    if (!*s) s = "TLSv1.2 TLSv1.3";
-    long keep = 0;
-    char buf[CONF_ADDR_MAX];
-    snprintf(buf, sizeof(buf), "%s", s);
-    char *save = NULL;
-    for (char *w = strtok_r(buf, " \t", &save); w; w = strtok_r(NULL, " \t", &save)) {
-        if (!strcasecmp(w, "tlsv1"))
-            keep |= SSL_OP_NO_TLSv1;
-        else if (!strcasecmp(w, "tlsv1.1"))
-            keep |= SSL_OP_NO_TLSv1_1;
-        else if (!strcasecmp(w, "tlsv1.2"))
-            keep |= SSL_OP_NO_TLSv1_2;
-        else if (!strcasecmp(w, "tlsv1.3"))
-            keep |= SSL_OP_NO_TLSv1_3;
-        else
-            return -1;
-    }
-    if (!keep) return -1;
-    return (SSL_OP_NO_TLSv1 | SSL_OP_NO_TLSv1_1 | SSL_OP_NO_TLSv1_2 | SSL_OP_NO_TLSv1_3) & ~keep;
-}
-
-static int tls_ends_with(const char *s, const char *suffix)
-{
-    size_t n = strlen(s), m = strlen(suffix);
-    return n >= m && strcmp(s + n - m, suffix) == 0;
-}
-
-int vp_tls_conf_check(const char *name, const char *value, char *err, size_t errlen)
-{
-    if (!*value) return 0; /* unset */
-    if (tls_ends_with(name, "-file")) {
-        FILE *f = fopen(value, "r");
-        if (!f) {
-            snprintf(err, errlen, "'%s': cannot read %s: %s", name, value, strerror(errno));
-            return -1;
-        }
-        fclose(f);
-    } else if (tls_ends_with(name, "-dir")) {
-        struct stat st;
-        if (stat(value, &st) != 0 || !S_ISDIR(st.st_mode)) {
-            snprintf(err, errlen, "'%s': %s is not a directory", name, value);
-            return -1;
-        }
-    } else if (tls_ends_with(name, "-protocols")) {
-        if (tls_parse_protocols(value) < 0) {
-            snprintf(err, errlen, "'%s' must list TLSv1, TLSv1.1, TLSv1.2 or TLSv1.3, got '%s'", name, value);
-            return -1;
-        }
-    } else if (tls_ends_with(name, "-ciphers") || tls_ends_with(name, "-ciphersuites")) {
-        SSL_CTX *ctx = SSL_CTX_new(TLS_method());
-        if (!ctx) abort();
-        int ok = tls_ends_with(name, "-ciphers") ? SSL_CTX_set_cipher_list(ctx, value)
-                                                 : SSL_CTX_set_ciphersuites(ctx, value);
-        SSL_CTX_free(ctx);
-        if (!ok) {
-            char why[128];
-            tls_openssl_reason(why, sizeof(why), "refused");
-            snprintf(err, errlen, "'%s' %s: %s", name, value, why);
-            return -1;
-        }
-    }
-    return 0;
-}
 
 static int tls_key_pass_cb(char *buf, int size, int rwflag, void *u)
 {
@@ -157,7 +78,7 @@ static SSL_CTX *tls_ctx_common(const conf_tls *t, int server, const char *what, 
     char why[160];
     /* As Redis: no compression, no client-initiated renegotiation. */
     SSL_CTX_set_options(ctx, SSL_OP_NO_COMPRESSION | SSL_OP_NO_RENEGOTIATION |
-                                 (unsigned long)tls_parse_protocols(t->protocols));
+                                 (unsigned long)conf_tls_protocols(t->protocols));
     /* Records are written whole through a memory BIO; the queue's buffer may move between tries. */
     SSL_CTX_set_mode(ctx, SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER | SSL_MODE_RELEASE_BUFFERS);
     if (t->ciphers[0] && !SSL_CTX_set_cipher_list(ctx, t->ciphers)) goto openssl_error;
@@ -172,17 +93,17 @@ static SSL_CTX *tls_ctx_common(const conf_tls *t, int server, const char *what, 
             SSL_CTX_set_default_passwd_cb_userdata(ctx, (void *)t->key_file_pass);
         }
         if (SSL_CTX_use_certificate_chain_file(ctx, t->cert_file) <= 0) {
-            tls_openssl_reason(why, sizeof(why), "unreadable");
+            conf_tls_reason(why, sizeof(why), "unreadable");
             snprintf(err, errlen, "%s-cert-file %s: %s", what, t->cert_file, why);
             goto fail;
         }
         if (SSL_CTX_use_PrivateKey_file(ctx, t->key_file, SSL_FILETYPE_PEM) <= 0) {
-            tls_openssl_reason(why, sizeof(why), "unreadable");
+            conf_tls_reason(why, sizeof(why), "unreadable");
             snprintf(err, errlen, "%s-key-file %s: %s", what, t->key_file, why);
             goto fail;
         }
         if (!SSL_CTX_check_private_key(ctx)) {
-            tls_openssl_reason(why, sizeof(why), "does not match");
+            conf_tls_reason(why, sizeof(why), "does not match");
             snprintf(err, errlen, "%s-key-file %s: %s", what, t->key_file, why);
             goto fail;
         }
@@ -190,14 +111,14 @@ static SSL_CTX *tls_ctx_common(const conf_tls *t, int server, const char *what, 
     if (t->ca_cert_file[0] || t->ca_cert_dir[0]) {
         if (!SSL_CTX_load_verify_locations(ctx, t->ca_cert_file[0] ? t->ca_cert_file : NULL,
                                            t->ca_cert_dir[0] ? t->ca_cert_dir : NULL)) {
-            tls_openssl_reason(why, sizeof(why), "unreadable");
+            conf_tls_reason(why, sizeof(why), "unreadable");
             snprintf(err, errlen, "%s-ca-cert-file/dir: %s", what, why);
             goto fail;
         }
     }
     return ctx;
 openssl_error:
-    tls_openssl_reason(why, sizeof(why), "refused");
+    conf_tls_reason(why, sizeof(why), "refused");
     snprintf(err, errlen, "%s: %s", what, why);
 fail:
     SSL_CTX_free(ctx);
@@ -211,7 +132,7 @@ vp_tls_ctx *vp_tls_ctx_client(const vp_config *conf, char *err, size_t errlen)
     if (!ssl) return NULL;
     if (!t->ca_cert_file[0] && !t->ca_cert_dir[0] && !SSL_CTX_set_default_verify_paths(ssl)) {
         char why[128];
-        tls_openssl_reason(why, sizeof(why), "unreadable");
+        conf_tls_reason(why, sizeof(why), "unreadable");
         snprintf(err, errlen, "upstream-tls: the system's trust store: %s", why);
         SSL_CTX_free(ssl);
         return NULL;
@@ -354,14 +275,16 @@ void vp_tls_release_buffers(vp_tls *t)
     }
 }
 
-vp_tls *vp_tls_new(vp_tls_ctx *ctx, uv_stream_t *stream, outq *out, const char *host, uv_read_cb raw_read)
+vp_tls *vp_tls_new(vp_tls_ctx *ctx, uv_stream_t *stream, const char *host, uv_read_cb raw_read,
+                   vp_tls_output_cb write_output, void *arg)
 {
     vp_tls *t = vp_malloc(sizeof(*t));
     memset(t, 0, sizeof(*t));
     t->ctx = ctx;
     ctx->refs++;
     t->stream = stream;
-    t->out = out;
+    t->write_output = write_output;
+    t->output_arg = arg;
     t->raw_read = raw_read;
     t->ssl = SSL_new(ctx->ssl);
     if (!t->ssl) abort();
@@ -383,7 +306,6 @@ vp_tls *vp_tls_new(vp_tls_ctx *ctx, uv_stream_t *stream, outq *out, const char *
                 SSL_set1_host(t->ssl, name);
         }
     }
-    outq_set_tls(out, t);
     return t;
 }
 
@@ -434,7 +356,7 @@ static void tls_raw_stop(vp_tls *t)
 static int tls_flush_output(vp_tls *t)
 {
     if (!BIO_ctrl_pending(t->wbio)) return 0;
-    return outq_flush_tls_output(t->out);
+    return t->write_output(t->output_arg);
 }
 
 /* Why a handshake failed: the certificate check that failed, else
@@ -446,7 +368,7 @@ static void tls_handshake_reason(vp_tls *t, int ssl_error)
         snprintf(t->error, sizeof(t->error), "%s", X509_verify_cert_error_string(v));
         ERR_clear_error();
     } else if (ERR_peek_last_error()) {
-        tls_openssl_reason(t->error, sizeof(t->error), "handshake failed");
+        conf_tls_reason(t->error, sizeof(t->error), "handshake failed");
     } else if (t->end || ssl_error == SSL_ERROR_SYSCALL || ssl_error == SSL_ERROR_ZERO_RETURN) {
         snprintf(t->error, sizeof(t->error), "connection closed during the handshake");
     } else {
@@ -540,7 +462,7 @@ static void tls_deliver(vp_tls *t)
         } else if (e == SSL_ERROR_WANT_READ) {
             status = t->end;
         } else {
-            tls_openssl_reason(t->error, sizeof(t->error), "TLS error");
+            conf_tls_reason(t->error, sizeof(t->error), "TLS error");
             status = UV_EPROTO;
         }
         t->read(t->stream, status, &b);
@@ -614,7 +536,7 @@ int vp_tls_read_late_alert(vp_tls *t)
         ERR_clear_error();
         return 0;
     }
-    tls_openssl_reason(t->error, sizeof(t->error), "TLS error");
+    conf_tls_reason(t->error, sizeof(t->error), "TLS error");
     return 1;
 }
 
@@ -625,7 +547,7 @@ int vp_tls_encrypt(vp_tls *t, const char *p, size_t n)
         ERR_clear_error();
         int w = SSL_write(t->ssl, p, chunk);
         if (w <= 0) {
-            tls_openssl_reason(t->error, sizeof(t->error), "TLS write failed");
+            conf_tls_reason(t->error, sizeof(t->error), "TLS write failed");
             return -1;
         }
         p += w;

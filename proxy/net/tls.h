@@ -16,11 +16,13 @@
  * resumes, from the loop (an idle handle), never from inside
  * vp_tls_read_start().
  *
- * Writing lives in the output queue (outq.h): a queue given a session with
- * outq_set_tls() encrypts what a round gathered at outq_flush(), and writes
+ * Writing lives in the output queue (outq.h): a queue makes its session
+ * with outq_tls_new() and encrypts what a round gathered at outq_flush(), and writes
  * the ciphertext with its usual logic. What OpenSSL writes on its own
  * (handshake messages, alerts, session tickets, KeyUpdate answers) is
- * written by the session through the same queue (outq_flush_tls_output).
+ * written by the session through the same queue (outq_flush_tls_output,
+ * the callback the queue gives vp_tls_new): the session never includes
+ * the queue's header, the queue includes this one.
  *
  * Owners cannot be found from the stream (its data pointer is theirs), so
  * each owner passes its stream's raw read callback through a one-line shim
@@ -35,9 +37,7 @@
 
 #include <uv.h>
 
-#include "proxy/config.h"
-
-struct outq;
+struct vp_config;
 typedef struct vp_tls_ctx vp_tls_ctx;
 typedef struct vp_tls vp_tls;
 
@@ -47,25 +47,26 @@ typedef void (*vp_tls_handshake_cb)(vp_tls *t, int status);
 /* The context for upstream connections (upstream-tls-*), or for clients on
  * tls-port (tls-*). NULL with the reason in err when a file or a value is
  * refused. */
-vp_tls_ctx *vp_tls_ctx_client(const vp_config *conf, char *err, size_t errlen);
-vp_tls_ctx *vp_tls_ctx_server(const vp_config *conf, char *err, size_t errlen);
+vp_tls_ctx *vp_tls_ctx_client(const struct vp_config *conf, char *err, size_t errlen);
+vp_tls_ctx *vp_tls_ctx_server(const struct vp_config *conf, char *err, size_t errlen);
 /* Drop the owner's reference. Each session holds one too (vp_tls_new to
  * vp_tls_free), so a context a reload replaced lives until its last
  * connection is gone. */
 void vp_tls_ctx_free(vp_tls_ctx *ctx);
 
-/* Check one tls directive's value when it is set (config.c), so a bad one
- * stops start-up with file:line: readable files and directories, known
- * protocol names, cipher lists OpenSSL takes. Returns 0, or -1 with err. */
-int vp_tls_conf_check(const char *name, const char *value, char *err, size_t errlen);
+/* How a session writes what OpenSSL produced on its own (handshake
+ * messages, alerts, tickets): its output queue's, outq_flush_tls_output
+ * with the queue as `arg` (outq_tls_new gives it). Returns 0 or a libuv
+ * error. */
+typedef int (*vp_tls_output_cb)(void *arg);
 
-/* A session on a connected stream whose queue is `out` (it becomes the
- * queue's session). Client side: `host` is the name (or IP literal) checked
+/* A session on a connected stream, made by its output queue
+ * (outq_tls_new), which then encrypts for it. Client side: `host` is the name (or IP literal) checked
  * against the certificate and sent as SNI when it is a name (unless
  * upstream-tls-server-name says otherwise). `raw_read` is the owner's shim
  * that calls vp_tls_on_raw_read(). */
-vp_tls *vp_tls_new(vp_tls_ctx *ctx, uv_stream_t *stream, struct outq *out, const char *host,
-                   uv_read_cb raw_read);
+vp_tls *vp_tls_new(vp_tls_ctx *ctx, uv_stream_t *stream, const char *host, uv_read_cb raw_read,
+                   vp_tls_output_cb write_output, void *arg);
 /* Start the handshake: reading starts, the client's hello goes out; `cb`
  * is called once, from a read callback (or a write error). */
 int vp_tls_handshake(vp_tls *t, vp_tls_handshake_cb cb);

@@ -20,18 +20,8 @@
 struct vp_server;
 struct upstream_conn;
 
-#define READY_REASON_MAX 256
-
-typedef struct ready_state {
-    int checked;                   /* a check has completed */
-    int ok;                        /* the latest completed check passed */
-    char reason[READY_REASON_MAX]; /* why not ("" when ok) */
-    struct upstream_conn *conn;    /* the probe's connection, NULL when none */
-    uint64_t conn_opened;          /* loop time (ms) it was opened */
-    uint64_t started;              /* loop time of the check in flight (0: none) */
-    int expected, answered;        /* replies the check waits for, and got */
-    unsigned long long checks, failures;
-} ready_state;
+/* The checks' state and verdict (ready_state) are kept with the counters,
+ * in vp_server.metrics (proxy/metrics.h). */
 
 /* Start a check when one is due; fail one in flight for too long. */
 void ready_tick(struct vp_server *srv);

@@ -43,9 +43,9 @@ struct cluster_state {
     slotmap map;
     topo policy;
     /* Per slot, the node serving it (NULL: none), from `map`. */
-    route_node *slot_node[HASHSLOT_COUNT];
-    route_node *any;        /* the first covered slot's node */
-    route_node **primaries; /* every node serving a slot in the map */
+    upstream_node *slot_node[HASHSLOT_COUNT];
+    upstream_node *any;        /* the first covered slot's node */
+    upstream_node **primaries; /* every node serving a slot in the map */
     int nprimaries;
     int ready; /* a map was accepted */
     /* The fetch in flight: its own connection (closed once answered). */
@@ -71,17 +71,17 @@ struct cluster_state {
      * part_reqs[part_off[i] .. part_off[i+1]) for part_node[i]. */
     vp_buf part_reqs;
     size_t *part_off;
-    route_node **part_node;
+    upstream_node **part_node;
     int nparts, part_cap;
     rplan_merge merge;
     int merge_nkeys;        /* MGET: the keys (their parts and places: space.group, space.pos) */
     unsigned scan_node;     /* SCAN: the part's node ordinal ... */
     unsigned scan_nnodes;   /* ... of this many primaries */
-    route_node **fan_nodes; /* fan-out: the primaries in the order of their lowest slot */
+    upstream_node **fan_nodes; /* fan-out: the primaries in the order of their lowest slot */
     int fan_cap;
 };
 
-static int cluster_follow_checked(vp_server *srv, route_node *from, const up_entry *e, const char *req,
+static int cluster_follow_checked(vp_server *srv, upstream_node *from, const up_entry *e, const char *req,
                                   size_t reqlen, const redirect *r);
 
 static uint64_t cluster_now(vp_server *srv)
@@ -94,7 +94,7 @@ int cluster_ready(const vp_server *srv)
     return srv->cluster && srv->cluster->ready;
 }
 
-route_node *cluster_any_node(vp_server *srv)
+upstream_node *cluster_any_node(vp_server *srv)
 {
     cluster_state *cs = srv->cluster;
     if (!cs || !cs->any) return route_primary(srv);
@@ -121,7 +121,7 @@ static void cluster_fetch_start(vp_server *srv)
     cluster_state *cs = srv->cluster;
     /* Round robin over every node known (seeds, primaries seen): a node
      * that is down, or that lost its view, is not asked twice in a row. */
-    route_node *node = srv->nodes[cs->fetch_turn++ % (unsigned)srv->nnodes];
+    upstream_node *node = srv->nodes[cs->fetch_turn++ % (unsigned)srv->nnodes];
     static const char slots_cmd[] = RESP_LIT_ARRAY(2) RESP_LIT_BULK(7, "CLUSTER") RESP_LIT_BULK(5, "SLOTS");
     upstream_conn *up = upstream_open(srv, node, NULL, &cluster_fetch_owner, NULL);
     upstream_ask(up, slots_cmd, sizeof(slots_cmd) - 1, cluster_slots_answered, NULL, UP_ASK_LARGE);
@@ -172,7 +172,7 @@ static void cluster_apply(vp_server *srv, slotmap *fresh)
     cluster_state *cs = srv->cluster;
     slotmap_replace(&cs->map, fresh);
     const slotmap *m = &cs->map;
-    route_node **by_index = vp_malloc((size_t)(m->nnodes ? m->nnodes : 1) * sizeof(*by_index));
+    upstream_node **by_index = vp_malloc((size_t)(m->nnodes ? m->nnodes : 1) * sizeof(*by_index));
     memset(by_index, 0, (size_t)(m->nnodes ? m->nnodes : 1) * sizeof(*by_index));
     cs->any = NULL;
     free(cs->primaries);
@@ -513,7 +513,7 @@ static void parts_reset(cluster_state *cs, int nparts)
 
 /* Part `nparts` for `node`: the arguments idx[0..argc) of argv, argument
  * `swap` (if >= 0) replaced by swap_p/swap_n. */
-static void part_add(cluster_state *cs, route_node *node, const resp_arg *argv, const int *idx, int argc,
+static void part_add(cluster_state *cs, upstream_node *node, const resp_arg *argv, const int *idx, int argc,
                      int swap, const char *swap_p, size_t swap_n)
 {
     vp_buf *b = &cs->part_reqs;
@@ -541,7 +541,7 @@ static void plan_split(cluster_state *cs, const resp_arg *argv, const rplan *pla
 {
     parts_reset(cs, plan->ngroups);
     for (int g = 0; g < plan->ngroups; g++) {
-        route_node *node = cs->slot_node[cs->space.groups[g].slot];
+        upstream_node *node = cs->slot_node[cs->space.groups[g].slot];
         if (!node) {
             answer(d, clusterdown_unserved, sizeof(clusterdown_unserved) - 1, 1);
             return;
@@ -563,9 +563,9 @@ static int fanout_nodes(vp_server *srv, cluster_state *cs)
         cs->fan_nodes = vp_malloc((size_t)cs->fan_cap * sizeof(*cs->fan_nodes));
     }
     int n = 0;
-    route_node *last = NULL;
+    upstream_node *last = NULL;
     for (int s = 0; s < HASHSLOT_COUNT; s++) {
-        route_node *node = cs->slot_node[s];
+        upstream_node *node = cs->slot_node[s];
         if (!node || node == last) continue;
         last = node;
         int seen = 0;
@@ -619,7 +619,7 @@ static void plan_fanout(vp_server *srv, int argc, const resp_arg *argv, const rp
     d->fanout = 1;
 }
 
-void cluster_part(vp_server *srv, int i, route_node **node, const char **req, size_t *len)
+void cluster_part(vp_server *srv, int i, upstream_node **node, const char **req, size_t *len)
 {
     cluster_state *cs = srv->cluster;
     *node = cs->part_node[i];
@@ -726,10 +726,10 @@ static void origin_of(cluster_state *cs, const upstream_conn *up, const up_entry
 /* The node at host:port if the proxy learned it from the cluster (a seed,
  * a node of the slot map, one a check confirmed); NULL for any other
  * address: nothing is sent there on a redirect's word. */
-static route_node *known_node(vp_server *srv, const char *host, size_t hostlen, int port)
+static upstream_node *known_node(vp_server *srv, const char *host, size_t hostlen, int port)
 {
     for (int i = 0; i < srv->nnodes; i++) {
-        route_node *n = srv->nodes[i];
+        upstream_node *n = srv->nodes[i];
         if (n->port == port && strlen(n->host) == hostlen && memcmp(n->host, host, hostlen) == 0) return n;
     }
     if (slotmap_find(&srv->cluster->map, host, hostlen, port) >= 0)
@@ -739,7 +739,7 @@ static route_node *known_node(vp_server *srv, const char *host, size_t hostlen, 
 
 /* Redis's own -MOVED to a known node: the slot is that node's from now on
  * (until the next map), and a fresh map is wanted soon. */
-static void learn_moved(vp_server *srv, route_node *node, const redirect *r)
+static void learn_moved(vp_server *srv, upstream_node *node, const redirect *r)
 {
     cluster_state *cs = srv->cluster;
     if (slotmap_moved(&cs->map, r->slot, r->host, r->hostlen, r->port) >= 0) {
@@ -760,7 +760,7 @@ static void count_followed(vp_server *srv, const redirect *r)
 
 /* Send the kept request e to `node` (after ASKING when `asking`), its
  * reply for the same client slot. 0 when it cannot go: the error goes on. */
-static int send_again(vp_server *srv, const upstream_conn *from, route_node *node, const up_entry *e,
+static int send_again(vp_server *srv, const upstream_conn *from, upstream_node *node, const up_entry *e,
                       const char *req, size_t reqlen, int asking)
 {
     upstream_conn *to = upstream_shared(srv, node, e->client ? e->client->id : 0);
@@ -773,13 +773,13 @@ static int send_again(vp_server *srv, const upstream_conn *from, route_node *nod
     return 1;
 }
 
-static int cluster_follow_checked(vp_server *srv, route_node *from, const up_entry *e, const char *req,
+static int cluster_follow_checked(vp_server *srv, upstream_node *from, const up_entry *e, const char *req,
                                   size_t reqlen, const redirect *r)
 {
     cluster_state *cs = srv->cluster;
     if (!cs || !e->client) return 0;
     if (r->kind == REDIRECT_TRYAGAIN) return tryagain_hold(cs->tryagain, from, e, req, reqlen);
-    route_node *node = route_node_add(srv, r->host, r->hostlen, r->port); /* (a node of the cluster) */
+    upstream_node *node = route_node_add(srv, r->host, r->hostlen, r->port); /* (a node of the cluster) */
     if (!node || node == from) return 0;
     count_followed(srv, r);
     return send_again(srv, NULL, node, e, req, reqlen, r->kind == REDIRECT_ASK);
@@ -857,7 +857,7 @@ int cluster_redirect(upstream_conn *up, const up_entry *e, const char *req, size
     if (o.script) return script_redirect(up, e, req, reqlen, p, n, &r, &o);
     /* The same node, the same way, a little later (tryagain.h). */
     if (r.kind == REDIRECT_TRYAGAIN) return tryagain_hold(cs->tryagain, up->node, e, req, reqlen);
-    route_node *node = known_node(srv, r.host, r.hostlen, r.port);
+    upstream_node *node = known_node(srv, r.host, r.hostlen, r.port);
     if (!node) {
         /* Redis's words, but an address the proxy never learned: only
          * once the node that said it lists that node. */

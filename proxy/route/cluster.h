@@ -41,7 +41,7 @@
 #include "protocol/resp_request.h"
 
 struct vp_server;
-struct route_node;
+struct upstream_node;
 struct upstream_conn;
 struct up_entry;
 struct verb_def;
@@ -60,11 +60,11 @@ typedef enum cluster_route {
 
 typedef struct cluster_decision {
     cluster_route kind;
-    struct route_node *node; /* GO: NULL for "any node will do" */
-    int slot;                /* GO: the command's slot, -1 when it has no key */
-    int error;               /* ANSWER: the reply is an error (metrics) */
-    int nparts;              /* SPLIT */
-    int fanout;              /* SPLIT: every primary (not keys split by slot) */
+    struct upstream_node *node; /* GO: NULL for "any node will do" */
+    int slot;                   /* GO: the command's slot, -1 when it has no key */
+    int error;                  /* ANSWER: the reply is an error (metrics) */
+    int nparts;                 /* SPLIT */
+    int fanout;                 /* SPLIT: every primary (not keys split by slot) */
     const char *reply;
     size_t len;
     char buf[128]; /* for a reply made here (an integer, an echoed argument's header) */
@@ -82,12 +82,12 @@ void cluster_plan(struct vp_server *srv, int argc, const resp_arg *argv, const s
                   cluster_decision *d);
 /* After a CLUSTER_SPLIT decision: part i's node and request (a RESP
  * multibulk in the plan's scratch: valid until the next cluster_plan). */
-void cluster_part(struct vp_server *srv, int i, struct route_node **node, const char **req, size_t *len);
+void cluster_part(struct vp_server *srv, int i, struct upstream_node **node, const char **req, size_t *len);
 /* After a CLUSTER_SPLIT decision: a new merge for its parts' replies (the
  * caller's, cmerge_free). */
 struct cmerge *cluster_part_merge(struct vp_server *srv);
 /* The node serving the first covered slot: where keyless commands go. */
-struct route_node *cluster_any_node(struct vp_server *srv);
+struct upstream_node *cluster_any_node(struct vp_server *srv);
 
 /* ---- the watch over upstream connections (cluster_start sets it) ---- */
 /* `e` (the oldest entry of `up`, a request it kept: req..req+reqlen) was

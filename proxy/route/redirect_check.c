@@ -16,7 +16,7 @@
 typedef struct held {
     struct held *next;
     up_entry e; /* as kept (its client, its slot, its kind) */
-    route_node *from;
+    upstream_node *from;
     upstream_conn *asked; /* the check it waits for; NULL: the next one of `from` */
     redirect r;           /* r.host points into bytes */
     rcheck_want w;        /* w.probe points into bytes */
@@ -29,7 +29,7 @@ typedef struct held {
 /* The checks of one node: the one in flight, when the last started. */
 typedef struct check_node {
     struct check_node *next;
-    route_node *node;
+    upstream_node *node;
     upstream_conn *up;
     uint64_t started;
     int ever;
@@ -71,7 +71,7 @@ void rcheck_free(rcheck_q *q)
     free(q);
 }
 
-static check_node *node_of(rcheck_q *q, route_node *node)
+static check_node *node_of(rcheck_q *q, upstream_node *node)
 {
     for (check_node *n = q->nodes; n; n = n->next)
         if (n->node == node) return n;
@@ -83,7 +83,7 @@ static check_node *node_of(rcheck_q *q, route_node *node)
     return n;
 }
 
-static int waiting(const rcheck_q *q, const route_node *node)
+static int waiting(const rcheck_q *q, const upstream_node *node)
 {
     for (const held *h = q->list; h; h = h->next)
         if (h->from == node && !h->asked) return 1;
@@ -147,7 +147,7 @@ static int client_over(const rcheck_q *q, const struct client_session *c, size_t
     return n >= RCHECK_CLIENT_HELD || bytes > RCHECK_CLIENT_BYTES;
 }
 
-int rcheck_hold(rcheck_q *q, route_node *from, const up_entry *e, const char *req, size_t reqlen,
+int rcheck_hold(rcheck_q *q, upstream_node *from, const up_entry *e, const char *req, size_t reqlen,
                 const char *err, size_t errlen, const redirect *r, const rcheck_want *w)
 {
     size_t size = sizeof(held) + reqlen + errlen + r->hostlen + w->probelen;

@@ -54,6 +54,8 @@
 #include "proxy/route/redirect.h"
 #include "proxy/server.h"
 
+typedef struct upstream_node upstream_node; /* route.h */
+
 struct up_entry;
 struct upstream_conn;
 struct client_session;
@@ -80,8 +82,8 @@ typedef struct rcheck_want {
 /* Send the request on as the redirect r says (r's host resolved: never
  * empty), from the node that replied. 1: sent (or held to be sent);
  * 0: not, the error goes to the client. */
-typedef int (*rcheck_follow_fn)(vp_server *srv, route_node *from, const struct up_entry *e, const char *req,
-                                size_t reqlen, const redirect *r);
+typedef int (*rcheck_follow_fn)(vp_server *srv, upstream_node *from, const struct up_entry *e,
+                                const char *req, size_t reqlen, const redirect *r);
 
 typedef struct rcheck_q rcheck_q;
 
@@ -92,7 +94,7 @@ void rcheck_free(rcheck_q *q);
  * err..err+errlen that reads as r (host resolved: it may point anywhere,
  * it is copied), until a check of `from` says whether to follow it.
  * 1: held; 0: too much is held, the error goes to the client now. */
-int rcheck_hold(rcheck_q *q, route_node *from, const struct up_entry *e, const char *req, size_t reqlen,
+int rcheck_hold(rcheck_q *q, upstream_node *from, const struct up_entry *e, const char *req, size_t reqlen,
                 const char *err, size_t errlen, const redirect *r, const rcheck_want *w);
 /* Start the checks that are due, give up on those too slow (the cluster
  * module's timer). */

@@ -16,23 +16,23 @@
  * all three fields; "" in sentinel mode before a sentinel answered). */
 /* A new, empty node at the end of the table (which only grows: a node
  * lives as long as the table, connections point at theirs). */
-static route_node *route_node_new(vp_server *srv)
+static upstream_node *route_node_new(vp_server *srv)
 {
     if (srv->nnodes == srv->nodes_cap) {
         int cap = srv->nodes_cap ? srv->nodes_cap * 2 : 4;
-        route_node **grown = vp_malloc((size_t)cap * sizeof(*grown));
+        upstream_node **grown = vp_malloc((size_t)cap * sizeof(*grown));
         if (srv->nnodes) memcpy(grown, srv->nodes, (size_t)srv->nnodes * sizeof(*grown));
         free(srv->nodes);
         srv->nodes = grown;
         srv->nodes_cap = cap;
     }
-    route_node *n = vp_malloc(sizeof(*n));
+    upstream_node *n = vp_malloc(sizeof(*n));
     memset(n, 0, sizeof(*n));
     srv->nodes[srv->nnodes++] = n;
     return n;
 }
 
-static void route_node_from_conf(route_node *n, const vp_config *conf)
+static void route_node_from_conf(upstream_node *n, const vp_config *conf)
 {
     snprintf(n->addr, sizeof(n->addr), "%s", conf->upstream);
     snprintf(n->host, sizeof(n->host), "%s", conf->upstream_host);
@@ -44,7 +44,7 @@ void route_init(vp_server *srv)
     srv->nodes = NULL;
     srv->nnodes = srv->nodes_cap = 0;
     if (srv->conf.upstream_mode == CONF_MODE_CLUSTER) return; /* the seeds come in cluster_start */
-    route_node *n = route_node_new(srv);
+    upstream_node *n = route_node_new(srv);
     route_node_from_conf(n, &srv->conf);
 }
 
@@ -57,19 +57,19 @@ void route_free(vp_server *srv)
     srv->nnodes = srv->nodes_cap = 0;
 }
 
-route_node *route_primary(vp_server *srv)
+upstream_node *route_primary(vp_server *srv)
 {
     return srv->nodes[0];
 }
 
-route_node *route_node_add(vp_server *srv, const char *host, size_t hostlen, int port)
+upstream_node *route_node_add(vp_server *srv, const char *host, size_t hostlen, int port)
 {
     if (hostlen >= CONF_ADDR_MAX - 8) return NULL;
     for (int i = 0; i < srv->nnodes; i++) {
-        route_node *n = srv->nodes[i];
+        upstream_node *n = srv->nodes[i];
         if (n->port == port && strlen(n->host) == hostlen && memcmp(n->host, host, hostlen) == 0) return n;
     }
-    route_node *n = route_node_new(srv);
+    upstream_node *n = route_node_new(srv);
     memcpy(n->host, host, hostlen);
     n->host[hostlen] = '\0';
     n->port = port;
@@ -78,7 +78,7 @@ route_node *route_node_add(vp_server *srv, const char *host, size_t hostlen, int
     return n;
 }
 
-route_node *route_node_for(vp_server *srv, client_session *c)
+upstream_node *route_node_for(vp_server *srv, client_session *c)
 {
     /* Cluster mode: the node of the command at hand (client_route), or
      * any primary before its first. */
@@ -91,7 +91,7 @@ upstream_conn *route_shared_for(vp_server *srv, client_session *c)
     return upstream_shared(srv, route_node_for(srv, c), c->id);
 }
 
-void route_node_moved(vp_server *srv, route_node *n)
+void route_node_moved(vp_server *srv, upstream_node *n)
 {
     route_node_from_conf(n, &srv->conf);
     if (srv->primary_moved) srv->primary_moved(srv);

@@ -37,30 +37,7 @@ struct vp_server;
 struct client_session;
 struct upstream_conn;
 
-#define VP_MAX_SHARED_UPSTREAMS 64
-
-/* One upstream Redis the proxy opens connections to. */
-typedef struct route_node {
-    /* Its address, as upstream.c connects to it: host and port, or a unix
-     * socket path with port 0; `addr` as written (host:port or the path). */
-    char addr[CONF_ADDR_MAX];
-    char host[CONF_ADDR_MAX];
-    int port;
-    /* Shared connections to it (conf.shared_upstreams of them, opened on
-     * demand by upstream_shared; NULL when not open). A connection clears
-     * its own slot when it goes (upstream.c). */
-    struct upstream_conn *shared[VP_MAX_SHARED_UPSTREAMS];
-    /* The side connection to it (upstream_side.c): SCRIPT KILL and the
-     * like from clients on a shared connection. NULL when not open. */
-    struct upstream_conn *side;
-    /* Learned from `ACL GETUSER default` (upstream_defauth.c): the default
-     * user needs a password now, so clients with an id above
-     * default_auth_from (those that connected after it was learned) must
-     * not use a shared connection made before, which Redis keeps in. */
-    int default_needs_auth;
-    unsigned long long default_auth_from;
-    int default_probe_refused; /* ACL GETUSER was refused: logged once */
-} route_node;
+#include "proxy/upstream/upstream_node.h"
 
 /* The node table: one node, built from the settings. */
 void route_init(struct vp_server *srv);
@@ -68,18 +45,18 @@ void route_free(struct vp_server *srv);
 /* The node at host:port (host not NUL-terminated), added when new (cluster
  * mode: a seed, a primary of the slot map, a node a redirect names).
  * NULL for a host too long. */
-route_node *route_node_add(struct vp_server *srv, const char *host, size_t hostlen, int port);
+upstream_node *route_node_add(struct vp_server *srv, const char *host, size_t hostlen, int port);
 /* The node that holds every key today: standalone's `upstream`, sentinel
  * mode's primary (its address "" until a sentinel names one). */
-route_node *route_primary(struct vp_server *srv);
+upstream_node *route_primary(struct vp_server *srv);
 /* The node a client's connection goes to. */
-route_node *route_node_for(struct vp_server *srv, struct client_session *c);
+upstream_node *route_node_for(struct vp_server *srv, struct client_session *c);
 /* A shared connection for this client (upstream_shared on its node). */
 struct upstream_conn *route_shared_for(struct vp_server *srv, struct client_session *c);
 /* Sentinel mode: the primary moved (srv->conf.upstream* already name the
  * new one): the node takes that address and its connections are retired
  * (srv->primary_moved: client_primary_moved). */
-void route_node_moved(struct vp_server *srv, route_node *n);
+void route_node_moved(struct vp_server *srv, upstream_node *n);
 /* A reload replaced the settings: the node takes the address they name
  * (a standalone `upstream` may have changed; the caller retires the
  * connections). */

@@ -61,7 +61,6 @@
 #include "protocol/resp_write.h"
 #include "proxy/buffer.h"
 #include "proxy/log.h"
-#include "proxy/ops/readiness.h"
 #include "proxy/route/route.h"
 #include "proxy/route/sentinel_parse.h"
 #include "proxy/server.h"

@@ -8,12 +8,13 @@
 #include "proxy/buffer.h"
 #include "proxy/session/client.h"
 #include "proxy/log.h"
+#include "proxy/route/route.h"
 #include "proxy/upstream/upstream.h"
 
 typedef struct held {
     struct held *next;
     up_entry e; /* as kept (its client, its slot, its kind), tries already counted */
-    route_node *node;
+    upstream_node *node;
     uint64_t due; /* uv_now */
     size_t len;
     char req[]; /* the request, as the client sent it (or as the proxy rewrote it) */
@@ -97,7 +98,7 @@ static void tryagain_arm(tryagain_q *q)
     uv_timer_start(&q->timer, tryagain_due, first > now ? first - now : 0, 0);
 }
 
-int tryagain_hold(tryagain_q *q, route_node *node, const up_entry *e, const char *req, size_t n)
+int tryagain_hold(tryagain_q *q, upstream_node *node, const up_entry *e, const char *req, size_t n)
 {
     if (!q || !e->client || e->tries >= TRYAGAIN_TRIES) return 0;
     held *h = vp_malloc(sizeof(*h) + n);

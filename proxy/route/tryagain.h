@@ -21,6 +21,8 @@
 
 #include "proxy/server.h"
 
+typedef struct upstream_node upstream_node; /* route.h */
+
 struct up_entry;
 struct client_session;
 
@@ -36,7 +38,7 @@ void tryagain_free(tryagain_q *q);
 /* The request e (req..req+n, kept by a connection to `node`, sent after
  * ASKING when `asked`) was answered -TRYAGAIN: hold it and send it again
  * later. 0: its tries are spent, the error goes to the client. */
-int tryagain_hold(tryagain_q *q, route_node *node, const struct up_entry *e, const char *req, size_t n);
+int tryagain_hold(tryagain_q *q, upstream_node *node, const struct up_entry *e, const char *req, size_t n);
 /* The client is gone: its held requests are not sent. */
 void tryagain_detach_client(tryagain_q *q, struct client_session *c);
 

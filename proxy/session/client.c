@@ -19,6 +19,7 @@
 #include "proxy/pool.h"
 #include "proxy/route/route.h"
 #include "proxy/route/route_plan.h"
+#include "proxy/net/keepalive.h"
 #include "proxy/net/tls.h"
 
 /* Read size per uv read, Redis's PROTO_IOBUF_LEN: a pool block
@@ -1218,7 +1219,7 @@ static int client_route_split(client_session *c, const cluster_decision *d, int 
         c->up = NULL;
         c->own_upstream = 0;
     }
-    route_node *node;
+    upstream_node *node;
     const char *req;
     size_t len;
     /* SCRIPT KILL, FUNCTION KILL: never behind the busy script (the nodes'
@@ -1303,7 +1304,7 @@ static int client_route(client_session *c, int argc, const resp_arg *argv)
         return 0;
     }
     if (d.kind == CLUSTER_SPLIT) return client_route_split(c, &d, argc, argv);
-    route_node *node = d.node ? d.node : c->up ? c->up->node : cluster_any_node(srv);
+    upstream_node *node = d.node ? d.node : c->up ? c->up->node : cluster_any_node(srv);
     if (!c->up || c->up->node == node) {
         c->route_node = node;
         if (own) client_note_own_state(c, argc, argv);
@@ -2307,12 +2308,12 @@ void client_accept(vp_server *srv, uv_stream_t *listener, int is_unix, int tls)
     }
     if (!is_unix) {
         uv_tcp_nodelay(&c->h.tcp, 1);
-        limits_tcp_keepalive(&c->h.tcp, srv->conf.tcp_keepalive);
+        net_tcp_keepalive(&c->h.tcp, srv->conf.tcp_keepalive);
     }
     client_describe(c, is_unix);
     vp_log(VP_LOG_DEBUG, "client %llu %s: connected%s", c->id, c->addr, tls ? " on tls-port" : "");
     if (tls) {
-        c->tls = vp_tls_new(srv->tls_clients, &c->h.stream, &c->out, NULL, client_on_tls_raw_read);
+        c->tls = outq_tls_new(&c->out, srv->tls_clients, NULL, client_on_tls_raw_read);
         vp_tls_set_data(c->tls, c);
         if ((rc = vp_tls_handshake(c->tls, client_on_tls_handshake)) < 0) {
             vp_log(VP_LOG_WARNING, "client %llu %s: cannot start TLS: %s", c->id, c->addr, uv_strerror(rc));

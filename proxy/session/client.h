@@ -84,7 +84,7 @@ typedef struct client_session {
                           request. Cluster mode: the connection its last command went on; on shared
                           connections it may be owed replies on others too (each node's), which fill
                           its slots by sequence number as they come */
-    struct route_node *route_node; /* cluster mode: the node of the command at hand (route_node_for) */
+    struct upstream_node *route_node; /* cluster mode: the node of the command at hand (route_node_for) */
     struct cnodes *nodes; /* cluster mode: state that follows it to each node, its own connections to other
                              nodes (client_nodes.h); NULL until needed */
     char up_error[160];

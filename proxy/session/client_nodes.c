@@ -120,7 +120,7 @@ static void park(struct cnodes *n, upstream_conn *up)
     n->parked[n->nparked++] = up;
 }
 
-static upstream_conn *unpark(struct cnodes *n, route_node *node)
+static upstream_conn *unpark(struct cnodes *n, upstream_node *node)
 {
     for (int i = 0; i < n->nparked; i++) {
         upstream_conn *up = n->parked[i];
@@ -145,7 +145,7 @@ static void replay(client_session *c, struct cnodes *n, upstream_conn *up)
     }
 }
 
-upstream_conn *cnodes_switch(client_session *c, route_node *node)
+upstream_conn *cnodes_switch(client_session *c, upstream_node *node)
 {
     struct cnodes *n = cnodes_of(c);
     if (c->up) park(n, c->up);

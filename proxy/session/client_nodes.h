@@ -28,7 +28,7 @@
 
 struct client_session;
 struct upstream_conn;
-struct route_node;
+struct upstream_node;
 
 /* At most this many state requests are kept; a client that sends more
  * is pinned to its node (cnodes_note says CNODES_PINNED). */
@@ -58,7 +58,7 @@ int cnodes_has_state(const struct client_session *c);
  * and take the client's own connection to `node`: a parked one, or a new
  * one with the kept state sent first. Returns it (c->up), or NULL when
  * no descriptor is left for a new one. */
-struct upstream_conn *cnodes_switch(struct client_session *c, struct route_node *node);
+struct upstream_conn *cnodes_switch(struct client_session *c, struct upstream_node *node);
 /* Close every parked connection (the client leaves, or resets). */
 void cnodes_close_parked(struct client_session *c);
 /* The client is gone: everything goes. */

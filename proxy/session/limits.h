@@ -39,9 +39,4 @@ int limits_may_open_own(const vp_server *srv);
  * can be written before a handshake. */
 void limits_refuse(vp_server *srv, uv_stream_t *listener, int is_unix, int tls);
 
-/* Redis's tcp-keepalive on a TCP socket (client or upstream): probes after
- * `secs` idle, then every secs/3, closed after 3 unanswered (anetKeepAlive).
- * 0 leaves the socket as it is. */
-void limits_tcp_keepalive(uv_tcp_t *tcp, long long secs);
-
 #endif

@@ -26,7 +26,7 @@
  * a transaction, subscriptions) has a connection of its own, whose FIFO
  * names only it. With `shared-upstreams` > 0, clients without state send
  * their commands on one of a few shared connections per node (each node's
- * shared[], proxy/route/route.h), whose entries name many clients. Their
+ * shared[], upstream_node.h), whose entries name many clients. Their
  * requests are copied (the client's buffer moves on at once) and all
  * written once per loop iteration (upstream_flush_shared), sooner when 8 KiB
  * gathers, later while two writes are unanswered (up_shared_write); replies
@@ -53,6 +53,7 @@
 #include "proxy/server.h"
 
 struct client_session;
+typedef struct upstream_node upstream_node; /* upstream_node.h: the node a connection goes to */
 
 typedef enum up_entry_kind {
     UP_REPLY,         /* one reply for the client's slot `seq` (no client: dropped) */
@@ -194,7 +195,7 @@ typedef enum up_auth { UP_AUTH_UNKNOWN, UP_AUTH_REQUIRED, UP_AUTH_NOT_REQUIRED }
 
 typedef struct upstream_conn {
     vp_server *srv;
-    route_node *node;              /* where it connects (proxy/route/route.h); the node outlives it */
+    upstream_node *node;           /* where it connects (upstream_node.h); the node outlives it */
     struct client_session *client; /* its one client; NULL once detached, and when shared */
     const upstream_owner *owner;   /* who hears of it (see upstream_owner) */
     void *owner_arg;
@@ -337,15 +338,15 @@ typedef struct upstream_conn {
 typedef void (*upstream_each_fn)(upstream_conn *up, void *arg);
 void upstream_each_shared(vp_server *srv, unsigned which, upstream_each_fn fn, void *arg);
 /* The same over one node's (UP_EACH_SHARED, UP_EACH_SIDE). */
-void upstream_each_on_node(route_node *node, unsigned which, upstream_each_fn fn, void *arg);
+void upstream_each_on_node(upstream_node *node, unsigned which, upstream_each_fn fn, void *arg);
 /* Has the node a shared connection that serves clients now? */
-int upstream_node_is_ready(route_node *node);
+int upstream_node_is_ready(upstream_node *node);
 
 /* Start connecting to `node` (its address as it is now) for `client` (its
  * own connection; NULL: a shared, side, probe or fetch connection), told
  * to `owner` (with `arg`). Never fails synchronously: a failure is
  * reported through owner->failed from the loop. */
-upstream_conn *upstream_open(vp_server *srv, route_node *node, struct client_session *client,
+upstream_conn *upstream_open(vp_server *srv, upstream_node *node, struct client_session *client,
                              const upstream_owner *owner, void *arg);
 /* The session's ways to reach a client, and the owner every shared
  * connection gets (its argument: srv). Once, before any connection. */
@@ -390,7 +391,7 @@ int upstream_node_requires_auth(const upstream_conn *up);
 int upstream_was_set_up(const upstream_conn *up);
 /* The shared connection to `node` for a client with this id: the open one,
  * or a new one (connecting). Clients get theirs through route_shared_for. */
-upstream_conn *upstream_shared(vp_server *srv, route_node *node, unsigned long long client_id);
+upstream_conn *upstream_shared(vp_server *srv, upstream_node *node, unsigned long long client_id);
 /* The client leaves a shared connection: replies still owed to it are
  * dropped when they come. */
 void upstream_detach_client(upstream_conn *up, struct client_session *c);
@@ -450,8 +451,9 @@ int upstream_is_settled(const upstream_conn *up);
 #define UP_OUTPUT_PROBE_MS 5000
 /* Queue the probe on this connection (if it counts replies, outside MULTI). */
 void upstream_probe_output_limit(upstream_conn *up);
-/* Once a second: probe the shared connections when it is time. */
-void upstream_cron(vp_server *srv);
+/* Once a second: probe the shared connections when it is time (while
+ * nobody shares, one to `primary` is kept open to ask). */
+void upstream_cron(vp_server *srv, upstream_node *primary);
 
 /* A shared connection opened while Redis's default user needed no password
  * stays authenticated when a password is set later (Redis keeps
@@ -471,11 +473,11 @@ int upstream_client_needs_auth(const upstream_conn *up, unsigned long long clien
  * from a client on a shared connection: sent on the side connection
  * (upstream_side.c), whose reply goes to the client's next slot. Returns 1
  * (a slot is owed). */
-int upstream_side_forward(vp_server *srv, route_node *node, struct client_session *c, const char *p,
+int upstream_side_forward(vp_server *srv, upstream_node *node, struct client_session *c, const char *p,
                           size_t n);
 /* Cluster mode: one part of SCRIPT KILL or FUNCTION KILL sent to every
  * primary, on that node's side connection (as upstream_forward_part). */
-int upstream_side_forward_part(vp_server *srv, struct route_node *node, struct client_session *c,
+int upstream_side_forward_part(vp_server *srv, struct upstream_node *node, struct client_session *c,
                                unsigned long long seq, const char *p, size_t n);
 /* The client is gone: replies owed to it on the side connection are dropped. */
 void upstream_side_detach(vp_server *srv, struct client_session *c);

@@ -28,7 +28,7 @@
 
 #include "protocol/resp_write.h"
 #include "proxy/log.h"
-#include "proxy/route/route.h"
+#include "proxy/upstream/upstream_node.h"
 #include "proxy/upstream/upstream_internal.h"
 
 static const char getuser_cmd[] =
@@ -93,7 +93,7 @@ static int defauth_needs_auth(const char *p, size_t n)
 void up_check_default_user(upstream_conn *up, void *arg, const char *p, size_t n)
 {
     (void)arg;
-    route_node *node = up->node;
+    upstream_node *node = up->node;
     if (n && p[0] == '-') {
         /* -NOAUTH on a client's own connection, or NOPERM, or no ACL: Redis
          * does not say here. */

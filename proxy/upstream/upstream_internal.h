@@ -3,6 +3,7 @@
 #ifndef VP_UPSTREAM_INTERNAL_H
 #define VP_UPSTREAM_INTERNAL_H
 
+#include "proxy/upstream/upstream_node.h"
 #include "proxy/upstream/upstream.h"
 
 /* The address this connection goes to, for logs and errors (its node's;

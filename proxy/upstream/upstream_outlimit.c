@@ -25,7 +25,7 @@
 
 #include "protocol/resp_write.h"
 #include "proxy/log.h"
-#include "proxy/route/route.h"
+#include "proxy/upstream/upstream_node.h"
 #include "proxy/upstream/upstream_internal.h"
 
 static void up_check_output_limit(upstream_conn *up, void *arg, const char *p, size_t n);
@@ -50,7 +50,7 @@ static void up_probe_each(upstream_conn *up, void *any)
     *(int *)any = 1;
 }
 
-void upstream_cron(vp_server *srv)
+void upstream_cron(vp_server *srv, upstream_node *primary)
 {
     uint64_t now = uv_now(srv->loop);
     if (now - srv->output_probed_at < UP_OUTPUT_PROBE_MS) return;
@@ -59,8 +59,7 @@ void upstream_cron(vp_server *srv)
     upstream_each_shared(srv, UP_EACH_SHARED, up_probe_each, &any);
     /* While nobody shares, a shared connection is kept (or opened again)
      * only to ask, so the proxy notices when the limit is lifted. */
-    if (!any && srv->sharing_off && srv->conf.shared_upstreams > 0)
-        upstream_shared(srv, route_primary(srv), 0);
+    if (!any && srv->sharing_off && srv->conf.shared_upstreams > 0) upstream_shared(srv, primary, 0);
 }
 
 /* The numbers after "normal" in the value: hard and soft limit (bytes). */

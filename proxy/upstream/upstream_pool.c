@@ -10,7 +10,7 @@
 
 #include "lua/verbs.h"
 #include "proxy/log.h"
-#include "proxy/route/route.h"
+#include "proxy/upstream/upstream_node.h"
 #include "proxy/upstream/upstream_hold.h"
 #include "proxy/upstream/upstream_internal.h"
 
@@ -72,7 +72,7 @@ void upstream_retire_shared(vp_server *srv)
     upstream_each_shared(srv, UP_EACH_SHARED | UP_EACH_SIDE, up_retire_each, NULL);
 }
 
-void upstream_each_on_node(route_node *node, unsigned which, upstream_each_fn fn, void *arg)
+void upstream_each_on_node(upstream_node *node, unsigned which, upstream_each_fn fn, void *arg)
 {
     for (int i = 0; (which & UP_EACH_SHARED) && i < VP_MAX_SHARED_UPSTREAMS; i++)
         if (node->shared[i]) fn(node->shared[i], arg);
@@ -108,7 +108,7 @@ static void up_note_ready(upstream_conn *up, void *any)
     if (upstream_is_ready(up)) *(int *)any = 1;
 }
 
-int upstream_node_is_ready(route_node *node)
+int upstream_node_is_ready(upstream_node *node)
 {
     int any = 0;
     upstream_each_on_node(node, UP_EACH_SHARED, up_note_ready, &any);
@@ -120,7 +120,7 @@ int upstream_node_is_ready(route_node *node)
 static const char no_evict[] =
     RESP_LIT_ARRAY(3) RESP_LIT_BULK(6, "CLIENT") RESP_LIT_BULK(8, "NO-EVICT") RESP_LIT_BULK(2, "on");
 
-upstream_conn *upstream_shared(vp_server *srv, route_node *node, unsigned long long client_id)
+upstream_conn *upstream_shared(vp_server *srv, upstream_node *node, unsigned long long client_id)
 {
     int i = (int)(client_id % (unsigned long long)srv->conf.shared_upstreams);
     if (!node->shared[i]) {

@@ -13,7 +13,7 @@
 #include "proxy/log.h"
 #include "proxy/net/tls.h"
 #include "proxy/pool.h"
-#include "proxy/session/limits.h"
+#include "proxy/net/keepalive.h"
 #include "proxy/upstream/upstream_internal.h"
 
 static void up_close_cb(uv_handle_t *h);
@@ -171,7 +171,7 @@ void upstream_setup_done(upstream_conn *up)
     up_setup_step_done(up);
 }
 
-upstream_conn *upstream_open(vp_server *srv, route_node *node, struct client_session *client,
+upstream_conn *upstream_open(vp_server *srv, upstream_node *node, struct client_session *client,
                              const upstream_owner *owner, void *arg)
 {
     upstream_conn *up = vp_malloc(sizeof(*up));
@@ -354,13 +354,13 @@ static void up_on_connect(uv_connect_t *req, int status)
         up_fail(up, uv_strerror(status));
         return;
     }
-    if (up->node->port) limits_tcp_keepalive(&up->h.tcp, up->srv->conf.tcp_keepalive);
+    if (up->node->port) net_tcp_keepalive(&up->h.tcp, up->srv->conf.tcp_keepalive);
     if (!up->srv->tls_upstream) {
         up_transport_ready(up);
         return;
     }
     /* TLS: the handshake first, within the connect timeout. */
-    up->tls = vp_tls_new(up->srv->tls_upstream, &up->h.stream, &up->out, up->node->host, up_on_tls_raw_read);
+    up->tls = outq_tls_new(&up->out, up->srv->tls_upstream, up->node->host, up_on_tls_raw_read);
     vp_tls_set_data(up->tls, up);
     int rc = vp_tls_handshake(up->tls, up_on_tls_handshake);
     if (rc < 0) {

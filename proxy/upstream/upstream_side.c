@@ -14,7 +14,7 @@
  * (still owed by the busy shared connection) are answered, so the client
  * sees its replies in request order.
  *
- * One per node, opened on first use and kept (route_node.side); if it
+ * One per node, opened on first use and kept (upstream_node.side); if it
  * fails to connect, each request on it is answered "upstream unavailable";
  * if it is lost, a client owed a reply there is closed after what arrived,
  * as on a shared one. */
@@ -23,7 +23,7 @@
 
 #include "protocol/resp_write.h"
 #include "proxy/log.h"
-#include "proxy/route/route.h"
+#include "proxy/upstream/upstream_node.h"
 #include "proxy/upstream/upstream.h"
 #include "proxy/upstream/upstream_internal.h"
 
@@ -41,7 +41,7 @@ static void up_side_read_done(upstream_conn *up, void *arg)
 static const upstream_owner up_side_owner = {
     .failed = up_side_failed, .lost = up_side_lost, .read_done = up_side_read_done};
 
-static upstream_conn *up_side_get(vp_server *srv, route_node *node)
+static upstream_conn *up_side_get(vp_server *srv, upstream_node *node)
 {
     if (!node->side) {
         upstream_conn *up = upstream_open(srv, node, NULL, &up_side_owner, NULL);
@@ -53,7 +53,8 @@ static upstream_conn *up_side_get(vp_server *srv, route_node *node)
     return node->side;
 }
 
-int upstream_side_forward(vp_server *srv, route_node *node, struct client_session *c, const char *p, size_t n)
+int upstream_side_forward(vp_server *srv, upstream_node *node, struct client_session *c, const char *p,
+                          size_t n)
 {
     upstream_conn *up = up_side_get(srv, node);
     srv->stats.commands_forwarded++;
@@ -62,7 +63,7 @@ int upstream_side_forward(vp_server *srv, route_node *node, struct client_sessio
     return 1;
 }
 
-int upstream_side_forward_part(vp_server *srv, route_node *node, struct client_session *c,
+int upstream_side_forward_part(vp_server *srv, upstream_node *node, struct client_session *c,
                                unsigned long long seq, const char *p, size_t n)
 {
     upstream_conn *up = up_side_get(srv, node);

@@ -15,7 +15,7 @@
  * No file is opened: a `verb` line's script comes from
  * fuzz_read_script below (this file's verbs_read_script, linked instead of
  * lua/script_file.c), and the TLS directives' checks from the stub
- * vp_tls_conf_check (proxy/net/tls.c is not linked: it is a file's
+ * conf_tls_check (proxy/config_tls.c is not linked: it is a file's
  * existence, or OpenSSL's cipher parser). Built by CMake with VP_FUZZ=ON. */
 #include <stddef.h>
 #include <stdint.h>
@@ -26,7 +26,7 @@
 #include "lua/script_file.h"
 #include "lua/verbs.h"
 #include "proxy/config.h"
-#include "proxy/net/tls.h"
+#include "proxy/config_tls.h"
 
 #define CHECK(cond)                                                                                          \
     do {                                                                                                     \
@@ -57,7 +57,7 @@ char *verbs_read_script(const char *path, size_t *len, char *err, size_t errlen)
 }
 
 /* No file, no OpenSSL: every value is taken. */
-int vp_tls_conf_check(const char *name, const char *value, char *err, size_t errlen)
+int conf_tls_check(const char *name, const char *value, char *err, size_t errlen)
 {
     (void)name;
     (void)value;

@@ -1,4 +1,4 @@
-#include "proxy/ops/metrics.h"
+#include "proxy/metrics.h"
 
 #include <dirent.h>
 #include <stdio.h>

@@ -1,4 +1,4 @@
-#include "proxy/ops/stats.h"
+#include "proxy/stats.h"
 
 #include <stdio.h>
 

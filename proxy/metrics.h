@@ -22,7 +22,8 @@
 #include <uv.h>
 
 #include "proxy/session/cmdid.h"
-#include "proxy/ops/readiness.h"
+
+struct upstream_conn;
 
 /* The histogram's upper bounds, in seconds: from a cached GET over
  * loopback (tens of microseconds) to a blocking command's seconds. */
@@ -47,6 +48,21 @@ typedef enum metrics_fail {
     METRICS_FAIL_N
 } metrics_fail;
 extern const char *const metrics_fail_names[METRICS_FAIL_N];
+
+#define READY_REASON_MAX 256
+
+/* The readiness check's state and its latest verdict (run by
+ * proxy/ops/readiness.c; /readyz and verbproxy_up read it). */
+typedef struct ready_state {
+    int checked;                   /* a check has completed */
+    int ok;                        /* the latest completed check passed */
+    char reason[READY_REASON_MAX]; /* why not ("" when ok) */
+    struct upstream_conn *conn;    /* the probe's connection, NULL when none */
+    uint64_t conn_opened;          /* loop time (ms) it was opened */
+    uint64_t started;              /* loop time of the check in flight (0: none) */
+    int expected, answered;        /* replies the check waits for, and got */
+    unsigned long long checks, failures;
+} ready_state;
 
 typedef struct vp_metrics {
     cmdid_table ids;
