@@ -9,7 +9,7 @@
 #include <openssl/evp.h>
 
 #include "proxy/buffer.h"
-#include "proxy/session/command.h"
+#include "proxy/cmd/command.h"
 
 /* Redis 7.0's texts, byte for byte (checked against redis-server by
  * tests/integration/test_proxy_auth.c). */
