@@ -83,6 +83,8 @@ PROCS = {
 #                 connection it goes on the side connection
 #   REPLY_MODE    CLIENT REPLY ON|OFF|SKIP: whether later commands answer
 #   UNSUBSCRIBE   a SUBSCRIBE kind that does not subscribe
+# and, set by this script: SUBS (one of its subcommands has a class), NEWER
+# (below).
 CLASSES = {
     # Reply counting: replies per channel, then pushes.
     "subscribe": ("CMD_SUBSCRIBE", []),
@@ -313,12 +315,12 @@ def class_bit(ch):
     return 1 << ((ord(ch) | 0x20) & 31)
 
 
-def classify(name, known):
+def classify(name):
     """The (kind, classes) CLASSES gives name; every CLASSES name must be a command."""
     kind, cls = CLASSES.get(name, (None, []))
     for c in cls:
-        if c not in CLASS_BITS:
-            sys.exit("gen_command_table: %s: unknown class %s" % (name, c))
+        if c not in CLASS_BITS or c in ("SUBS", "NEWER"):
+            sys.exit("gen_command_table: %s: unknown class %s (SUBS and NEWER are the script's)" % (name, c))
     return kind or "CMD_PLAIN", cls
 
 
@@ -360,7 +362,7 @@ def generate(r):
     entries.sort(key=lambda e: e[0])
     first_mask, last_mask = [0] * CLASS_LEN_MAX, [0] * CLASS_LEN_MAX
     for name, c in entries:
-        kind, cls = classify(name, known)
+        kind, cls = classify(name)
         if c is None:
             cls = cls + ["NEWER"]
             rows.append(row((name, 0, [], 0, 0, 0, "NONE", "NULL", 0), NEWER[name], "NULL", 0, kind, cls))
@@ -372,7 +374,7 @@ def generate(r):
                 subrows = []
                 for sc in sorted(c[9], key=lambda s: s[0]):
                     sident = sc[0].replace("|", "_").replace("-", "_")
-                    skind, scls = classify(sc[0], known)
+                    skind, scls = classify(sc[0])
                     if skind != "CMD_PLAIN":
                         sys.exit("gen_command_table: %s: a kind is a command's, not a subcommand's" % sc[0])
                     if scls and "SUBS" not in cls:
