@@ -83,6 +83,9 @@ PROCS = {
 #                 connection it goes on the side connection
 #   REPLY_MODE    CLIENT REPLY ON|OFF|SKIP: whether later commands answer
 #   UNSUBSCRIBE   a SUBSCRIBE kind that does not subscribe
+#   FANOUT        keyless, and in cluster mode every primary runs it (its
+#                 replies merged by its response_policy tip, or by the rule
+#                 proxy/route/route_plan.c gives KEYS, RANDOMKEY and SCAN)
 # and, set by this script: SUBS (one of its subcommands has a class), NEWER
 # (below).
 CLASSES = {
@@ -135,12 +138,24 @@ CLASSES = {
     "wait": (None, ["OWN", "SESSION"]),  # blocks until replicas acknowledge
     "waitaof": (None, ["OWN", "SESSION"]),
     # Answered at once while a script or function is busy.
-    "script|kill": (None, ["OUT_OF_BAND"]),
-    "function|kill": (None, ["OUT_OF_BAND"]),
     "function|stats": (None, ["OUT_OF_BAND"]),
+    # Cluster mode: sent to every primary, replies merged. (KEYS, RANDOMKEY
+    # and SCAN have no response_policy tip; the flushes, DBSIZE and the
+    # script cache's commands do.)
+    "dbsize": (None, ["FANOUT"]),
+    "keys": (None, ["FANOUT"]),
+    "flushall": (None, ["FANOUT"]),
+    "flushdb": (None, ["FANOUT"]),
+    "randomkey": (None, ["FANOUT"]),
+    "scan": (None, ["FANOUT"]),
+    "script|load": (None, ["FANOUT"]),
+    "script|flush": (None, ["FANOUT"]),
+    "script|exists": (None, ["FANOUT"]),
+    "script|kill": (None, ["OUT_OF_BAND", "FANOUT"]),
+    "function|kill": (None, ["OUT_OF_BAND", "FANOUT"]),
 }
 CLASS_BITS = ["BLOCKING", "BLOCK_OPTION", "SESSION", "OWN", "READ_WHOLE", "OUT_OF_BAND", "REPLY_MODE",
-              "UNSUBSCRIBE", "SUBS", "NEWER"]
+              "UNSUBSCRIBE", "FANOUT", "SUBS", "NEWER"]
 
 # Commands of newer Redis versions (7.2's none, 7.4's hash-field expiry, 8.0's
 # HGETDEL/HGETEX/HSETEX and vector sets, WAITAOF of 7.2), by COMMAND DOCS group.
@@ -278,6 +293,8 @@ def spec_line(sp, cname):
 
 def command_entry(c, out_specs, ident):
     name, arity, flags, first, last, step, _acl, tips, specs, subs = c[:10]
+    if "FANOUT" in CLASSES.get(name, (None, []))[1] and specs:
+        sys.exit("gen_command_table: %s has keys: it cannot be FANOUT" % name)
     fl = []
     for f in flags:
         if f not in CMD_FLAGS:

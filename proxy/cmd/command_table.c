@@ -897,7 +897,7 @@ static const cmd_info subs_function[] = {
     {"function|dump", "scripting", 2, CMD_F_NOSCRIPT, 0, 0, 0, CMD_KEYPROC_NONE, 0, NULL, 0, NULL, CMD_PLAIN, 0},
     {"function|flush", "scripting", -2, CMD_F_WRITE | CMD_F_NOSCRIPT | CMD_REQ_ALL_SHARDS | CMD_RESP_ALL_SUCCEEDED, 0, 0, 0, CMD_KEYPROC_NONE, 0, NULL, 0, NULL, CMD_PLAIN, 0},
     {"function|help", "scripting", 2, CMD_F_LOADING | CMD_F_STALE, 0, 0, 0, CMD_KEYPROC_NONE, 0, NULL, 0, NULL, CMD_PLAIN, 0},
-    {"function|kill", "scripting", 2, CMD_F_NOSCRIPT | CMD_F_ALLOW_BUSY | CMD_REQ_ALL_SHARDS | CMD_RESP_ONE_SUCCEEDED, 0, 0, 0, CMD_KEYPROC_NONE, 0, NULL, 0, NULL, CMD_PLAIN, CMD_P_OUT_OF_BAND},
+    {"function|kill", "scripting", 2, CMD_F_NOSCRIPT | CMD_F_ALLOW_BUSY | CMD_REQ_ALL_SHARDS | CMD_RESP_ONE_SUCCEEDED, 0, 0, 0, CMD_KEYPROC_NONE, 0, NULL, 0, NULL, CMD_PLAIN, CMD_P_OUT_OF_BAND | CMD_P_FANOUT},
     {"function|list", "scripting", -2, CMD_F_NOSCRIPT | CMD_TIP_NONDETERMINISTIC_ORDER, 0, 0, 0, CMD_KEYPROC_NONE, 0, NULL, 0, NULL, CMD_PLAIN, 0},
     {"function|load", "scripting", -3, CMD_F_WRITE | CMD_F_DENYOOM | CMD_F_NOSCRIPT | CMD_REQ_ALL_SHARDS | CMD_RESP_ALL_SUCCEEDED, 0, 0, 0, CMD_KEYPROC_NONE, 0, NULL, 0, NULL, CMD_PLAIN, 0},
     {"function|restore", "scripting", -3, CMD_F_WRITE | CMD_F_DENYOOM | CMD_F_NOSCRIPT | CMD_REQ_ALL_SHARDS | CMD_RESP_ALL_SUCCEEDED, 0, 0, 0, CMD_KEYPROC_NONE, 0, NULL, 0, NULL, CMD_PLAIN, 0},
@@ -950,11 +950,11 @@ static const cmd_info subs_pubsub[] = {
 
 static const cmd_info subs_script[] = {
     {"script|debug", "scripting", 3, CMD_F_NOSCRIPT, 0, 0, 0, CMD_KEYPROC_NONE, 0, NULL, 0, NULL, CMD_PLAIN, CMD_P_OWN},
-    {"script|exists", "scripting", -3, CMD_F_NOSCRIPT | CMD_REQ_ALL_SHARDS | CMD_RESP_AGG_LOGICAL_AND, 0, 0, 0, CMD_KEYPROC_NONE, 0, NULL, 0, NULL, CMD_PLAIN, 0},
-    {"script|flush", "scripting", -2, CMD_F_NOSCRIPT | CMD_REQ_ALL_NODES | CMD_RESP_ALL_SUCCEEDED, 0, 0, 0, CMD_KEYPROC_NONE, 0, NULL, 0, NULL, CMD_PLAIN, 0},
+    {"script|exists", "scripting", -3, CMD_F_NOSCRIPT | CMD_REQ_ALL_SHARDS | CMD_RESP_AGG_LOGICAL_AND, 0, 0, 0, CMD_KEYPROC_NONE, 0, NULL, 0, NULL, CMD_PLAIN, CMD_P_FANOUT},
+    {"script|flush", "scripting", -2, CMD_F_NOSCRIPT | CMD_REQ_ALL_NODES | CMD_RESP_ALL_SUCCEEDED, 0, 0, 0, CMD_KEYPROC_NONE, 0, NULL, 0, NULL, CMD_PLAIN, CMD_P_FANOUT},
     {"script|help", "scripting", 2, CMD_F_LOADING | CMD_F_STALE, 0, 0, 0, CMD_KEYPROC_NONE, 0, NULL, 0, NULL, CMD_PLAIN, 0},
-    {"script|kill", "scripting", 2, CMD_F_NOSCRIPT | CMD_F_ALLOW_BUSY | CMD_REQ_ALL_SHARDS | CMD_RESP_ONE_SUCCEEDED, 0, 0, 0, CMD_KEYPROC_NONE, 0, NULL, 0, NULL, CMD_PLAIN, CMD_P_OUT_OF_BAND},
-    {"script|load", "scripting", 3, CMD_F_NOSCRIPT | CMD_F_STALE | CMD_REQ_ALL_NODES | CMD_RESP_ALL_SUCCEEDED, 0, 0, 0, CMD_KEYPROC_NONE, 0, NULL, 0, NULL, CMD_PLAIN, 0},
+    {"script|kill", "scripting", 2, CMD_F_NOSCRIPT | CMD_F_ALLOW_BUSY | CMD_REQ_ALL_SHARDS | CMD_RESP_ONE_SUCCEEDED, 0, 0, 0, CMD_KEYPROC_NONE, 0, NULL, 0, NULL, CMD_PLAIN, CMD_P_OUT_OF_BAND | CMD_P_FANOUT},
+    {"script|load", "scripting", 3, CMD_F_NOSCRIPT | CMD_F_STALE | CMD_REQ_ALL_NODES | CMD_RESP_ALL_SUCCEEDED, 0, 0, 0, CMD_KEYPROC_NONE, 0, NULL, 0, NULL, CMD_PLAIN, CMD_P_FANOUT},
 };
 
 static const cmd_info subs_slowlog[] = {
@@ -1005,7 +1005,7 @@ const cmd_info cmd_table[] = {
     {"command", "server", -1, CMD_F_LOADING | CMD_F_STALE | CMD_TIP_NONDETERMINISTIC_ORDER, 0, 0, 0, CMD_KEYPROC_NONE, 0, NULL, 7, subs_command, CMD_PLAIN, 0},
     {"config", "server", -2, 0, 0, 0, 0, CMD_KEYPROC_NONE, 0, NULL, 5, subs_config, CMD_PLAIN, CMD_P_READ_WHOLE | CMD_P_SUBS},
     {"copy", "generic", -3, CMD_F_WRITE | CMD_F_DENYOOM, 1, 2, 1, CMD_KEYPROC_NONE, 2, specs_copy, 0, NULL, CMD_PLAIN, 0},
-    {"dbsize", "server", 1, CMD_F_READONLY | CMD_F_FAST | CMD_REQ_ALL_SHARDS | CMD_RESP_AGG_SUM, 0, 0, 0, CMD_KEYPROC_NONE, 0, NULL, 0, NULL, CMD_PLAIN, 0},
+    {"dbsize", "server", 1, CMD_F_READONLY | CMD_F_FAST | CMD_REQ_ALL_SHARDS | CMD_RESP_AGG_SUM, 0, 0, 0, CMD_KEYPROC_NONE, 0, NULL, 0, NULL, CMD_PLAIN, CMD_P_FANOUT},
     {"debug", "server", -2, CMD_F_ADMIN | CMD_F_NOSCRIPT | CMD_F_LOADING | CMD_F_STALE, 0, 0, 0, CMD_KEYPROC_NONE, 0, NULL, 0, NULL, CMD_PLAIN, 0},
     {"decr", "string", 2, CMD_F_WRITE | CMD_F_DENYOOM | CMD_F_FAST, 1, 1, 1, CMD_KEYPROC_NONE, 1, specs_decr, 0, NULL, CMD_PLAIN, 0},
     {"decrby", "string", 3, CMD_F_WRITE | CMD_F_DENYOOM | CMD_F_FAST, 1, 1, 1, CMD_KEYPROC_NONE, 1, specs_decrby, 0, NULL, CMD_PLAIN, 0},
@@ -1025,8 +1025,8 @@ const cmd_info cmd_table[] = {
     {"failover", "server", -1, CMD_F_ADMIN | CMD_F_NOSCRIPT | CMD_F_STALE, 0, 0, 0, CMD_KEYPROC_NONE, 0, NULL, 0, NULL, CMD_PLAIN, 0},
     {"fcall", "scripting", -3, CMD_F_NOSCRIPT | CMD_F_STALE | CMD_F_SKIP_MONITOR | CMD_F_NO_MANDATORY_KEYS | CMD_F_MOVABLEKEYS, 0, 0, 0, CMD_KEYPROC_NUMKEYS_AT_2, 1, specs_fcall, 0, NULL, CMD_PLAIN, 0},
     {"fcall_ro", "scripting", -3, CMD_F_READONLY | CMD_F_NOSCRIPT | CMD_F_STALE | CMD_F_SKIP_MONITOR | CMD_F_NO_MANDATORY_KEYS | CMD_F_MOVABLEKEYS, 0, 0, 0, CMD_KEYPROC_NUMKEYS_AT_2, 1, specs_fcall_ro, 0, NULL, CMD_PLAIN, 0},
-    {"flushall", "server", -1, CMD_F_WRITE | CMD_REQ_ALL_SHARDS | CMD_RESP_ALL_SUCCEEDED, 0, 0, 0, CMD_KEYPROC_NONE, 0, NULL, 0, NULL, CMD_PLAIN, 0},
-    {"flushdb", "server", -1, CMD_F_WRITE | CMD_REQ_ALL_SHARDS | CMD_RESP_ALL_SUCCEEDED, 0, 0, 0, CMD_KEYPROC_NONE, 0, NULL, 0, NULL, CMD_PLAIN, 0},
+    {"flushall", "server", -1, CMD_F_WRITE | CMD_REQ_ALL_SHARDS | CMD_RESP_ALL_SUCCEEDED, 0, 0, 0, CMD_KEYPROC_NONE, 0, NULL, 0, NULL, CMD_PLAIN, CMD_P_FANOUT},
+    {"flushdb", "server", -1, CMD_F_WRITE | CMD_REQ_ALL_SHARDS | CMD_RESP_ALL_SUCCEEDED, 0, 0, 0, CMD_KEYPROC_NONE, 0, NULL, 0, NULL, CMD_PLAIN, CMD_P_FANOUT},
     {"function", "scripting", -2, 0, 0, 0, 0, CMD_KEYPROC_NONE, 0, NULL, 9, subs_function, CMD_PLAIN, CMD_P_SUBS},
     {"geoadd", "geo", -5, CMD_F_WRITE | CMD_F_DENYOOM, 1, 1, 1, CMD_KEYPROC_NONE, 1, specs_geoadd, 0, NULL, CMD_PLAIN, 0},
     {"geodist", "geo", -4, CMD_F_READONLY, 1, 1, 1, CMD_KEYPROC_NONE, 1, specs_geodist, 0, NULL, CMD_PLAIN, 0},
@@ -1077,7 +1077,7 @@ const cmd_info cmd_table[] = {
     {"incrby", "string", 3, CMD_F_WRITE | CMD_F_DENYOOM | CMD_F_FAST, 1, 1, 1, CMD_KEYPROC_NONE, 1, specs_incrby, 0, NULL, CMD_PLAIN, 0},
     {"incrbyfloat", "string", 3, CMD_F_WRITE | CMD_F_DENYOOM | CMD_F_FAST, 1, 1, 1, CMD_KEYPROC_NONE, 1, specs_incrbyfloat, 0, NULL, CMD_PLAIN, 0},
     {"info", "server", -1, CMD_F_LOADING | CMD_F_STALE | CMD_TIP_NONDETERMINISTIC | CMD_REQ_ALL_SHARDS | CMD_RESP_SPECIAL, 0, 0, 0, CMD_KEYPROC_NONE, 0, NULL, 0, NULL, CMD_PLAIN, 0},
-    {"keys", "generic", 2, CMD_F_READONLY | CMD_REQ_ALL_SHARDS | CMD_TIP_NONDETERMINISTIC_ORDER, 0, 0, 0, CMD_KEYPROC_NONE, 0, NULL, 0, NULL, CMD_PLAIN, 0},
+    {"keys", "generic", 2, CMD_F_READONLY | CMD_REQ_ALL_SHARDS | CMD_TIP_NONDETERMINISTIC_ORDER, 0, 0, 0, CMD_KEYPROC_NONE, 0, NULL, 0, NULL, CMD_PLAIN, CMD_P_FANOUT},
     {"lastsave", "server", 1, CMD_F_LOADING | CMD_F_STALE | CMD_F_FAST | CMD_TIP_NONDETERMINISTIC, 0, 0, 0, CMD_KEYPROC_NONE, 0, NULL, 0, NULL, CMD_PLAIN, 0},
     {"latency", "server", -2, 0, 0, 0, 0, CMD_KEYPROC_NONE, 0, NULL, 7, subs_latency, CMD_PLAIN, 0},
     {"lcs", "string", -3, CMD_F_READONLY, 1, 2, 1, CMD_KEYPROC_NONE, 1, specs_lcs, 0, NULL, CMD_PLAIN, 0},
@@ -1123,7 +1123,7 @@ const cmd_info cmd_table[] = {
     {"pubsub", "pubsub", -2, 0, 0, 0, 0, CMD_KEYPROC_NONE, 0, NULL, 6, subs_pubsub, CMD_PLAIN, 0},
     {"punsubscribe", "pubsub", -1, CMD_F_PUBSUB | CMD_F_NOSCRIPT | CMD_F_LOADING | CMD_F_STALE, 0, 0, 0, CMD_KEYPROC_NONE, 0, NULL, 0, NULL, CMD_SUBSCRIBE, CMD_P_UNSUBSCRIBE},
     {"quit", "connection", -1, CMD_F_NOSCRIPT | CMD_F_LOADING | CMD_F_STALE | CMD_F_FAST | CMD_F_NO_AUTH | CMD_F_ALLOW_BUSY, 0, 0, 0, CMD_KEYPROC_NONE, 0, NULL, 0, NULL, CMD_PLAIN, 0},
-    {"randomkey", "generic", 1, CMD_F_READONLY | CMD_REQ_ALL_SHARDS | CMD_TIP_NONDETERMINISTIC, 0, 0, 0, CMD_KEYPROC_NONE, 0, NULL, 0, NULL, CMD_PLAIN, 0},
+    {"randomkey", "generic", 1, CMD_F_READONLY | CMD_REQ_ALL_SHARDS | CMD_TIP_NONDETERMINISTIC, 0, 0, 0, CMD_KEYPROC_NONE, 0, NULL, 0, NULL, CMD_PLAIN, CMD_P_FANOUT},
     {"readonly", "cluster", 1, CMD_F_LOADING | CMD_F_STALE | CMD_F_FAST, 0, 0, 0, CMD_KEYPROC_NONE, 0, NULL, 0, NULL, CMD_PLAIN, CMD_P_OWN | CMD_P_SESSION},
     {"readwrite", "cluster", 1, CMD_F_LOADING | CMD_F_STALE | CMD_F_FAST, 0, 0, 0, CMD_KEYPROC_NONE, 0, NULL, 0, NULL, CMD_PLAIN, CMD_P_OWN | CMD_P_SESSION},
     {"rename", "generic", 3, CMD_F_WRITE, 1, 2, 1, CMD_KEYPROC_NONE, 2, specs_rename, 0, NULL, CMD_PLAIN, 0},
@@ -1140,7 +1140,7 @@ const cmd_info cmd_table[] = {
     {"rpushx", "list", -3, CMD_F_WRITE | CMD_F_DENYOOM | CMD_F_FAST, 1, 1, 1, CMD_KEYPROC_NONE, 1, specs_rpushx, 0, NULL, CMD_PLAIN, 0},
     {"sadd", "set", -3, CMD_F_WRITE | CMD_F_DENYOOM | CMD_F_FAST, 1, 1, 1, CMD_KEYPROC_NONE, 1, specs_sadd, 0, NULL, CMD_PLAIN, 0},
     {"save", "server", 1, CMD_F_ADMIN | CMD_F_NOSCRIPT | CMD_F_NO_ASYNC_LOADING | CMD_F_NO_MULTI, 0, 0, 0, CMD_KEYPROC_NONE, 0, NULL, 0, NULL, CMD_PLAIN, 0},
-    {"scan", "generic", -2, CMD_F_READONLY | CMD_TIP_NONDETERMINISTIC | CMD_REQ_SPECIAL, 0, 0, 0, CMD_KEYPROC_NONE, 0, NULL, 0, NULL, CMD_PLAIN, 0},
+    {"scan", "generic", -2, CMD_F_READONLY | CMD_TIP_NONDETERMINISTIC | CMD_REQ_SPECIAL, 0, 0, 0, CMD_KEYPROC_NONE, 0, NULL, 0, NULL, CMD_PLAIN, CMD_P_FANOUT},
     {"scard", "set", 2, CMD_F_READONLY | CMD_F_FAST, 1, 1, 1, CMD_KEYPROC_NONE, 1, specs_scard, 0, NULL, CMD_PLAIN, 0},
     {"script", "scripting", -2, 0, 0, 0, 0, CMD_KEYPROC_NONE, 0, NULL, 6, subs_script, CMD_PLAIN, CMD_P_SUBS},
     {"sdiff", "set", -2, CMD_F_READONLY | CMD_TIP_NONDETERMINISTIC_ORDER, 1, -1, 1, CMD_KEYPROC_NONE, 1, specs_sdiff, 0, NULL, CMD_PLAIN, 0},
@@ -1325,13 +1325,13 @@ const short cmd_table_slots[CMD_TABLE_SLOTS] = {
  * names with a kind or a class. */
 const uint32_t cmd_table_class_first[CMD_CLASS_LEN_MAX] = {
     0x00000000, 0x00000000, 0x00000000, 0x00000002,
-    0x00880022, 0x01852104, 0x0008000e, 0x00a02010,
+    0x00880822, 0x01852104, 0x0008001e, 0x00a02050,
     0x000c0044, 0x000c0000, 0x01090004, 0x00200000,
     0x00090000, 0x00000000, 0x00000000, 0x00000000,
 };
 const uint32_t cmd_table_class_last[CMD_CLASS_LEN_MAX] = {
     0x00000000, 0x00000000, 0x00000000, 0x00001000,
-    0x00100108, 0x00118318, 0x001100a4, 0x00040150,
-    0x03004040, 0x00000020, 0x00010120, 0x00000020,
+    0x00184108, 0x00118318, 0x001100a4, 0x00040154,
+    0x03005040, 0x02000020, 0x00010120, 0x00000020,
     0x00000020, 0x00000000, 0x00000000, 0x00000000,
 };

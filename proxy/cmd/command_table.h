@@ -86,8 +86,9 @@
 #define CMD_P_OUT_OF_BAND (1u << 5)  /* answered at once while a script is busy */
 #define CMD_P_REPLY_MODE (1u << 6)   /* CLIENT: CLIENT REPLY ON|OFF|SKIP */
 #define CMD_P_UNSUBSCRIBE (1u << 7)  /* a CMD_SUBSCRIBE that does not subscribe */
-#define CMD_P_SUBS (1u << 8)         /* one of its subcommands has a class */
-#define CMD_P_NEWER (1u << 9)        /* of a newer Redis: name and group only */
+#define CMD_P_FANOUT (1u << 8)       /* cluster mode: keyless, every primary runs it */
+#define CMD_P_SUBS (1u << 9)         /* one of its subcommands has a class */
+#define CMD_P_NEWER (1u << 10)       /* of a newer Redis: name and group only */
 
 /* How the replies to a command are counted. Almost every command is
  * answered by exactly one reply; the others change how many come back, or

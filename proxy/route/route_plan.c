@@ -114,14 +114,9 @@ static int plan_local(rplan *p, const cmd_info *cmd, int argc, const char *const
     return -1;
 }
 
-/* The keyless commands every primary runs (none has a key spec: rplan_make
- * asks only those without), and how their replies merge:
- * the table's response_policy tip where it has one, else the rule the
- * command's meaning asks for (KEYS, RANDOMKEY, SCAN have no tip). */
-static const char *const fanout_names[] = {"dbsize",        "keys",        "flushall",     "flushdb",
-                                           "randomkey",     "scan",        "script|load",  "script|flush",
-                                           "script|exists", "script|kill", "function|kill"};
-
+/* How the replies of a keyless command every primary runs (CMD_P_FANOUT)
+ * merge: the table's response_policy tip where it has one, else the rule
+ * the command's meaning asks for (KEYS, RANDOMKEY, SCAN have no tip). */
 static rplan_merge merge_from_tips(const cmd_info *cmd)
 {
     uint64_t f = cmd->flags;
@@ -138,15 +133,14 @@ static rplan_merge merge_from_tips(const cmd_info *cmd)
     return RPLAN_MERGE_NONE;
 }
 
+/* The keyless commands every primary runs (none has a key spec: rplan_make
+ * asks only those without; the generator refuses a FANOUT with one). */
 static int plan_fanout(rplan *p, const cmd_info *cmd)
 {
-    for (size_t i = 0; i < sizeof(fanout_names) / sizeof(fanout_names[0]); i++) {
-        if (!is(cmd, fanout_names[i])) continue;
-        p->kind = RPLAN_FANOUT;
-        p->merge = merge_from_tips(cmd);
-        return 0;
-    }
-    return -1;
+    if (!(cmd->cls & CMD_P_FANOUT)) return -1;
+    p->kind = RPLAN_FANOUT;
+    p->merge = merge_from_tips(cmd);
+    return 0;
 }
 
 /* Multi-key commands whose parts are independent: split by slot. MSET

@@ -173,6 +173,21 @@ Test(command_table, every_command_is_classified_as_the_hand_lists_said)
     }
 }
 
+/* route_plan.c's list of the keyless commands every primary runs. */
+Test(command_table, fanout_commands_as_route_plan_listed_them)
+{
+    static const char *const fanout[] = {"dbsize",        "keys",        "flushall",      "flushdb",
+                                         "randomkey",     "scan",        "script|load",   "script|flush",
+                                         "script|exists", "script|kill", "function|kill", NULL};
+    for (int i = 0; i < cmd_table_len; i++) {
+        const cmd_info *c = &cmd_table[i];
+        cr_expect_eq(!!(c->cls & CMD_P_FANOUT), in(c->name, fanout), "%s", c->name);
+        for (int j = 0; j < c->nsubs; j++)
+            cr_expect_eq(!!(c->subs[j].cls & CMD_P_FANOUT), in(c->subs[j].name, fanout), "%s",
+                         c->subs[j].name);
+    }
+}
+
 /* By subcommand: CONFIG SET and SCRIPT DEBUG need a connection of their own,
  * SCRIPT KILL, FUNCTION KILL and FUNCTION STATS go out of band, CLIENT's
  * setters share; XREAD blocks only with BLOCK. */
