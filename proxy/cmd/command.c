@@ -24,11 +24,8 @@ static const cmd_info *cmd_classified(const resp_arg *name)
     return cmd_table_find(name->ptr, name->len);
 }
 
-static int cmd_arity_ok(const cmd_info *c, int argc)
-{
-    return c->arity > 0 ? argc == c->arity : argc >= -c->arity;
-}
-
+/* A kind applies to a call with Redis's arity only (a wrong count is one
+ * arity error); CLIENT REPLY's mode is read from its argument. */
 static cmd_kind cmd_kind_of(const cmd_info *c, int argc, const resp_arg *argv)
 {
     if (c->cls & CMD_P_REPLY_MODE) {

@@ -192,6 +192,15 @@ const cmd_info *cmd_table_find_sub(const cmd_info *cmd, const char *name, size_t
  * unknown subcommand. What routing by keys uses. */
 const cmd_info *cmd_table_lookup(int argc, const char *const *argv, const size_t *lens);
 
+/* Does a call of argc arguments (the name included) have cmd's arity, as
+ * Redis's processCommand checks it? (A NEWER command's unknown arity, 0,
+ * takes any.) Redis answers a wrong count with one arity error, runs
+ * nothing and changes nothing. */
+static inline int cmd_arity_ok(const cmd_info *cmd, int argc)
+{
+    return cmd->arity > 0 ? argc == cmd->arity : argc >= -cmd->arity;
+}
+
 /* A command's id: its index in cmd_table. */
 static inline int cmd_table_index(const cmd_info *cmd)
 {

@@ -297,7 +297,7 @@ int rkeys_find(const cmd_info *cmd, int argc, const char *const *argv, const siz
 {
     sink out = {pos, cap, 0};
     /* Redis never runs (nor asks keys of) a command of the wrong arity */
-    if ((cmd->arity > 0 && argc != cmd->arity) || argc < -cmd->arity) return 0;
+    if (!cmd_arity_ok(cmd, argc)) return 0;
     int has_key = 0, has_varflags = 0;
     for (int j = 0; j < cmd->nspecs; j++) {
         if (!(cmd->specs[j].flags & CMD_KEY_NOT_KEY)) has_key = 1;

@@ -30,13 +30,6 @@ void rplan_scratch_init(rplan_scratch *s)
         s->slot_group[i] = -1;
 }
 
-/* Does argc fit Redis's arity for cmd? (Redis answers an arity error
- * otherwise, and any node will say it just as well.) */
-static int arity_ok(const cmd_info *cmd, int argc)
-{
-    return cmd->arity > 0 ? argc == cmd->arity : argc >= -cmd->arity;
-}
-
 static int is(const cmd_info *cmd, const char *name)
 {
     return strcmp(cmd->name, name) == 0;
@@ -213,7 +206,7 @@ rplan_kind rplan_make(rplan *p, const cmd_info *cmd, int argc, const char *const
     p->kind = RPLAN_ANY;
     /* not Redis's (a verb is planned by its own keys), or arguments Redis
      * refuses with the same error on every node */
-    if (!cmd || !arity_ok(cmd, argc)) return p->kind;
+    if (!cmd || !cmd_arity_ok(cmd, argc)) return p->kind; /* (any node says the arity error as well) */
     /* Every command answered here or run on every primary has no key
      * spec: a command with keys skips their ~16 name comparisons. */
     if (cmd->nspecs == 0) {

@@ -59,7 +59,7 @@ void cmdid_free(cmdid_table *t)
 
 int cmdid_lookup(const cmdid_table *t, const char *name, size_t len)
 {
-    /* Redis's commands first: a verb cannot shadow one (verbs_parse_directive). */
+    /* Redis's commands first: a verb cannot shadow one (verbs_parse_custom). */
     const cmd_info *c = cmd_table_find(name, len);
     if (c) return cmd_table_index(c);
     const verb_def *v = verbs_find(t->verbs, name, len);
