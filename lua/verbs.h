@@ -98,13 +98,6 @@ typedef struct verb_table {
 /* The built-in verbs (static). */
 const verb_def *verbs_builtin(int *count);
 const verb_def *verbs_find_builtin(const char *lower);
-/* Is it one of Redis's own command names (lower case)? */
-int verbs_is_redis_command(const char *lower);
-/* Redis's command table (sorted by name): how many, the i-th name (lower
- * case) and its group in COMMAND DOCS ("string", "sorted-set", ...). */
-int verbs_redis_command_count(void);
-const char *verbs_redis_command_name(int i);
-const char *verbs_redis_command_group(int i);
 
 /* Parse a `verb` directive's value, "NAME path numkeys N [arity A]
  * [readonly]", reading the script (a relative path is taken from basedir,

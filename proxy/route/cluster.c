@@ -446,7 +446,7 @@ void cluster_plan(vp_server *srv, int argc, const resp_arg *argv, const verb_def
         cs->argp[i] = argv[i].ptr;
         cs->lens[i] = argv[i].len;
     }
-    const rkeys_cmd *cmd = rkeys_lookup(argc, cs->argp, cs->lens);
+    const cmd_info *cmd = cmd_table_lookup(argc, cs->argp, cs->lens);
     unsigned opts = srv->conf.cluster_split_writes ? RPLAN_SPLIT_WRITES : 0;
     rplan plan;
     if (rplan_make(&plan, cmd, argc, cs->argp, cs->lens, opts, &cs->space, &cs->scratch) ==
@@ -678,7 +678,7 @@ static void script_keys(cluster_state *cs, int argc, const resp_arg *argv, redir
         cs->argp[i] = argv[i].ptr;
         cs->lens[i] = argv[i].len;
     }
-    const rkeys_cmd *cmd = rkeys_lookup(argc, cs->argp, cs->lens);
+    const cmd_info *cmd = cmd_table_lookup(argc, cs->argp, cs->lens);
     int n = cmd ? rkeys_find(cmd, argc, cs->argp, cs->lens, cs->idx, cs->arg_cap) : 0;
     o->nkeys = n < cs->arg_cap ? n : cs->arg_cap;
     if (o->nkeys == 0) return;

@@ -100,15 +100,15 @@ static void emit(sink *s, int p)
 }
 
 /* getKeysUsingKeySpecs with GET_KEYSPEC_DEFAULT: -1 when a spec fails. */
-static int from_specs(const rkeys_cmd *cmd, int argc, const char *const *argv, const size_t *lens, sink *out)
+static int from_specs(const cmd_info *cmd, int argc, const char *const *argv, const size_t *lens, sink *out)
 {
     for (int j = 0; j < cmd->nspecs; j++) {
-        const rkeys_spec *sp = &cmd->specs[j];
-        if (sp->flags & RKEYS_KEY_NOT_KEY) continue;
+        const cmd_keyspec *sp = &cmd->specs[j];
+        if (sp->flags & CMD_KEY_NOT_KEY) continue;
         int first = 0, last, step;
-        if (sp->bs == RKEYS_BS_INDEX) {
+        if (sp->bs == CMD_BS_INDEX) {
             first = sp->bs_arg;
-        } else if (sp->bs == RKEYS_BS_KEYWORD) {
+        } else if (sp->bs == CMD_BS_KEYWORD) {
             int start = sp->bs_arg > 0 ? sp->bs_arg : argc + sp->bs_arg;
             int end = sp->bs_arg > 0 ? argc - 1 : 1;
             for (int i = start; i != end; i = start <= end ? i + 1 : i - 1) {
@@ -122,7 +122,7 @@ static int from_specs(const rkeys_cmd *cmd, int argc, const char *const *argv, c
         } else {
             return -1;
         }
-        if (sp->fk == RKEYS_FK_RANGE) {
+        if (sp->fk == CMD_FK_RANGE) {
             int lastkey = sp->fk_arg[0], limit = sp->fk_arg[2];
             step = sp->fk_arg[1];
             if (lastkey >= 0)
@@ -131,7 +131,7 @@ static int from_specs(const rkeys_cmd *cmd, int argc, const char *const *argv, c
                 last = argc + lastkey;
             else
                 last = first + ((argc - first) / limit + lastkey);
-        } else if (sp->fk == RKEYS_FK_KEYNUM) {
+        } else if (sp->fk == CMD_FK_KEYNUM) {
             long long numkeys;
             step = sp->fk_arg[2];
             int at = first + sp->fk_arg[0];
@@ -153,7 +153,7 @@ static int from_specs(const rkeys_cmd *cmd, int argc, const char *const *argv, c
             if (i >= argc || i < first) continue; /* only commands of negative arity get here */
             emit(out, i);
         }
-        if (sp->flags & RKEYS_KEY_INCOMPLETE) return -1;
+        if (sp->flags & CMD_KEY_INCOMPLETE) return -1;
     }
     return out->n;
 }
@@ -260,95 +260,52 @@ static void xread_proc(int argc, const char *const *argv, const size_t *lens, si
         emit(out, i);
 }
 
-static void from_proc(const rkeys_cmd *cmd, int argc, const char *const *argv, const size_t *lens, sink *out)
+static void from_proc(const cmd_info *cmd, int argc, const char *const *argv, const size_t *lens, sink *out)
 {
     out->n = 0;
     switch (cmd->proc) {
-    case RKEYS_PROC_NONE:
+    case CMD_KEYPROC_NONE:
         break;
-    case RKEYS_PROC_FIRST_ONLY:
+    case CMD_KEYPROC_FIRST_ONLY:
         emit(out, 1);
         break;
-    case RKEYS_PROC_NUMKEYS_AT_1:
+    case CMD_KEYPROC_NUMKEYS_AT_1:
         numkeys_proc(0, 1, 2, argc, argv, lens, out);
         break;
-    case RKEYS_PROC_NUMKEYS_AT_2:
+    case CMD_KEYPROC_NUMKEYS_AT_2:
         numkeys_proc(0, 2, 3, argc, argv, lens, out);
         break;
-    case RKEYS_PROC_ZUNIONSTORE:
+    case CMD_KEYPROC_ZUNIONSTORE:
         numkeys_proc(1, 2, 3, argc, argv, lens, out);
         break;
-    case RKEYS_PROC_SORT:
+    case CMD_KEYPROC_SORT:
         sort_proc(argc, argv, lens, out);
         break;
-    case RKEYS_PROC_MIGRATE:
+    case CMD_KEYPROC_MIGRATE:
         migrate_proc(argc, argv, lens, out);
         break;
-    case RKEYS_PROC_GEORADIUS:
+    case CMD_KEYPROC_GEORADIUS:
         georadius_proc(argc, argv, lens, out);
         break;
-    case RKEYS_PROC_XREAD:
+    case CMD_KEYPROC_XREAD:
         xread_proc(argc, argv, lens, out);
         break;
     }
 }
 
-int rkeys_find(const rkeys_cmd *cmd, int argc, const char *const *argv, const size_t *lens, int *pos, int cap)
+int rkeys_find(const cmd_info *cmd, int argc, const char *const *argv, const size_t *lens, int *pos, int cap)
 {
     sink out = {pos, cap, 0};
     /* Redis never runs (nor asks keys of) a command of the wrong arity */
-    if ((cmd->arity > 0 && argc != cmd->arity) || argc < -cmd->arity) return 0;
+    if (!cmd_arity_ok(cmd, argc)) return 0;
     int has_key = 0, has_varflags = 0;
     for (int j = 0; j < cmd->nspecs; j++) {
-        if (!(cmd->specs[j].flags & RKEYS_KEY_NOT_KEY)) has_key = 1;
-        if (cmd->specs[j].flags & RKEYS_KEY_VARIABLE_FLAGS) has_varflags = 1;
+        if (!(cmd->specs[j].flags & CMD_KEY_NOT_KEY)) has_key = 1;
+        if (cmd->specs[j].flags & CMD_KEY_VARIABLE_FLAGS) has_varflags = 1;
     }
     if (has_key && !has_varflags) {
         if (from_specs(cmd, argc, argv, lens, &out) >= 0) return out.n;
     }
     from_proc(cmd, argc, argv, lens, &out);
     return out.n;
-}
-
-/* Compare a table name (lower case, from `from` on) with an argument of any
- * case: <0, 0, >0 as strcmp. */
-static int name_cmp(const char *name, const char *arg, size_t len)
-{
-    size_t k = 0;
-    for (; k < len && name[k]; k++) {
-        int a = (unsigned char)name[k], b = lower((unsigned char)arg[k]);
-        if (a != b) return a - b;
-    }
-    if (k < len) return -1; /* name is a prefix of arg */
-    return name[k] ? 1 : 0;
-}
-
-static const rkeys_cmd *search(const rkeys_cmd *t, int n, size_t skip, const char *arg, size_t len)
-{
-    int lo = 0, hi = n - 1;
-    while (lo <= hi) {
-        int mid = lo + (hi - lo) / 2;
-        int c = name_cmp(t[mid].name + skip, arg, len);
-        if (c == 0) return &t[mid];
-        if (c < 0)
-            lo = mid + 1;
-        else
-            hi = mid - 1;
-    }
-    return NULL;
-}
-
-const rkeys_cmd *rkeys_lookup(int argc, const char *const *argv, const size_t *lens)
-{
-    /* The last command found: clients mostly send runs of the same few
-     * commands, and one comparison then replaces the search's ~8. (Only
-     * ever a table entry: state of no client, the same answer either way.) */
-    static const rkeys_cmd *last;
-    if (argc < 1) return NULL;
-    const rkeys_cmd *c = last && name_cmp(last->name, argv[0], lens[0]) == 0
-                             ? last
-                             : search(rkeys_table, rkeys_table_len, 0, argv[0], lens[0]);
-    if (c) last = c;
-    if (!c || !c->nsubs || argc < 2) return c;
-    return search(c->subs, c->nsubs, strlen(c->name) + 1, argv[1], lens[1]);
 }

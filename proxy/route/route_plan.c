@@ -30,14 +30,7 @@ void rplan_scratch_init(rplan_scratch *s)
         s->slot_group[i] = -1;
 }
 
-/* Does argc fit Redis's arity for cmd? (Redis answers an arity error
- * otherwise, and any node will say it just as well.) */
-static int arity_ok(const rkeys_cmd *cmd, int argc)
-{
-    return cmd->arity > 0 ? argc == cmd->arity : argc >= -cmd->arity;
-}
-
-static int is(const rkeys_cmd *cmd, const char *name)
+static int is(const cmd_info *cmd, const char *name)
 {
     return strcmp(cmd->name, name) == 0;
 }
@@ -88,7 +81,7 @@ static rplan_kind local_reply(rplan *p, rplan_local what, const char *error)
  * (a cluster-aware client must not be led around it), so CLUSTER is
  * "disabled" but for KEYSLOT, which needs no topology. -1: not one. (None
  * has a key spec: rplan_make asks only for commands without.) */
-static int plan_local(rplan *p, const rkeys_cmd *cmd, int argc, const char *const *argv, const size_t *lens)
+static int plan_local(rplan *p, const cmd_info *cmd, int argc, const char *const *argv, const size_t *lens)
 {
     if (is(cmd, "ping")) {
         if (argc > 2) return -1;
@@ -114,44 +107,38 @@ static int plan_local(rplan *p, const rkeys_cmd *cmd, int argc, const char *cons
     return -1;
 }
 
-/* The keyless commands every primary runs (none has a key spec: rplan_make
- * asks only those without), and how their replies merge:
- * the table's response_policy tip where it has one, else the rule the
- * command's meaning asks for (KEYS, RANDOMKEY, SCAN have no tip). */
-static const char *const fanout_names[] = {"dbsize",        "keys",        "flushall",     "flushdb",
-                                           "randomkey",     "scan",        "script|load",  "script|flush",
-                                           "script|exists", "script|kill", "function|kill"};
-
-static rplan_merge merge_from_tips(const rkeys_cmd *cmd)
+/* How the replies of a keyless command every primary runs (CMD_P_FANOUT)
+ * merge: the table's response_policy tip where it has one, else the rule
+ * the command's meaning asks for (KEYS, RANDOMKEY, SCAN have no tip). */
+static rplan_merge merge_from_tips(const cmd_info *cmd)
 {
     uint64_t f = cmd->flags;
-    if (f & RKEYS_RESP_AGG_SUM) return RPLAN_MERGE_SUM;
-    if (f & RKEYS_RESP_ALL_SUCCEEDED) return RPLAN_MERGE_ALL_OK;
-    if (f & RKEYS_RESP_AGG_LOGICAL_AND) return RPLAN_MERGE_AND;
-    if (f & RKEYS_RESP_AGG_LOGICAL_OR) return RPLAN_MERGE_OR;
-    if (f & RKEYS_RESP_AGG_MIN) return RPLAN_MERGE_MIN;
-    if (f & RKEYS_RESP_AGG_MAX) return RPLAN_MERGE_MAX;
-    if (f & RKEYS_RESP_ONE_SUCCEEDED) return RPLAN_MERGE_ONE_OK;
+    if (f & CMD_RESP_AGG_SUM) return RPLAN_MERGE_SUM;
+    if (f & CMD_RESP_ALL_SUCCEEDED) return RPLAN_MERGE_ALL_OK;
+    if (f & CMD_RESP_AGG_LOGICAL_AND) return RPLAN_MERGE_AND;
+    if (f & CMD_RESP_AGG_LOGICAL_OR) return RPLAN_MERGE_OR;
+    if (f & CMD_RESP_AGG_MIN) return RPLAN_MERGE_MIN;
+    if (f & CMD_RESP_AGG_MAX) return RPLAN_MERGE_MAX;
+    if (f & CMD_RESP_ONE_SUCCEEDED) return RPLAN_MERGE_ONE_OK;
     if (is(cmd, "keys")) return RPLAN_MERGE_CONCAT;
     if (is(cmd, "randomkey")) return RPLAN_MERGE_ANY;
     if (is(cmd, "scan")) return RPLAN_MERGE_SCAN;
     return RPLAN_MERGE_NONE;
 }
 
-static int plan_fanout(rplan *p, const rkeys_cmd *cmd)
+/* The keyless commands every primary runs (none has a key spec: rplan_make
+ * asks only those without; the generator refuses a FANOUT with one). */
+static int plan_fanout(rplan *p, const cmd_info *cmd)
 {
-    for (size_t i = 0; i < sizeof(fanout_names) / sizeof(fanout_names[0]); i++) {
-        if (!is(cmd, fanout_names[i])) continue;
-        p->kind = RPLAN_FANOUT;
-        p->merge = merge_from_tips(cmd);
-        return 0;
-    }
-    return -1;
+    if (!(cmd->cls & CMD_P_FANOUT)) return -1;
+    p->kind = RPLAN_FANOUT;
+    p->merge = merge_from_tips(cmd);
+    return 0;
 }
 
 /* Multi-key commands whose parts are independent: split by slot. MSET
  * only when asked (not atomic across slots). */
-static rplan_merge split_merge(const rkeys_cmd *cmd, unsigned opts, int *step)
+static rplan_merge split_merge(const cmd_info *cmd, unsigned opts, int *step)
 {
     *step = 1;
     if (is(cmd, "mget")) return RPLAN_MERGE_MGET;
@@ -195,9 +182,9 @@ static void group_keys(rplan *p, const rplan_space *s, int n, rplan_scratch *scr
  * GETKEYS leaves them out) but Redis Cluster routes SSUBSCRIBE,
  * SUNSUBSCRIBE and SPUBLISH by their slot all the same, CROSSSLOT for
  * several: they are planned as keys. */
-static int shard_channels(const rkeys_cmd *cmd, int argc, const rplan_space *space)
+static int shard_channels(const cmd_info *cmd, int argc, const rplan_space *space)
 {
-    if (!(cmd->flags & RKEYS_CMD_PUBSUB) || argc < 2) return 0;
+    if (!(cmd->flags & CMD_F_PUBSUB) || argc < 2) return 0;
     int last;
     if (is(cmd, "spublish"))
         last = 1;
@@ -210,7 +197,7 @@ static int shard_channels(const rkeys_cmd *cmd, int argc, const rplan_space *spa
     return last;
 }
 
-rplan_kind rplan_make(rplan *p, const rkeys_cmd *cmd, int argc, const char *const *argv, const size_t *lens,
+rplan_kind rplan_make(rplan *p, const cmd_info *cmd, int argc, const char *const *argv, const size_t *lens,
                       unsigned opts, const rplan_space *space, rplan_scratch *scratch)
 {
     memset(p, 0, sizeof(*p));
@@ -219,7 +206,7 @@ rplan_kind rplan_make(rplan *p, const rkeys_cmd *cmd, int argc, const char *cons
     p->kind = RPLAN_ANY;
     /* not Redis's (a verb is planned by its own keys), or arguments Redis
      * refuses with the same error on every node */
-    if (!cmd || !arity_ok(cmd, argc)) return p->kind;
+    if (!cmd || !cmd_arity_ok(cmd, argc)) return p->kind; /* (any node says the arity error as well) */
     /* Every command answered here or run on every primary has no key
      * spec: a command with keys skips their ~16 name comparisons. */
     if (cmd->nspecs == 0) {

@@ -1,7 +1,7 @@
 /* route_plan.h - what the proxy does with one command in cluster mode.
  *
  * The second stage of cluster routing (command -> keys -> slot -> node):
- * from a command's arguments and its route_table entry (rkeys_lookup), one
+ * from a command's arguments and its command table entry (cmd_table_lookup), one
  * plan:
  *   SINGLE  every key in one slot: send it as it is to that slot's node;
  *   ANY     no key (or arguments Redis refuses: a node answers the error):
@@ -128,9 +128,9 @@ typedef struct rplan {
     const rplan_space *space;
 } rplan;
 
-/* The plan for argv (argc >= 1) whose route_table entry is cmd (NULL: not
+/* The plan for argv (argc >= 1) whose command table entry is cmd (NULL: not
  * a Redis 7.0 command: ANY). Returns p->kind. */
-rplan_kind rplan_make(rplan *p, const rkeys_cmd *cmd, int argc, const char *const *argv, const size_t *lens,
+rplan_kind rplan_make(rplan *p, const cmd_info *cmd, int argc, const char *const *argv, const size_t *lens,
                       unsigned opts, const rplan_space *space, rplan_scratch *scratch);
 
 /* A SPLIT group's sub-command as argv indices: 0 (the command's name),

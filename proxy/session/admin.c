@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "protocol/resp_frame.h"
-#include "proxy/session/command.h"
+#include "proxy/cmd/command.h"
 #include "proxy/ops/metrics_info.h"
 #include "proxy/pool.h"
 

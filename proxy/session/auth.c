@@ -10,7 +10,7 @@
 
 #include "protocol/resp_write.h"
 #include "proxy/buffer.h"
-#include "proxy/session/command.h"
+#include "proxy/cmd/command.h"
 
 /* Redis 7.0's texts, byte for byte (checked against redis-server by
  * tests/integration/test_proxy_auth.c). */

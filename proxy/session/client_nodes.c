@@ -7,7 +7,7 @@
 
 #include "proxy/buffer.h"
 #include "proxy/session/client.h"
-#include "proxy/session/command.h"
+#include "proxy/cmd/command.h"
 #include "proxy/session/limits.h"
 #include "proxy/log.h"
 #include "proxy/route/route.h"

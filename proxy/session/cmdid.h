@@ -1,16 +1,17 @@
 /* cmdid.h - one number per command name the proxy counts (metrics.h):
- * Redis's own commands (lua/redis_commands.c), then the verbs (lua/verbs.h,
- * custom ones too), then "other" for every other name. The labels of the
+ * Redis's own commands (their index in the command table,
+ * proxy/cmd/command_table.h), then the verbs (lua/verbs.h, custom ones
+ * too), then "other" for every other name. The labels of the
  * per-command metrics are these names and nothing else, so a client sending
  * random command names cannot grow them.
  *
  * The lookup is the hot path's one name lookup: client.c finds a command's
- * id once, and takes its verb from it (cmdid_verb) instead of asking the
- * verb table again.
+ * id once (the command table's hash, then the verb table's), and takes its
+ * verb from it (cmdid_verb) instead of asking the verb table again.
  *
  * Each id also belongs to a family, what the latency histogram is kept
- * per: Redis's command group ("string", "sorted-set", ...) for Redis's
- * commands, a family of its own for each verb, and "other".
+ * per: Redis's command group ("string", "sorted-set", ...: COMMAND DOCS's)
+ * for Redis's commands, a family of its own for each verb, and "other".
  *
  * Built once at start-up from the verb table (which must outlive it);
  * read-only afterwards. */
@@ -27,7 +28,7 @@
 
 typedef struct cmdid_table {
     const verb_table *verbs;
-    int nredis;        /* ids [0, nredis): Redis's commands, in its table's order */
+    int nredis;        /* ids [0, nredis): Redis's commands, in the command table's order */
     int nverbs;        /* ids [nredis, nredis + nverbs): verbs, in the verb table's order */
     int other;         /* the last id: any other name */
     int count;         /* other + 1 */
@@ -36,8 +37,6 @@ typedef struct cmdid_table {
     int nfamilies;
     const char **family_name; /* [nfamilies]: a Redis group, a verb's name, or "other" */
     unsigned char *family_is_verb;
-    int *slots; /* open-addressing hash of names -> id, -1 = empty */
-    unsigned mask;
 } cmdid_table;
 
 /* 0, or -1 with a reason in err (too many verbs to number). */

@@ -48,7 +48,7 @@
 
 #include "protocol/resp_frame.h"
 #include "proxy/buffer.h"
-#include "proxy/session/command.h"
+#include "proxy/cmd/command.h"
 #include "proxy/net/outq.h"
 #include "proxy/server.h"
 

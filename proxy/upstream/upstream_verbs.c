@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "lua/verbs.h"
-#include "proxy/session/command.h"
+#include "proxy/cmd/command.h"
 #include "proxy/log.h"
 #include "proxy/upstream/upstream.h"
 #include "proxy/upstream/upstream_internal.h"

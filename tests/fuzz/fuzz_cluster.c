@@ -8,7 +8,7 @@
  *      input keeps the same invariants.
  *   1: redirect_parse (an error reply's text): a MOVED/ASK's host lies
  *      inside the input, its slot and port are in range.
- *   2: rkeys_lookup + rkeys_find on the input split at '\n' into
+ *   2: cmd_table_lookup + rkeys_find on the input split at '\n' into
  *      arguments: every position is an argument (1..argc-1), the count
  *      never exceeds what a full buffer holds, and hashslot_of each key
  *      is a slot.
@@ -95,7 +95,7 @@ static void fuzz_keys(const uint8_t *d, size_t n)
             lens[argc++] = i - start;
             start = i + 1;
         }
-    const rkeys_cmd *cmd = rkeys_lookup(argc, argv, lens);
+    const cmd_info *cmd = cmd_table_lookup(argc, argv, lens);
     if (!cmd) return;
     int pos[MAX_ARGS], small[2];
     int count = rkeys_find(cmd, argc, argv, lens, pos, MAX_ARGS);

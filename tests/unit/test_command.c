@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "proxy/session/command.h"
+#include "proxy/cmd/command.h"
 
 /* Split a line at spaces into argv (pointing into line). */
 static int split(const char *line, resp_arg *argv, int max)

@@ -54,7 +54,7 @@ static one_cmd words(const char *line)
 static rplan plan_of(const one_cmd *c, unsigned opts)
 {
     rplan p;
-    rplan_make(&p, rkeys_lookup(c->argc, c->argv, c->lens), c->argc, c->argv, c->lens, opts, &space,
+    rplan_make(&p, cmd_table_lookup(c->argc, c->argv, c->lens), c->argc, c->argv, c->lens, opts, &space,
                &scratch);
     return p;
 }
@@ -240,7 +240,7 @@ Test(route_plan, more_keys_than_the_inline_space)
     rplan_space s2;
     rplan_space_init(&s2, 10, big);
     one_cmd c = words("del a b c d e f g h i j");
-    rplan_make(&p, rkeys_lookup(c.argc, c.argv, c.lens), c.argc, c.argv, c.lens, 0, &s2, &scratch);
+    rplan_make(&p, cmd_table_lookup(c.argc, c.argv, c.lens), c.argc, c.argv, c.lens, 0, &s2, &scratch);
     cr_assert_eq(p.kind, RPLAN_SPLIT);
     cr_assert_eq(p.nkeys, 10);
 }
@@ -282,8 +282,8 @@ Test(route_plan, split_properties_over_random_keys)
             }
         }
         rplan p;
-        rplan_make(&p, rkeys_lookup(c.argc, c.argv, c.lens), c.argc, c.argv, c.lens, RPLAN_SPLIT_WRITES, &s,
-                   &scratch);
+        rplan_make(&p, cmd_table_lookup(c.argc, c.argv, c.lens), c.argc, c.argv, c.lens, RPLAN_SPLIT_WRITES,
+                   &s, &scratch);
         int first_slot = hashslot_of(c.argv[1], c.lens[1]);
         int one_slot = 1;
         for (int k = 0; k < nkeys; k++)
@@ -544,7 +544,7 @@ Test(route_plan_oracle, crossslot_decision_agrees_with_a_cluster_node)
             one_cmd c;
             build_case(&g, templates[t], node, round % 3 == 0, &c, keys);
             rplan p;
-            rplan_make(&p, rkeys_lookup(c.argc, c.argv, c.lens), c.argc, c.argv, c.lens, 0, &s, &scratch);
+            rplan_make(&p, cmd_table_lookup(c.argc, c.argv, c.lens), c.argc, c.argv, c.lens, 0, &s, &scratch);
             redisReply *r = vt_cmd_argv(rc, c.argc, c.argv, c.lens);
             cr_assert_not_null(r);
             char what[512];

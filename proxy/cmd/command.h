@@ -5,26 +5,18 @@
  * the connection into a stream the proxy cannot count: those are classified
  * here, by name (case-insensitive, as Redis does) and argument count. A call
  * with the wrong number of arguments is CMD_PLAIN: Redis answers it with one
- * arity error and changes nothing. */
-#ifndef VP_COMMAND_H
-#define VP_COMMAND_H
+ * arity error and changes nothing.
+ *
+ * Which names have which kind and class is the command table's
+ * (command_table.h, kept in scripts/gen_command_table.py's CLASSES); these
+ * queries add what depends on the arguments. Each is cheap for a command
+ * without a kind or class (two bit tests: cmd_table_may_classify), and one
+ * table lookup otherwise. */
+#ifndef VP_CMD_COMMAND_H
+#define VP_CMD_COMMAND_H
 
 #include "protocol/resp_request.h"
-
-typedef enum cmd_kind {
-    CMD_PLAIN = 0, /* one reply */
-    CMD_SUBSCRIBE, /* (P|S)(UN)SUBSCRIBE: replies per channel, then pushes */
-    CMD_MONITOR,   /* +OK, then a stream of every command */
-    CMD_RESET,     /* +RESET; leaves subscribe/monitor/multi/reply-off state */
-    CMD_MULTI,
-    CMD_EXEC,
-    CMD_DISCARD,
-    CMD_CLIENT_REPLY_ON, /* CLIENT REPLY ON|OFF|SKIP: whether later commands answer */
-    CMD_CLIENT_REPLY_OFF,
-    CMD_CLIENT_REPLY_SKIP,
-    CMD_UNCOUNTABLE, /* REPLCONF: answered or not depending on options (ACK pairs are not) */
-    CMD_REPLICATION  /* SYNC/PSYNC: the connection becomes a replication stream */
-} cmd_kind;
+#include "proxy/cmd/command_table.h"
 
 cmd_kind cmd_classify(int argc, const resp_arg *argv);
 /* Can a command with this name be anything but CMD_PLAIN, whatever its
