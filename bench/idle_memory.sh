@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # bench/idle_memory.sh - the RSS of an idle proxy and its memory per idle
 # client connection, at 1,000 and 10,000 clients (not a test): what an
-# operator sizes a sidecar's memory request with (README, "Sizing the
-# sidecar"; deploy/kubernetes/).
+# operator sizes a sidecar's memory request with
+# (docs/operations.md#sizing-the-sidecar; deploy/kubernetes/README.md#sizing).
 #   clients -> redis-server                    (direct: Redis's own cost, the reference)
 #   clients -> verbproxy -> redis              (vp: default settings, a shared upstream connection)
 #   clients -> verbproxy -> redis              (vpown: --shared-upstreams 0, a connection per client)

@@ -19,7 +19,8 @@ LOG_TAG=${LOG_TAG:-bench}
 # also append their lines there, so a run leaves its progress in bench/out/.
 LOG_FILE=""
 # VERBPROXY_BIN names the binary to bench; it is no directive, and verbproxy
-# refuses every VERBPROXY_* variable that names none (README, Configuration):
+# refuses every VERBPROXY_* variable that names none
+# (docs/configuration.md#three-sources-file-environment-flags):
 # kept as a shell variable, not passed on to the processes started here.
 export -n VERBPROXY_BIN 2>/dev/null || true
 log() {

@@ -194,7 +194,8 @@ async def mixed(i):
                     want.append(1), what.append("HSETVER")
                 elif op == 3:
                     # A lock key per use: a verb retried after a NOSCRIPT runs
-                    # after the commands pipelined behind it (README), so no
+                    # after the commands pipelined behind it
+                    # (docs/verbs.md#how-the-verbs-run, NOSCRIPT recovery), so no
                     # later command of the batch may touch its key.
                     tok = "t%d" % random.getrandbits(32)
                     lk = "%s:l:%d" % (k, len(reqs))

@@ -6,7 +6,8 @@
  * where the keys are the verb's leading key arguments plus any key found in
  * an option (QPOP's LEASE) or listed after a numkeys argument (ZSNAPSHOT's
  * sources), and every argument after the leading keys goes to ARGV verbatim
- * (see lua/README.md for each verb's contract).
+ * (see docs/verbs.md#each-verb for each verb's contract, and
+ * docs/verbs.md#the-contract-between-proxy-and-script for KEYS and ARGV).
  *
  * Built-in verbs come from lua/<name>.lua (embedded, SHA pinned at build
  * time); custom verbs from `verb` lines in the config, read at start-up.

@@ -2,8 +2,8 @@
  * format 0.0.4 (what GET /metrics answers): a HELP and a TYPE line for
  * each family, base units (seconds, bytes), the `verbproxy_` prefix, and
  * Prometheus client libraries' process_* figures. Label values come from
- * bounded sets only (cmdid.h's names, fixed reasons). The README lists
- * every family. */
+ * bounded sets only (cmdid.h's names, fixed reasons).
+ * docs/operations.md#every-metric lists every family. */
 #ifndef VP_METRICS_PROM_H
 #define VP_METRICS_PROM_H
 

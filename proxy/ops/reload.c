@@ -51,7 +51,8 @@ int reload_source_init(vp_conf_source *src, int argc, char **argv, char *err, si
         /* A secret given as a flag is wiped from argv (what `ps` and
          * /proc/<pid>/cmdline show) once read; it was visible until now,
          * which is why upstream-pass-file and the environment are the safe
-         * ways (README). The copy stays for reloads. */
+         * ways (docs/upstreams.md#upstream-credentials). The copy stays
+         * for reloads. */
         if (conf_is_secret(argv[i] + 2)) memset(argv[i + 1], '*', strlen(argv[i + 1]));
         i++;
     }

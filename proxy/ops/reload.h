@@ -15,8 +15,7 @@
  * file) and counted (stats reload_failures). What cannot change without a
  * restart (the listeners, shared-upstreams, upstream-tls on or off) is
  * logged "needs a restart" and left as it was; everything else takes
- * effect without dropping a connection (README, "Signals, drain and
- * reload"). */
+ * effect without dropping a connection (docs/operations.md#reload). */
 #ifndef VP_RELOAD_H
 #define VP_RELOAD_H
 

@@ -1523,7 +1523,8 @@ static void client_input_ended(client_session *c)
         /* (Over TLS it is answered with close_notify, as TLS asks, and as
          * when replies were still owed: a client that is done writing and
          * still reads sees a clean end either way. Redis sends none once
-         * its read found the end, connTLSRead: README.) */
+         * its read found the end, connTLSRead: docs/security.md#tls,
+         * "How a TLS connection ends".) */
         vp_log(VP_LOG_DEBUG, "client %llu %s: closed the connection", c->id, c->addr);
         client_close(c);
         return;

@@ -21,8 +21,8 @@
  * clients in until the next probe (at most UP_OUTPUT_PROBE_MS).
  *
  * An answer that is an error (ACL denied to the default user, or renamed)
- * says nothing: logged once, and the proxy cannot tell (the README says
- * so). */
+ * says nothing: logged once, and the proxy cannot tell
+ * (docs/shared-connections.md#a-password-set-later says so). */
 #include <stdlib.h>
 #include <string.h>
 

@@ -18,8 +18,9 @@
  * through the proxy, on the same connection. An answer that is an error
  * (-NOAUTH before a client authenticates, CONFIG renamed or denied by an
  * ACL) changes nothing: clients that have not authenticated get nothing but
- * -NOAUTH from Redis, and where CONFIG is hidden the proxy cannot know (the
- * README says so). */
+ * -NOAUTH from Redis, and where CONFIG is hidden the proxy cannot know
+ * (docs/shared-connections.md#rediss-client-output-buffer-limit-normal
+ * says so). */
 #include <stdlib.h>
 #include <string.h>
 

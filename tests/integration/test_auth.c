@@ -268,7 +268,7 @@ Test(auth, an_unauthenticated_verb_gets_noauth_and_never_reaches_redis)
 {
     /* (It is learned from the shared connection that Redis requires AUTH:
      * with shared-upstreams 0 the EVALSHA goes to Redis, which judges it,
-     * see the README.) */
+     * see docs/shared-connections.md#before-auth.) */
     VT_SKIP_IF_DIRECT();
     if (vt_proxy_shared_upstreams(env.proxy) == 0) cr_skip_test("a shared connection's story");
     strangers_start();

@@ -120,7 +120,7 @@ static void round_send(redisContext *c, worker *w, long long round)
     redisAppendCommand(c, "QPOP %s:w%d:q COUNT 100 LEASE %s:w%d:l 60000", t, id, t, id);
     /* the job the last round popped: acknowledged once its QPOP answered,
      * as a client does (requests pipelined behind a -TRYAGAIN run before
-     * its retry: README, Cluster upstream) */
+     * its retry: docs/upstreams.md#cluster-upstream, -TRYAGAIN) */
     redisAppendCommand(c, "QACK %s:w%d:l j%lld", t, id, round - 1);
 }
 

@@ -201,9 +201,9 @@ static void files_teardown(void)
 TestSuite(open_files, .fini = files_teardown, .timeout = VT_TEST_TIMEOUT_S);
 
 /* The clients the proxy must take under ulimit -n LOW_NOFILE, worked out
- * from the rule the README states: the limit less the reserve (less a
- * descriptor per shared connection), one descriptor per client on shared
- * connections, two with shared-upstreams 0. */
+ * from the rule docs/compatibility.md#clients-past-maxclients states: the
+ * limit less the reserve (less a descriptor per shared connection), one
+ * descriptor per client on shared connections, two with shared-upstreams 0. */
 static int expected_maxclients(const vt_proxy *p)
 {
     int shared = vt_proxy_shared_upstreams(p);

@@ -47,7 +47,8 @@ static void publish(redisContext *c, const char *cmd, const char *channel, const
 
 Test(pubsub, a_subscriber_receives_messages_then_leaves_subscribe_mode_and_works_normally)
 {
-    VT_SKIP_IN_CLUSTER("a connection that subscribed stays on its node after leaving subscribe mode (README: state that lasts)");
+    VT_SKIP_IN_CLUSTER("a connection that subscribed stays on its node after leaving subscribe mode "
+                       "(docs/upstreams.md#cluster-upstream: state that cannot follow)");
     redisContext *alice = vt_must_connect(env.proxy->port);
     redisContext *bob = vt_must_connect(env.proxy->port);
 
@@ -217,7 +218,8 @@ Test(pubsub, unsubscribe_without_subscriptions_answers_once_with_nil)
 
 Test(pubsub, a_pipelined_subscribe_session_gets_exact_bytes)
 {
-    VT_SKIP_IN_CLUSTER("a connection that subscribed stays on its node after leaving subscribe mode (README: state that lasts)");
+    VT_SKIP_IN_CLUSTER("a connection that subscribed stays on its node after leaving subscribe mode "
+                       "(docs/upstreams.md#cluster-upstream: state that cannot follow)");
     int fd = vt_must_sock(env.proxy->port);
     vt_buf got = {0};
     cr_assert(vt_sock_send_str(fd, "SUBSCRIBE a\r\nPING\r\nUNSUBSCRIBE\r\nPING\r\nGET ps:none\r\n"));

@@ -276,7 +276,7 @@ static vt_traffic *start_traffic(void)
 {
     /* Requests read while no primary is known are answered "upstream
      * unavailable" (never sent); those read after the switch are served:
-     * one pipeline may see both (README, "Sentinel upstream"). */
+     * one pipeline may see both (docs/upstreams.md#sentinel-upstream). */
     vt_traffic_opts o = {
         .workers = 4, .tx_workers = 1, .verbs = true, .allow_unavailable = true, .allow_recovery = true};
     vt_traffic *t = vt_traffic_start(proxy->port, &o);

@@ -560,13 +560,13 @@ Test(shared, clients_that_do_not_read_big_replies_cost_the_proxy_a_bounded_windo
 #define BURST_VALUE_LEN (256 * 1024)
 #define BURST_GETS 512 /* two deepest windows */
 
-/* The bound the window gives, at its worst (README, "A client that does
- * not read"): a client first earns the deepest window, 256 replies, by
- * pipelining small GETs and reading every reply, then pipelines 512 GETs of
- * 256 kB (128 MB) and reads nothing. Nobody can know a reply's size before
- * Redis sends it, so the 256 it was allowed in flight all run and the
- * proxy holds them (64 MB); the rest wait unread in the client's socket,
- * not in the proxy, until it reads. The proxy holds at most buffer-limit
+/* The bound the window gives, at its worst
+ * (docs/shared-connections.md#a-client-that-does-not-read): a client first
+ * earns the deepest window, 256 replies, by pipelining small GETs and
+ * reading every reply, then pipelines 512 GETs of 256 kB (128 MB) and reads
+ * nothing. Nobody can know a reply's size before Redis sends it, so the 256
+ * it was allowed in flight all run and the proxy holds them (64 MB); the
+ * rest wait unread in the client's socket, not in the proxy, until it reads. The proxy holds at most buffer-limit
  * plus that window; without the window it would hold all 128 MB. The
  * bystanders on the same shared connection are served throughout, and the
  * client gets every reply in order once it reads. */

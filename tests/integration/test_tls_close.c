@@ -153,7 +153,7 @@ Test(tls_close, the_drain_closes_a_tls_client_with_close_notify)
 /* A client that sends its close_notify right behind a request (it is done
  * writing, still reading) gets its reply, then the proxy's close_notify.
  * (Proxy-only: Redis closes once its read finds the client's end, without
- * close_notify, README "How a TLS connection ends".) */
+ * close_notify: docs/security.md#tls, "How a TLS connection ends".) */
 Test(tls_close, a_client_that_half_closed_gets_its_reply_then_close_notify)
 {
     VT_SKIP_IF_DIRECT();

@@ -2,8 +2,9 @@
  *
  * ZTICK, QPOP, QACK, QEXTEND, QRECLAIM, LOCKRELEASE, LOCKRENEW, LOCKHANDOVER,
  * HSETVER and ZWINDOW are not Redis commands: the proxy turns each into a
- * call of an embedded Lua script. lua/README.md is the contract told here:
- * the replies, the error texts, the argument rules.
+ * call of an embedded Lua script. docs/verbs.md is the contract told here
+ * (docs/verbs.md#each-verb, docs/verbs.md#errors-every-verb-shares): the
+ * replies, the error texts, the argument rules.
  *
  * Every check compares with a concrete reply, written the way the harness
  * describes replies in its failure messages: "string", :integer, -error,
@@ -77,6 +78,7 @@ static long long zscore_ms(redisContext *c, const char *key, const char *member)
 
 /* ---- ZTICK key delta threshold [WITHSCORES] ---- */
 
+/* The conveyor of README.md ("The verbs") and docs/verbs.md#ztick. */
 Test(verbs, ztick_the_readme_conveyor)
 {
     redisContext *c = client();
@@ -318,6 +320,8 @@ Test(verbs, qpop_maxscore_now_takes_only_jobs_that_are_due)
     redisFree(c);
 }
 
+/* The example of docs/verbs.md#the-contract-between-proxy-and-script (the
+ * README's until issue 23 moved the verbs to docs/verbs.md). */
 Test(verbs, qpop_lease_the_readme_example)
 {
     redisContext *c = client();

@@ -40,7 +40,7 @@ static void teardown(void)
 
 TestSuite(verbs_discovery, .init = setup, .fini = teardown, .timeout = VT_TEST_TIMEOUT_S);
 
-/* The built-in verbs, as lua/README.md lists them. */
+/* The built-in verbs, as docs/verbs.md#the-verbs lists them. */
 typedef struct verb_row {
     const char *name;
     const char *syntax; /* how the syntax starts: the name and the mandatory arguments */
@@ -132,9 +132,9 @@ static const redisReply *find_verb(const redisReply *verbs, const char *name)
 }
 
 /* Check one VERBPROXY VERBS entry field by field. syntax: how it starts, as
- * lua/README.md writes it (the optional parts' placeholder names are the
- * proxy's to choose); for custom verbs, whose syntax the proxy makes up, just
- * the upper-case name. */
+ * docs/verbs.md#the-verbs writes it (the optional parts' placeholder names
+ * are the proxy's to choose); for custom verbs, whose syntax the proxy makes
+ * up, just the upper-case name. */
 static void check_verb_entry(const redisReply *e, const char *name, const char *syntax, const char *sha,
                              int arity, int numkeys, const char *access, const char *source)
 {

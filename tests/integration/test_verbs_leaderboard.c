@@ -1,5 +1,7 @@
 /* test_verbs_leaderboard.c - a leaderboard's two verbs, ZPAGE and ZSNAPSHOT,
- * as a user sees them (lua/README.md is the contract told here).
+ * as a user sees them (docs/verbs.md is the contract told here:
+ * docs/verbs.md#zpage, docs/verbs.md#zsnapshot and
+ * docs/verbs.md#leaderboards-zpage-zsnapshot-aggregate-count).
  *
  * ZPAGE pages through a sorted set that changes under the reader: a page is
  * the members strictly after the last one the reader saw, by (score,
