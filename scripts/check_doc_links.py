@@ -27,12 +27,6 @@ import subprocess
 import sys
 import tempfile
 
-# Files that other work in flight is writing (issue 23: docs/install.md by the
-# packaging change, docs/architecture.md by the layering change). A link to one
-# of these is accepted while the file does not exist yet; once it exists it is
-# checked like any other. Remove this allowance when both have been merged.
-PENDING_FILES = {"docs/architecture.md"}
-
 FENCE = re.compile(r"^\s{0,3}(```+|~~~+)")
 HEADING = re.compile(r"^\s{0,3}(#{1,6})\s+(.*?)\s*#*\s*$")
 SETEXT = re.compile(r"^\s{0,3}(=+|-+)\s*$")
@@ -135,7 +129,7 @@ def markdown_files(root):
     return sorted(files)
 
 
-def check(root, files=None, notes=None):
+def check(root, files=None):
     """The broken links of the tree at root: a list of 'file:line: why'."""
     root = os.path.abspath(root)
     files = markdown_files(root) if files is None else files
@@ -166,10 +160,6 @@ def check(root, files=None, notes=None):
             where = "%s:%d: %s" % (rel, n, target)
             if not os.path.exists(dest):
                 drel = os.path.relpath(dest, root)
-                if drel in PENDING_FILES:
-                    if notes is not None:
-                        notes.append("%s (allowed while %s is being written)" % (where, drel))
-                    continue
                 bad.append("%s: no such file %s" % (where, drel))
                 continue
             if anchor and dest.endswith(".md") and os.path.isfile(dest):
@@ -225,14 +215,11 @@ def main(argv):
         print("check_doc_links.py: self-test passed")
         return 0
     root = argv[1] if len(argv) > 1 else os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
-    notes = []
     files = markdown_files(os.path.abspath(root))
     if "README.md" not in files:
         print("check_doc_links.py: no README.md under %s (%d Markdown files): wrong root?" % (os.path.abspath(root), len(files)))
         return 1
-    bad = check(root, files=files, notes=notes)
-    for n in notes:
-        print("note: " + n)
+    bad = check(root, files=files)
     for b in bad:
         print(b)
     if bad:
