@@ -5,7 +5,7 @@
  * bytes in and out, and the readiness probe's verdict (readiness.h).
  *
  * Cost on the hot path: a command's id is found once (cmdid.h) and kept in
- * its reply slot with the time its bytes were read; counting is an array
+ * its pending reply with the time its bytes were read; counting is an array
  * increment by id. The clock is read once per client read batch
  * (metrics_read_clock) and once per batch of replies (metrics_clock, cached
  * until the client's output is flushed or the loop waits again), never per

@@ -2,7 +2,7 @@
  * work in hand, so that an idle client holds none of them.
  *
  * A client that is not sending or receiving needs no read buffer, no write
- * buffer, no reply slots and no list of output pieces; it needs them again
+ * buffer, no pending replies and no list of output pieces; it needs them again
  * for every burst of traffic. Taking them from malloc at each burst would
  * put an allocation on the hot path; keeping them ties up several KiB per
  * idle client (20 KiB of address space, 8 KiB of RSS per idle client before
@@ -14,7 +14,7 @@
  * clients leaves at most that much behind.
  *
  * A pool is a static object of the module whose blocks it holds (outq.c's
- * pieces, client.c's reply slots); the buffer pools (vp_pool_buf_*) are
+ * pieces, client.c's pending replies); the buffer pools (vp_pool_buf_*) are
  * here. Each registers itself on first use, so VERBPROXY STATS can list
  * them all (vp_pool_format).
  *

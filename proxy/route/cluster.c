@@ -759,7 +759,7 @@ static void count_followed(vp_server *srv, const redirect *r)
 }
 
 /* Send the kept request e to `node` (after ASKING when `asking`), its
- * reply for the same client slot. 0 when it cannot go: the error goes on. */
+ * reply for the same pending reply of the client. 0 when it cannot go: the error goes on. */
 static int send_again(vp_server *srv, const upstream_conn *from, upstream_node *node, const up_entry *e,
                       const char *req, size_t reqlen, int asking)
 {

@@ -17,7 +17,7 @@
  *   - redirects (redirect.h): a -MOVED or -ASK answering a request on a
  *     shared connection is never shown to the client: the request (kept by
  *     the connection until its reply is in) goes again to the node named,
- *     its reply still for the same slot of the client's queue, so the
+ *     its reply still for the same place in the client's queue, so the
  *     client's replies stay in its request order. At most
  *     CLUSTER_MAX_REDIRECTS per request; the last error then goes on. A
  *     -TRYAGAIN (a multi-key command while its slot migrates) sends it

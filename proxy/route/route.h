@@ -1,28 +1,26 @@
 /* route.h - which upstream node, and which connection to it, a client uses.
  *
  * Routing sits between the client session and the upstream connections:
- * command -> slot -> node -> connection. Today only the last two steps
- * exist, and there is one node: the `upstream` (standalone) or the primary
- * the sentinels name (sentinel mode, whose address moves). A later cluster
- * mode has one node per primary (slotmap.h), and a command's plan
- * (route_plan.h) picks the node; standalone stays the one-node case of the
- * same table, not a second code path.
+ * command -> hash slot -> node -> connection. The node table has one node
+ * in standalone mode (the `upstream`) and in sentinel mode (the primary the
+ * sentinels name, whose address moves: route_node_moved), and one node per
+ * primary in cluster mode (cluster.h: the slot map, slotmap.h, and the
+ * nodes redirects name); standalone is the one-node case of the same table,
+ * not a second code path. The node itself, with the connections the pool
+ * keeps to it, is upstream_node (proxy/upstream/upstream_node.h).
  *
  * Routing decides only when a client picks or changes its connection
  * (client_connect): the client then keeps its c->up pointer, and the
- * per-command path (parse, forward, frame) never looks here.
- *
- * Cluster mode (next): route_init builds one node per primary from the
- * slot map (slotmap.h); a refresh (topology.h) adds nodes and retires the
- * connections of the ones gone, which stay allocated until those close. A
- * client's command is planned (route_plan.h) before it is forwarded: a
- * SINGLE plan's slot names the node; while that node is the one c->up goes
- * to, nothing changes per command (the common case, and standalone's only
- * case). Another node: the client takes that node's shared connection (or
- * its own to it), its reply slots keeping the order across connections
- * (client_reply fills slots by seq, whichever connection answers). SPLIT
- * and FANOUT plans send sub-commands to several nodes and merge into one
- * slot. -MOVED/-ASK (redirect.h) are handled where replies are framed.
+ * per-command path (parse, forward, frame) never looks here. In cluster
+ * mode a client's command is planned (route_plan.h) before it is
+ * forwarded: a SINGLE plan's hash slot names the node; while that node is
+ * the one c->up goes to, nothing changes per command. Another node: the
+ * client takes that node's shared connection (or its own to it), its
+ * pending replies keeping the order across connections (client_reply fills
+ * them by sequence number, whichever connection answers). SPLIT and FANOUT
+ * plans send sub-commands to several nodes and merge into one reply.
+ * -MOVED, -ASK and -TRYAGAIN are taken back through the upstream watch
+ * (cluster.c, upstream.h's upstream_watch) as replies are framed.
  *
  * Lifetime: the table is built once at start (route_init) and freed at
  * exit (route_free), after every connection is gone. A node is never freed

@@ -8,8 +8,8 @@
  * sends it again to the same node, the same way (after ASKING when -ASK
  * had brought it there), after TRYAGAIN_FIRST_MS, doubling, at most
  * TRYAGAIN_TRIES times (10+20+40+80+160 ms: 310 ms in all); the next
- * -TRYAGAIN then goes to the client. Its reply keeps the client's slot:
- * replies stay in request order, later ones wait for it.
+ * -TRYAGAIN then goes to the client. Its reply keeps its place in the client's
+ * reply queue: replies stay in request order, later ones wait for it.
  *
  * One uv timer for every held request, set for the earliest; a held
  * request of a client that left is dropped when due (it never ran).

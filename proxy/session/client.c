@@ -26,12 +26,12 @@
  * (VP_POOL_BUF_SIZE), given back once everything in it is parsed. */
 #define CLIENT_READ_CHUNK (16 * 1024)
 #define CLIENT_READ_MAX (1024 * 1024)
-/* Rings of reply slots come from pools of 8 to 256 slots (up to the deepest
+/* Rings of pending replies come from pools of 8 to 256 pending replies (up to the deepest
  * window on a shared connection) and go back when no reply is owed; a
  * client pipelining deeper than that has a ring of its own. Most clients
  * are owed one reply at a time: a small first ring keeps what thousands of
  * them hold at once (and the pool keeps afterwards) small. */
-#define CLIENT_FIRST_SLOTS 8
+#define CLIENT_FIRST_PENDING 8
 #define CLIENT_RING_POOLS 6
 /* An incomplete request past this size is forwarded piece by piece. */
 #define CLIENT_STREAM_THRESHOLD (64 * 1024)
@@ -59,38 +59,38 @@ static void client_stop_reading(client_session *c);
 static void client_start_reading(client_session *c);
 static int client_owed_released(const client_session *c);
 
-/* ---- the reply slot queue ---- */
+/* ---- the reply pending reply queue ---- */
 
-static vp_pool client_slot_rings[CLIENT_RING_POOLS] = {
-    VP_POOL_INIT("slot_rings_8", 8 * sizeof(client_slot)),
-    VP_POOL_INIT("slot_rings_16", 16 * sizeof(client_slot)),
-    VP_POOL_INIT("slot_rings_32", 32 * sizeof(client_slot)),
-    VP_POOL_INIT("slot_rings_64", 64 * sizeof(client_slot)),
-    VP_POOL_INIT("slot_rings_128", 128 * sizeof(client_slot)),
-    VP_POOL_INIT("slot_rings_256", 256 * sizeof(client_slot)),
+static vp_pool client_pending_rings[CLIENT_RING_POOLS] = {
+    VP_POOL_INIT("slot_rings_8", 8 * sizeof(client_pending)),
+    VP_POOL_INIT("slot_rings_16", 16 * sizeof(client_pending)),
+    VP_POOL_INIT("slot_rings_32", 32 * sizeof(client_pending)),
+    VP_POOL_INIT("slot_rings_64", 64 * sizeof(client_pending)),
+    VP_POOL_INIT("slot_rings_128", 128 * sizeof(client_pending)),
+    VP_POOL_INIT("slot_rings_256", 256 * sizeof(client_pending)),
 };
 
-static client_slot *slot_at(client_session *c, size_t i)
+static client_pending *pending_at(client_session *c, size_t i)
 {
-    return &c->slots[(c->slot_head + i) % c->slot_cap];
+    return &c->pending[(c->pending_head + i) % c->pending_cap];
 }
 
-static vp_pool *slot_ring_pool(size_t cap)
+static vp_pool *pending_ring_pool(size_t cap)
 {
     for (int i = 0; i < CLIENT_RING_POOLS; i++)
-        if (cap == (size_t)CLIENT_FIRST_SLOTS << i) return &client_slot_rings[i];
+        if (cap == (size_t)CLIENT_FIRST_PENDING << i) return &client_pending_rings[i];
     return NULL;
 }
 
-static client_slot *slot_ring_new(size_t cap)
+static client_pending *pending_ring_new(size_t cap)
 {
-    vp_pool *p = slot_ring_pool(cap);
-    return p ? vp_pool_get(p) : vp_malloc(cap * sizeof(client_slot));
+    vp_pool *p = pending_ring_pool(cap);
+    return p ? vp_pool_get(p) : vp_malloc(cap * sizeof(client_pending));
 }
 
-static void slot_ring_free(client_slot *ring, size_t cap)
+static void pending_ring_free(client_pending *ring, size_t cap)
 {
-    vp_pool *p = slot_ring_pool(cap);
+    vp_pool *p = pending_ring_pool(cap);
     if (p)
         vp_pool_put(p, ring);
     else
@@ -98,30 +98,30 @@ static void slot_ring_free(client_slot *ring, size_t cap)
 }
 
 /* No reply owed: an idle client holds no ring. */
-static void slot_ring_release(client_session *c)
+static void pending_ring_release(client_session *c)
 {
-    if (!c->slots) return;
-    slot_ring_free(c->slots, c->slot_cap);
-    c->slots = NULL;
-    c->slot_cap = c->slot_head = 0;
+    if (!c->pending) return;
+    pending_ring_free(c->pending, c->pending_cap);
+    c->pending = NULL;
+    c->pending_cap = c->pending_head = 0;
 }
 
-static void slot_ring_grow(client_session *c)
+static void pending_ring_grow(client_session *c)
 {
-    size_t ncap = c->slot_cap ? c->slot_cap * 2 : CLIENT_FIRST_SLOTS;
-    client_slot *n = slot_ring_new(ncap);
-    for (size_t i = 0; i < c->slot_len; i++)
-        n[i] = *slot_at(c, i);
-    if (c->slots) slot_ring_free(c->slots, c->slot_cap);
-    c->slots = n;
-    c->slot_cap = ncap;
-    c->slot_head = 0;
+    size_t ncap = c->pending_cap ? c->pending_cap * 2 : CLIENT_FIRST_PENDING;
+    client_pending *n = pending_ring_new(ncap);
+    for (size_t i = 0; i < c->pending_len; i++)
+        n[i] = *pending_at(c, i);
+    if (c->pending) pending_ring_free(c->pending, c->pending_cap);
+    c->pending = n;
+    c->pending_cap = ncap;
+    c->pending_head = 0;
 }
 
-static client_slot *slot_push(client_session *c, client_slot_kind kind)
+static client_pending *pending_push(client_session *c, client_pending_kind kind)
 {
-    if (c->slot_len == c->slot_cap) slot_ring_grow(c);
-    client_slot *s = slot_at(c, c->slot_len++);
+    if (c->pending_len == c->pending_cap) pending_ring_grow(c);
+    client_pending *s = pending_at(c, c->pending_len++);
     memset(s, 0, sizeof(*s));
     s->kind = kind;
     s->cmd = c->cur_cmd;
@@ -129,60 +129,60 @@ static client_slot *slot_push(client_session *c, client_slot_kind kind)
     return s;
 }
 
-/* A reply held in its slot (one that overtook another: in cluster mode a
+/* A reply held in its pending reply (one that overtook another: in cluster mode a
  * node answering before the node of an earlier request, which is common)
  * starts in a pooled block, so holding a small one allocates nothing. */
-#define CLIENT_SLOT_SMALL 256
-static vp_pool client_slot_small = VP_POOL_INIT("slot_replies", CLIENT_SLOT_SMALL);
+#define CLIENT_PENDING_SMALL 256
+static vp_pool client_pending_small = VP_POOL_INIT("slot_replies", CLIENT_PENDING_SMALL);
 
-static void slot_data_free(client_slot *s)
+static void pending_data_free(client_pending *s)
 {
     if (s->pooled)
-        vp_pool_put(&client_slot_small, s->data);
+        vp_pool_put(&client_pending_small, s->data);
     else
         free(s->data);
     s->pooled = 0;
 }
 
-/* Give the slot a reply made elsewhere (malloc'd, now the slot's). */
-static void slot_data_take(client_slot *s, char *data, size_t len, size_t cap)
+/* Give the pending reply a reply made elsewhere (malloc'd, now the pending reply's). */
+static void pending_data_take(client_pending *s, char *data, size_t len, size_t cap)
 {
-    slot_data_free(s);
+    pending_data_free(s);
     s->data = data;
     s->len = len;
     s->cap = cap;
 }
 
-static void slot_pop(client_session *c)
+static void pending_pop(client_session *c)
 {
-    client_slot *s = slot_at(c, 0);
-    slot_data_free(s);
+    client_pending *s = pending_at(c, 0);
+    pending_data_free(s);
     free(s->verb_ids);
     cmerge_free(s->merge);
     s->data = NULL;
     s->verb_ids = NULL;
     s->merge = NULL;
-    c->slot_head = (c->slot_head + 1) % c->slot_cap;
-    c->slot_len--;
-    c->slot_seq++;
+    c->pending_head = (c->pending_head + 1) % c->pending_cap;
+    c->pending_len--;
+    c->pending_seq++;
     c->front_started = 0;
-    if (c->slot_len == 0) slot_ring_release(c);
+    if (c->pending_len == 0) pending_ring_release(c);
 }
 
-static void slot_append(client_slot *s, const char *p, size_t n)
+static void pending_append(client_pending *s, const char *p, size_t n)
 {
     if (s->len + n > s->cap) {
-        if (!s->data && n <= CLIENT_SLOT_SMALL) {
-            s->data = vp_pool_get(&client_slot_small);
-            s->cap = CLIENT_SLOT_SMALL;
+        if (!s->data && n <= CLIENT_PENDING_SMALL) {
+            s->data = vp_pool_get(&client_pending_small);
+            s->cap = CLIENT_PENDING_SMALL;
             s->pooled = 1;
         } else {
-            size_t cap = s->cap ? s->cap * 2 : CLIENT_SLOT_SMALL;
+            size_t cap = s->cap ? s->cap * 2 : CLIENT_PENDING_SMALL;
             while (cap < s->len + n)
                 cap *= 2;
             char *data = vp_malloc(cap);
             if (s->len) memcpy(data, s->data, s->len);
-            slot_data_take(s, data, s->len, cap);
+            pending_data_take(s, data, s->len, cap);
         }
     }
     memcpy(s->data + s->len, p, n);
@@ -191,18 +191,18 @@ static void slot_append(client_slot *s, const char *p, size_t n)
 
 unsigned long long client_next_seq(const client_session *c)
 {
-    return c->slot_seq + c->slot_len;
+    return c->pending_seq + c->pending_len;
 }
 
 /* Local replies at the front of the queue have nothing to wait for. */
 static void client_release_ready(client_session *c)
 {
-    while (c->slot_len && slot_at(c, 0)->kind == SLOT_READY) {
-        client_slot *s = slot_at(c, 0);
+    while (c->pending_len && pending_at(c, 0)->kind == PENDING_READY) {
+        client_pending *s = pending_at(c, 0);
         outq_add_copy(&c->out, s->data, s->len);
         c->srv->metrics.net_output_bytes += s->len;
         metrics_reply_done(&c->srv->metrics, s->cmd, s->len && metrics_is_error(s->data[0]), s->t0);
-        slot_pop(c);
+        pending_pop(c);
     }
 }
 
@@ -315,13 +315,13 @@ static void client_on_written(outq *q, int status)
 static void client_queue_local(client_session *c, const char *p, size_t n)
 {
     c->srv->stats.local_replies++;
-    if (c->slot_len == 0) {
+    if (c->pending_len == 0) {
         outq_add_copy(&c->out, p, n);
         c->srv->metrics.net_output_bytes += n;
         metrics_reply_done(&c->srv->metrics, c->cur_cmd, n && metrics_is_error(p[0]), c->read_ns);
         return;
     }
-    slot_append(slot_push(c, SLOT_READY), p, n);
+    pending_append(pending_push(c, PENDING_READY), p, n);
 }
 
 /* The proxy's reply before the connection closes (a protocol error, or
@@ -330,7 +330,8 @@ static void client_add_local(client_session *c, const char *p, size_t n)
 {
     if (c->up) {
         int flags = upstream_closing_reply(c->up, c);
-        if (flags & UP_LOCAL_BARRIER) slot_push(c, SLOT_WAITING)->cmd = CMDID_NONE; /* answers no command */
+        if (flags & UP_LOCAL_BARRIER)
+            pending_push(c, PENDING_WAITING)->cmd = CMDID_NONE; /* answers no command */
         if (flags & UP_LOCAL_DROP) return;
     }
     client_queue_local(c, p, n);
@@ -372,7 +373,7 @@ static size_t client_share_window(const client_session *c)
 /* A client held for its window (owed_wait) goes on once half of it is in. */
 static int client_owed_released(const client_session *c)
 {
-    return c->slot_len <= client_share_window(c) / 2;
+    return c->pending_len <= client_share_window(c) / 2;
 }
 
 /* May this command go on the client's shared connection now? If not, the
@@ -387,7 +388,7 @@ static int client_may_share(client_session *c, int argc, const resp_arg *argv)
         c->settling = 1;
         return 0;
     }
-    if (c->slot_len >= client_share_window(c)) {
+    if (c->pending_len >= client_share_window(c)) {
         c->owed_wait = 1; /* client_round_end and client_on_written resume */
         client_stop_reading(c);
         return 0;
@@ -415,7 +416,7 @@ static int client_may_share(client_session *c, int argc, const resp_arg *argv)
         return 0;
     }
     /* SWAPDB: a NOSCRIPT retry of a verb before it must not run after it. */
-    if (c->slot_len && cmd_arg_is(&argv[0], "swapdb")) {
+    if (c->pending_len && cmd_arg_is(&argv[0], "swapdb")) {
         c->settling = 1;
         return 0;
     }
@@ -544,7 +545,7 @@ static void client_move_to_own(client_session *c)
  * marking the client to move once its replies are in (client_round_end). */
 static void client_want_own(client_session *c)
 {
-    if (c->slot_len) {
+    if (c->pending_len) {
         c->settling = 1;
         return;
     }
@@ -646,7 +647,7 @@ static void client_answer(client_session *c, const char *reply, size_t n, const 
     case UP_LOCAL_IN_MULTI:
         if (err && !arity) {
             /* Queued: +QUEUED now, the error in its place in EXEC's reply. */
-            if (upstream_error_in_stream(c->up, c, err)) slot_push(c, SLOT_WAITING);
+            if (upstream_error_in_stream(c->up, c, err)) pending_push(c, PENDING_WAITING);
             return;
         }
         /* As Redis answers a command it cannot queue: the error now, and
@@ -657,9 +658,9 @@ static void client_answer(client_session *c, const char *reply, size_t n, const 
             n = strlen(reply);
         }
         if (upstream_flag_multi(c->up, c)) {
-            client_slot *s = slot_push(c, SLOT_WAITING);
+            client_pending *s = pending_push(c, PENDING_WAITING);
             s->replace = 1;
-            slot_append(s, reply, n);
+            pending_append(s, reply, n);
             c->srv->stats.local_replies++;
         }
         return;
@@ -711,7 +712,7 @@ static void client_call_verb(client_session *c, const verb_def *v, const resp_ar
         return;
     }
     if (c->up->shared) c->used_shared = 1;
-    if (upstream_forward_verb(c->up, c, v, &call, argc, argv)) slot_push(c, SLOT_WAITING);
+    if (upstream_forward_verb(c->up, c, v, &call, argc, argv)) pending_push(c, PENDING_WAITING);
 }
 
 /* ZUNION & co. with AGGREGATE COUNT where the upstream lacks it
@@ -725,7 +726,7 @@ static void client_call_polyfill(client_session *c, const verb_def *v, const ver
 {
     if (c->up->shared) c->used_shared = 1;
     c->srv->stats.polyfill_calls++;
-    if (upstream_forward_verb(c->up, c, v, call, argc, argv)) slot_push(c, SLOT_WAITING);
+    if (upstream_forward_verb(c->up, c, v, call, argc, argv)) pending_push(c, PENDING_WAITING);
 }
 
 /* Must this command wait before it can be sent on its own connection: a
@@ -805,10 +806,10 @@ static void client_http_request(client_session *c)
                "Scripting to compromise your Redis instance. Connection aborted.",
                c->id, c->addr);
     }
-    for (size_t i = 0; i < c->slot_len; i++) {
-        if (c->slot_seq + i < c->read_seq) continue;
+    for (size_t i = 0; i < c->pending_len; i++) {
+        if (c->pending_seq + i < c->read_seq) continue;
         if (i == 0 && c->front_started) continue; /* half of it is out: it goes out whole */
-        client_slot *s = slot_at(c, i);
+        client_pending *s = pending_at(c, i);
         s->replace = 1; /* what Redis sends for it is dropped */
         s->patch = 0;
         s->len = 0;
@@ -836,8 +837,8 @@ static void client_http_request(client_session *c)
 static size_t client_unwritten(client_session *c)
 {
     size_t n = outq_size(&c->out);
-    for (size_t i = 0; i < c->slot_len; i++)
-        n += slot_at(c, i)->len;
+    for (size_t i = 0; i < c->pending_len; i++)
+        n += pending_at(c, i)->len;
     return n;
 }
 
@@ -978,7 +979,8 @@ static void client_dispatch(client_session *c, const resp_arg *argv, int argc, c
     if (c->up->shared && cmd_is_out_of_band(argc, argv)) {
         /* SCRIPT KILL and the like must not wait behind the busy script. */
         /* (On the node whose script is busy: the client's.) */
-        if (upstream_side_forward(c->srv, route_node_for(c->srv, c), c, p, n)) slot_push(c, SLOT_WAITING);
+        if (upstream_side_forward(c->srv, route_node_for(c->srv, c), c, p, n))
+            pending_push(c, PENDING_WAITING);
         return;
     }
     if (c->up->shared) {
@@ -1026,7 +1028,7 @@ static void client_dispatch(client_session *c, const resp_arg *argv, int argc, c
      * of its own). */
     if (c->upstream_noauth && cmd_may_authenticate(argc, argv)) c->upstream_noauth = 0;
     if (answered) {
-        client_slot *s = slot_push(c, SLOT_WAITING);
+        client_pending *s = pending_push(c, PENDING_WAITING);
         s->patch = patch;
         s->verb_ids = verb_ids;
         s->nverb_ids = nids;
@@ -1076,7 +1078,7 @@ static void client_stream_partial(client_session *c, const char *p, size_t avail
         c->streaming = 1;
         c->cur_cmd = (unsigned short)cmdid_lookup(&c->srv->metrics.ids, argv[0].ptr, argv[0].len);
         metrics_count(&c->srv->metrics, c->cur_cmd);
-        if (upstream_forward(c->up, c, p, n, CMD_PLAIN)) slot_push(c, SLOT_WAITING);
+        if (upstream_forward(c->up, c, p, n, CMD_PLAIN)) pending_push(c, PENDING_WAITING);
         c->cur_cmd = CMDID_NONE;
     } else {
         n = resp_request_release(&c->parser, avail);
@@ -1090,17 +1092,17 @@ static void client_protocol_error(client_session *c, const char *msg);
 
 static void client_stream_error(client_session *c, const char *msg)
 {
-    if (c->slot_len == 0 || slot_at(c, c->slot_len - 1)->kind != SLOT_WAITING) {
-        client_protocol_error(c, msg); /* cannot happen: streaming needs a counted slot */
+    if (c->pending_len == 0 || pending_at(c, c->pending_len - 1)->kind != PENDING_WAITING) {
+        client_protocol_error(c, msg); /* cannot happen: streaming needs a counted pending reply */
         return;
     }
     c->srv->stats.protocol_errors++;
     vp_log(VP_LOG_VERBOSE, "client %llu %s: %s (in a streamed request)", c->id, c->addr, msg);
     char line[256];
     size_t n = resp_write_errorf(line, sizeof(line), "ERR %s", msg);
-    client_slot *s = slot_at(c, c->slot_len - 1); /* the streamed request's */
-    s->kind = SLOT_READY;
-    slot_append(s, line, n);
+    client_pending *s = pending_at(c, c->pending_len - 1); /* the streamed request's */
+    s->kind = PENDING_READY;
+    pending_append(s, line, n);
     client_release_ready(c);
     c->streaming = 0;
     c->input_done = 1;
@@ -1146,7 +1148,7 @@ static int client_route_deferred_multi(client_session *c, int argc, const resp_a
     c->multi_deferred = 0;
     c->own_tx = 1;
     if (upstream_forward(c->up, c, multi, sizeof(multi) - 1, CMD_MULTI)) {
-        client_slot *s = slot_push(c, SLOT_WAITING);
+        client_pending *s = pending_push(c, PENDING_WAITING);
         s->replace = 1; /* answered +OK already */
         s->cmd = CMDID_NONE;
     }
@@ -1184,9 +1186,9 @@ static void client_note_own_state(client_session *c, int argc, const resp_arg *a
     }
 }
 
-/* Cluster mode: a command split by slot or fanned out over every primary
+/* Cluster mode: a command split by hash slot or fanned out over every primary
  * (CLUSTER_SPLIT): its parts go on the nodes' shared connections, their
- * replies to one slot, merged there (cluster_merge.h). A client on a
+ * replies to one pending reply, merged there (cluster_merge.h). A client on a
  * connection of its own goes back to the shared ones for it, once its
  * replies are in, unless that connection holds state (a transaction: there
  * Redis's CROSSSLOT, which aborts it). Returns 0 (sent or answered) or -1
@@ -1211,7 +1213,7 @@ static int client_route_split(client_session *c, const cluster_decision *d, int 
             client_answer_error_line(c, line, (size_t)n);
             return 0;
         }
-        if (c->slot_len) {
+        if (c->pending_len) {
             c->settling = 1;
             return -1;
         }
@@ -1238,14 +1240,14 @@ static int client_route_split(client_session *c, const cluster_decision *d, int 
         c->settling = 1; /* as client_may_share */
         return -1;
     }
-    if (c->slot_len >= client_share_window(c)) {
+    if (c->pending_len >= client_share_window(c)) {
         c->owed_wait = 1;
         client_stop_reading(c);
         return -1;
     }
     metrics_count(&srv->metrics, c->cur_cmd);
     unsigned long long seq = client_next_seq(c);
-    client_slot *s = slot_push(c, SLOT_WAITING);
+    client_pending *s = pending_push(c, PENDING_WAITING);
     s->merge = cluster_part_merge(srv);
     for (int i = 0; i < d->nparts; i++) {
         cluster_part(srv, i, &node, &req, &len);
@@ -1316,7 +1318,7 @@ static int client_route(client_session *c, int argc, const resp_arg *argv)
          * what it is owed is in, it leaves that connection and goes on as
          * a new client would, on the command's node (moved to its own
          * connection again if it still needs one). */
-        if (c->slot_len) {
+        if (c->pending_len) {
             c->settling = 1;
             return -1;
         }
@@ -1355,7 +1357,7 @@ static int client_route(client_session *c, int argc, const resp_arg *argv)
         return 0;
     }
     /* Another node's shared connection: what it was sent elsewhere stays
-     * owed there, and its slots keep the order. */
+     * owed there, and its pending replies keep the order. */
     c->route_node = node;
     c->up = upstream_shared(srv, node, c->id);
     return upstream_is_ready(c->up) ? 1 : -1;
@@ -1397,7 +1399,7 @@ static int client_parse_batch(client_session *c, size_t limit)
         if (st == RESP_REQ_ERROR) {
             if (c->streaming) {
                 /* Redis has the start of this request and waits for the
-                 * rest, which will not come: the request's own slot (the
+                 * rest, which will not come: the request's own pending reply (the
                  * last) gets the error, after the replies owed before it,
                  * and closing the connection drops Redis's half request. */
                 client_stream_error(c, resp_request_error(&c->parser));
@@ -1459,7 +1461,7 @@ static void client_process_input(client_session *c)
 {
     if (c->closing || c->input_done) return;
     if (c->in_pos == c->in.len) return;
-    if (c->up && c->up->retired && c->slot_len == 0 && !c->shared_wait) client_leave_retired(c);
+    if (c->up && c->up->retired && c->pending_len == 0 && !c->shared_wait) client_leave_retired(c);
     if (!c->up && !c->answering_unavailable) c->up = client_connect(c); /* retry */
     if (c->up && !upstream_is_ready(c->up)) {
         /* Hold requests until the connect settles, one way or the other. */
@@ -1511,7 +1513,7 @@ static int client_idle(client_session *c)
 {
     /* Nor while a command is held back (settling), or requests read are
      * not parsed yet (held on a shared connection). */
-    return c->slot_len == 0 && outq_size(&c->out) == 0 && !(c->up && !upstream_is_ready(c->up)) &&
+    return c->pending_len == 0 && outq_size(&c->out) == 0 && !(c->up && !upstream_is_ready(c->up)) &&
            !c->settling && !c->shared_wait && !c->owed_wait;
 }
 
@@ -1595,8 +1597,8 @@ static void client_close_idle(vp_server *srv, uint64_t now)
     client_session *next;
     for (client_session *c = srv->clients; c; c = next) {
         next = c->next;
-        if (c->slot_len || c->pubsub || c->monitor || c->opaque || c->eof_at || c->settling || c->closing ||
-            c->in_pos < c->in.len || now - c->last_io <= limit)
+        if (c->pending_len || c->pubsub || c->monitor || c->opaque || c->eof_at || c->settling ||
+            c->closing || c->in_pos < c->in.len || now - c->last_io <= limit)
             continue;
         vp_log(VP_LOG_VERBOSE, "client %llu %s: closing: idle for over %lld seconds (timeout)", c->id,
                c->addr, srv->conf.timeout);
@@ -1698,13 +1700,13 @@ static void client_take_refusal(client_session *c)
     size_t n;
     const char *err = c->up ? upstream_refusal(c->up, &n) : NULL;
     if (!err) return;
-    for (size_t i = 0; i < c->slot_len; i++) {
-        if (slot_at(c, i)->kind == SLOT_WAITING) {
-            client_reply(c, c->slot_seq + i, err, n, 1);
+    for (size_t i = 0; i < c->pending_len; i++) {
+        if (pending_at(c, i)->kind == PENDING_WAITING) {
+            client_reply(c, c->pending_seq + i, err, n, 1);
             return;
         }
     }
-    if (c->slot_len == 0) outq_add_copy(&c->out, err, n); /* none waiting: as Redis, before the close */
+    if (c->pending_len == 0) outq_add_copy(&c->out, err, n); /* none waiting: as Redis, before the close */
 }
 
 void client_upstream_lost(client_session *c, const char *reason)
@@ -1715,9 +1717,9 @@ void client_upstream_lost(client_session *c, const char *reason)
            "client %llu %s: upstream connection lost (%s); closing after delivering what arrived", c->id,
            c->addr, reason);
     /* What the upstream never answered will not be answered: drop those
-     * slots (and the local replies queued behind them), deliver the rest. */
-    while (c->slot_len)
-        slot_pop(c);
+     * pending replies (and the local replies queued behind them), deliver the rest. */
+    while (c->pending_len)
+        pending_pop(c);
     c->input_done = 1;
     c->close_when_done = 1;
     c->settling = 0; /* a held command will not be sent now */
@@ -1727,9 +1729,9 @@ void client_upstream_lost(client_session *c, const char *reason)
 int client_can_become_pipe(const client_session *c)
 {
     if (c->closing) return 0;
-    for (size_t i = 0; i < c->slot_len; i++) {
-        const client_slot *s = &c->slots[(c->slot_head + i) % c->slot_cap];
-        if (s->kind != SLOT_WAITING || s->replace) return 0;
+    for (size_t i = 0; i < c->pending_len; i++) {
+        const client_pending *s = &c->pending[(c->pending_head + i) % c->pending_cap];
+        if (s->kind != PENDING_WAITING || s->replace) return 0;
         if (i > 0 && s->len) return 0; /* held behind an unanswered one */
     }
     return 1;
@@ -1741,12 +1743,12 @@ void client_become_pipe(client_session *c, const char *why)
            "client %llu %s: its upstream sent a reply that is not RESP (%s); the rest of the session is a "
            "byte pipe, as after SYNC",
            c->id, c->addr, why);
-    if (c->slot_len && slot_at(c, 0)->len) {
-        client_slot *s = slot_at(c, 0); /* a reply held to be patched: as Redis sent it */
+    if (c->pending_len && pending_at(c, 0)->len) {
+        client_pending *s = pending_at(c, 0); /* a reply held to be patched: as Redis sent it */
         outq_add_copy(&c->out, s->data, s->len);
     }
-    while (c->slot_len)
-        slot_pop(c);
+    while (c->pending_len)
+        pending_pop(c);
     c->opaque = 1;
     c->settling = 0; /* a command held back goes now, as bytes */
     client_start_reading(c);
@@ -1754,11 +1756,11 @@ void client_become_pipe(client_session *c, const char *why)
 }
 
 /* COMMAND INFO/DOCS naming a verb: Redis's reply with the verbs filled in. */
-static void client_patch_reply(client_session *c, client_slot *s)
+static void client_patch_reply(client_session *c, client_pending *s)
 {
     vp_buf out = {0};
     if (admin_patch_reply(&c->srv->verbs, s->patch, s->verb_ids, s->nverb_ids, s->data, s->len, &out) == 0) {
-        slot_data_take(s, out.data, out.len, out.cap);
+        pending_data_take(s, out.data, out.len, out.cap);
     } else {
         vp_buf_free(&out); /* not the reply expected (an error): as Redis sent it */
     }
@@ -1779,8 +1781,9 @@ static void client_count_reply(client_session *c, size_t n, int done)
 }
 
 /* Cluster mode: a piece of one part's reply of a split command. Once every
- * part is in, the slot holds the merged reply. */
-static void client_reply_part(client_session *c, client_slot *s, int part, const char *p, size_t n, int done)
+ * part is in, the pending reply holds the merged reply. */
+static void client_reply_part(client_session *c, client_pending *s, int part, const char *p, size_t n,
+                              int done)
 {
     client_count_reply(c, n, done);
     if (!cmerge_add(s->merge, part, p, n, done)) return;
@@ -1788,8 +1791,8 @@ static void client_reply_part(client_session *c, client_slot *s, int part, const
     cmerge_result(s->merge, &out);
     cmerge_free(s->merge);
     s->merge = NULL;
-    slot_data_take(s, out.data, out.len, out.cap);
-    s->kind = SLOT_READY;
+    pending_data_take(s, out.data, out.len, out.cap);
+    s->kind = PENDING_READY;
     client_release_ready(c);
 }
 
@@ -1813,13 +1816,13 @@ void client_reply(client_session *c, unsigned long long seq, const char *p, size
     unsigned part = (unsigned)(seq >> CLIENT_PART_SHIFT);
     seq &= (1ULL << CLIENT_PART_SHIFT) - 1;
     if (c->upstream_noauth && seq >= c->noauth_seq) client_learn_upstream_auth(c, p, n);
-    unsigned long long idx = seq - c->slot_seq;
-    if (seq < c->slot_seq || idx >= c->slot_len || slot_at(c, idx)->kind != SLOT_WAITING ||
-        (part && !slot_at(c, idx)->merge)) {
-        vp_log(VP_LOG_WARNING, "client %llu: reply for no waiting slot; dropped", c->id);
+    unsigned long long idx = seq - c->pending_seq;
+    if (seq < c->pending_seq || idx >= c->pending_len || pending_at(c, idx)->kind != PENDING_WAITING ||
+        (part && !pending_at(c, idx)->merge)) {
+        vp_log(VP_LOG_WARNING, "client %llu: reply for no waiting pending reply; dropped", c->id);
         return;
     }
-    client_slot *s = slot_at(c, idx);
+    client_pending *s = pending_at(c, idx);
     if (part) {
         client_reply_part(c, s, (int)part - 1, p, n, done);
         return;
@@ -1832,27 +1835,27 @@ void client_reply(client_session *c, unsigned long long seq, const char *p, size
     }
     if (c->up && c->up->shared) client_count_reply(c, n, done);
     if (s->replace) {
-        if (done) s->kind = SLOT_READY;
+        if (done) s->kind = PENDING_READY;
     } else if (idx == 0 && !s->patch && s->len == 0) {
-        /* The common case: the front slot's reply goes straight out. (Not
+        /* The common case: the front pending reply is answered and goes straight out. (Not
          * once part of it was held: in cluster mode another node's reply
-         * can start arriving while the slot is not yet at the front.) */
+         * can start arriving while the pending reply is not yet at the front.) */
         if (p) outq_add(&c->out, p, n);
         c->srv->metrics.net_output_bytes += n;
         if (!c->front_started && n) s->err = metrics_is_error(p[0]);
         if (done) {
             metrics_reply_done(&c->srv->metrics, s->cmd, s->err, s->t0);
-            slot_pop(c);
+            pending_pop(c);
         } else {
             c->front_started = 1;
         }
     } else {
         /* Held: a reply overtook one still owed before it (a NOSCRIPT
          * retry), or one to rewrite. */
-        if (p) slot_append(s, p, n);
+        if (p) pending_append(s, p, n);
         if (done) {
             if (s->patch) client_patch_reply(c, s);
-            s->kind = SLOT_READY;
+            s->kind = PENDING_READY;
         }
     }
     if (done) client_release_ready(c);
@@ -1868,7 +1871,7 @@ void client_push(client_session *c, const char *p, size_t n)
 void client_round_end(client_session *c)
 {
     if (c->settling && !c->closing && c->up &&
-        (c->up->shared ? c->slot_len == 0 : upstream_is_settled(c->up))) {
+        (c->up->shared ? c->pending_len == 0 : upstream_is_settled(c->up))) {
         /* What the held command waited for is answered: go on from it. */
         c->settling = 0;
         client_start_reading(c);
@@ -1918,7 +1921,7 @@ void client_touch(client_session *c)
 static int client_defer_flush(client_session *c)
 {
     vp_server *srv = c->srv;
-    if (!srv->cluster || c->closing || c->slot_len == 0 || c->settling || c->owed_wait ||
+    if (!srv->cluster || c->closing || c->pending_len == 0 || c->settling || c->owed_wait ||
         outq_size(&c->out) > CLIENT_DEFER_BYTES)
         return 0;
     outq_copy_now(&c->out);
@@ -1973,7 +1976,7 @@ static int client_elsewhere(const upstream_conn *up, const up_entry *e)
 
 /* A shared connection that failed to connect: requests of clients now on
  * another node's connection were never sent; each gets the error a failed
- * connect gives, in its slot. */
+ * connect gives, in its pending reply. */
 static void client_fail_elsewhere(upstream_conn *up, const char *why)
 {
     char msg[384];
@@ -2032,7 +2035,7 @@ void client_shared_lost(vp_server *srv, upstream_conn *up, const char *reason)
         if (c->up != up) continue;
         if (!set_up && !refused) {
             client_upstream_failed(c, reason);
-        } else if (c->slot_len || refused) {
+        } else if (c->pending_len || refused) {
             client_upstream_lost(c, reason);
         } else {
             /* Its next command (maybe one already read) takes a new one. */
@@ -2073,7 +2076,7 @@ void client_shared_retired(vp_server *srv, upstream_conn *up, int all)
     client_session *next;
     for (client_session *c = srv->clients; c; c = next) {
         next = c->next;
-        if (c->up != up || (!all && (c->slot_len || c->shared_wait))) continue;
+        if (c->up != up || (!all && (c->pending_len || c->shared_wait))) continue;
         client_leave_retired(c);
         client_start_reading(c);
         client_process_input(c);
@@ -2084,7 +2087,7 @@ void client_shared_retired(vp_server *srv, upstream_conn *up, int all)
 /* A COMMAND reply still owed names verbs by id: the new table's ids, by
  * name (a verb the reload removed is left out of the listings, and is no
  * verb where a name was asked for). */
-static void client_remap_patch(client_slot *s, const verb_table *old, const verb_table *now)
+static void client_remap_patch(client_pending *s, const verb_table *old, const verb_table *now)
 {
     int listing =
         s->patch == ADMIN_PATCH_INFO_ALL || s->patch == ADMIN_PATCH_LIST || s->patch == ADMIN_PATCH_COUNT;
@@ -2109,9 +2112,9 @@ static void client_remap_patch(client_slot *s, const verb_table *old, const verb
 void client_verbs_replaced(vp_server *srv, const verb_table *old)
 {
     for (client_session *c = srv->clients; c; c = c->next)
-        for (size_t i = 0; i < c->slot_len; i++) {
-            client_slot *s = slot_at(c, i);
-            if (s->patch && s->kind == SLOT_WAITING) client_remap_patch(s, old, &srv->verbs);
+        for (size_t i = 0; i < c->pending_len; i++) {
+            client_pending *s = pending_at(c, i);
+            if (s->patch && s->kind == PENDING_WAITING) client_remap_patch(s, old, &srv->verbs);
         }
 }
 
@@ -2161,9 +2164,9 @@ static void client_close_cb(uv_handle_t *h)
     for (int i = 0; i < 3; i++)
         vp_buf_free(&c->setters[i]);
     resp_request_free(&c->parser);
-    while (c->slot_len)
-        slot_pop(c);
-    slot_ring_release(c);
+    while (c->pending_len)
+        pending_pop(c);
+    pending_ring_release(c);
     cnodes_free(c);
     free(c);
 }

@@ -2,8 +2,8 @@
  *
  * Reads requests, cuts them with the request parser, forwards them to its
  * upstream connection, and writes replies back in request order. The order is
- * kept by a queue of reply slots, one per request that will be answered: a
- * slot either waits for the upstream's reply or already holds a reply the
+ * kept by a queue of pending replies, one per request that will be answered: a
+ * pending reply either waits for the upstream's reply or already holds a reply the
  * proxy made itself (a protocol error, "upstream unavailable"). Slots leave
  * the queue only from the front, so a reply the proxy makes never overtakes
  * an upstream reply still owed.
@@ -18,9 +18,9 @@
  *
  * Ownership: the session owns its input buffer (requests are forwarded as
  * pieces pointing into it, so it is compacted only after the upstream's
- * flush), its slots and the bytes of its local replies, its output queue and
+ * flush), its pending replies and the bytes of its local replies, its output queue and
  * its upstream connection (closed with it). It frees itself in the close
- * callback of its handle. The input buffer and the slot ring are pooled
+ * callback of its handle. The input buffer and the ring of pending replies are pooled
  * (pool.h): taken for a burst of work, given back once everything read is
  * parsed and no reply is owed, so an idle session holds neither. */
 #ifndef VP_CLIENT_H
@@ -34,17 +34,17 @@
 #include "proxy/server.h"
 #include "proxy/upstream/upstream.h"
 
-typedef enum client_slot_kind {
-    SLOT_WAITING, /* the upstream owes this reply */
-    SLOT_READY    /* the whole reply is in data/len */
-} client_slot_kind;
+typedef enum client_pending_kind {
+    PENDING_WAITING, /* the upstream owes this reply */
+    PENDING_READY    /* the whole reply is in data/len */
+} client_pending_kind;
 
-/* A slot is named by its sequence number (the FIFO entries of the upstream
- * carry it): replies normally fill the front slot and go straight out, but
- * after a NOSCRIPT retry a later slot's reply arrives first and is held in
- * the slot until the ones before it are answered. */
-typedef struct client_slot {
-    client_slot_kind kind;
+/* A pending reply is named by its sequence number (the FIFO entries of the upstream
+ * carry it): replies normally fill the front pending reply and go straight out, but
+ * after a NOSCRIPT retry the reply of a later one arrives first and is held in
+ * the pending reply until the ones before it are answered. */
+typedef struct client_pending {
+    client_pending_kind kind;
     unsigned replace : 1; /* data is the proxy's answer; the upstream's is dropped */
     unsigned patch : 3;   /* admin_patch_kind: fill the verbs into a COMMAND reply */
     unsigned err : 1;     /* the reply going out is an error (metrics) */
@@ -56,11 +56,11 @@ typedef struct client_slot {
     int *verb_ids; /* patch: owned */
     int nverb_ids;
     struct cmerge *merge; /* cluster mode: the parts of a split or fanned-out command (owned) */
-} client_slot;
+} client_pending;
 
-/* Cluster mode: the replies to a split command's parts are for one slot;
+/* Cluster mode: the replies to a split command's parts are for one pending reply;
  * the part's number (from 1) is in the top bits of their sequence number
- * (client slot numbers never get near 2^48). */
+ * (sequence numbers never get near 2^48). */
 #define CLIENT_PART_SHIFT 48
 #define CLIENT_PART_SEQ(seq, part) ((seq) | ((unsigned long long)((part) + 1) << CLIENT_PART_SHIFT))
 
@@ -83,19 +83,19 @@ typedef struct client_session {
     upstream_conn *up; /* its own or a shared one (up->shared); NULL between a failed connect and the next
                           request. Cluster mode: the connection its last command went on; on shared
                           connections it may be owed replies on others too (each node's), which fill
-                          its slots by sequence number as they come */
+                          its pending replies by sequence number as they come */
     struct upstream_node *route_node; /* cluster mode: the node of the command at hand (route_node_for) */
     struct cnodes *nodes; /* cluster mode: state that follows it to each node, its own connections to other
                              nodes (client_nodes.h); NULL until needed */
     char up_error[160];
     int answering_unavailable; /* answer what is buffered with up_error */
 
-    client_slot *slots; /* ring (pooled: NULL while no reply is owed) */
-    size_t slot_head, slot_len, slot_cap;
-    unsigned long long slot_seq; /* sequence number of the front slot */
-    unsigned long long read_seq; /* client_next_seq() when its last read came in */
-    uint64_t read_ns;            /* metrics_read_clock() at its last read: the slots' t0 */
-    unsigned short cur_cmd;      /* id of the command being dispatched (CMDID_NONE between) */
+    client_pending *pending; /* ring (pooled: NULL while no reply is owed) */
+    size_t pending_head, pending_len, pending_cap;
+    unsigned long long pending_seq; /* sequence number of the front pending reply */
+    unsigned long long read_seq;    /* client_next_seq() when its last read came in */
+    uint64_t read_ns;               /* metrics_read_clock() at its last read: the pending replies' t0 */
+    unsigned short cur_cmd;         /* id of the command being dispatched (CMDID_NONE between) */
     /* client_next_seq() when upstream_noauth was set: replies to what it
      * sent before say nothing about Redis requiring AUTH. */
     unsigned long long noauth_seq;
@@ -109,7 +109,7 @@ typedef struct client_session {
     unsigned reading : 1;
     unsigned paused : 1;          /* reading stopped by the proxy (counted in srv->clients_paused) */
     unsigned input_done : 1;      /* read no more (protocol error, upstream lost) */
-    unsigned close_when_done : 1; /* close once every slot is answered and written */
+    unsigned close_when_done : 1; /* close once every pending reply is answered and written */
     unsigned closing : 1;
     unsigned opaque : 1;       /* after SYNC/PSYNC: bytes, not commands */
     unsigned streaming : 1;    /* a large request is being forwarded as it arrives */
@@ -157,7 +157,7 @@ typedef struct client_session {
     /* On a shared connection: how many replies it may be owed at once
      * (client_share_window), and the bytes of the reply coming in. */
     unsigned short share_window;
-    unsigned front_started : 1; /* part of the front slot's reply went out already */
+    unsigned front_started : 1; /* part of the front pending reply went out already */
     size_t reply_bytes;
     uint64_t eof_at;  /* loop time the client sent EOF with replies owed, 0 = not */
     uint64_t last_io; /* loop time it was last read from or written to (`timeout`) */
@@ -198,16 +198,16 @@ void client_upstream_lost(client_session *c, const char *reason);
  * could not be placed. */
 int client_can_become_pipe(const client_session *c);
 /* Make it one, as after SYNC (`why`: the framer's error, for the log):
- * what is held of the reply in progress goes out, every slot is dropped,
+ * what is held of the reply in progress goes out, every pending reply is dropped,
  * and from now on its input goes upstream as bytes and the upstream's bytes
  * come back with client_push. */
 void client_become_pipe(client_session *c, const char *why);
-/* The sequence number the next slot queued will have. */
+/* The sequence number the next pending reply queued will have. */
 unsigned long long client_next_seq(const client_session *c);
-/* Bytes of the reply owed to slot `seq` (p NULL: nothing to write, e.g.
+/* Bytes of the reply owed to pending reply `seq` (p NULL: nothing to write, e.g.
  * our barrier); `done` on its last piece. */
 void client_reply(client_session *c, unsigned long long seq, const char *p, size_t n, int done);
-/* Bytes that answer no slot: pushes, subscribe-mode and MONITOR streams. */
+/* Bytes that answer no pending reply: pushes, subscribe-mode and MONITOR streams. */
 void client_push(client_session *c, const char *p, size_t n);
 /* The upstream finished a read round: write what it gave us. */
 void client_round_end(client_session *c);

@@ -22,7 +22,7 @@
 
 #include "lua/verbs.h"
 
-/* No command: a slot or reply that answers none (a barrier, a protocol
+/* No command: a pending reply that answers none (a barrier, a protocol
  * error). */
 #define CMDID_NONE 0xFFFF
 

@@ -1,6 +1,6 @@
 /* upstream.c - an upstream connection's I/O: reading and framing the
  * replies (protocol/resp_frame), handing each to whoever is owed it
- * (up_deliver: a client's slot through the session's upstream_client_ops,
+ * (up_deliver: a client's pending reply through the session's upstream_client_ops,
  * an ask's callback, the watch's redirect), a stream that stops being
  * RESP, what Redis writes to a connection it refuses; writing what is
  * queued; and the failures and losses its owner hears of. Setup is

@@ -3,8 +3,8 @@
  * It writes the requests it is given, frames the replies that come back
  * (protocol/resp_frame) and hands each reply to whoever is owed it. What is
  * owed is a FIFO of entries, one per reply the node will send, in send
- * order. An entry names a client (its reply goes to that client's reply
- * slot `seq`, through the session's upstream_client_ops), or carries the
+ * order. An entry names a client (its reply goes to that client's
+ * pending reply `seq`, through the session's upstream_client_ops), or carries the
  * callback of the module that asked (upstream_ask: the readiness probe, a
  * slot-map fetch, sentinel's ROLE, a script load, an output-limit probe),
  * or marks a change of counting (below). The connection itself never
@@ -56,8 +56,8 @@ struct client_session;
 typedef struct upstream_node upstream_node; /* upstream_node.h: the node a connection goes to */
 
 typedef enum up_entry_kind {
-    UP_REPLY,         /* one reply for the client's slot `seq` (no client: dropped) */
-    UP_VERB,          /* a verb's EVALSHA: its reply for slot `seq`, or NOSCRIPT -> reload, retry */
+    UP_REPLY,         /* one reply for the client's pending reply `seq` (no client: dropped) */
+    UP_VERB,          /* a verb's EVALSHA: its reply for pending reply `seq`, or NOSCRIPT -> reload, retry */
     UP_ASK,           /* a request of the proxy's own: its answer goes to `answer` (upstream_ask) */
     UP_CLOSE_BARRIER, /* RESET + barrier PING before the connection closes */
     UP_RESET,         /* RESET sent in raw mode: its +RESET ends raw mode */
@@ -77,7 +77,7 @@ typedef void (*upstream_answer_fn)(struct upstream_conn *up, void *arg, const ch
 
 typedef struct up_entry {
     struct client_session *client;
-    unsigned long long seq; /* the client's reply slot */
+    unsigned long long seq; /* the client's pending reply */
     up_entry_kind kind;
     unsigned keep;           /* bytes of `kept` this request owns, released with the entry */
     short verb;              /* UP_VERB: index in the verb table */
@@ -121,7 +121,7 @@ typedef struct upstream_owner {
 /* How a connection hands a reply to a client (given by the session once,
  * upstream_set_session): entries name clients, opaque here. */
 typedef struct upstream_client_ops {
-    unsigned long long (*next_seq)(const struct client_session *c); /* the reply slot it will queue next */
+    unsigned long long (*next_seq)(const struct client_session *c); /* the pending reply it will queue next */
     void (*reply)(struct client_session *c, unsigned long long seq, const char *p, size_t n, int done);
     void (*push)(struct client_session *c, const char *p, size_t n); /* out of band, in arrival order */
     void (*touch)(struct client_session *c);                         /* given something: flush at read_done */
@@ -165,7 +165,7 @@ typedef struct upstream_watch {
 /* How an argument error for a verb (or a reply the proxy makes on a
  * connection that goes on) must be delivered. */
 typedef enum up_local_mode {
-    UP_LOCAL_IN_ORDER, /* counted, outside MULTI: a ready slot in the client's queue */
+    UP_LOCAL_IN_ORDER, /* counted, outside MULTI: a ready pending reply in the client's queue */
     UP_LOCAL_IN_MULTI, /* inside MULTI: answered now, and the transaction must abort */
     UP_LOCAL_IN_STREAM /* replies uncounted: Redis itself must send the error, in its stream */
 } up_local_mode;
@@ -187,7 +187,7 @@ typedef enum up_server {
 typedef enum up_auth { UP_AUTH_UNKNOWN, UP_AUTH_REQUIRED, UP_AUTH_NOT_REQUIRED } up_auth;
 
 /* How a reply the proxy makes itself must be queued (flags). */
-#define UP_LOCAL_BARRIER 1 /* a barrier was sent: queue a waiting slot first */
+#define UP_LOCAL_BARRIER 1 /* a barrier was sent: queue a pending reply first */
 #define UP_LOCAL_DROP 2    /* Redis would not have sent it (CLIENT REPLY OFF/SKIP) */
 
 /* Writes a shared connection may have unanswered (see up_shared_write). */
@@ -471,8 +471,8 @@ void upstream_probe_default_user(upstream_conn *up);
 int upstream_client_needs_auth(const upstream_conn *up, unsigned long long client_id);
 /* A request Redis answers even while a script is busy (cmd_is_out_of_band)
  * from a client on a shared connection: sent on the side connection
- * (upstream_side.c), whose reply goes to the client's next slot. Returns 1
- * (a slot is owed). */
+ * (upstream_side.c), whose reply goes to the client's next pending reply. Returns 1
+ * (a reply is owed). */
 int upstream_side_forward(vp_server *srv, upstream_node *node, struct client_session *c, const char *p,
                           size_t n);
 /* Cluster mode: one part of SCRIPT KILL or FUNCTION KILL sent to every
@@ -483,17 +483,17 @@ int upstream_side_forward_part(vp_server *srv, struct upstream_node *node, struc
 void upstream_side_detach(vp_server *srv, struct client_session *c);
 /* Cluster mode: the request `e` kept (req..req+n) was redirected to this
  * connection's node, or is tried again there: send it again here (after
- * ASKING when `asking`), its reply for the same client slot. Its counts
+ * ASKING when `asking`), its reply for the same pending reply. Its counts
  * (redirects, tries) go with it as the caller set them. */
 void upstream_resend(upstream_conn *up, const up_entry *e, const char *req, size_t n, int asking);
 /* Cluster mode, on a shared connection: one part of a split or fanned-out
  * command (req copied and kept, like every request there, for redirects),
- * its reply for the client's slot `seq` with the part's number in its top
+ * its reply for the client's pending reply `seq` with the part's number in its top
  * bits (CLIENT_PART_SEQ). */
 int upstream_forward_part(upstream_conn *up, struct client_session *c, unsigned long long seq,
                           const char *req, size_t n);
 /* Send one request (bytes stay the caller's until upstream_flush()). Returns 1
- * if a reply will come back for it, so the client queues a waiting slot
+ * if a reply will come back for it, so the client queues a pending reply
  * (whose sequence number the entry records: client_next_seq()). */
 int upstream_forward(upstream_conn *up, struct client_session *c, const char *p, size_t n, cmd_kind kind);
 /* The same for bytes that go away before the flush: copied. */
@@ -508,8 +508,8 @@ int upstream_forward_verb(upstream_conn *up, struct client_session *c, const str
 /* How a reply the proxy makes now must be delivered (see up_local_mode). */
 up_local_mode upstream_local_mode(const upstream_conn *up);
 /* Inside MULTI: make Redis abort the transaction at EXEC, as it does after
- * a command with wrong arguments. Its reply is for a waiting slot that
- * already holds the proxy's own error. Returns 1 (a slot is owed). */
+ * a command with wrong arguments. Its reply is for a pending reply that
+ * already holds the proxy's own error. Returns 1 (a reply is owed). */
 int upstream_flag_multi(upstream_conn *up, struct client_session *c);
 /* Have Redis answer `err` ("ERR ...") in its stream: uncounted, or queued
  * inside MULTI (EXEC then returns it in the command's place). Returns 1 if

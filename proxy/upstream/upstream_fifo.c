@@ -35,7 +35,7 @@ void up_fifo_free(upstream_conn *up)
     if (up->fifo) up_fifo_ring_free(up);
 }
 
-/* The entry for the next request; its reply goes to the slot the client
+/* The entry for the next request; its reply goes to the pending reply the client
  * is about to queue. */
 up_entry *up_fifo_push(upstream_conn *up, struct client_session *c, up_entry_kind kind)
 {

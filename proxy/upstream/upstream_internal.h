@@ -12,7 +12,7 @@ static inline const char *up_addr(const upstream_conn *up)
 {
     return up->node ? up->node->addr : up->srv->conf.upstream;
 }
-/* The entry for the next request; its reply goes to the slot the client is
+/* The entry for the next request; its reply goes to the pending reply the client is
  * about to queue. */
 up_entry *up_fifo_push(upstream_conn *up, struct client_session *c, up_entry_kind kind);
 /* The i-th entry owed (0: the oldest), and the newest; changeable. */
@@ -65,9 +65,9 @@ const upstream_client_ops *up_clients_of(void);
 const upstream_owner *up_shared_owner_of(void);
 
 typedef enum up_route {
-    ROUTE_REPLY,        /* the client's oldest waiting slot */
+    ROUTE_REPLY,        /* the client's oldest pending reply */
     ROUTE_PUSH,         /* straight to the client, out of band / uncounted */
-    ROUTE_SWALLOW,      /* our barrier's answer: releases the waiting slot */
+    ROUTE_SWALLOW,      /* our barrier's answer: releases the pending reply */
     ROUTE_SWALLOW_KEEP, /* the +RESET of a closing barrier: the PING's answer follows */
     ROUTE_RESET,        /* a +RESET that ends raw mode */
     ROUTE_ASK,          /* the answer to an ask of the proxy's own: to its callback */
@@ -98,7 +98,7 @@ upstream_conn *up_open_list(void);
 /* The shared pool's (upstream_pool.c): write a shared connection's queue;
  * close a retired one that owes nothing; the RESET that lets a shared
  * connection in for good once Redis stopped requiring AUTH; off its
- * node's slot. */
+ * node's entry. */
 void up_shared_flush(upstream_conn *up);
 void up_retired_check(upstream_conn *up);
 void up_reauth_after_read(upstream_conn *up);

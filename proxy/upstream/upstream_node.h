@@ -25,7 +25,7 @@ typedef struct upstream_node {
     int port;
     /* Shared connections to it (conf.shared_upstreams of them, opened on
      * demand by upstream_shared; NULL when not open). A connection clears
-     * its own slot when it goes (upstream.c). */
+     * its own entry when it goes (upstream.c). */
     struct upstream_conn *shared[VP_MAX_SHARED_UPSTREAMS];
     /* The side connection to it (upstream_side.c): SCRIPT KILL and the
      * like from clients on a shared connection. NULL when not open. */

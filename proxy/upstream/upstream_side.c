@@ -10,7 +10,7 @@
  * carries anything else. It is a shared connection in every other respect:
  * requests are copied and written with the shared ones once per loop
  * iteration (upstream_flush_shared), each FIFO entry names its client, and
- * the reply goes to that client's slot, held there until the slots before it
+ * the reply goes to that client's pending reply, held there until the ones before it
  * (still owed by the busy shared connection) are answered, so the client
  * sees its replies in request order.
  *
@@ -83,7 +83,7 @@ static void up_side_failed(upstream_conn *up, void *arg, const char *why)
 {
     (void)arg;
     /* Each request waiting for the connect gets the error the client would
-     * get for any other (client.c's wording), in its slot. */
+     * get for any other (client.c's wording), in its place. */
     char msg[384];
     size_t n = resp_write_errorf(msg, sizeof(msg), "ERR upstream unavailable: %s: %s", up_addr(up), why);
     /* A reply only queues, so no client closes during the walk. */

@@ -149,7 +149,7 @@ void up_script_flush_answered(upstream_conn *up, unsigned epoch)
 
 /* The oldest entry, a verb, was answered NOSCRIPT (the script cache was
  * flushed, or Redis restarted or failed over under us): load the scripts
- * and send the same EVALSHA again. Its slot keeps its place in the client's
+ * and send the same EVALSHA again. Its pending reply keeps its place in the client's
  * queue, so replies to later commands wait behind it. A later command that
  * runs before the retry is a reordering, counted when the retry is
  * answered (up_note_answered); a later verb answered NOSCRIPT too did not

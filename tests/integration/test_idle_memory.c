@@ -1,7 +1,7 @@
 /* test_idle_memory.c - an idle client holds no buffers (issue 9, item 3).
  *
  * A client that is not sending or receiving needs no read buffer, write
- * buffer, reply slots or output pieces: the proxy takes them from pools
+ * buffer, pending replies or output pieces: the proxy takes them from pools
  * (proxy/pool.h) for each burst of work and gives them back when it is done.
  * Two hundred clients each do a little of everything (a name, a reply the
  * proxy makes itself, a 20 kB value, a verb's argument error, a pipeline),
