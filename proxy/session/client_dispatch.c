@@ -1,0 +1,398 @@
+/* client_dispatch.c - what happens to one request: the gate (the
+ * proxy's own users, protected limits before AUTH: client_admit), the
+ * replies the proxy makes itself (VERBPROXY, errors), the verbs rewritten
+ * to EVALSHA and the polyfills, and forwarding to the client's upstream
+ * connection (cluster mode: through client_route, client_route.c). */
+#include "proxy/session/client.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <openssl/crypto.h>
+
+#include "proxy/session/admin.h"
+#include "proxy/session/auth.h"
+#include "proxy/log.h"
+#include "proxy/route/route.h"
+#include "proxy/session/client_internal.h"
+
+/* A reply the proxy makes on a connection that goes on (a verb's argument
+ * error, VERBPROXY): `reply` is the whole RESP reply; `err` the same as
+ * error text (no '-', no CRLF) if it is an error, and `arity` says whether
+ * it is one Redis would find before queueing the command in MULTI (a wrong
+ * argument count, an unknown command) rather than one the command itself
+ * returns at EXEC. Where Redis's replies are not being counted only an error
+ * can be delivered, by Redis itself. */
+void client_answer(client_session *c, const char *reply, size_t n, const char *err, int arity)
+{
+    switch (upstream_local_mode(c->up)) {
+    case UP_LOCAL_IN_ORDER:
+        client_queue_local(c, reply, n);
+        return;
+    case UP_LOCAL_IN_MULTI:
+        if (err && !arity) {
+            /* Queued: +QUEUED now, the error in its place in EXEC's reply. */
+            if (upstream_error_in_stream(c->up, c, err)) pending_push(c, PENDING_WAITING);
+            return;
+        }
+        /* As Redis answers a command it cannot queue: the error now, and
+         * EXEC aborts. A proxy reply that is not an error cannot be part of
+         * a transaction. */
+        if (!err) {
+            reply = "-ERR VERBPROXY is not allowed inside MULTI\r\n";
+            n = strlen(reply);
+        }
+        if (upstream_flag_multi(c->up, c)) {
+            client_pending *s = pending_push(c, PENDING_WAITING);
+            s->replace = 1;
+            pending_append(s, reply, n);
+            c->srv->stats.local_replies++;
+        }
+        return;
+    case UP_LOCAL_IN_STREAM:
+        if (!err)
+            err = "ERR VERBPROXY cannot answer while replies are not counted (subscribe mode, MONITOR, "
+                  "CLIENT REPLY OFF|SKIP)";
+        upstream_error_in_stream(c->up, c, err);
+        return;
+    }
+}
+
+static void client_verb_error(client_session *c, const char *err, int arity)
+{
+    char line[VERB_ERR_MAX + 8];
+    int n = snprintf(line, sizeof(line), "-%s\r\n", err);
+    c->srv->stats.verb_argument_errors++;
+    client_answer(c, line, (size_t)n, err, arity);
+}
+
+static void client_call_verb(client_session *c, const verb_def *v, const resp_arg *argv, int argc)
+{
+    verb_call call;
+    char err[VERB_ERR_MAX];
+    if (c->srv->verbs.broken[v->id]) {
+        snprintf(err, sizeof(err),
+                 "ERR verb %s is disabled: the upstream's SHA-1 for its script is not the pinned %s (see the "
+                 "proxy's log)",
+                 v->name, v->sha);
+        client_verb_error(c, err, 0);
+        return;
+    }
+    int rc = verbs_check(v, argc, argv, &call, err, sizeof(err));
+    if (rc < 0 && rc == VERB_ERR_ARITY) {
+        client_verb_error(c, err, 1);
+        return;
+    }
+    if ((c->up->shared && upstream_requires_auth(c->up)) || c->upstream_noauth) {
+        /* What Redis says to the EVALSHA (after an arity error, before any
+         * other): and the rewritten request, two or three elements longer
+         * than the verb, must not meet Redis's pre-auth limit of 10, which
+         * would close the connection where Redis would answer the verb. */
+        static const char noauth[] = "-NOAUTH Authentication required.\r\n";
+        client_queue_local(c, noauth, sizeof(noauth) - 1);
+        return;
+    }
+    if (rc < 0) {
+        client_verb_error(c, err, 0);
+        return;
+    }
+    if (c->up->shared) c->used_shared = 1;
+    if (upstream_forward_verb(c->up, c, v, &call, argc, argv)) pending_push(c, PENDING_WAITING);
+}
+
+/* ZUNION & co. with AGGREGATE COUNT where the upstream lacks it
+ * (upstream_server.c): the proxy's script, with Redis 8.8's reply. Its
+ * errors are the script's (Redis checks key types before options), so
+ * nothing is refused here; a script the upstream loaded under another SHA
+ * leaves the command to Redis, which refuses COUNT as it would without the
+ * proxy. */
+static void client_call_polyfill(client_session *c, const verb_def *v, const verb_call *call,
+                                 const resp_arg *argv, int argc)
+{
+    if (c->up->shared) c->used_shared = 1;
+    c->srv->stats.polyfill_calls++;
+    if (upstream_forward_verb(c->up, c, v, call, argc, argv)) pending_push(c, PENDING_WAITING);
+}
+
+/* Must this command wait before it can be sent on its own connection: a
+ * polyfill call whose server or protocol is not known yet? */
+int client_polyfill_must_wait(client_session *c, int argc, const resp_arg *argv)
+{
+    verb_call call;
+    const verb_def *v = verbs_find_polyfill(&c->srv->verbs, argc, argv, &call);
+    return v && upstream_polyfill_must_wait(c->up, v);
+}
+
+static void client_admin(client_session *c, const resp_arg *argv, int argc)
+{
+    vp_buf out = {0};
+    admin_command(c->srv, argc, argv, &out);
+    if (out.len && out.data[0] == '-') {
+        char err[VERB_ERR_MAX];
+        size_t el = out.len - 3 < sizeof(err) - 1 ? out.len - 3 : sizeof(err) - 1;
+        memcpy(err, out.data + 1, el);
+        err[el] = '\0';
+        /* Inside MULTI refused as a whole, like an unknown command. */
+        client_answer(c, out.data, out.len, err, 1);
+    } else {
+        client_answer(c, out.data, out.len, NULL, 1);
+    }
+    vp_buf_free(&out);
+}
+
+/* CLIENT SETNAME/SETINFO sent on a shared connection: kept to be sent
+ * again if the client moves (the last of each kind). */
+static void client_keep_setter(client_session *c, int argc, const resp_arg *argv, const char *p, size_t n)
+{
+    int i = argc == 3 ? 0 : cmd_arg_is(&argv[2], "lib-name") ? 1 : cmd_arg_is(&argv[2], "lib-ver") ? 2 : -1;
+    if (i < 0) return; /* Redis refuses any other attribute */
+    /* Nor does it take a value with a space, newline or other character
+     * outside '!'..'~' (clientSetName, 7.2's SETINFO): keep what it took. */
+    const resp_arg *v = &argv[argc - 1];
+    for (size_t k = 0; k < v->len; k++)
+        if (v->ptr[k] < '!' || v->ptr[k] > '~') return;
+    /* Exactly its size (not a 4 KiB vp_buf): kept for the whole session. */
+    vp_buf_free(&c->setters[i]);
+    c->setters[i].data = vp_malloc(n);
+    memcpy(c->setters[i].data, p, n);
+    c->setters[i].len = c->setters[i].cap = n;
+}
+
+static int is_config_set(int argc, const resp_arg *argv)
+{
+    return argc >= 2 && cmd_arg_is(&argv[0], "config") && cmd_arg_is(&argv[1], "set");
+}
+
+static int is_script_flush(int argc, const resp_arg *argv)
+{
+    return argc >= 2 && argv[0].len == 6 && cmd_arg_is(&argv[0], "script") && cmd_arg_is(&argv[1], "flush");
+}
+
+/* What Redis says to AUTH or HELLO where the proxy will not judge it: queued
+ * in a transaction (Redis would run it at EXEC) or while replies are not
+ * counted. */
+#define CLIENT_AUTH_NOT_HERE                                                                                 \
+    "ERR AUTH and HELLO AUTH are answered by verbproxy itself, which cannot do so inside MULTI or while "    \
+    "replies are not counted (subscribe mode, MONITOR, CLIENT REPLY OFF|SKIP)"
+
+/* Redis's reply buffer (PROTO_REPLY_CHUNK_BYTES). Since the CVE-2025-21605
+ * fix (Redis 7.0.15 as Debian ships it, 7.2.8, 7.4.3) a client that has
+ * not authenticated is closed as soon as its unwritten replies overflow
+ * it, none of them written: 481 pipelined -NOAUTH (16,354 bytes) are
+ * answered, 482 close the connection. */
+#define CLIENT_UNAUTH_REPLY_MAX 16384
+
+/* Bytes of replies the client is owed and not yet written: the output
+ * queue and the replies made and held in order behind others. */
+static size_t client_unwritten(client_session *c)
+{
+    size_t n = outq_size(&c->out);
+    for (size_t i = 0; i < c->pending_len; i++)
+        n += pending_at(c, i)->len;
+    return n;
+}
+
+/* The proxy has users of its own (auth.h): AUTH and HELLO ... AUTH are
+ * answered here and never forwarded, and before authentication only AUTH,
+ * HELLO and QUIT go on (RESET is answered here; the parser holds the
+ * client to Redis's pre-auth limits meanwhile, and a client whose answers
+ * pile up past Redis's output limit is closed, as by Redis). Returns 1
+ * when the command was answered (the client may be closing then). */
+int client_auth_gate(client_session *c, int argc, const resp_arg *argv)
+{
+    char reply[AUTH_REPLY_MAX];
+    size_t n = 0;
+    int authed = c->authed;
+    auth_verdict v = auth_judge(&c->srv->conf.auth, argc, argv, &authed, reply, &n);
+    if (v != AUTH_ANSWER) {
+        c->authed = (unsigned)authed; /* a HELLO that authenticated goes on (client_dispatch strips AUTH) */
+        return 0;
+    }
+    if (n > 10 && memcmp(reply, "-WRONGPASS", 10) == 0) c->srv->stats.auth_failures++;
+    metrics_count(&c->srv->metrics, c->cur_cmd);
+    up_local_mode mode = c->up ? upstream_local_mode(c->up) : UP_LOCAL_IN_ORDER;
+    if (mode == UP_LOCAL_IN_ORDER || !c->authed) {
+        c->authed = (unsigned)authed;
+        client_queue_local(c, reply, n);
+        if (!c->authed && client_unwritten(c) > CLIENT_UNAUTH_REPLY_MAX) {
+            /* As Redis: closed, with nothing more written (the close
+             * drops what is queued). */
+            vp_log(VP_LOG_VERBOSE,
+                   "client %llu %s: closing: replies over %d bytes unwritten before AUTH (as Redis)", c->id,
+                   c->addr, CLIENT_UNAUTH_REPLY_MAX);
+            c->input_done = 1;
+            client_close(c);
+        }
+        return 1;
+    }
+    char line[sizeof(CLIENT_AUTH_NOT_HERE) + 8];
+    int ln = snprintf(line, sizeof(line), "-%s\r\n", CLIENT_AUTH_NOT_HERE);
+    client_answer(c, line, (size_t)ln, CLIENT_AUTH_NOT_HERE, 1);
+    return 1;
+}
+
+/* The one gate (issue 22). Every request a client sends passes here before
+ * any byte of it goes upstream: whole (client_parse_batch), or the head of
+ * a large one about to be streamed (client_stream_partial), inside MULTI,
+ * pipelined or over TLS alike, since all of them come through those two.
+ * A streamed request is forwarded before the proxy has read it, so it is
+ * let go only where reading the rest could change nothing the proxy
+ * decides: the client is authenticated to the proxy's own users, and its
+ * command is one the proxy neither judges (AUTH, HELLO), rewrites (verbs,
+ * polyfills), answers (VERBPROXY), follows (CONFIG, ACL, connection state)
+ * nor routes by its keys (cluster mode). Anything else is read whole and
+ * judged here like any request. (Redis's own password, where the proxy
+ * has no upstream-pass, is judged by Redis on the client's connection of
+ * its own, within the pre-auth limits the parser keeps.)
+ *
+ * ADMIT_FORWARD sets c->admitted for the command at hand: the forwarding
+ * paths refuse a command without it (client_not_admitted), so a new path
+ * that skips the gate fails closed instead of leaking. */
+client_admission client_admit(client_session *c, int argc, const resp_arg *argv, int whole)
+{
+    if (!whole) {
+        if (argc < 1 || c->srv->cluster) return ADMIT_WHOLE;
+        if (c->srv->conf.auth.configured && !c->authed) return ADMIT_WHOLE;
+        const resp_arg *name = &argv[0];
+        if (cmd_name_may_be_special(name) || cmd_name_read_whole(name) ||
+            verbs_find(&c->srv->verbs, name->ptr, name->len) || verbs_may_polyfill(&c->srv->verbs, name) ||
+            admin_is_own_command(name))
+            return ADMIT_WHOLE;
+    } else if (c->srv->conf.auth.configured && client_auth_gate(c, argc, argv)) {
+        return ADMIT_ANSWERED;
+    }
+    c->admitted = 1;
+    return ADMIT_FORWARD;
+}
+
+/* A command reached a forwarding path without passing client_admit: a
+ * defect of the proxy's. Nothing of it goes upstream; the client is closed
+ * as after a protocol error, and the log says where. */
+int client_not_admitted(client_session *c, const char *where)
+{
+    if (c->admitted) return 0;
+    vp_log(VP_LOG_WARNING, "client %llu %s: a command reached %s without passing the gate: closed", c->id,
+           c->addr, where);
+    client_protocol_error(c, "internal error");
+    return 1;
+}
+
+void client_dispatch(client_session *c, const resp_arg *argv, int argc, const char *p, size_t n)
+{
+    if (client_not_admitted(c, "dispatch")) return;
+    if (cmd_is_http_request(argc, argv)) {
+        client_http_request(c);
+        return;
+    }
+    if (c->answering_unavailable) {
+        metrics_count(&c->srv->metrics, c->cur_cmd);
+        client_add_error(c, "ERR upstream unavailable: %s: %s", client_upstream_name(c), c->up_error);
+        return;
+    }
+    metrics_count(&c->srv->metrics, c->cur_cmd);
+    /* (Its id, found once by client_parse_batch, says whether it is a verb.) */
+    const verb_def *v = cmdid_verb(&c->srv->metrics.ids, c->cur_cmd);
+    if (v) {
+        client_call_verb(c, v, argv, argc);
+        return;
+    }
+    verb_call call;
+    if ((v = verbs_find_polyfill(&c->srv->verbs, argc, argv, &call)) && upstream_polyfill_wanted(c->up) &&
+        !c->srv->verbs.broken[v->id]) {
+        client_call_polyfill(c, v, &call, argv, argc);
+        return;
+    }
+    if (admin_is_own_command(&argv[0])) {
+        client_admin(c, argv, argc);
+        return;
+    }
+    if (c->up->shared && cmd_is_quit(argc, argv)) {
+        /* Redis answers +OK and closes; the shared connection must stay. */
+        client_queue_local(c, "+OK\r\n", 5);
+        c->input_done = 1;
+        c->close_when_done = 1;
+        return;
+    }
+    if (c->up->shared && cmd_is_select_zero(argc, argv) && !upstream_requires_auth(c->up)) {
+        /* It is there already. (Where Redis wants AUTH first, it goes to
+         * Redis for its -NOAUTH.) */
+        client_queue_local(c, "+OK\r\n", 5);
+        return;
+    }
+    if (c->up->shared && cmd_is_out_of_band(argc, argv)) {
+        /* SCRIPT KILL and the like must not wait behind the busy script. */
+        /* (On the node whose script is busy: the client's.) */
+        if (upstream_side_forward(c->srv, route_node_for(c->srv, c), c, p, n))
+            pending_push(c, PENDING_WAITING);
+        return;
+    }
+    if (c->up->shared) {
+        c->used_shared = 1;
+        if (cmd_is_client_setter(argc, argv)) client_keep_setter(c, argc, argv, p, n);
+    }
+    cmd_kind kind = cmd_classify(argc, argv);
+    if (kind == CMD_REPLICATION) c->opaque = 1;
+    int *verb_ids = NULL, nids = 0;
+    admin_patch_kind patch = kind == CMD_PLAIN
+                                 ? admin_command_patch(&c->srv->verbs, argc, argv, &verb_ids, &nids)
+                                 : ADMIN_PATCH_NONE;
+    int answered;
+    if (c->srv->conf.auth.configured && argc > 2 && cmd_arg_is(&argv[0], "hello")) {
+        /* The proxy's own users judged its AUTH option (client_auth_gate):
+         * Redis gets the rest, and answers it. Never longer than the
+         * request it comes from. */
+        size_t cap = n + 16;
+        char *hello = vp_malloc(cap);
+        size_t hn = auth_hello_strip(argc, argv, hello, cap);
+        answered = upstream_forward_copy(c->up, c, hello, hn, kind);
+        OPENSSL_cleanse(hello, cap);
+        free(hello);
+    } else {
+        answered = upstream_forward(c->up, c, p, n, kind);
+    }
+    if (kind == CMD_RESET) {
+        /* As Redis's clientSetDefaultAuth: the default user again. */
+        c->authed = (unsigned)auth_default_authenticated(&c->srv->conf.auth);
+        c->pubsub = c->monitor = 0;
+        /* Redis too takes it for the default user again, which needs a
+         * password where Redis requires AUTH (without upstream-pass: with
+         * it the proxy authenticates the connection again). */
+        if (!c->up->shared && upstream_node_requires_auth(c->up)) client_mark_upstream_noauth(c);
+    } else if (kind == CMD_SUBSCRIBE && !cmd_name_unsubscribes(&argv[0])) {
+        c->pubsub = 1;
+    } else if (kind == CMD_MONITOR) {
+        c->monitor = 1;
+    }
+    if (answered && !c->up->shared && cmd_arg_is(&argv[0], "hello")) upstream_note_hello(c->up);
+    if (!c->up->shared && (cmd_arg_is(&argv[0], "auth") || cmd_arg_is(&argv[0], "hello")))
+        upstream_note_auth(c->up);
+    /* Once it may have authenticated, Redis judges what it sends (a wrong
+     * password included: its verbs then go to Redis as on any connection
+     * of its own). */
+    if (c->upstream_noauth && cmd_may_authenticate(argc, argv)) c->upstream_noauth = 0;
+    if (answered) {
+        client_pending *s = pending_push(c, PENDING_WAITING);
+        s->patch = patch;
+        s->verb_ids = verb_ids;
+        s->nverb_ids = nids;
+    } else {
+        free(verb_ids);
+    }
+    if ((kind == CMD_PLAIN && is_script_flush(argc, argv)) || kind == CMD_EXEC || kind == CMD_DISCARD ||
+        kind == CMD_RESET)
+        upstream_scripts_flushed(c->up, kind, answered);
+    /* It may have set an output limit that makes sharing unsafe. */
+    if (kind == CMD_PLAIN && is_config_set(argc, argv)) upstream_probe_output_limit(c->up);
+    /* It may have given the default user a password (upstream_defauth.c). */
+    if (kind == CMD_PLAIN && (is_config_set(argc, argv) || cmd_arg_is(&argv[0], "acl")))
+        upstream_probe_default_user(c->up);
+}
+
+/* client_answer for an error Redis finds before queueing a command (as
+ * its -MOVED, -CROSSSLOT), given as the whole line "-TEXT\r\n". */
+void client_answer_error_line(client_session *c, const char *line, size_t n)
+{
+    char err[320];
+    snprintf(err, sizeof(err), "%.*s", n > 3 ? (int)(n - 3) : 0, line + 1);
+    client_answer(c, line, n, err, 1);
+}
