@@ -13,7 +13,7 @@
 
 #include <openssl/crypto.h>
 
-#include "lua/verbs.h"
+#include "proxy/verbs/verbs.h"
 #include "protocol/resp_write.h"
 #include "proxy/buffer.h"
 #include "proxy/config_tls.h"

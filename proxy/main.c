@@ -7,7 +7,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "lua/verb_scripts.h"
+#include "proxy/verbs/verb_scripts.h"
 #include "proxy/session/client.h"
 #include "proxy/route/cluster.h"
 #include "proxy/config.h"

@@ -12,7 +12,7 @@
 
 #include <uv.h>
 
-#include "lua/verbs.h"
+#include "proxy/verbs/verbs.h"
 #include "protocol/resp_request.h"
 #include "proxy/config.h"
 #include "proxy/metrics.h"

@@ -13,7 +13,7 @@
  * Who reads what: proxy/cmd/command.c answers the classification queries,
  * proxy/route/route_keys.c finds keys from the specs, proxy/session/cmdid.c
  * numbers commands for the metrics (a command's id is its index here), and
- * lua/verbs.c refuses a verb that would shadow a command.
+ * proxy/verbs/verbs.c refuses a verb that would shadow a command.
  *
  * Static data; lookups are pure and allocation-free. Names are looked up
  * in any case, as Redis does; arguments are (pointer, length) pairs as the

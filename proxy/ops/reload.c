@@ -7,7 +7,7 @@
 
 #include <openssl/crypto.h>
 
-#include "lua/verbs.h"
+#include "proxy/verbs/verbs.h"
 #include "proxy/buffer.h"
 #include "proxy/session/client.h"
 #include "proxy/config_env.h"

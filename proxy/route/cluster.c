@@ -9,7 +9,7 @@
 #include <strings.h>
 #include <uv.h>
 
-#include "lua/verbs.h"
+#include "proxy/verbs/verbs.h"
 #include "protocol/resp_write.h"
 #include "proxy/buffer.h"
 #include "proxy/session/client.h"

@@ -46,7 +46,7 @@ typedef enum client_pending_kind {
 typedef struct client_pending {
     client_pending_kind kind;
     unsigned replace : 1; /* data is the proxy's answer; the upstream's is dropped */
-    unsigned patch : 3;   /* admin_patch_kind: fill the verbs into a COMMAND reply */
+    unsigned patch : 3;   /* introspect_patch_kind: fill the verbs into a COMMAND reply */
     unsigned err : 1;     /* the reply going out is an error (metrics) */
     unsigned pooled : 1;  /* data is a block of the small held replies' pool */
     unsigned cmd : 16;    /* the command's id (cmdid.h; CMDID_NONE: answers none) */

@@ -10,7 +10,7 @@
 #include <string.h>
 #include <openssl/crypto.h>
 
-#include "proxy/session/admin.h"
+#include "proxy/session/introspect.h"
 #include "proxy/session/auth.h"
 #include "proxy/log.h"
 #include "proxy/route/route.h"
@@ -123,10 +123,10 @@ int client_polyfill_must_wait(client_session *c, int argc, const resp_arg *argv)
     return v && upstream_polyfill_must_wait(c->up, v);
 }
 
-static void client_admin(client_session *c, const resp_arg *argv, int argc)
+static void client_introspect(client_session *c, const resp_arg *argv, int argc)
 {
     vp_buf out = {0};
-    admin_command(c->srv, argc, argv, &out);
+    introspect_command(c->srv, argc, argv, &out);
     if (out.len && out.data[0] == '-') {
         char err[VERB_ERR_MAX];
         size_t el = out.len - 3 < sizeof(err) - 1 ? out.len - 3 : sizeof(err) - 1;
@@ -256,7 +256,7 @@ client_admission client_admit(client_session *c, int argc, const resp_arg *argv,
         const resp_arg *name = &argv[0];
         if (cmd_name_may_be_special(name) || cmd_name_read_whole(name) ||
             verbs_find(&c->srv->verbs, name->ptr, name->len) || verbs_may_polyfill(&c->srv->verbs, name) ||
-            admin_is_own_command(name))
+            introspect_is_own_command(name))
             return ADMIT_WHOLE;
     } else if (c->srv->conf.auth.configured && client_auth_gate(c, argc, argv)) {
         return ADMIT_ANSWERED;
@@ -302,8 +302,8 @@ void client_dispatch(client_session *c, const resp_arg *argv, int argc, const ch
         client_call_polyfill(c, v, &call, argv, argc);
         return;
     }
-    if (admin_is_own_command(&argv[0])) {
-        client_admin(c, argv, argc);
+    if (introspect_is_own_command(&argv[0])) {
+        client_introspect(c, argv, argc);
         return;
     }
     if (c->up->shared && cmd_is_quit(argc, argv)) {
@@ -333,9 +333,9 @@ void client_dispatch(client_session *c, const resp_arg *argv, int argc, const ch
     cmd_kind kind = cmd_classify(argc, argv);
     if (kind == CMD_REPLICATION) c->opaque = 1;
     int *verb_ids = NULL, nids = 0;
-    admin_patch_kind patch = kind == CMD_PLAIN
-                                 ? admin_command_patch(&c->srv->verbs, argc, argv, &verb_ids, &nids)
-                                 : ADMIN_PATCH_NONE;
+    introspect_patch_kind patch = kind == CMD_PLAIN
+                                      ? introspect_command_patch(&c->srv->verbs, argc, argv, &verb_ids, &nids)
+                                      : INTROSPECT_PATCH_NONE;
     int answered;
     if (c->srv->conf.auth.configured && argc > 2 && cmd_arg_is(&argv[0], "hello")) {
         /* The proxy's own users judged its AUTH option (client_auth_gate):

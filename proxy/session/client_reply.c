@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "proxy/session/admin.h"
+#include "proxy/session/introspect.h"
 #include "proxy/route/cluster_merge.h"
 #include "proxy/log.h"
 #include "proxy/pool.h"
@@ -315,7 +315,7 @@ void client_add_error(client_session *c, const char *fmt, ...)
 static void client_patch_reply(client_session *c, client_pending *s)
 {
     vp_buf out = {0};
-    if (admin_patch_reply(&c->srv->verbs, s->patch, s->verb_ids, s->nverb_ids, s->data, s->len, &out) == 0) {
+    if (introspect_patch_reply(&c->srv->verbs, s->patch, s->verb_ids, s->nverb_ids, s->data, s->len, &out) == 0) {
         pending_data_take(s, out.data, out.len, out.cap);
     } else {
         vp_buf_free(&out); /* not the reply expected (an error): as Redis sent it */
@@ -507,7 +507,7 @@ void client_flush_deferred(vp_server *srv)
 static void client_remap_patch(client_pending *s, const verb_table *old, const verb_table *now)
 {
     int listing =
-        s->patch == ADMIN_PATCH_INFO_ALL || s->patch == ADMIN_PATCH_LIST || s->patch == ADMIN_PATCH_COUNT;
+        s->patch == INTROSPECT_PATCH_INFO_ALL || s->patch == INTROSPECT_PATCH_LIST || s->patch == INTROSPECT_PATCH_COUNT;
     if (listing) {
         /* The whole listing: the verbs there are now. */
         free(s->verb_ids);

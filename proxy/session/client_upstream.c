@@ -10,7 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "proxy/session/admin.h"
+#include "proxy/session/introspect.h"
 #include "proxy/route/cluster.h"
 #include "proxy/session/client_nodes.h"
 #include "proxy/session/limits.h"
@@ -63,7 +63,7 @@ int client_may_share(client_session *c, int argc, const resp_arg *argv)
         return 0;
     }
     if (upstream_client_needs_auth(c->up, c->id) && !cmd_is_quit(argc, argv) &&
-        !admin_is_own_command(&argv[0])) {
+        !introspect_is_own_command(&argv[0])) {
         /* Redis requires AUTH and the shared connection has none (no
          * upstream-pass): Redis applies its limits for connections that
          * have not authenticated to the shared one as a whole. Since the

@@ -1,6 +1,6 @@
 /* cmdid.h - one number per command name the proxy counts (metrics.h):
  * Redis's own commands (their index in the command table,
- * proxy/cmd/command_table.h), then the verbs (lua/verbs.h, custom ones
+ * proxy/cmd/command_table.h), then the verbs (proxy/verbs/verbs.h, custom ones
  * too), then "other" for every other name. The labels of the
  * per-command metrics are these names and nothing else, so a client sending
  * random command names cannot grow them.
@@ -20,7 +20,7 @@
 
 #include <stddef.h>
 
-#include "lua/verbs.h"
+#include "proxy/verbs/verbs.h"
 
 /* No command: a pending reply that answers none (a barrier, a protocol
  * error). */

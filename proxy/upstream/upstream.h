@@ -424,7 +424,7 @@ const struct verb_table *upstream_verbs(const upstream_conn *up);
 /* Send the silent HELLO. */
 void upstream_ask_server(upstream_conn *up);
 /* Must a polyfill call wait (settle) before it can be decided and sent?
- * Asks the server when it has to. v: the polyfill entry (lua/verbs.h). */
+ * Asks the server when it has to. v: the polyfill entry (proxy/verbs/verbs.h). */
 struct verb_def;
 int upstream_polyfill_must_wait(upstream_conn *up, const struct verb_def *v);
 /* Should this call run as the proxy's script (1) or go to Redis as it is (0)? */

@@ -12,7 +12,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "lua/verbs.h"
+#include "proxy/verbs/verbs.h"
 #include "proxy/log.h"
 #include "proxy/upstream/upstream_hold.h"
 #include "proxy/upstream/upstream_internal.h"

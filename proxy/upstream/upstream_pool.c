@@ -8,7 +8,7 @@
 
 #include <string.h>
 
-#include "lua/verbs.h"
+#include "proxy/verbs/verbs.h"
 #include "proxy/log.h"
 #include "proxy/upstream/upstream_node.h"
 #include "proxy/upstream/upstream_hold.h"

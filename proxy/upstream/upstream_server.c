@@ -31,7 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "lua/verbs.h"
+#include "proxy/verbs/verbs.h"
 #include "protocol/resp_write.h"
 #include "proxy/log.h"
 #include "proxy/upstream/upstream_internal.h"

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "lua/verbs.h"
+#include "proxy/verbs/verbs.h"
 #include "proxy/cmd/command.h"
 #include "proxy/log.h"
 #include "proxy/upstream/upstream.h"

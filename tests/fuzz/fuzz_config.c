@@ -14,7 +14,7 @@
  *
  * No file is opened: a `verb` line's script comes from
  * fuzz_read_script below (this file's verbs_read_script, linked instead of
- * lua/script_file.c), and the TLS directives' checks from the stub
+ * proxy/verbs/script_file.c), and the TLS directives' checks from the stub
  * conf_tls_check (proxy/config_tls.c is not linked: it is a file's
  * existence, or OpenSSL's cipher parser). Built by CMake with VP_FUZZ=ON. */
 #include <stddef.h>
@@ -23,8 +23,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "lua/script_file.h"
-#include "lua/verbs.h"
+#include "proxy/verbs/script_file.h"
+#include "proxy/verbs/verbs.h"
 #include "proxy/config.h"
 #include "proxy/config_tls.h"
 

@@ -16,7 +16,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "lua/script_text.h"
+#include "proxy/verbs/script_text.h"
 #include "tests/support/checks.h"
 
 #ifndef SOURCE_DIR

@@ -37,7 +37,7 @@
 #include <strings.h>
 #include <time.h>
 
-#include "lua/script_text.h"
+#include "proxy/verbs/script_text.h"
 #include "tests/support/checks.h"
 #include "tests/support/expect.h"
 #include "tests/support/rng.h"

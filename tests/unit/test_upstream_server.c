@@ -1,6 +1,6 @@
 /* What the proxy learns of the server behind a connection from a HELLO
  * (proxy/upstream/upstream_server.c), and which calls are AGGREGATE COUNT calls
- * (lua/verbs.c verbs_find_polyfill).
+ * (proxy/verbs/verbs.c verbs_find_polyfill).
  *
  * The integration tests run against Debian's Redis 7.0, which lacks COUNT;
  * no Redis 8.8 or Valkey can be started here. So the decision is tested on
@@ -13,7 +13,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "lua/verbs.h"
+#include "proxy/verbs/verbs.h"
 #include "proxy/config.h"
 #include "proxy/server.h"
 #include "proxy/upstream/upstream_internal.h"

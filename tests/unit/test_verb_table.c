@@ -9,9 +9,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "lua/script_text.h"
-#include "lua/verb_scripts.h"
-#include "lua/verbs.h"
+#include "proxy/verbs/script_text.h"
+#include "proxy/verbs/verb_scripts.h"
+#include "proxy/verbs/verbs.h"
 #include "proxy/config.h"
 #include "proxy/server.h"
 #include "proxy/upstream/upstream_internal.h"

@@ -1,4 +1,4 @@
-#include "lua/script_text.h"
+#include "proxy/verbs/script_text.h"
 
 #include <errno.h>
 #include <stdio.h>

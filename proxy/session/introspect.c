@@ -1,4 +1,4 @@
-#include "proxy/session/admin.h"
+#include "proxy/session/introspect.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,12 +20,12 @@ static void put_error(vp_buf *b, const char *s)
 
 /* ---- VERBPROXY ---- */
 
-int admin_is_own_command(const resp_arg *name)
+int introspect_is_own_command(const resp_arg *name)
 {
     return name->len == 9 && cmd_arg_is(name, "verbproxy");
 }
 
-static void admin_verbs(const verb_table *t, vp_buf *out)
+static void introspect_verbs(const verb_table *t, vp_buf *out)
 {
     vp_buf_resp_array(out, t->count);
     for (int i = 0; i < t->count; i++) {
@@ -41,7 +41,7 @@ static void admin_verbs(const verb_table *t, vp_buf *out)
     }
 }
 
-static void admin_stats(const vp_stats *s, vp_buf *out)
+static void introspect_stats(const vp_stats *s, vp_buf *out)
 {
     char text[3072];
     size_t n = stats_format(s, text, sizeof(text), ":", "\r\n");
@@ -51,7 +51,7 @@ static void admin_stats(const vp_stats *s, vp_buf *out)
     vp_buf_resp_bulk(out, text, n);
 }
 
-static void admin_help(vp_buf *out)
+static void introspect_help(vp_buf *out)
 {
     static const char *const lines[] = {
         "VERBPROXY <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
@@ -73,7 +73,7 @@ static void admin_help(vp_buf *out)
     }
 }
 
-void admin_command(const vp_server *srv, int argc, const resp_arg *argv, vp_buf *out)
+void introspect_command(const vp_server *srv, int argc, const resp_arg *argv, vp_buf *out)
 {
     if (argc < 2) {
         put_error(out, "ERR wrong number of arguments for 'verbproxy' command");
@@ -87,7 +87,8 @@ void admin_command(const vp_server *srv, int argc, const resp_arg *argv, vp_buf 
         vp_buf_free(&text);
         return;
     }
-    if (cmd_arg_is(sub, "verbs") || cmd_arg_is(sub, "info") || cmd_arg_is(sub, "stats") || cmd_arg_is(sub, "help")) {
+    if (cmd_arg_is(sub, "verbs") || cmd_arg_is(sub, "info") || cmd_arg_is(sub, "stats") ||
+        cmd_arg_is(sub, "help")) {
         if (argc != 2) {
             char msg[96];
             int n = snprintf(msg, sizeof(msg), "ERR wrong number of arguments for 'verbproxy|%.*s' command",
@@ -96,11 +97,11 @@ void admin_command(const vp_server *srv, int argc, const resp_arg *argv, vp_buf 
                 if (msg[i] >= 'A' && msg[i] <= 'Z') msg[i] = (char)(msg[i] + 32);
             put_error(out, msg);
         } else if (cmd_arg_is(sub, "verbs")) {
-            admin_verbs(&srv->verbs, out);
+            introspect_verbs(&srv->verbs, out);
         } else if (cmd_arg_is(sub, "stats")) {
-            admin_stats(&srv->stats, out);
+            introspect_stats(&srv->stats, out);
         } else {
-            admin_help(out);
+            introspect_help(out);
         }
         return;
     }
@@ -125,28 +126,28 @@ static int *all_verbs(const verb_table *t, int *n)
     return ids;
 }
 
-admin_patch_kind admin_command_patch(const verb_table *t, int argc, const resp_arg *argv, int **verb_ids,
-                                     int *n)
+introspect_patch_kind introspect_command_patch(const verb_table *t, int argc, const resp_arg *argv,
+                                               int **verb_ids, int *n)
 {
-    if (argv[0].len != 7 || !cmd_arg_is(&argv[0], "command")) return ADMIN_PATCH_NONE;
+    if (argv[0].len != 7 || !cmd_arg_is(&argv[0], "command")) return INTROSPECT_PATCH_NONE;
     if (argc == 1) {
         *verb_ids = all_verbs(t, n);
-        return ADMIN_PATCH_INFO_ALL;
+        return INTROSPECT_PATCH_INFO_ALL;
     }
-    admin_patch_kind kind;
+    introspect_patch_kind kind;
     if (cmd_arg_is(&argv[1], "info"))
-        kind = ADMIN_PATCH_INFO;
+        kind = INTROSPECT_PATCH_INFO;
     else if (cmd_arg_is(&argv[1], "docs"))
-        kind = ADMIN_PATCH_DOCS;
+        kind = INTROSPECT_PATCH_DOCS;
     else if (argc == 2 && cmd_arg_is(&argv[1], "count"))
-        kind = ADMIN_PATCH_COUNT;
+        kind = INTROSPECT_PATCH_COUNT;
     else if (argc == 2 && cmd_arg_is(&argv[1], "list"))
-        kind = ADMIN_PATCH_LIST;
+        kind = INTROSPECT_PATCH_LIST;
     else
-        return ADMIN_PATCH_NONE;
+        return INTROSPECT_PATCH_NONE;
     if (argc == 2) { /* no names: the whole listing */
         *verb_ids = all_verbs(t, n);
-        return kind == ADMIN_PATCH_INFO ? ADMIN_PATCH_INFO_ALL : kind;
+        return kind == INTROSPECT_PATCH_INFO ? INTROSPECT_PATCH_INFO_ALL : kind;
     }
     int *ids = NULL; /* allocated at the first verb named */
     for (int i = 2; i < argc; i++) {
@@ -158,7 +159,7 @@ admin_patch_kind admin_command_patch(const verb_table *t, int argc, const resp_a
         }
         if (ids) ids[i - 2] = v ? v->id : -1;
     }
-    if (!ids) return ADMIN_PATCH_NONE;
+    if (!ids) return INTROSPECT_PATCH_NONE;
     *verb_ids = ids;
     *n = argc - 2;
     return kind;
@@ -222,13 +223,13 @@ static int read_header(const char *r, size_t len, char *type, long long *count, 
     return 0;
 }
 
-int admin_patch_reply(const verb_table *t, admin_patch_kind kind, const int *verb_ids, int n,
-                      const char *reply, size_t len, vp_buf *out)
+int introspect_patch_reply(const verb_table *t, introspect_patch_kind kind, const int *verb_ids, int n,
+                           const char *reply, size_t len, vp_buf *out)
 {
     char type;
     long long count;
     size_t body;
-    if (kind == ADMIN_PATCH_COUNT) {
+    if (kind == INTROSPECT_PATCH_COUNT) {
         char *end;
         if (len < 4 || reply[0] != ':') return -1;
         long long c = strtoll(reply + 1, &end, 10);
@@ -237,19 +238,19 @@ int admin_patch_reply(const verb_table *t, admin_patch_kind kind, const int *ver
         return 0;
     }
     if (read_header(reply, len, &type, &count, &body) < 0) return -1;
-    if (kind == ADMIN_PATCH_INFO_ALL || kind == ADMIN_PATCH_LIST) {
+    if (kind == INTROSPECT_PATCH_INFO_ALL || kind == INTROSPECT_PATCH_LIST) {
         if (type != '*') return -1;
         vp_buf_resp_array(out, count + n);
         vp_buf_append(out, reply + body, len - body);
         for (int i = 0; i < n; i++) {
-            if (kind == ADMIN_PATCH_LIST)
+            if (kind == INTROSPECT_PATCH_LIST)
                 vp_buf_resp_bulk_str(out, t->verbs[verb_ids[i]]->name);
             else
                 verb_info(t->verbs[verb_ids[i]], out);
         }
         return 0;
     }
-    if (kind == ADMIN_PATCH_DOCS) {
+    if (kind == INTROSPECT_PATCH_DOCS) {
         int m = 0;
         for (int i = 0; i < n; i++)
             m += verb_ids[i] >= 0;

@@ -1,4 +1,4 @@
-#include "lua/script_check.h"
+#include "proxy/verbs/script_check.h"
 
 #include <stdio.h>
 #include <stdlib.h>

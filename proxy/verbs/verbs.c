@@ -1,4 +1,4 @@
-#include "lua/verbs.h"
+#include "proxy/verbs/verbs.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -10,10 +10,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "lua/script_check.h"
+#include "proxy/verbs/script_check.h"
 #include "protocol/resp_write.h"
-#include "lua/script_file.h"
-#include "lua/verb_scripts.h"
+#include "proxy/verbs/script_file.h"
+#include "proxy/verbs/verb_scripts.h"
 #include "proxy/cmd/command_table.h"
 
 /* ---- Redis's number parsing ---- */

@@ -1,5 +1,5 @@
 /* verb_scripts.h - the built-in verbs' Lua scripts, embedded at build time
- * by lua/embed.cmake from lua/<name>.lua, each with its SHA-1 pinned then. */
+ * by proxy/verbs/embed.cmake from lua/<name>.lua, each with its SHA-1 pinned then. */
 #ifndef VP_VERB_SCRIPTS_H
 #define VP_VERB_SCRIPTS_H
 

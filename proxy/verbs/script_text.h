@@ -12,7 +12,7 @@
  * nothing itself (a script includes helpers in the order they need each
  * other).
  *
- * Used at build time by lua/embed.c (which pins the SHA-1 of the result)
+ * Used at build time by proxy/verbs/embed.c (which pins the SHA-1 of the result)
  * and by the unit test that checks the embedded scripts against lua/. */
 #ifndef VP_SCRIPT_TEXT_H
 #define VP_SCRIPT_TEXT_H

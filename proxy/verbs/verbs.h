@@ -105,7 +105,7 @@ const verb_def *verbs_find_builtin(const char *lower);
  * NULL = the working directory). 0 with *out set (free with verbs_free_def),
  * or -1 with a reason in err. Refuses names of Redis commands, of built-in
  * verbs and "verbproxy", and a script Redis 7.0 would not load (its
- * shebang or its Lua: lua/script_check.h), with Redis's error. */
+ * shebang or its Lua: proxy/verbs/script_check.h), with Redis's error. */
 int verbs_parse_custom(const char *value, const char *basedir, verb_def **out, char *err, size_t errlen);
 void verbs_free_def(verb_def *v);
 

@@ -1,4 +1,4 @@
-#include "lua/script_file.h"
+#include "proxy/verbs/script_file.h"
 
 #include <errno.h>
 #include <fcntl.h>
