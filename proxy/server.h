@@ -54,11 +54,13 @@ typedef struct vp_server {
     long long client_fds;
     unsigned long own_upstreams;
 
-    /* The upstream nodes (proxy/route/route.h): today one, the upstream or the
-     * sentinels' primary; each holds its shared connections. Owned here,
-     * built by route_init, freed by route_free. */
+    /* The upstream nodes (proxy/route/route.h): one in standalone and
+     * sentinel mode (the upstream, the sentinels' primary), one per known
+     * node in cluster mode; each holds its shared connections
+     * (upstream_node.h). Owned here, built by route_init, freed by
+     * route_free. */
     struct cluster_state *cluster; /* upstream-mode cluster (proxy/route/cluster.h); NULL otherwise */
-    struct upstream_node **nodes;     /* each allocated on its own: never moves (connections point at theirs) */
+    struct upstream_node **nodes;  /* each allocated on its own: never moves (connections point at theirs) */
     int nnodes, nodes_cap;
     /* Requests for the shared connections are gathered during a loop
      * iteration and written once per iteration, just before the loop waits

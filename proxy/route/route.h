@@ -44,8 +44,8 @@ void route_free(struct vp_server *srv);
  * mode: a seed, a primary of the slot map, a node a redirect names).
  * NULL for a host too long. */
 upstream_node *route_node_add(struct vp_server *srv, const char *host, size_t hostlen, int port);
-/* The node that holds every key today: standalone's `upstream`, sentinel
- * mode's primary (its address "" until a sentinel names one). */
+/* The first node: standalone's `upstream`, sentinel mode's primary (its
+ * address "" until a sentinel names one), cluster mode's first seed. */
 upstream_node *route_primary(struct vp_server *srv);
 /* The node a client's connection goes to. */
 upstream_node *route_node_for(struct vp_server *srv, struct client_session *c);
