@@ -99,7 +99,7 @@ typedef struct vp_config {
     int tls_port;                /* client-side TLS listener on `bind`; 0 = none */
     conf_tls tls;                /* tls-* (client side), Redis's names */
     long long shared_upstreams;  /* connections shared by stateless clients; 0 = one per client */
-    long long shared_batch_hold; /* microseconds a small shared batch may wait for more (upstream_hold.h) */
+    long long shared_batch_hold; /* microseconds a small shared batch may wait for more (upstream_hold.c) */
     long long maxclients;        /* client connections taken at once (limits.h may lower it) */
     long long timeout;           /* seconds a client may stay idle; 0 = forever (client_cron) */
     long long tcp_keepalive;     /* SO_KEEPALIVE idle seconds on every TCP socket, both sides; 0 = off */

@@ -23,7 +23,7 @@ typedef struct vp_stats {
     unsigned long long tls_client_handshake_failures; /* clients on tls-port whose handshake failed */
     unsigned long long barriers_sent;
     unsigned long long shared_commands;      /* commands sent on a shared upstream connection */
-    unsigned long long shared_batch_holds;   /* shared batches that waited for more (upstream_hold.h) */
+    unsigned long long shared_batch_holds;   /* shared batches that waited for more (upstream_hold.c) */
     unsigned long long clients_pinned;       /* clients moved to their own connection */
     unsigned long long verb_calls;           /* verbs sent upstream */
     unsigned long long verb_argument_errors; /* verbs refused by the proxy's checks */

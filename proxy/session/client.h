@@ -161,12 +161,8 @@ typedef struct client_session {
     size_t reply_bytes;
     uint64_t eof_at;  /* loop time the client sent EOF with replies owed, 0 = not */
     uint64_t last_io; /* loop time it was last read from or written to (`timeout`) */
-    /* The batch hold (upstream_hold.h): the millisecond it last sent on a
-     * shared connection, the batch it joined there last, and that
-     * connection (cluster mode: one of several nodes'). */
-    uint64_t hold_window;
-    unsigned hold_batch;
-    const void *hold_up; /* (only compared, never followed) */
+    /* The batch hold's mark (upstream_hold.c), kept here for it. */
+    upstream_hold_mark hold;
 
     struct client_session *prev, *next;
     struct client_session *touched_next;

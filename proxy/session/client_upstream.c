@@ -558,13 +558,19 @@ static const upstream_owner client_shared_owner = {.ready = shared_ready,
                                                    .read_done = shared_read_done,
                                                    .retired = shared_retired};
 
+static upstream_hold_mark *client_hold_mark(client_session *c)
+{
+    return &c->hold;
+}
+
 static const upstream_client_ops client_upstream_ops = {.next_seq = client_next_seq,
                                                         .reply = client_reply,
                                                         .push = client_push,
                                                         .touch = client_touch,
                                                         .can_become_pipe = client_can_become_pipe,
                                                         .become_pipe = client_become_pipe,
-                                                        .lost = client_upstream_lost};
+                                                        .lost = client_upstream_lost,
+                                                        .hold_mark = client_hold_mark};
 
 void client_register(void)
 {

@@ -118,6 +118,16 @@ typedef struct upstream_owner {
     void (*retired)(struct upstream_conn *up, void *arg, int closing);
 } upstream_owner;
 
+/* The batch hold's mark on a client (upstream_hold.c), kept by the client
+ * and touched only by the hold: the millisecond it last sent on a shared
+ * connection, the batch it joined there last, and that connection
+ * (cluster mode: one of several nodes'; only compared, never followed). */
+typedef struct upstream_hold_mark {
+    uint64_t window;
+    unsigned batch;
+    const void *up;
+} upstream_hold_mark;
+
 /* How a connection hands a reply to a client (given by the session once,
  * upstream_set_session): entries name clients, opaque here. */
 typedef struct upstream_client_ops {
@@ -129,6 +139,8 @@ typedef struct upstream_client_ops {
     void (*become_pipe)(struct client_session *c, const char *why);
     /* The connection it was owed a reply on was lost (a shared one's). */
     void (*lost)(struct client_session *c, const char *why);
+    /* Its batch hold mark (upstream_hold.c). */
+    upstream_hold_mark *(*hold_mark)(struct client_session *c);
 } upstream_client_ops;
 
 /* What the modules above (Sentinel, Cluster) watch on every connection
@@ -216,7 +228,7 @@ typedef struct upstream_conn {
     unsigned long long batch_end[UP_SHARED_BATCHES];
     int nbatches;
     unsigned long long marked; /* `sent` at the last write */
-    /* The batch hold (upstream_hold.h): when the batch gathering was first
+    /* The batch hold (upstream_hold.c): when the batch gathering was first
      * seen held (uv_hrtime, 0 = not held), its number, how many distinct
      * clients it holds, and how many sent in this millisecond (hold_window)
      * and the one before. */

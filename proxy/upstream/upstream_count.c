@@ -14,7 +14,6 @@
 
 #include "proxy/verbs/verbs.h"
 #include "proxy/log.h"
-#include "proxy/upstream/upstream_hold.h"
 #include "proxy/upstream/upstream_internal.h"
 
 #define NOSCRIPT_PREFIX "-NOSCRIPT"

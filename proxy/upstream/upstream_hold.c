@@ -1,6 +1,6 @@
-/* upstream_hold.c - the batch hold's decision and its wake-up (see
- * upstream_hold.h). */
-#include "proxy/upstream/upstream_hold.h"
+/* upstream_hold.c - the batch hold's decision and its wake-up (what it is
+ * and why: upstream_internal.h, "the batch hold of a shared connection"). */
+#include "proxy/upstream/upstream_internal.h"
 
 #include <sys/timerfd.h>
 #include <unistd.h>

@@ -11,7 +11,6 @@
 #include "proxy/verbs/verbs.h"
 #include "proxy/log.h"
 #include "proxy/upstream/upstream_node.h"
-#include "proxy/upstream/upstream_hold.h"
 #include "proxy/upstream/upstream_internal.h"
 
 static void up_keep_verbs(upstream_conn *up, verb_table *old, int *kept)

@@ -1,5 +1,5 @@
 /* test_batch_hold.c - the batch hold of a shared connection
- * (proxy/upstream/upstream_hold.h): many clients' small batches may wait up to
+ * (proxy/upstream/upstream_hold.c): many clients' small batches may wait up to
  * `shared-batch-hold` microseconds for more, a client alone never waits,
  * and nothing waits with `shared-batch-hold 0`. Every reply is checked by
  * bystanders (tests/support/bystander.h) while holds happen.
