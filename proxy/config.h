@@ -7,7 +7,7 @@
 
 #include <stddef.h>
 
-#include "proxy/session/auth.h"
+#include "proxy/auth_users.h"
 #include "proxy/log.h"
 
 #define CONF_ADDR_MAX 256

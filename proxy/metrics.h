@@ -21,7 +21,7 @@
 #include <stdint.h>
 #include <uv.h>
 
-#include "proxy/session/cmdid.h"
+#include "proxy/cmdid.h"
 
 struct upstream_conn;
 
@@ -83,6 +83,7 @@ typedef struct vp_metrics {
     double start_time;                   /* Unix time the process started, seconds */
     uint64_t start_hr;                   /* uv_hrtime then */
     ready_state ready;
+    int admin_connections; /* the admin endpoint's open connections (ops/http_admin.c keeps it) */
 } vp_metrics;
 
 /* At start-up, once the verb table is built. 0, or -1 with a reason. */

@@ -13,7 +13,7 @@ block, change connection state, need a connection of its own, may it go
 while a script is busy) is the one hand-kept part: CLASSES below, with the
 reason for each. So are the commands of newer Redis versions (NEWER below).
 Readers: proxy/route/route_keys.c (keys), proxy/cmd/command.c (the
-classification queries), proxy/session/cmdid.c (metrics ids and families),
+classification queries), proxy/cmdid.c (metrics ids and families),
 proxy/verbs/verbs.c (a verb may not shadow a command).
 
     python3 scripts/gen_command_table.py > proxy/cmd/command_table.c      # regenerate

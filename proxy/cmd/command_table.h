@@ -11,7 +11,7 @@
  * newer Redis versions (NEWER: known by name and group only).
  *
  * Who reads what: proxy/cmd/command.c answers the classification queries,
- * proxy/route/route_keys.c finds keys from the specs, proxy/session/cmdid.c
+ * proxy/route/route_keys.c finds keys from the specs, proxy/cmdid.c
  * numbers commands for the metrics (a command's id is its index here), and
  * proxy/verbs/verbs.c refuses a verb that would shadow a command.
  *

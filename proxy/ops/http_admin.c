@@ -56,6 +56,7 @@ static void admin_list_append(admin_conn *a)
         admin.oldest = a;
     admin.newest = a;
     admin.nconns++;
+    admin.srv->metrics.admin_connections = admin.nconns;
 }
 
 static void admin_list_remove(admin_conn *a)
@@ -69,6 +70,7 @@ static void admin_list_remove(admin_conn *a)
     else
         admin.newest = a->prev;
     admin.nconns--;
+    admin.srv->metrics.admin_connections = admin.nconns;
 }
 
 static void admin_conn_closed(uv_handle_t *h)
@@ -101,7 +103,8 @@ static void admin_on_written(uv_write_t *req, int status)
     /* FIN after the response; the close follows (a client that keeps
      * sending is cut by the deadline). */
     a->sreq.data = a;
-    if (status < 0 || uv_shutdown(&a->sreq, (uv_stream_t *)&a->tcp, admin_on_shutdown) < 0) admin_conn_close(a);
+    if (status < 0 || uv_shutdown(&a->sreq, (uv_stream_t *)&a->tcp, admin_on_shutdown) < 0)
+        admin_conn_close(a);
 }
 
 /* The one response of this connection; reading stops. */
@@ -312,8 +315,8 @@ int admin_http_start(vp_server *srv, char *err, size_t errlen)
     int rc;
     if ((rc = uv_tcp_bind(&admin.listener, (struct sockaddr *)&ss, 0)) < 0 ||
         (rc = uv_listen((uv_stream_t *)&admin.listener, 128, admin_on_connection)) < 0) {
-        snprintf(err, errlen, "cannot listen on %s:%d (metrics-port): %s", conf->metrics_bind, conf->metrics_port,
-                 uv_strerror(rc));
+        snprintf(err, errlen, "cannot listen on %s:%d (metrics-port): %s", conf->metrics_bind,
+                 conf->metrics_port, uv_strerror(rc));
         uv_close((uv_handle_t *)&admin.listener, NULL);
         admin.running = 0;
         return -1;
@@ -339,9 +342,4 @@ void admin_http_close(vp_server *srv)
     while (admin.oldest)
         admin_conn_close(admin.oldest);
     ready_stop(srv);
-}
-
-int admin_http_connections(void)
-{
-    return admin.nconns;
 }

@@ -35,7 +35,7 @@ struct vp_server;
 int admin_http_start(struct vp_server *srv, char *err, size_t errlen);
 /* Close the listener, its connections, the probe and the timers. */
 void admin_http_close(struct vp_server *srv);
-/* Connections open now (for VERBPROXY INFO and the tests' sake). */
-int admin_http_connections(void);
+/* (The connections open now are in srv->metrics.admin_connections, for
+ * VERBPROXY INFO.) */
 
 #endif

@@ -12,7 +12,6 @@
 #include "proxy/verbs/verbs.h"
 #include "protocol/resp_write.h"
 #include "proxy/buffer.h"
-#include "proxy/session/client.h"
 #include "proxy/route/cluster_merge.h"
 #include "proxy/route/hashslot.h"
 #include "proxy/log.h"
@@ -74,9 +73,9 @@ struct cluster_state {
     upstream_node **part_node;
     int nparts, part_cap;
     rplan_merge merge;
-    int merge_nkeys;        /* MGET: the keys (their parts and places: space.group, space.pos) */
-    unsigned scan_node;     /* SCAN: the part's node ordinal ... */
-    unsigned scan_nnodes;   /* ... of this many primaries */
+    int merge_nkeys;           /* MGET: the keys (their parts and places: space.group, space.pos) */
+    unsigned scan_node;        /* SCAN: the part's node ordinal ... */
+    unsigned scan_nnodes;      /* ... of this many primaries */
     upstream_node **fan_nodes; /* fan-out: the primaries in the order of their lowest slot */
     int fan_cap;
 };
@@ -150,7 +149,7 @@ static void cluster_fetch_failed_now(vp_server *srv, const char *addr, const cha
     if (!cs->ready) {
         char reason[sizeof(cs->last_error) + 16];
         snprintf(reason, sizeof(reason), "no slot map: %s", cs->last_error);
-        client_cluster_failed(srv, reason);
+        route_session()->cluster_failed(srv, reason);
     }
 }
 
@@ -199,7 +198,7 @@ static void cluster_apply(vp_server *srv, slotmap *fresh)
     cs->last_error[0] = '\0';
     vp_log(first ? VP_LOG_NOTICE : VP_LOG_VERBOSE, "cluster: slot map: %d slots served by %d primaries",
            m->covered, primaries);
-    client_cluster_ready(srv);
+    route_session()->cluster_ready(srv);
 }
 
 /* The answer to our CLUSTER SLOTS (whole, p..p+n) on the fetch connection. */
@@ -261,7 +260,7 @@ void cluster_suspect(vp_server *srv, const char *why)
  * replies came from several nodes in it get them in one write each. */
 static void cluster_flush_check(uv_check_t *h)
 {
-    client_flush_deferred(h->data);
+    route_session()->flush_deferred(h->data);
 }
 
 /* A client's request (or a silent one) answered with a whole error: a
@@ -310,6 +309,7 @@ int cluster_start(vp_server *srv)
     srv->flush_check.data = srv;
     uv_check_start(&srv->flush_check, cluster_flush_check);
     srv->upstream_watch = &cluster_watch;
+    route_set_any_node(cluster_any_node);
     vp_log(VP_LOG_NOTICE, "cluster mode: %d seed node(s), the first %s", srv->conf.ncluster_seeds,
            srv->nodes[0]->addr);
     return 0;
@@ -341,7 +341,7 @@ void cluster_stop(vp_server *srv)
     tryagain_free(cs->tryagain);
     rcheck_free(cs->rcheck);
     srv->cluster = NULL;
-    client_flush_deferred(srv);
+    route_session()->flush_deferred(srv);
     uv_close((uv_handle_t *)&srv->flush_check, NULL);
     uv_timer_stop(&cs->timer);
     cs->timer.data = cs;
@@ -763,7 +763,7 @@ static void count_followed(vp_server *srv, const redirect *r)
 static int send_again(vp_server *srv, const upstream_conn *from, upstream_node *node, const up_entry *e,
                       const char *req, size_t reqlen, int asking)
 {
-    upstream_conn *to = upstream_shared(srv, node, e->client ? e->client->id : 0);
+    upstream_conn *to = upstream_shared(srv, node, e->client ? upstream_clients()->id(e->client) : 0);
     if (to == from) return 0; /* sent where it was: a loop; the client gets the error */
     if (e->kind == UP_VERB && e->verb >= upstream_verbs(to)->count) return 0; /* a reload dropped it */
     up_entry moved = *e;

@@ -10,7 +10,6 @@
 #include "proxy/log.h"
 #include "proxy/route/nodesview.h"
 #include "proxy/route/route.h"
-#include "proxy/session/client.h"
 #include "proxy/upstream/upstream.h"
 
 typedef struct held {
@@ -135,7 +134,7 @@ static int check_due(const check_node *n, uint64_t now)
  * (RCHECK_CLIENT_HELD, RCHECK_CLIENT_BYTES)? One client pipelining forged
  * redirects then fills its share, not the whole budget: the others' held
  * redirects still fit. A walk of the list: at most RCHECK_MAX_HELD. */
-static int client_over(const rcheck_q *q, const struct client_session *c, size_t size)
+static int rcheck_client_over(const rcheck_q *q, const struct client_session *c, size_t size)
 {
     int n = 0;
     size_t bytes = size;
@@ -152,7 +151,7 @@ int rcheck_hold(rcheck_q *q, upstream_node *from, const up_entry *e, const char 
 {
     size_t size = sizeof(held) + reqlen + errlen + r->hostlen + w->probelen;
     if (!e->client || q->nheld >= RCHECK_MAX_HELD || q->held_bytes + size > RCHECK_MAX_BYTES) return 0;
-    if (client_over(q, e->client, size)) return 0;
+    if (rcheck_client_over(q, e->client, size)) return 0;
     held *h = vp_malloc(size);
     memset(h, 0, sizeof(*h));
     h->e = *e;
@@ -273,11 +272,11 @@ static void decide(rcheck_q *q, held *h, const nview *v, verdicts *memo)
     vp_log(VP_LOG_VERBOSE, "cluster: a reply from %s reading %.*s was not followed: %s", h->from->addr,
            (int)(h->errlen > 2 ? h->errlen - 2 : h->errlen), h->bytes + h->reqlen,
            v ? "the node's view does not agree" : "the node's view could not be read");
-    client_reply(c, h->e.seq, h->bytes + h->reqlen, h->errlen, 1);
-    client_touch(c);
+    upstream_clients()->reply(c, h->e.seq, h->bytes + h->reqlen, h->errlen, 1);
+    upstream_clients()->touch(c);
     /* The client's output points at the error in h, freed next: written
      * (or copied) now. */
-    client_flush_touched(srv);
+    route_session()->flush_touched(srv);
 }
 
 /* Every redirect waiting for check `up`, decided with view v (NULL: none).

@@ -1,5 +1,6 @@
-/* route.c - the node table and the choice of a client's connection (see
- * route.h). One node today; the table is where cluster mode adds the rest. */
+/* route.c - the node table and the choice of a client's node (see
+ * route.h): one node in standalone and sentinel mode, one per known node
+ * in cluster mode (cluster.c adds them). */
 #include "proxy/route/route.h"
 
 #include <stdio.h>
@@ -7,8 +8,6 @@
 #include <string.h>
 
 #include "proxy/buffer.h"
-#include "proxy/session/client.h"
-#include "proxy/route/cluster.h"
 #include "proxy/server.h"
 #include "proxy/upstream/upstream.h"
 
@@ -78,17 +77,37 @@ upstream_node *route_node_add(vp_server *srv, const char *host, size_t hostlen, 
     return n;
 }
 
-upstream_node *route_node_for(vp_server *srv, client_session *c)
+static const route_session_ops *route_session_given;
+/* Cluster mode: where a client goes before its first command
+ * (cluster_any_node, given by cluster_start). */
+static upstream_node *(*route_any_node)(vp_server *srv);
+
+void route_set_any_node(upstream_node *(*any)(vp_server *srv))
+{
+    route_any_node = any;
+}
+
+void route_set_session(const route_session_ops *ops)
+{
+    route_session_given = ops;
+}
+
+const route_session_ops *route_session(void)
+{
+    return route_session_given;
+}
+
+upstream_node *route_node_for(vp_server *srv, upstream_node *current)
 {
     /* Cluster mode: the node of the command at hand (client_route), or
      * any primary before its first. */
-    if (srv->cluster) return c->route_node ? c->route_node : cluster_any_node(srv);
+    if (srv->cluster) return current ? current : route_any_node(srv);
     return route_primary(srv);
 }
 
-upstream_conn *route_shared_for(vp_server *srv, client_session *c)
+upstream_conn *route_shared_for(vp_server *srv, upstream_node *current, unsigned long long id)
 {
-    return upstream_shared(srv, route_node_for(srv, c), c->id);
+    return upstream_shared(srv, route_node_for(srv, current), id);
 }
 
 void route_node_moved(vp_server *srv, upstream_node *n)

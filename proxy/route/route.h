@@ -47,10 +47,30 @@ upstream_node *route_node_add(struct vp_server *srv, const char *host, size_t ho
 /* The first node: standalone's `upstream`, sentinel mode's primary (its
  * address "" until a sentinel names one), cluster mode's first seed. */
 upstream_node *route_primary(struct vp_server *srv);
-/* The node a client's connection goes to. */
-upstream_node *route_node_for(struct vp_server *srv, struct client_session *c);
-/* A shared connection for this client (upstream_shared on its node). */
-struct upstream_conn *route_shared_for(struct vp_server *srv, struct client_session *c);
+/* The node a client's connection goes to: cluster mode, `current` (the
+ * node of its command at hand, c->route_node) or any primary before its
+ * first; else the one node. */
+upstream_node *route_node_for(struct vp_server *srv, upstream_node *current);
+/* A shared connection for the client with this id (upstream_shared on its
+ * node, route_node_for). */
+struct upstream_conn *route_shared_for(struct vp_server *srv, upstream_node *current, unsigned long long id);
+
+/* What the route layer asks of the client sessions, given once by the
+ * session (client_register): write the clients given replies (now, or in
+ * the loop's check phase for those still owed by other nodes), and tell
+ * the clients waiting for the cluster's first slot map. A client's own
+ * replies go through upstream_clients(). */
+typedef struct route_session_ops {
+    void (*flush_touched)(struct vp_server *srv);
+    void (*flush_deferred)(struct vp_server *srv);
+    void (*cluster_ready)(struct vp_server *srv);
+    void (*cluster_failed)(struct vp_server *srv, const char *why);
+} route_session_ops;
+void route_set_session(const route_session_ops *ops);
+/* Cluster mode: the node a client goes to before its first command is
+ * routed (cluster_start gives cluster_any_node). */
+void route_set_any_node(upstream_node *(*any)(struct vp_server *srv));
+const route_session_ops *route_session(void);
 /* Sentinel mode: the primary moved (srv->conf.upstream* already name the
  * new one): the node takes that address and its connections are retired
  * (srv->primary_moved: client_primary_moved). */

@@ -6,7 +6,6 @@
 #include <string.h>
 
 #include "proxy/buffer.h"
-#include "proxy/session/client.h"
 #include "proxy/log.h"
 #include "proxy/route/route.h"
 #include "proxy/upstream/upstream.h"
@@ -72,19 +71,19 @@ static void tryagain_due(uv_timer_t *t)
         *pp = h->next;
         struct client_session *c = h->e.client;
         if (c) {
-            upstream_conn *to = upstream_shared(srv, h->node, c->id);
+            upstream_conn *to = upstream_shared(srv, h->node, upstream_clients()->id(c));
             if (h->e.kind == UP_VERB && h->e.verb >= upstream_verbs(to)->count) {
                 /* A reload dropped the verb meanwhile: it cannot be sent. */
                 static const char gone[] = "-TRYAGAIN Multiple keys request during rehashing of slot\r\n";
-                client_reply(c, h->e.seq, gone, sizeof(gone) - 1, 1);
-                client_touch(c);
+                upstream_clients()->reply(c, h->e.seq, gone, sizeof(gone) - 1, 1);
+                upstream_clients()->touch(c);
             } else {
                 upstream_resend(to, &h->e, h->req, h->len, h->e.asked);
             }
         }
         free(h);
     }
-    client_flush_touched(srv);
+    route_session()->flush_touched(srv);
     tryagain_arm(q);
 }
 

@@ -12,7 +12,6 @@
 #include <sys/socket.h>
 
 #include "proxy/session/auth.h"
-#include "proxy/session/client_nodes.h"
 #include "proxy/log.h"
 #include "proxy/pool.h"
 #include "proxy/net/keepalive.h"

@@ -86,7 +86,7 @@ typedef struct client_session {
                           its pending replies by sequence number as they come */
     struct upstream_node *route_node; /* cluster mode: the node of the command at hand (route_node_for) */
     struct cnodes *nodes; /* cluster mode: state that follows it to each node, its own connections to other
-                             nodes (client_nodes.h); NULL until needed */
+                             nodes (client_nodes.c); NULL until needed */
     char up_error[160];
     int answering_unavailable; /* answer what is buffered with up_error */
 
@@ -247,8 +247,9 @@ void client_cluster_failed(vp_server *srv, const char *reason);
 void client_primary_moved(vp_server *srv);
 /* The owner of a client's own connections (its argument: the client). */
 extern const upstream_owner client_own_owner;
-/* Give the upstream layer the session's callbacks (upstream_set_session):
- * once, before any connection is opened. */
+/* Give the upstream and route layers the session's callbacks
+ * (upstream_set_session, route_set_session): once, before any connection
+ * is opened. */
 void client_register(void);
 /* A reload replaced srv->verbs (the old contents now at `old`): COMMAND
  * replies still owed name the new table's verbs. */

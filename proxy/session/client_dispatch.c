@@ -322,7 +322,7 @@ void client_dispatch(client_session *c, const resp_arg *argv, int argc, const ch
     if (c->up->shared && cmd_is_out_of_band(argc, argv)) {
         /* SCRIPT KILL and the like must not wait behind the busy script. */
         /* (On the node whose script is busy: the client's.) */
-        if (upstream_side_forward(c->srv, route_node_for(c->srv, c), c, p, n))
+        if (upstream_side_forward(c->srv, route_node_for(c->srv, c->route_node), c, p, n))
             pending_push(c, PENDING_WAITING);
         return;
     }

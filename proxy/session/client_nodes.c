@@ -1,6 +1,6 @@
 /* client_nodes.c - a client's own connections to several cluster nodes
- * (client_nodes.h). */
-#include "proxy/session/client_nodes.h"
+ * (client_internal.h, "client_nodes.c"). */
+#include "proxy/session/client_internal.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -8,7 +8,6 @@
 #include <stdio.h>
 
 #include "proxy/route/cluster.h"
-#include "proxy/session/client_nodes.h"
 #include "proxy/route/route_plan.h"
 #include "proxy/upstream/upstream_node.h"
 #include "proxy/session/client_internal.h"
@@ -51,7 +50,7 @@ static int client_route_deferred_multi(client_session *c, int argc, const resp_a
 }
 
 /* Cluster mode: what a command sent on the client's own connection leaves
- * there (client_nodes.h). A transaction (MULTI, WATCH) until EXEC, DISCARD
+ * there (client_nodes.c). A transaction (MULTI, WATCH) until EXEC, DISCARD
  * or UNWATCH; state that follows the client to other nodes (HELLO, AUTH,
  * CLIENT TRACKING, ...), kept to be sent there first; state that cannot
  * (subscriptions, MONITOR, CLIENT REPLY OFF) pins it to this node until

@@ -12,7 +12,6 @@
 
 #include "proxy/session/introspect.h"
 #include "proxy/route/cluster.h"
-#include "proxy/session/client_nodes.h"
 #include "proxy/session/limits.h"
 #include "proxy/log.h"
 #include "proxy/route/route.h"
@@ -131,7 +130,7 @@ void client_release_upstream(client_session *c)
  * connection it opens (a failed connect is retried with its next command). */
 static upstream_conn *client_open_own(client_session *c)
 {
-    upstream_conn *up = upstream_open(c->srv, route_node_for(c->srv, c), c, &client_own_owner, c);
+    upstream_conn *up = upstream_open(c->srv, route_node_for(c->srv, c->route_node), c, &client_own_owner, c);
     /* WAIT counts replicas that have the connection's last write: make
      * that at least everything it wrote on the shared one (a PUBLISH is
      * replicated and changes nothing). */
@@ -164,7 +163,7 @@ upstream_conn *client_connect(client_session *c)
 {
     if (c->own_upstream) return client_open_own(c);
     if (c->srv->conf.shared_upstreams == 0)
-        return upstream_open(c->srv, route_node_for(c->srv, c), c, &client_own_owner, c);
+        return upstream_open(c->srv, route_node_for(c->srv, c->route_node), c, &client_own_owner, c);
     if (c->srv->sharing_off) {
         /* Redis limits a client's output (upstream_outlimit.c). */
         if (!limits_may_open_own(c->srv)) {
@@ -174,7 +173,7 @@ upstream_conn *client_connect(client_session *c)
         c->own_upstream = 1;
         return client_open_own(c);
     }
-    return route_shared_for(c->srv, c);
+    return route_shared_for(c->srv, c->route_node, c->id);
 }
 
 /* Redis takes it for a connection that has not authenticated (see
@@ -563,6 +562,11 @@ static upstream_hold_mark *client_hold_mark(client_session *c)
     return &c->hold;
 }
 
+static unsigned long long client_id_of(const client_session *c)
+{
+    return c->id;
+}
+
 static const upstream_client_ops client_upstream_ops = {.next_seq = client_next_seq,
                                                         .reply = client_reply,
                                                         .push = client_push,
@@ -570,9 +574,16 @@ static const upstream_client_ops client_upstream_ops = {.next_seq = client_next_
                                                         .can_become_pipe = client_can_become_pipe,
                                                         .become_pipe = client_become_pipe,
                                                         .lost = client_upstream_lost,
-                                                        .hold_mark = client_hold_mark};
+                                                        .hold_mark = client_hold_mark,
+                                                        .id = client_id_of};
+
+static const route_session_ops client_route_ops = {.flush_touched = client_flush_touched,
+                                                   .flush_deferred = client_flush_deferred,
+                                                   .cluster_ready = client_cluster_ready,
+                                                   .cluster_failed = client_cluster_failed};
 
 void client_register(void)
 {
     upstream_set_session(&client_upstream_ops, &client_shared_owner);
+    route_set_session(&client_route_ops);
 }

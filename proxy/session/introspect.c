@@ -6,7 +6,7 @@
 
 #include "protocol/resp_frame.h"
 #include "proxy/cmd/command.h"
-#include "proxy/ops/metrics_info.h"
+#include "proxy/session/metrics_info.h"
 #include "proxy/pool.h"
 
 /* Replies are written with proxy/buffer.h's vp_buf_resp_* (protocol/resp_write.h). */

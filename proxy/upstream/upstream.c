@@ -43,6 +43,11 @@ void upstream_set_session(const upstream_client_ops *clients, const upstream_own
     up_shared_owner = shared;
 }
 
+const upstream_client_ops *upstream_clients(void)
+{
+    return up_clients;
+}
+
 const upstream_client_ops *up_clients_of(void)
 {
     return up_clients;

@@ -141,6 +141,8 @@ typedef struct upstream_client_ops {
     void (*lost)(struct client_session *c, const char *why);
     /* Its batch hold mark (upstream_hold.c). */
     upstream_hold_mark *(*hold_mark)(struct client_session *c);
+    /* Its id (which shared connection of a node it takes). */
+    unsigned long long (*id)(const struct client_session *c);
 } upstream_client_ops;
 
 /* What the modules above (Sentinel, Cluster) watch on every connection
@@ -363,6 +365,9 @@ upstream_conn *upstream_open(vp_server *srv, upstream_node *node, struct client_
 /* The session's ways to reach a client, and the owner every shared
  * connection gets (its argument: srv). Once, before any connection. */
 void upstream_set_session(const upstream_client_ops *clients, const upstream_owner *shared);
+/* The session's client ops, for the layers between (route: a redirect or
+ * a retry answered to its client). */
+const upstream_client_ops *upstream_clients(void);
 /* Send a request of the proxy's own (req copied), its whole reply to
  * answer(up, arg, ...): see upstream_answer_fn, UP_ASK_*. */
 void upstream_ask(upstream_conn *up, const char *req, size_t n, upstream_answer_fn answer, void *arg,

@@ -1,4 +1,4 @@
-/* The command ids behind the per-command metrics (proxy/session/cmdid.c): every
+/* The command ids behind the per-command metrics (proxy/cmdid.c): every
  * Redis command and verb has one, any case; anything else is `other`,
  * including names with a NUL byte, too long or empty; families group
  * Redis's commands by COMMAND DOCS group and give each verb its own. */
@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "proxy/cmd/command_table.h"
-#include "proxy/session/cmdid.h"
+#include "proxy/cmdid.h"
 
 static verb_table table;
 static cmdid_table ids;

@@ -1,11 +1,10 @@
-#include "proxy/ops/metrics_info.h"
+#include "proxy/session/metrics_info.h"
 
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
 #include <unistd.h>
 
-#include "proxy/ops/http_admin.h"
 #include "proxy/route/sentinel.h"
 #include "proxy/server.h"
 
@@ -16,7 +15,7 @@ static void info_server(const vp_server *srv, vp_buf *b)
     vp_buf_appendf(b, "uptime_in_seconds:%llu\r\n",
                    (unsigned long long)((uv_hrtime() - m->start_hr) / 1000000000ULL));
     vp_buf_appendf(b, "metrics_port:%d\r\nmetrics_bind:%s\r\nadmin_connections:%d\r\n",
-                   srv->conf.metrics_port, srv->conf.metrics_bind, admin_http_connections());
+                   srv->conf.metrics_port, srv->conf.metrics_bind, srv->metrics.admin_connections);
     vp_buf_appendf(b, "draining:%d\r\n", srv->draining != 0);
 }
 

@@ -1,4 +1,4 @@
-#include "proxy/session/cmdid.h"
+#include "proxy/cmdid.h"
 
 #include <stdio.h>
 #include <stdlib.h>
