@@ -255,9 +255,11 @@ static int up_forward(upstream_conn *up, struct client_session *c, const char *p
          * shared connection only carries plain commands (client.c). */
         up->srv->stats.shared_commands++;
         if (c) up_hold_note(up, c);
-        if (up->srv->cluster) {
-            /* Kept until answered, to be sent again after a -MOVED or
-             * -ASK (the watch's redirect, up_decide_error): the one copy, as outq's. */
+        const upstream_watch *w = up->srv->upstream_watch;
+        if (w && w->redirect) {
+            /* Kept until answered, to be sent again if the watch takes its
+             * reply back (cluster mode: a -MOVED or -ASK, up_decide_error):
+             * the one copy, as outq's. */
             up_send_kept(up, p, n);
             up_fifo_push(up, c, UP_REPLY)->keep = (unsigned)n;
             return 1;
