@@ -32,8 +32,7 @@
 #define UP_KEEP_BYTES (64 * 1024)
 
 /* The session's ways to reach a client and its shared connections' owner
- * (upstream_set_session), and every connection open (upstream_keep_verbs
- * walks them). One process, one of each. */
+ * (upstream_set_session). One process, one of each. */
 static const upstream_client_ops *up_clients;
 static const upstream_owner *up_shared_owner;
 
@@ -48,17 +47,12 @@ const upstream_client_ops *upstream_clients(void)
     return up_clients;
 }
 
-const upstream_client_ops *up_clients_of(void)
-{
-    return up_clients;
-}
-
 const upstream_owner *up_shared_owner_of(void)
 {
     return up_shared_owner;
 }
 
-/* A connect that did not succeed: tell the client once, then go away. */
+/* A connect that did not succeed: tell the owner once, then go away. */
 void up_fail(upstream_conn *up, const char *reason)
 {
     const upstream_owner *o = up->owner;
@@ -76,7 +70,8 @@ void up_fail(upstream_conn *up, const char *reason)
 
 static void up_read_refusal(upstream_conn *up);
 
-/* Mid-session loss: the client gets what already arrived, then is closed. */
+/* Mid-session loss: the owner is told (a client gets what already arrived,
+ * then is closed). */
 void up_lost(upstream_conn *up, const char *reason)
 {
     const upstream_owner *o = up->owner;

@@ -64,7 +64,7 @@ static up_route up_decide_close_barrier(upstream_conn *up, const char *p, size_t
         return ROUTE_SWALLOW;
     }
     /* Anything else: a +RESET held so far was the client's. */
-    if (held && up->client) up_clients_of()->push(up->client, RESET_REPLY, sizeof(RESET_REPLY) - 1);
+    if (held && up->client) upstream_clients()->push(up->client, RESET_REPLY, sizeof(RESET_REPLY) - 1);
     up->reset_held = bytes_are(p, n, RESET_REPLY);
     return up->reset_held ? ROUTE_SWALLOW_KEEP : ROUTE_PUSH;
 }

@@ -51,7 +51,7 @@ up_entry *up_fifo_push(upstream_conn *up, struct client_session *c, up_entry_kin
     }
     up_entry *e = &up->fifo[(up->fifo_head + up->fifo_len) % up->fifo_cap];
     *e = (up_entry){.client = c,
-                    .seq = c ? up_clients_of()->next_seq(c) : 0,
+                    .seq = c ? upstream_clients()->next_seq(c) : 0,
                     .kind = kind,
                     .verb = -1,
                     .sent = up->sent++};

@@ -63,8 +63,8 @@ void up_server_entry_done(upstream_conn *up, const up_entry *e);
 /* The answer to a SCRIPT FLUSH forwarded through the proxy (its entry's
  * flush_epoch) has come: see upstream_scripts_flushed. */
 void up_script_flush_answered(upstream_conn *up, unsigned epoch);
-/* What the session gave (upstream_set_session), for upstream's own files. */
-const upstream_client_ops *up_clients_of(void);
+/* The shared connections' owner the session gave (upstream_set_session);
+ * its client ops are upstream_clients(). */
 const upstream_owner *up_shared_owner_of(void);
 
 typedef enum up_route {
@@ -137,7 +137,7 @@ void up_leave_node(upstream_conn *up);
 /* A client's request joins the shared connection's queue. */
 static inline void up_hold_note(upstream_conn *up, struct client_session *c)
 {
-    upstream_hold_mark *m = up_clients_of()->hold_mark(c);
+    upstream_hold_mark *m = upstream_clients()->hold_mark(c);
     uint64_t ms = uv_now(up->srv->loop); /* (cached per loop iteration) */
     if (ms != up->hold_window) {
         up->hold_prev = ms == up->hold_window + 1 ? up->hold_cur : 0;

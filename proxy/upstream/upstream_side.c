@@ -87,7 +87,7 @@ static void up_side_failed(upstream_conn *up, void *arg, const char *why)
     char msg[384];
     size_t n = resp_write_errorf(msg, sizeof(msg), "ERR upstream unavailable: %s: %s", up_addr(up), why);
     /* A reply only queues, so no client closes during the walk. */
-    const upstream_client_ops *clients = up_clients_of();
+    const upstream_client_ops *clients = upstream_clients();
     for (size_t i = 0; i < upstream_owed(up); i++) {
         const up_entry *e = upstream_owed_at(up, i);
         if (!e->client) continue;
@@ -105,6 +105,6 @@ static void up_side_lost(upstream_conn *up, void *arg, const char *why)
         if (!c) continue;
         /* Its other entries here are done with too (it may close now). */
         upstream_detach_client(up, c);
-        up_clients_of()->lost(c, why);
+        upstream_clients()->lost(c, why);
     }
 }
