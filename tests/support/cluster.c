@@ -92,13 +92,13 @@ static bool run_cli(vt_cluster *c, char *const argv[], int timeout_ms)
     return true;
 }
 
-static vt_redis *start_node(int *bus, bool tls)
+static vt_redis *start_node(int *bus, bool tls, int node_timeout_ms)
 {
     for (int attempt = 0; attempt < 5; attempt++) {
         char bus_s[16], timeout_s[16];
         *bus = vt_free_port();
         snprintf(bus_s, sizeof(bus_s), "%d", *bus);
-        snprintf(timeout_s, sizeof(timeout_s), "%d", VT_CLUSTER_NODE_TIMEOUT_MS);
+        snprintf(timeout_s, sizeof(timeout_s), "%d", node_timeout_ms);
         const char *extra[] = {"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
                                "--cluster-port", bus_s, "--cluster-node-timeout", timeout_s,
                                /* CLUSTER SLOTS lists a replica once its replication offset is
@@ -118,12 +118,12 @@ static vt_redis *start_node(int *bus, bool tls)
     return NULL;
 }
 
-static vt_cluster *cluster_start(bool tls)
+static vt_cluster *cluster_start(bool tls, int node_timeout_ms)
 {
     vt_cluster *c = calloc(1, sizeof(*c));
     if (!c) abort();
     for (int i = 0; i < VT_CLUSTER_NODES; i++) {
-        c->node[i] = start_node(&c->bus_port[i], tls);
+        c->node[i] = start_node(&c->bus_port[i], tls, node_timeout_ms);
         if (!c->node[i]) {
             fprintf(stderr, "vt cluster: node %d did not start\n", i);
             vt_cluster_free(c);
@@ -162,12 +162,17 @@ static vt_cluster *cluster_start(bool tls)
 
 vt_cluster *vt_cluster_start(void)
 {
-    return cluster_start(false);
+    return cluster_start(false, VT_CLUSTER_NODE_TIMEOUT_MS);
+}
+
+vt_cluster *vt_cluster_start_node_timeout(int ms)
+{
+    return cluster_start(false, ms);
 }
 
 vt_cluster *vt_cluster_start_tls(void)
 {
-    return cluster_start(true);
+    return cluster_start(true, VT_CLUSTER_NODE_TIMEOUT_MS);
 }
 
 void vt_cluster_free(vt_cluster *c)

@@ -117,7 +117,7 @@ def main():
                     [REDIS_SERVER, "--port", str(p), "--bind", "127.0.0.1", "--dir", d,
                      "--save", "", "--appendonly", "no", "--daemonize", "no",
                      "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
-                     "--cluster-port", str(b), "--cluster-node-timeout", "2000",
+                     "--cluster-port", str(b), "--cluster-node-timeout", "15000",
                      "--repl-diskless-sync-delay", "0", "--repl-ping-replica-period", "1"],
                     cwd=d, stdin=subprocess.DEVNULL, stdout=log, stderr=log, preexec_fn=die_with_parent))
                 log.close()
