@@ -59,8 +59,9 @@ typedef struct ready_state {
     char reason[READY_REASON_MAX]; /* why not ("" when ok) */
     struct upstream_conn *conn;    /* the probe's connection, NULL when none */
     uint64_t conn_opened;          /* loop time (ms) it was opened */
-    uint64_t started;              /* loop time of the check in flight (0: none) */
-    int expected, answered;        /* replies the check waits for, and got */
+    int loads_pending;      /* fresh: its SCRIPT LOADs go once the PING (behind the HELLO) is answered */
+    uint64_t started;       /* loop time of the check in flight (0: none) */
+    int expected, answered; /* replies the check waits for, and got */
     unsigned long long checks, failures;
 } ready_state;
 

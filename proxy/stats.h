@@ -30,6 +30,7 @@ typedef struct vp_stats {
     unsigned long long polyfill_calls;       /* Redis commands run as the proxy's script (AGGREGATE COUNT) */
     unsigned long long script_loads;         /* SCRIPT LOADs sent (one per script a connection first calls) */
     unsigned long long noscript_recoveries;  /* verbs answered NOSCRIPT, reloaded and retried */
+    unsigned long long script_load_failures; /* SCRIPT LOADs the server refused (the verb got its answer) */
     unsigned long long noscript_reordered;   /* ... where later commands had already run */
     unsigned long long upstream_auth_failures; /* our AUTH with the upstream credentials refused */
     unsigned long long auth_failures;     /* clients' AUTH / HELLO AUTH refused by the proxy's own users */

@@ -167,6 +167,9 @@ void metrics_prom_write(const vp_server *srv, vp_buf *b)
     counter(b, "verbproxy_polyfill_calls_total", "AGGREGATE COUNT calls run as the proxy's script.",
             s->polyfill_calls);
     counter(b, "verbproxy_script_loads_total", "SCRIPT LOADs sent for the verbs.", s->script_loads);
+    counter(b, "verbproxy_script_load_failures_total",
+            "SCRIPT LOADs the upstream refused; each verb call behind one was answered with the refusal.",
+            s->script_load_failures);
     counter(b, "verbproxy_noscript_recoveries_total", "Verbs answered NOSCRIPT, reloaded and sent again.",
             s->noscript_recoveries);
     counter(b, "verbproxy_noscript_reordered_total",

@@ -78,16 +78,16 @@ void ready_tick(vp_server *srv)
     r->expected = 1;
     r->answered = 0;
     r->started = now ? now : 1;
-    ready_send(up, ready_ping, sizeof(ready_ping) - 1, -1);
     if (fresh) {
-        /* Every script, as a connection loads it before its first verb:
-         * proves the user may load scripts and that they load as pinned. */
-        const verb_table *t = &srv->verbs;
-        for (int i = 0; i < t->nloads; i++)
-            ready_send(up, t->load_cmds + t->load_off[i], t->load_size[i], i);
-        r->expected += t->nloads;
-        return; /* written once connected (up_transport_ready) */
+        /* Every script, as a connection loads it before its first verb,
+         * proves the user may load scripts and that they load as pinned:
+         * in the server's dialect, so the HELLO that says it goes first,
+         * and the loads once the PING behind it is answered. */
+        upstream_ask_server(up);
+        r->loads_pending = 1;
     }
+    ready_send(up, ready_ping, sizeof(ready_ping) - 1, -1);
+    if (fresh) return; /* written once connected (up_transport_ready) */
     if (upstream_is_ready(up)) {
         int rc = upstream_flush(up);
         if (rc < 0) {
@@ -121,6 +121,21 @@ static void ready_probe_answered(upstream_conn *up, void *arg, const char *p, si
     if (which < 0) {
         if (n == 7 && memcmp(p, "+PONG\r\n", 7) == 0) {
             r->answered++;
+            if (r->loads_pending) {
+                r->loads_pending = 0;
+                const verb_table *t = &srv->verbs;
+                verb_dialect d = (verb_dialect)up->dialect;
+                for (int i = 0; i < t->nloads; i++)
+                    ready_send(up, t->load_cmds[d] + t->load_off[d][i], t->load_size[d][i], i);
+                r->expected += t->nloads;
+                int rc = upstream_flush(up);
+                if (rc < 0) {
+                    snprintf(why, sizeof(why), "write failed: %s", uv_strerror(rc));
+                    ready_drop_conn(srv);
+                    ready_verdict(srv, 0, why);
+                }
+                return;
+            }
         } else {
             snprintf(why, sizeof(why), "PING answered %.*s", (int)(n > 2 ? n - 2 : n), p);
             ready_drop_conn(srv);
@@ -130,7 +145,8 @@ static void ready_probe_answered(upstream_conn *up, void *arg, const char *p, si
     } else {
         const verb_table *t = &srv->verbs;
         const verb_def *v = which < t->nloads ? t->verbs[t->load_ids[which]] : NULL;
-        if (v && n == 47 && memcmp(p, "$40\r\n", 5) == 0 && memcmp(p + 5, v->sha, 40) == 0) {
+        if (v && n == 47 && memcmp(p, "$40\r\n", 5) == 0 &&
+            memcmp(p + 5, verbs_sha(v, (verb_dialect)up->dialect), 40) == 0) {
             r->answered++;
         } else {
             snprintf(why, sizeof(why), "SCRIPT LOAD of %s's script answered %.*s", v ? v->name : "?",

@@ -115,12 +115,14 @@ static void client_call_polyfill(client_session *c, const verb_def *v, const ver
 }
 
 /* Must this command wait before it can be sent on its own connection: a
- * polyfill call whose server or protocol is not known yet? */
-int client_polyfill_must_wait(client_session *c, int argc, const resp_arg *argv)
+ * verb or polyfill call whose server (the scripts' dialect) or protocol is
+ * not known yet? */
+int client_verb_must_wait(client_session *c, int argc, const resp_arg *argv)
 {
+    const verb_def *v = cmdid_verb(&c->srv->metrics.ids, c->cur_cmd);
     verb_call call;
-    const verb_def *v = verbs_find_polyfill(&c->srv->verbs, argc, argv, &call);
-    return v && upstream_polyfill_must_wait(c->up, v);
+    if (!v) v = verbs_find_polyfill(&c->srv->verbs, argc, argv, &call);
+    return v && upstream_verb_must_wait(c->up, v);
 }
 
 static void client_introspect(client_session *c, const resp_arg *argv, int argc)

@@ -261,7 +261,7 @@ int client_parse_batch(client_session *c, size_t limit)
             if (c->up && !c->up->shared &&
                 ((c->up->verbs_in_flight &&
                   upstream_must_settle_verbs(c->up, c->parser.argc, c->parser.argv)) ||
-                 client_polyfill_must_wait(c, c->parser.argc, c->parser.argv))) {
+                 client_verb_must_wait(c, c->parser.argc, c->parser.argv))) {
                 /* Left in the buffer, parsed again once they are. Reading
                  * goes on up to buffer-limit, so a client that leaves is
                  * still noticed. */

@@ -41,7 +41,7 @@ void client_answer_error_line(client_session *c, const char *line, size_t n);
 int client_auth_gate(client_session *c, int argc, const resp_arg *argv);
 void client_dispatch(client_session *c, const resp_arg *argv, int argc, const char *p, size_t n);
 int client_not_admitted(client_session *c, const char *where);
-int client_polyfill_must_wait(client_session *c, int argc, const resp_arg *argv);
+int client_verb_must_wait(client_session *c, int argc, const resp_arg *argv);
 
 /* client_input.c */
 void client_http_request(client_session *c);

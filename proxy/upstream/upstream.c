@@ -190,12 +190,22 @@ static void up_deliver(upstream_conn *up, const char *p, size_t n, int done)
         up_fifo_pop(up);
         return;
     }
-    case ROUTE_NOSCRIPT:
+    case ROUTE_NOSCRIPT: {
+        /* Behind a SCRIPT LOAD the server refused: its refusal, in the
+         * server's words, is the verb's answer (a retry would meet it again). */
+        size_t len;
+        const char *refused = up_load_error(up, e->verb, &len);
+        if (refused) {
+            up->route = ROUTE_REPLY;
+            up_deliver(up, refused, len, done);
+            return;
+        }
         if (!up_retry_verb(up)) {
             up->route = ROUTE_REPLY; /* could not retry: the client gets the NOSCRIPT */
             up_deliver(up, p, n, done);
         }
         return;
+    }
     }
 }
 

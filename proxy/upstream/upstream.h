@@ -318,7 +318,8 @@ typedef struct upstream_conn {
     up_server server;
     unsigned has_aggregate_count : 1; /* known: Redis 8.8 or later */
     unsigned resp3 : 1;
-    unsigned resp_unsure : 1;   /* a HELLO was queued in a transaction */
+    unsigned resp_unsure : 1;       /* a HELLO was queued in a transaction */
+    unsigned long long unsure_sent; /* `sent` when it was (a probe sent before does not settle it) */
     unsigned server_noauth : 1; /* our HELLO got -NOAUTH: the client has not authenticated (own connection) */
     int hellos_in_flight;       /* the client's HELLOs not answered yet */
     unsigned long long reset_sent; /* `sent` after the last RESET (HELLOs before it no longer count) */
@@ -326,6 +327,17 @@ typedef struct upstream_conn {
         auth_sent;        /* `sent` after the client's last AUTH or HELLO (a probe before it may be stale) */
     char server_name[16]; /* "redis", "valkey"... */
     char server_version[24];
+    /* Which text of the scripts it loads and calls, with which commands
+     * (verb_dialect): VERB_DIALECT_7 until a HELLO says the server is an
+     * older Redis. A verb waits until the server is known (upstream_verb_must_wait). */
+    unsigned dialect : 1;
+    unsigned load_error_logged : 1; /* a refused SCRIPT LOAD was logged (once per connection) */
+    /* The server's answer to the last SCRIPT LOAD of each script that it
+     * refused, by load index of the table in use (NULL: loaded, or not
+     * refused); malloc'd at the first refusal. A verb whose EVALSHA meets
+     * NOSCRIPT behind it gets this answer instead. */
+    char **load_errors;
+    int nload_errors;
 
     /* A config reload (proxy/ops/reload.c): */
     struct verb_table *vt; /* the verb table its verbs in flight were sent with, when a reload replaced it
@@ -433,17 +445,19 @@ int upstream_keep_verbs(vp_server *srv, struct verb_table *old);
 const struct verb_table *upstream_verbs(const upstream_conn *up);
 
 /* ---- the server at the other end (upstream_server.c) ----
- * AGGREGATE COUNT (Redis 8.8) is completed by the proxy's script where the
- * server lacks it (aggregate-count-polyfill). Whether it does is learned
- * from the server's name and version, with a silent HELLO (no arguments:
- * it changes nothing) once per connection: on a shared connection as part
- * of its setup, on an own one when its client first needs to know. */
+ * The server's name and version say which dialect its scripts are written
+ * in (verb_dialect: Redis 6.2 or 7.0 and later), and whether AGGREGATE
+ * COUNT (Redis 8.8) must be completed by the proxy's script
+ * (aggregate-count-polyfill). They are learned with a silent HELLO (no
+ * arguments: it changes nothing) once per connection: on a shared
+ * connection as part of its setup, on an own one when its client first
+ * calls a verb, or sends MULTI (a verb queued there cannot wait). */
 /* Send the silent HELLO. */
 void upstream_ask_server(upstream_conn *up);
-/* Must a polyfill call wait (settle) before it can be decided and sent?
- * Asks the server when it has to. v: the polyfill entry (proxy/verbs/verbs.h). */
+/* Must a verb or polyfill call wait (settle) before it can be decided and
+ * sent? Asks the server when it has to. v: the entry (proxy/verbs/verbs.h). */
 struct verb_def;
-int upstream_polyfill_must_wait(upstream_conn *up, const struct verb_def *v);
+int upstream_verb_must_wait(upstream_conn *up, const struct verb_def *v);
 /* Should this call run as the proxy's script (1) or go to Redis as it is (0)? */
 int upstream_polyfill_wanted(const upstream_conn *up);
 /* A HELLO of the client's was just forwarded (its entry is the last). */

@@ -135,7 +135,8 @@ up_route up_decide(upstream_conn *up, const char *p, size_t n, int whole)
             /* Redis and Valkey word NOSCRIPT differently: the code is enough. */
             int noscript = whole && n >= sizeof(NOSCRIPT_PREFIX) - 1 &&
                            memcmp(p, NOSCRIPT_PREFIX, sizeof(NOSCRIPT_PREFIX) - 1) == 0;
-            if (noscript && e->retries < UP_NOSCRIPT_RETRIES) return ROUTE_NOSCRIPT;
+            if (noscript && (e->retries < UP_NOSCRIPT_RETRIES || up_load_error(up, e->verb, NULL)))
+                return ROUTE_NOSCRIPT;
             return up_decide_error(up, e, p, n, whole);
         }
         /* (Not for an error before any reply: Redis refusing the
@@ -279,6 +280,13 @@ static int up_forward(upstream_conn *up, struct client_session *c, const char *p
         up->skip_next = 0;
         skip_eaten = 1;
     }
+    /* A verb queued in the transaction (or sent uncounted) is written in
+     * its server's dialect, which cannot be asked then: ask now, ahead of
+     * it. (A verb waits for the answer: upstream_verb_must_wait.) */
+    if (!up->in_multi && !up->raw_tx && up->server == UP_SERVER_UNKNOWN &&
+        (kind == CMD_MULTI || kind == CMD_CLIENT_REPLY_OFF || kind == CMD_CLIENT_REPLY_SKIP ||
+         kind == CMD_UNCOUNTABLE || kind == CMD_SUBSCRIBE))
+        upstream_ask_server(up);
     if (copy)
         outq_add_copy(&up->out, p, n);
     else

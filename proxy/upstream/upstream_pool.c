@@ -131,9 +131,9 @@ upstream_conn *upstream_shared(vp_server *srv, upstream_node *node, unsigned lon
          * must not take it for one big client and evict it. (Refused by a
          * Redis before 7.0 or an ACL: then nothing changes.) */
         upstream_forward_silent(up, no_evict, sizeof(no_evict) - 1);
-        /* Whether Redis has AGGREGATE COUNT (upstream_server.c), known
-         * before any client's command. */
-        if (srv->conf.aggregate_count == CONF_POLYFILL_AUTO) upstream_ask_server(up);
+        /* The scripts' dialect, and whether Redis has AGGREGATE COUNT
+         * (upstream_server.c), known before any client's command. */
+        upstream_ask_server(up);
         /* Clients use it once Redis said whether they may share
          * (upstream_outlimit.c). */
         up->setting_up = 1;

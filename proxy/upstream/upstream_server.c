@@ -1,6 +1,14 @@
 /* upstream_server.c - what the proxy knows of the server behind an upstream
  * connection, and the client's protocol on it.
  *
+ * Redis 6.2 refuses the scripts' `#!lua` line and lacks EVALSHA_RO: a
+ * connection to it loads and calls them in that dialect (verb_dialect,
+ * proxy/verbs/verbs.h), known before its first verb is sent, which waits
+ * for the answer as a polyfill call does (below). A verb queued in MULTI
+ * cannot wait for a probe sent after MULTI, so an own connection whose
+ * server is not known asks ahead of MULTI and of the commands that stop
+ * counting (upstream_count.c). Unknown (HELLO refused), it is Redis 7.0's.
+ *
  * AGGREGATE COUNT for ZUNION, ZINTER, ZUNIONSTORE and ZINTERSTORE came with
  * Redis 8.8. Where the server lacks it the proxy runs such a call as a
  * script of its own with Redis 8.8's reply (lua/zcount.lua,
@@ -67,14 +75,17 @@ int upstream_polyfill_wanted(const upstream_conn *up)
     return !(up->server == UP_SERVER_KNOWN && up->has_aggregate_count);
 }
 
-int upstream_polyfill_must_wait(upstream_conn *up, const verb_def *v)
+int upstream_verb_must_wait(upstream_conn *up, const verb_def *v)
 {
-    if (up->srv->conf.aggregate_count == CONF_POLYFILL_NO) return 0; /* goes as it is */
+    if (v->polyfill && up->srv->conf.aggregate_count == CONF_POLYFILL_NO) return 0; /* goes as it is */
     /* A probe now would be queued in the transaction, or its answer not
-     * counted: the script runs, and answers the same. A HELLO of the
+     * counted: the dialect is the one known (the probe sent ahead of MULTI,
+     * up_ask_before_uncounted, if not yet answered: wait for it), and a
+     * polyfill runs as the script, which answers the same. A HELLO of the
      * client's sent before MULTI (or CLIENT REPLY SKIP, SUBSCRIBE...) is
      * answered all the same, and says the protocol: wait for it. */
-    if (up->in_multi || up->raw_tx) return v->hidden_protocol && up->hellos_in_flight > 0;
+    if (up->in_multi || up->raw_tx)
+        return up->server == UP_SERVER_ASKED || (v->hidden_protocol && up->hellos_in_flight > 0);
     /* The server is asked with `yes` too: the answer also says whether the
      * client must authenticate first. */
     int need_protocol = v->hidden_protocol;
@@ -98,6 +109,7 @@ void upstream_note_hello(upstream_conn *up)
 {
     if (up->in_multi) {
         up->resp_unsure = 1; /* runs at EXEC, if at all */
+        up->unsure_sent = up->sent;
         return;
     }
     /* The entry just pushed for it (a counted connection: HELLO answers). */
@@ -139,11 +151,18 @@ static int server_learn(upstream_conn *up, const char *p, size_t n)
     int major = 0, minor = 0;
     sscanf(version, "%d.%d", &major, &minor);
     /* Valkey is judged by its own version: none of them has COUNT. */
+    int redis = strcmp(name, "redis") == 0;
     up->has_aggregate_count =
-        strcmp(name, "redis") == 0 &&
-        (major > SERVER_COUNT_MAJOR || (major == SERVER_COUNT_MAJOR && minor >= SERVER_COUNT_MINOR));
+        redis && (major > SERVER_COUNT_MAJOR || (major == SERVER_COUNT_MAJOR && minor >= SERVER_COUNT_MINOR));
+    /* Every Valkey has what Redis 7.0 brought (it forked from 7.2). */
+    verb_dialect dialect = redis && major < 7 ? VERB_DIALECT_PRE7 : VERB_DIALECT_7;
+    if (up->dialect != dialect) {
+        up->dialect = dialect;
+        up->scripts_loaded = 0; /* loaded in the other dialect, if at all */
+    }
     if (up->server != UP_SERVER_KNOWN || strcmp(up->server_name, name) || strcmp(up->server_version, version))
-        vp_log(VP_LOG_VERBOSE, "upstream %s: %s %s, AGGREGATE COUNT %s", up_addr(up), name, version,
+        vp_log(VP_LOG_VERBOSE, "upstream %s: %s %s, scripts in the %s dialect, AGGREGATE COUNT %s",
+               up_addr(up), name, version, dialect == VERB_DIALECT_PRE7 ? "Redis 6.2" : "Redis 7.0",
                up->has_aggregate_count ? "native" : "by the proxy's script");
     memcpy(up->server_name, name, sizeof(name));
     memcpy(up->server_version, version, sizeof(version));
@@ -160,17 +179,23 @@ void up_check_server(upstream_conn *up, unsigned long long sent, const char *p, 
         up->server = UP_SERVER_UNKNOWN;
         return;
     }
+    /* A probe sent ahead of a MULTI (upstream_count.c) may be answered
+     * after a HELLO was queued in the transaction: it does not say what
+     * the protocol is after EXEC. */
+    int says_protocol = !up->resp_unsure || sent > up->unsure_sent;
     if (n && (p[0] == '*' || p[0] == '%')) {
         /* No arguments: the protocol it answers in is the connection's. */
-        up->resp3 = p[0] == '%';
-        up->resp_unsure = 0;
+        if (says_protocol) {
+            up->resp3 = p[0] == '%';
+            up->resp_unsure = 0;
+        }
         if (server_learn(up, p, n) < 0) up->server = UP_SERVER_UNREADABLE;
     } else {
         /* Nothing learned, and nothing to wait for any more: the protocol
          * stays as last known. */
         up->server = UP_SERVER_UNREADABLE;
         up->server_noauth = n >= 7 && memcmp(p, "-NOAUTH", 7) == 0;
-        up->resp_unsure = 0;
+        if (says_protocol) up->resp_unsure = 0;
         vp_log(VP_LOG_DEBUG, "upstream %s: HELLO refused: %.*s", up_addr(up),
                (int)(n > 2 && n < 200 ? n - 2
                      : n > 200        ? 200

@@ -66,6 +66,7 @@ static void up_maybe_free(upstream_conn *up)
     vp_pool_buf_release(&up->in);
     vp_buf_free(&up->kept);
     vp_buf_free(&up->scratch);
+    up_forget_load_errors(up);
     up_fifo_free(up);
     if (up->all_next) up->all_next->all_prev = up->all_prev;
     *(up->all_prev ? &up->all_prev->all_next : &up_all) = up->all_next;

@@ -17,18 +17,21 @@
 
 /* ---- loading scripts, NOSCRIPT ---- */
 
-/* Every script's SCRIPT LOAD (one static buffer: no copy), after a
- * NOSCRIPT: Redis runs them before the retried EVALSHAs behind them. */
-/* The entry of the SCRIPT LOAD of verb `verb`, just queued. */
+/* The entry of the SCRIPT LOAD of verb `verb`, just queued in the
+ * connection's dialect (checked against that dialect's SHA-1 even if a
+ * HELLO answered since changes the connection's). */
 static void up_script_load_sent(upstream_conn *up, int verb)
 {
-    up_push_ask(up, up_check_script_load, (void *)(intptr_t)verb, UP_ASK_REFUSAL);
+    intptr_t arg = (intptr_t)verb * VERB_DIALECTS + (intptr_t)up->dialect;
+    up_push_ask(up, up_check_script_load, (void *)arg, UP_ASK_REFUSAL);
 }
 
+/* Every script's SCRIPT LOAD (one static buffer: no copy), after a
+ * NOSCRIPT: Redis runs them before the retried EVALSHAs behind them. */
 static void up_send_loads(upstream_conn *up)
 {
     const verb_table *t = upstream_verbs(up);
-    outq_add(&up->out, t->load_cmds, t->load_len);
+    outq_add(&up->out, t->load_cmds[up->dialect], t->load_len[up->dialect]);
     for (int i = 0; i < t->nloads; i++)
         up_script_load_sent(up, t->load_ids[i]);
     up->scripts_loaded = UP_SCRIPTS_ALL;
@@ -61,24 +64,86 @@ void up_ensure_script(upstream_conn *up, const verb_def *v)
         up_send_loads(up); /* past the 63rd: all at once */
         return;
     }
-    outq_add(&up->out, t->load_cmds + t->load_off[i], t->load_size[i]);
+    outq_add(&up->out, t->load_cmds[up->dialect] + t->load_off[up->dialect][i], t->load_size[up->dialect][i]);
     up_script_load_sent(up, t->load_ids[i]);
     up->scripts_loaded |= bit;
     up->srv->stats.script_loads++;
 }
 
+void up_forget_load_errors(upstream_conn *up)
+{
+    for (int i = 0; i < up->nload_errors; i++)
+        free(up->load_errors[i]);
+    free(up->load_errors);
+    up->load_errors = NULL;
+    up->nload_errors = 0;
+}
+
+const char *up_load_error(const upstream_conn *up, int verb, size_t *len)
+{
+    if (!up->load_errors) return NULL;
+    int i = upstream_verbs(up)->script_of[verb];
+    const char *e = i < up->nload_errors ? up->load_errors[i] : NULL;
+    if (e && len) *len = strlen(e);
+    return e;
+}
+
+/* Keep the server's refusal of script `i`'s SCRIPT LOAD (NULL: it loaded):
+ * the calls of it behind the load meet NOSCRIPT, and get this instead. */
+static void up_keep_load_error(upstream_conn *up, int i, const char *p, size_t n)
+{
+    if (!p && (!up->load_errors || i >= up->nload_errors || !up->load_errors[i])) return;
+    if (i >= up->nload_errors) {
+        int count = upstream_verbs(up)->nloads;
+        if (i >= count) return;
+        char **grown = realloc(up->load_errors, (size_t)count * sizeof(*grown));
+        if (!grown) abort();
+        memset(grown + up->nload_errors, 0, (size_t)(count - up->nload_errors) * sizeof(*grown));
+        up->load_errors = grown;
+        up->nload_errors = count;
+    }
+    free(up->load_errors[i]);
+    up->load_errors[i] = NULL;
+    if (!p) return;
+    char *copy = malloc(n + 1);
+    if (!copy) abort();
+    memcpy(copy, p, n);
+    copy[n] = '\0';
+    up->load_errors[i] = copy;
+}
+
 void up_check_script_load(upstream_conn *up, void *arg, const char *p, size_t n)
 {
-    int verb = (int)(intptr_t)arg;
+    int verb = (int)((intptr_t)arg / VERB_DIALECTS);
+    verb_dialect dialect = (verb_dialect)((intptr_t)arg % VERB_DIALECTS);
     verb_table *t = up->vt ? up->vt : &up->srv->verbs; /* (marks `broken`) */
     const verb_def *v = t->verbs[verb];
-    if (n == 47 && memcmp(p, "$40\r\n", 5) == 0 && memcmp(p + 5, v->sha, 40) == 0) return;
+    const char *sha = verbs_sha(v, dialect);
+    if (n == 47 && memcmp(p, "$40\r\n", 5) == 0 && memcmp(p + 5, sha, 40) == 0) {
+        up_keep_load_error(up, t->script_of[verb], NULL, 0);
+        return;
+    }
     if (n > 0 && p[0] == '-') {
-        /* Not loaded (NOAUTH before the client authenticated, an ACL, OOM):
-         * the next call of it loads again; its EVALSHA meets the same error. */
+        /* Not loaded: the next call of it loads again. */
         up->scripts_loaded &= ~up_script_bit(t->script_of[verb]);
-        vp_log(VP_LOG_VERBOSE, "upstream %s: SCRIPT LOAD %s refused: %.*s", up_addr(up), v->name,
-               (int)(n > 2 ? n - 2 : n), p);
+        if (n >= 7 && memcmp(p, "-NOAUTH", 7) == 0) {
+            /* The client has not authenticated: its EVALSHA meets the same. */
+            vp_log(VP_LOG_VERBOSE, "upstream %s: SCRIPT LOAD %s refused: %.*s", up_addr(up), v->name,
+                   (int)(n > 2 ? n - 2 : n), p);
+            return;
+        }
+        /* A script the server cannot load (its Lua, an ACL, OOM): the
+         * calls behind it answer the server's refusal, not NOSCRIPT. */
+        up->srv->stats.script_load_failures++;
+        up_keep_load_error(up, t->script_of[verb], p, n);
+        if (!up->load_error_logged)
+            vp_log(VP_LOG_WARNING,
+                   "upstream %s (%s %s): SCRIPT LOAD of verb %s refused, and the verb answered with it: %.*s "
+                   "(logged once per connection; counted in verbproxy_script_load_failures_total)",
+                   up_addr(up), up->server_name[0] ? up->server_name : "server",
+                   up->server_version[0] ? up->server_version : "of unknown version", v->name,
+                   (int)(n > 2 ? n - 2 : n), p);
+        up->load_error_logged = 1;
         return;
     }
     int is_sha = n == 47 && memcmp(p, "$40\r\n", 5) == 0 && p[45] == '\r' && p[46] == '\n';
@@ -94,7 +159,7 @@ void up_check_script_load(upstream_conn *up, void *arg, const char *p, size_t n)
         vp_log(VP_LOG_WARNING,
                "upstream %s: SCRIPT LOAD of verb %s answered %.*s, not the pinned SHA-1 %s: "
                "verb %s is disabled",
-               up_addr(up), v->name, 40, p + 5, v->sha, v->name);
+               up_addr(up), v->name, 40, p + 5, sha, v->name);
     for (int i = 0; i < t->count; i++) /* every entry that runs this script */
         if (strcmp(t->verbs[i]->sha, v->sha) == 0) t->broken[i] = 1;
 }
@@ -222,16 +287,19 @@ void up_note_answered(upstream_conn *up, const up_entry *e)
 
 /* ---- sending verbs ---- */
 
-/* "*<count>\r\n" and the command name of a verb's EVALSHA / EVAL. */
-static void up_call_head(vp_buf *b, const verb_def *v, const verb_call *call, int argc, int eval)
+/* "*<count>\r\n" and the command name of a verb's EVALSHA / EVAL: the
+ * read-only forms where the server has them (Redis 7.0 and later). */
+static void up_call_head(vp_buf *b, const upstream_conn *up, const verb_def *v, const verb_call *call,
+                         int argc, int eval)
 {
     int hidden = (v->hidden_max_members ? 1 : 0) + (v->hidden_protocol ? 1 : 0);
     int count = 3 + call->nkeys + call->range_count + hidden + (argc - call->first_arg);
+    int ro = v->readonly && up->dialect == VERB_DIALECT_7;
     vp_buf_resp_array(b, count);
     if (eval)
-        vp_buf_resp_bulk(b, v->readonly ? "EVAL_RO" : "EVAL", v->readonly ? 7 : 4);
+        vp_buf_resp_bulk(b, ro ? "EVAL_RO" : "EVAL", ro ? 7 : 4);
     else
-        vp_buf_resp_bulk(b, v->readonly ? "EVALSHA_RO" : "EVALSHA", v->readonly ? 10 : 7);
+        vp_buf_resp_bulk(b, ro ? "EVALSHA_RO" : "EVALSHA", ro ? 10 : 7);
 }
 
 /* numkeys, the keys, the hidden arguments, the rest of the arguments. */
@@ -276,8 +344,8 @@ int upstream_forward_verb(upstream_conn *up, struct client_session *c, const ver
         /* Nothing can be retried here (replies are not counted): EVAL with
          * the body never meets NOSCRIPT. Rare: built and copied at once. */
         up->scratch.len = 0;
-        up_call_head(&up->scratch, v, call, argc, 1);
-        vp_buf_resp_bulk(&up->scratch, v->body, v->body_len);
+        up_call_head(&up->scratch, up, v, call, argc, 1);
+        vp_buf_resp_bulk(&up->scratch, verbs_body(v, up->dialect), v->body_len);
         up_call_tail(&up->scratch, up, v, call, argc, argv);
         outq_add_copy(&up->out, up->scratch.data, up->scratch.len);
         up_account_plain(up, c, UP_REPLY);
@@ -288,20 +356,20 @@ int upstream_forward_verb(upstream_conn *up, struct client_session *c, const ver
         /* Queued in a transaction: EXEC must answer with the verb's real
          * reply, and a NOSCRIPT there could not be retried. EVAL carries the
          * body (sent from the table, not copied). */
-        up_call_head(&up->kept, v, call, argc, 1);
+        up_call_head(&up->kept, up, v, call, argc, 1);
         vp_buf_resp_header(&up->kept, RESP_BULK, (long long)v->body_len);
         size_t mid = up->kept.len;
         vp_buf_append(&up->kept, "\r\n", 2);
         up_call_tail(&up->kept, up, v, call, argc, argv);
         outq_add_ref(&up->out, &up->kept, start, mid - start);
-        outq_add(&up->out, v->body, v->body_len);
+        outq_add(&up->out, verbs_body(v, up->dialect), v->body_len);
         outq_add_ref(&up->out, &up->kept, mid, up->kept.len - mid);
         up_account_plain(up, c, UP_REPLY)->keep = (unsigned)(up->kept.len - start);
         return 1;
     }
     up_ensure_script(up, v); /* (static bytes: `start` stays) */
-    up_call_head(&up->kept, v, call, argc, 0);
-    vp_buf_resp_bulk(&up->kept, v->sha, 40);
+    up_call_head(&up->kept, up, v, call, argc, 0);
+    vp_buf_resp_bulk(&up->kept, verbs_sha(v, up->dialect), 40);
     up_call_tail(&up->kept, up, v, call, argc, argv);
     outq_add_ref(&up->out, &up->kept, start, up->kept.len - start);
     up_entry *e = up_account_plain(up, c, UP_VERB);
@@ -378,6 +446,7 @@ void up_release_vt(upstream_conn *up)
     if (!t) return;
     up->vt = NULL;
     up->scripts_loaded = 0;
+    up_forget_load_errors(up); /* (by the old table's load indexes) */
     if (--t->refs == 0) {
         verbs_free(t);
         free(t);

@@ -130,3 +130,13 @@ fail:
     free(out.data);
     return NULL;
 }
+
+char *script_text_pre7(const char *body, size_t len)
+{
+    char *t = malloc(len + 1);
+    if (!t) abort();
+    memcpy(t, body, len);
+    t[len] = '\0';
+    if (len >= 2 && t[0] == '#' && t[1] == '!') t[0] = t[1] = '-';
+    return t;
+}

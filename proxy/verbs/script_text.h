@@ -27,4 +27,11 @@
  * read, an include line that names no lib/ file, a helper that includes). */
 char *script_assemble(const char *path, size_t *len, char *err, size_t errlen);
 
+/* The same text as Redis 6.2 takes it: 6.2 knows no `#!lua flags=...`
+ * line (SCRIPT LOAD answers "unexpected symbol near '#'"), so a leading
+ * "#!" becomes "--" and the line a comment. Same length, the same lines
+ * (an error's line number is the same on every server). A malloc'd,
+ * NUL-terminated copy of the len bytes (caller frees). */
+char *script_text_pre7(const char *body, size_t len);
+
 #endif

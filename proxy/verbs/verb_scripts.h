@@ -1,5 +1,6 @@
 /* verb_scripts.h - the built-in verbs' Lua scripts, embedded at build time
- * by proxy/verbs/embed.cmake from lua/<name>.lua, each with its SHA-1 pinned then. */
+ * by proxy/verbs/embed.c from lua/<name>.lua, each with its SHA-1 pinned then,
+ * in both dialects (verbs.h, verb_dialect). */
 #ifndef VP_VERB_SCRIPTS_H
 #define VP_VERB_SCRIPTS_H
 
@@ -10,6 +11,10 @@ typedef struct verb_script {
     const char *body; /* NUL-terminated too */
     size_t len;
     const char *sha; /* 40 lower-case hex digits */
+    /* The text Redis 6.2 runs (script_text_pre7: the shebang a comment),
+     * as long as body, and its SHA-1. */
+    const char *body_pre7;
+    const char *sha_pre7;
 } verb_script;
 
 extern const verb_script verb_scripts[];

@@ -13,6 +13,7 @@
 #include "proxy/verbs/script_check.h"
 #include "protocol/resp_write.h"
 #include "proxy/verbs/script_file.h"
+#include "proxy/verbs/script_text.h"
 #include "proxy/verbs/verb_scripts.h"
 #include "proxy/cmd/command_table.h"
 
@@ -451,6 +452,9 @@ static void attach_script(verb_def *v, const char *source)
             v->body_len = verb_scripts[j].len;
             memcpy(v->sha, verb_scripts[j].sha, 40);
             v->sha[40] = '\0';
+            v->body_pre7 = verb_scripts[j].body_pre7;
+            memcpy(v->sha_pre7, verb_scripts[j].sha_pre7, 40);
+            v->sha_pre7[40] = '\0';
         }
     }
     if (!v->body) {
@@ -485,6 +489,16 @@ const verb_def *verbs_find_builtin(const char *lower)
     return NULL;
 }
 
+const char *verbs_body(const verb_def *v, verb_dialect d)
+{
+    return d == VERB_DIALECT_PRE7 ? v->body_pre7 : v->body;
+}
+
+const char *verbs_sha(const verb_def *v, verb_dialect d)
+{
+    return d == VERB_DIALECT_PRE7 ? v->sha_pre7 : v->sha;
+}
+
 void verbs_sha1_hex(const char *p, size_t n, char out[41])
 {
     unsigned char md[SHA_DIGEST_LENGTH];
@@ -501,6 +515,7 @@ void verbs_free_def(verb_def *v)
     free((char *)v->syntax);
     free((char *)v->summary);
     free((char *)v->body);
+    free((char *)v->body_pre7);
     free((char *)v->source);
     free(v);
 }
@@ -617,6 +632,8 @@ int verbs_parse_custom(const char *value, const char *basedir, verb_def **out, c
     v->body = body;
     v->body_len = len;
     verbs_sha1_hex(body, len, v->sha);
+    v->body_pre7 = script_text_pre7(body, len);
+    verbs_sha1_hex(v->body_pre7, len, v->sha_pre7);
     v->source = strdup(path);
     v->owned = 1;
     if (!v->syntax || !v->summary || !v->source) abort();
@@ -665,10 +682,13 @@ int verbs_build(verb_table *t, verb_def **custom, int ncustom, long long ztick_m
     t->verbs = calloc((size_t)t->count, sizeof(*t->verbs));
     t->broken = calloc((size_t)t->count, 1);
     t->load_ids = calloc((size_t)t->count, sizeof(int));
-    t->load_off = calloc((size_t)t->count, sizeof(size_t));
-    t->load_size = calloc((size_t)t->count, sizeof(size_t));
     t->script_of = calloc((size_t)t->count, sizeof(int));
-    if (!t->verbs || !t->broken || !t->load_ids || !t->load_off || !t->load_size || !t->script_of) abort();
+    if (!t->verbs || !t->broken || !t->load_ids || !t->script_of) abort();
+    for (int d = 0; d < VERB_DIALECTS; d++) {
+        t->load_off[d] = calloc((size_t)t->count, sizeof(size_t));
+        t->load_size[d] = calloc((size_t)t->count, sizeof(size_t));
+        if (!t->load_off[d] || !t->load_size[d]) abort();
+    }
     for (int i = 0; i < NBUILTINS; i++)
         t->verbs[i] = &t->fixed[i];
     for (int i = 0; i < ncustom; i++)
@@ -699,7 +719,7 @@ int verbs_build(verb_table *t, verb_def **custom, int ncustom, long long ztick_m
         t->slots[s] = i;
     }
 
-    size_t cap = 0;
+    size_t cap[VERB_DIALECTS] = {0};
     for (int i = 0; i < t->count; i++) {
         const verb_def *v = t->verbs[i];
         int loaded = -1;
@@ -709,13 +729,18 @@ int verbs_build(verb_table *t, verb_def **custom, int ncustom, long long ztick_m
             t->script_of[i] = loaded;
             continue;
         }
-        t->script_of[i] = t->nloads;
-        t->load_off[t->nloads] = t->load_len;
-        t->load_ids[t->nloads++] = i;
-        const resp_arg argv[] = {{"SCRIPT", 6}, {"LOAD", 4}, {v->body, v->body_len}};
-        resp_write_command(append_room(&t->load_cmds, &t->load_len, &cap, resp_write_command_size(3, argv)),
-                           3, argv);
-        t->load_size[t->nloads - 1] = t->load_len - t->load_off[t->nloads - 1];
+        int j = t->nloads++;
+        t->script_of[i] = j;
+        t->load_ids[j] = i;
+        for (int d = 0; d < VERB_DIALECTS; d++) {
+            t->load_off[d][j] = t->load_len[d];
+            const resp_arg argv[] = {
+                {"SCRIPT", 6}, {"LOAD", 4}, {verbs_body(v, (verb_dialect)d), v->body_len}};
+            resp_write_command(
+                append_room(&t->load_cmds[d], &t->load_len[d], &cap[d], resp_write_command_size(3, argv)), 3,
+                argv);
+            t->load_size[d][j] = t->load_len[d] - t->load_off[d][j];
+        }
     }
     return 0;
 }
@@ -736,10 +761,12 @@ void verbs_free(verb_table *t)
     free(t->verbs);
     free(t->slots);
     free(t->broken);
-    free(t->load_cmds);
+    for (int d = 0; d < VERB_DIALECTS; d++) {
+        free(t->load_cmds[d]);
+        free(t->load_off[d]);
+        free(t->load_size[d]);
+    }
     free(t->load_ids);
-    free(t->load_off);
-    free(t->load_size);
     free(t->script_of);
     memset(t, 0, sizeof(*t));
 }

@@ -39,6 +39,17 @@ typedef struct verb_call {
 
 typedef struct verb_def verb_def;
 
+/* Which text of a script a server runs, and with which commands. Redis 7.0
+ * brought the `#!lua flags=...` line and EVALSHA_RO / EVAL_RO; Redis 6.2
+ * refuses the first (a compile error) and lacks the second. Chosen per
+ * upstream connection from the server's HELLO (upstream_server.c). */
+typedef enum verb_dialect {
+    VERB_DIALECT_7,    /* Redis 7.0 and later, Valkey: the script as written; read-only verbs as *_RO */
+    VERB_DIALECT_PRE7, /* Redis 6.2: the shebang line a comment (script_text_pre7), EVALSHA and EVAL for all
+                        */
+    VERB_DIALECTS
+} verb_dialect;
+
 /* Check a call whose arity is already right. 0, or -1 with the error text
  * (without the leading '-', e.g. "ERR syntax error") in err. */
 typedef int (*verb_check_fn)(const verb_def *v, int argc, const resp_arg *argv, verb_call *call, char *err,
@@ -58,11 +69,13 @@ struct verb_def {
                                (verbs_find_polyfill); never found by name */
     const char *script;     /* built-in: the script's name in lua/ (NULL: the verb's name) */
     verb_check_fn check;    /* NULL: arity and keys only */
-    const char *body;       /* the script */
+    const char *body;       /* the script, as written (VERB_DIALECT_7) */
     size_t body_len;
     char sha[41];
+    const char *body_pre7; /* VERB_DIALECT_PRE7's text, as long as body (verbs_body) */
+    char sha_pre7[41];
     const char *source; /* "builtin" or the script's path */
-    int owned;          /* custom: syntax, summary, body, source are malloc'd */
+    int owned;          /* custom: syntax, summary, body, body_pre7, source are malloc'd */
     int id;             /* index in the table */
 };
 
@@ -75,16 +88,17 @@ typedef struct verb_table {
     unsigned char *broken; /* [count] an upstream's SCRIPT LOAD gave another SHA */
     char ztick_max[24];    /* the hidden argument, as text */
     /* "SCRIPT LOAD <body>" for every script, in table order (a script two
-     * entries share once), as one RESP buffer: sent whole after a NOSCRIPT.
-     * load_ids[i]: the entry whose SHA the i-th answer is checked against. */
-    char *load_cmds;
-    size_t load_len;
+     * entries share once), as one RESP buffer per dialect: sent whole after
+     * a NOSCRIPT. load_ids[i]: the entry whose SHA the i-th answer is
+     * checked against. */
+    char *load_cmds[VERB_DIALECTS];
+    size_t load_len[VERB_DIALECTS];
     int *load_ids;
     int nloads;
     /* Each script's own SCRIPT LOAD in load_cmds (load index i), and the
      * load index of each entry's script (script_of[verb id]): a connection
      * loads a script just before its first call of it. */
-    size_t *load_off, *load_size;
+    size_t *load_off[VERB_DIALECTS], *load_size[VERB_DIALECTS];
     int *script_of;
     /* Owned: the table's copies of the built-ins and polyfills (ids are
      * per table), and the custom verbs once adopted (verbs_adopt_custom). */
@@ -145,6 +159,11 @@ int verbs_may_polyfill(const verb_table *t, const resp_arg *name);
 #define VERB_ERR_ARITY (-2)
 #define VERB_ERR_VALUE (-1)
 int verbs_check(const verb_def *v, int argc, const resp_arg *argv, verb_call *call, char *err, size_t errlen);
+
+/* A verb's script text and SHA-1 in a dialect (the text is v->body_len
+ * bytes in both). */
+const char *verbs_body(const verb_def *v, verb_dialect d);
+const char *verbs_sha(const verb_def *v, verb_dialect d);
 
 /* SHA-1 of a buffer as 40 lower-case hex digits (OpenSSL's libcrypto). */
 void verbs_sha1_hex(const char *p, size_t n, char out[41]);

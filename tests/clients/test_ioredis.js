@@ -30,7 +30,7 @@ const os = require('node:os');
 const path = require('node:path');
 const Redis = require('ioredis');
 
-const REDIS_SERVER = '/usr/bin/redis-server';
+const REDIS_SERVER = process.env.VP_TEST_REDIS_SERVER || '/usr/bin/redis-server';
 const START_DEADLINE_MS = 10000;
 const STOP_DEADLINE_MS = 10000;
 const START_ATTEMPTS = 3; // a free port can be taken between probing and binding

@@ -39,7 +39,7 @@ import unittest
 
 import redis
 
-REDIS_SERVER = "/usr/bin/redis-server"
+REDIS_SERVER = os.environ.get("VP_TEST_REDIS_SERVER") or "/usr/bin/redis-server"
 HOST = "127.0.0.1"  # what both servers bind; "localhost" may resolve elsewhere first
 START_DEADLINE_S = 10.0
 STOP_DEADLINE_S = 10.0

@@ -451,21 +451,28 @@ Test(metrics_auth, readyz_refuses_a_wrong_password_and_takes_the_right_one)
     vt_env_stop(&e);
 }
 
+/* A Redis whose user "app" may run anything but SCRIPT (LOAD), and a
+ * proxy (metrics on *port2) that logs in as app. */
+static void start_script_denied(vt_env *e, int *port2)
+{
+    static const char *const user[] = {"--user", "app",   "on",      ">app-pw", "~*",
+                                       "&*",     "+@all", "-script", NULL};
+    vt_redis_opts ro = {.extra_args = user, .standalone = true};
+    e->redis = vt_redis_start(&ro);
+    cr_assert(e->redis);
+    static const char *const creds[] = {"--upstream-user", "app", "--upstream-pass", "app-pw", NULL};
+    e->proxy = start_with_metrics(e->redis, NULL, port2, creds);
+}
+
 /* Ready means the verbs' scripts can be loaded, checked, not assumed: an
  * upstream user that may not run SCRIPT answers the probe's PING, but not
  * its SCRIPT LOAD. Once Redis allows it, the next check says ready. */
 Test(metrics_auth, readyz_fails_while_the_scripts_cannot_be_loaded)
 {
     VT_SKIP_IF_DIRECT();
-    static const char *const user[] = {"--user", "app",   "on",      ">app-pw", "~*",
-                                       "&*",     "+@all", "-script", NULL};
-    vt_redis_opts ro = {.extra_args = user, .standalone = true};
     vt_env e = {0};
-    e.redis = vt_redis_start(&ro);
-    cr_assert(e.redis);
     int port2;
-    static const char *const creds[] = {"--upstream-user", "app", "--upstream-pass", "app-pw", NULL};
-    e.proxy = start_with_metrics(e.redis, NULL, &port2, creds);
+    start_script_denied(&e, &port2);
     ready_want w = {port2, 503, "SCRIPT LOAD of"};
     cr_assert(vt_wait_until(readyz_is, &w, 10000), "/readyz is not 503 while SCRIPT is denied");
     w.body_has = "NOPERM";
@@ -478,5 +485,63 @@ Test(metrics_auth, readyz_fails_while_the_scripts_cannot_be_loaded)
     redisFree(direct);
     ready_want ok = {port2, 200, "ready"};
     cr_assert(vt_wait_until(readyz_is, &ok, 10000), "/readyz is not 200 once SCRIPT is allowed");
+    vt_env_stop(&e);
+}
+
+/* A verb whose script the server will not load answers the server's own
+ * refusal, never NOSCRIPT: alone, pipelined three deep (the two behind the
+ * first load meet NOSCRIPT and get the same), and again once more. The
+ * refusal is logged once for the connection, with the verb, and counted;
+ * plain commands on the same connection are answered as ever. */
+Test(metrics_auth, a_verb_whose_script_is_refused_answers_the_refusal_logged_once_and_counted)
+{
+    VT_SKIP_IF_DIRECT();
+    vt_env e = {0};
+    int port2;
+    start_script_denied(&e, &port2);
+    /* Redis's words to that user's SCRIPT LOAD */
+    redisContext *direct = vt_must_connect(e.redis->port);
+    redisReply *r = vt_cmd(direct, "AUTH app app-pw");
+    vt_assert_status(r, "OK");
+    freeReplyObject(r);
+    r = vt_cmd(direct, "SCRIPT LOAD %s", "return 1");
+    cr_assert(r && r->type == REDIS_REPLY_ERROR, "SCRIPT LOAD was not refused: %s", VT_DESCRIBE(r));
+    char refusal[256];
+    snprintf(refusal, sizeof(refusal), "%s", r->str);
+    freeReplyObject(r);
+    redisFree(direct);
+
+    redisContext *c = vt_must_connect(e.proxy->port);
+    r = vt_cmd(c, "ZTICK zt 1 10");
+    cr_assert(r && r->type == REDIS_REPLY_ERROR && strcmp(r->str, refusal) == 0, "ZTICK: want \"%s\", got %s",
+              refusal, VT_DESCRIBE(r));
+    freeReplyObject(r);
+    for (int i = 0; i < 3; i++)
+        cr_assert_eq(redisAppendCommand(c, "ZTICK zt 1 10"), REDIS_OK);
+    cr_assert_eq(redisAppendCommand(c, "SET plain ok"), REDIS_OK);
+    for (int i = 0; i < 4; i++) {
+        cr_assert_eq(redisGetReply(c, (void **)&r), REDIS_OK, "reply %d of the pipeline", i);
+        if (i < 3)
+            cr_assert(r->type == REDIS_REPLY_ERROR && strcmp(r->str, refusal) == 0,
+                      "pipelined ZTICK %d: want \"%s\", got %s", i, refusal, VT_DESCRIBE(r));
+        else
+            vt_assert_status(r, "OK");
+        freeReplyObject(r);
+    }
+    r = vt_cmd(c, "GET plain");
+    vt_assert_str(r, "ok");
+    freeReplyObject(r);
+
+    vt_prom s = scrape(port2);
+    cr_assert_geq(val(&s, "verbproxy_script_load_failures_total", ""), 2, "two loads were refused at least");
+    vt_prom_free(&s);
+    char *log = vt_proxy_log(e.proxy);
+    cr_assert_not_null(log);
+    int lines = 0;
+    for (const char *at = log; (at = strstr(at, "SCRIPT LOAD of verb ztick refused")); at++)
+        lines++;
+    cr_assert_eq(lines, 1, "the refusal was logged %d times for one connection:\n%s", lines, log);
+    free(log);
+    redisFree(c);
     vt_env_stop(&e);
 }

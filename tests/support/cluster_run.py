@@ -32,7 +32,7 @@ import sys
 import tempfile
 import time
 
-REDIS_SERVER = "/usr/bin/redis-server"
+REDIS_SERVER = os.environ.get("VP_TEST_REDIS_SERVER") or "/usr/bin/redis-server"
 REDIS_CLI = "/usr/bin/redis-cli"
 NODES = 6
 DEADLINE_S = 30.0

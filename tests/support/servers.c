@@ -101,6 +101,12 @@ static bool env_on(const char *name)
     return v && v[0] && strcmp(v, "0") != 0;
 }
 
+const char *vt_redis_binary(void)
+{
+    const char *b = getenv("VP_TEST_REDIS_SERVER");
+    return b && *b ? b : "/usr/bin/redis-server";
+}
+
 bool vt_direct_mode(void)
 {
     return env_on("VP_TEST_DIRECT");
@@ -183,16 +189,20 @@ int vt_free_port(void)
 bool vt_blackhole_open(vt_blackhole *b)
 {
     b->listen_fd = b->filler_fd = -1;
-    b->port = vt_free_port();
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(b->port)};
+    /* Port 0: the kernel's free port, bound at once (a port from
+     * vt_free_port was taken by another suite before the bind once, under
+     * load: "Address already in use"). */
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = 0};
     sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t salen = sizeof(sa);
     b->listen_fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (b->port <= 0 || b->listen_fd < 0 || bind(b->listen_fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 ||
-        listen(b->listen_fd, 0) != 0) {
+    if (b->listen_fd < 0 || bind(b->listen_fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 ||
+        getsockname(b->listen_fd, (struct sockaddr *)&sa, &salen) != 0 || listen(b->listen_fd, 0) != 0) {
         fprintf(stderr, "vt: black hole listener: %s\n", strerror(errno));
         vt_blackhole_close(b);
         return false;
     }
+    b->port = ntohs(sa.sin_port);
     /* the one connection the queue holds */
     b->filler_fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (connect(b->filler_fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
@@ -539,8 +549,19 @@ static bool launch_once(vt_redis *r)
 {
     char port[16];
     snprintf(port, sizeof(port), "%d", r->tls_only ? 0 : r->port);
-    char *argv[80] = {VT_REDIS_BINARY, "--port", port,           "--bind", "127.0.0.1",   "--dir", r->dir,
-                      "--save",        "",       "--appendonly", "no",     "--daemonize", "no"};
+    char *argv[80] = {(char *)vt_redis_binary(),
+                      "--port",
+                      port,
+                      "--bind",
+                      "127.0.0.1",
+                      "--dir",
+                      r->dir,
+                      "--save",
+                      "",
+                      "--appendonly",
+                      "no",
+                      "--daemonize",
+                      "no"};
     int n = 13;
     if (r->conf[0]) { /* the config file goes first, as redis-server wants it */
         memmove(argv + 2, argv + 1, (size_t)(n - 1) * sizeof(argv[0]));

@@ -36,8 +36,13 @@
 
 #define VT_START_DEADLINE_MS 10000 /* a server must answer within this */
 #define VT_STOP_DEADLINE_MS 10000  /* SIGTERM, then SIGKILL after this */
-#define VT_REDIS_BINARY "/usr/bin/redis-server"
 #define VT_MAX_EXTRA_ARGS 16
+
+/* The server every story starts (Redis, a Sentinel, a cluster's nodes):
+ * $VP_TEST_REDIS_SERVER, else Debian's /usr/bin/redis-server. One variable,
+ * read by the Python and Node tests too, so any suite runs against any
+ * supported server (scripts/upstreams.sh builds them). */
+const char *vt_redis_binary(void);
 
 /* Does a redis-server listen for TLS (tls_certs.h's certificates)? */
 typedef enum vt_redis_tls {
@@ -48,10 +53,10 @@ typedef enum vt_redis_tls {
 } vt_redis_tls;
 
 typedef struct vt_redis_opts {
-    bool unixsocket;               /* also listen on <dir>/redis.sock */
+    bool unixsocket; /* also listen on <dir>/redis.sock */
     vt_redis_tls tls;
-    const char *tls_cert;         /* with TLS: the server certificate's name in tls_certs.h (default "server") */
-    const char *tls_auth_clients; /* with TLS: default "no" */
+    const char *tls_cert; /* with TLS: the server certificate's name in tls_certs.h (default "server") */
+    const char *tls_auth_clients;  /* with TLS: default "no" */
     const char *requirepass;       /* NULL: no password */
     const char *const *extra_args; /* NULL-terminated, appended as is; may be NULL */
     const char *config_text;       /* written to <dir>/redis.conf, given as the config file (sentinels
@@ -66,12 +71,12 @@ typedef struct vt_redis_opts {
 typedef struct vt_redis {
     pid_t pid; /* 0 while not running */
     int port;
-    int tls_port;  /* 0: no TLS */
-    bool tls_only; /* --port 0 (`port` is then not listened on) */
-    char dir[64];                          /* working dir: log file, unix socket */
-    char unixsocket[128];                  /* "" unless opts.unixsocket */
-    char log[128];                         /* redis-server's stdout/stderr */
-    char conf[128];                        /* "" unless opts.config_text */
+    int tls_port;         /* 0: no TLS */
+    bool tls_only;        /* --port 0 (`port` is then not listened on) */
+    char dir[64];         /* working dir: log file, unix socket */
+    char unixsocket[128]; /* "" unless opts.unixsocket */
+    char log[128];        /* redis-server's stdout/stderr */
+    char conf[128];       /* "" unless opts.config_text */
     bool sentinel;
     bool borrowed;                          /* a node of the variant's shared cluster (cluster_env.h):
                                                nothing started here, nothing to stop */

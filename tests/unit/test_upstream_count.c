@@ -25,6 +25,7 @@ static void setup(void)
     memset(&up, 0, sizeof(up));
     up.srv = &srv;
     up.state = UPSTREAM_READY;
+    up.server = UP_SERVER_KNOWN; /* (else MULTI asks it first: below) */
     outq_init(&up.out, &up.h.stream, &up, NULL);
     up_make_barrier(&up);
 }
@@ -126,4 +127,20 @@ Test(upstream_count, an_ask_is_owed_like_a_reply_and_answers_its_caller)
     cr_assert_not(upstream_is_ready(&up));
     upstream_setup_done(&up);
     cr_assert_eq(up.setup_asks, 0);
+}
+
+/* A verb queued in MULTI is written in its server's dialect, which cannot
+ * be asked inside the transaction: a connection whose server is not known
+ * asks ahead of MULTI (its answer comes before MULTI's +OK). */
+Test(upstream_count, multi_on_a_connection_whose_server_is_unknown_asks_it_first)
+{
+    up.server = UP_SERVER_UNKNOWN;
+    cr_assert_eq(send_kind(CMD_MULTI), 1);
+    cr_assert_eq(upstream_owed(&up), 2);
+    cr_assert_eq(owed_kind(0), UP_SERVER_PROBE);
+    cr_assert_eq(owed_kind(1), UP_REPLY);
+    cr_assert_eq(up.server, UP_SERVER_ASKED);
+    cr_assert_eq(send_kind(CMD_EXEC), 1);
+    cr_assert_eq(send_kind(CMD_MULTI), 1);
+    cr_assert_eq(upstream_owed(&up), 4, "asked once");
 }

@@ -67,10 +67,12 @@ Test(upstream_server, redis_8_8_and_later_has_count_nothing_else_does)
 
 Test(upstream_server, the_probe_reply_says_the_protocol_a_refusal_says_nothing)
 {
+    /* (a HELLO queued in a transaction before the probe: unsure until it
+     * is answered) */
     upstream_conn up = {.srv = &srv, .server = UP_SERVER_ASKED, .resp_unsure = 1};
     char r[512];
     size_t n = hello_reply(r, sizeof(r), 1, "redis", "7.0.15");
-    up_check_server(&up, 0, r, n);
+    up_check_server(&up, 1, r, n);
     cr_assert(up.resp3, "a map: the connection speaks RESP3");
     cr_assert_not(up.resp_unsure);
     n = hello_reply(r, sizeof(r), 0, "redis", "7.0.15");
@@ -82,7 +84,7 @@ Test(upstream_server, the_probe_reply_says_the_protocol_a_refusal_says_nothing)
     const char *noauth = "-NOAUTH HELLO must be called with the client already authenticated, otherwise the "
                          "HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and "
                          "select the RESP protocol version at the same time\r\n";
-    up_check_server(&up, 0, noauth, strlen(noauth));
+    up_check_server(&up, 1, noauth, strlen(noauth));
     cr_assert_eq(up.server, UP_SERVER_UNREADABLE);
     cr_assert_not(upstream_polyfill_wanted(&up),
                   "not authenticated: the call goes as it is, for Redis's -NOAUTH");
@@ -207,4 +209,49 @@ Test(polyfill_calls, keys_are_the_destination_then_the_numkeys_sources)
     cr_assert_eq(c.range_first, 2);
     cr_assert_eq(c.range_count, 2);
     cr_assert_eq(c.first_arg, 0);
+}
+
+/* A probe sent ahead of MULTI (an own connection asks there, for the
+ * dialect of a verb queued in it) can be answered after the client's HELLO
+ * 3 was queued behind it: it says the server, not the protocol after EXEC. */
+Test(upstream_server, a_probe_sent_before_a_hello_queued_in_multi_leaves_the_protocol_unsure)
+{
+    upstream_conn up = {.srv = &srv, .server = UP_SERVER_ASKED, .sent = 1};
+    up.in_multi = 1;
+    up.sent = 3; /* the probe was entry 1, MULTI 2, HELLO 3 is 3 */
+    upstream_note_hello(&up);
+    cr_assert(up.resp_unsure);
+    up.in_multi = 0;
+    char r[512];
+    size_t n = hello_reply(r, sizeof(r), 0, "redis", "6.2.16");
+    up_check_server(&up, 1, r, n);
+    cr_assert_eq(up.server, UP_SERVER_KNOWN);
+    cr_assert(up.resp_unsure, "a probe older than the HELLO does not settle the protocol");
+    cr_assert_eq(up.dialect, VERB_DIALECT_PRE7);
+    n = hello_reply(r, sizeof(r), 1, "redis", "6.2.16");
+    up_check_server(&up, 4, r, n);
+    cr_assert_not(up.resp_unsure);
+    cr_assert(up.resp3);
+}
+
+/* The scripts' dialect: Redis before 7.0 lacks the shebang and EVALSHA_RO;
+ * Valkey (7.2 says "redis" 7.2.x, 8 and later "valkey") has both. */
+static verb_dialect dialect_of(const char *server, const char *version)
+{
+    upstream_conn up = {.srv = &srv, .server = UP_SERVER_ASKED};
+    char r[512];
+    size_t n = hello_reply(r, sizeof(r), 0, server, version);
+    up_check_server(&up, 0, r, n);
+    return (verb_dialect)up.dialect;
+}
+
+Test(upstream_server, redis_6_2_gets_its_own_dialect_everything_newer_the_scripts_as_written)
+{
+    cr_expect_eq(dialect_of("redis", "6.2.16"), VERB_DIALECT_PRE7);
+    cr_expect_eq(dialect_of("redis", "6.0.20"), VERB_DIALECT_PRE7);
+    cr_expect_eq(dialect_of("redis", "7.0.15"), VERB_DIALECT_7);
+    cr_expect_eq(dialect_of("redis", "7.2.7"), VERB_DIALECT_7, "Valkey 7.2");
+    cr_expect_eq(dialect_of("redis", "7.4.1"), VERB_DIALECT_7);
+    cr_expect_eq(dialect_of("valkey", "8.0.1"), VERB_DIALECT_7);
+    cr_expect_eq(dialect_of("redis", "10.0.0"), VERB_DIALECT_7);
 }

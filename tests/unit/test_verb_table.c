@@ -49,6 +49,15 @@ Test(verbs, pinned_sha_and_body_match_the_assembled_files_in_lua)
         cr_expect_eq(e->len, len, "%s: embedded body is not the assembled file", e->name);
         cr_expect(memcmp(e->body, text, len) == 0, "%s: embedded body is not the assembled file", e->name);
         cr_expect_null(strstr(e->body, SCRIPT_INCLUDE_PREFIX), "%s: an include line is left", e->name);
+        /* Redis 6.2's text: the same bytes but the shebang's "#!", which
+         * is "--"; its own SHA-1 pinned too */
+        cr_expect(len > 2 && memcmp(e->body, "#!", 2) == 0, "%s: no shebang", e->name);
+        cr_expect(memcmp(e->body_pre7, "--", 2) == 0 && memcmp(e->body_pre7 + 2, text + 2, len - 2) == 0,
+                  "%s: the Redis 6.2 text is not the script with its shebang a comment", e->name);
+        verbs_sha1_hex(e->body_pre7, len, sha);
+        cr_expect_str_eq(e->sha_pre7, sha, "%s: pinned %s for Redis 6.2, its text's %s", e->name, e->sha_pre7,
+                         sha);
+        cr_expect_str_neq(e->sha_pre7, e->sha);
         free(text);
     }
     /* Every built-in verb runs its own script; the polyfills for ZUNION and
@@ -503,8 +512,36 @@ Test(custom_verbs, a_config_line_adds_a_verb)
     cr_assert_eq(call.nkeys, 1);
     cr_assert_eq(call.first_arg, 2);
     /* the SCRIPT LOAD round holds every verb's body */
-    cr_assert(memmem(t.load_cmds, t.load_len, body, strlen(body)));
+    cr_assert(memmem(t.load_cmds[VERB_DIALECT_7], t.load_len[VERB_DIALECT_7], body, strlen(body)));
+    /* and Redis 6.2's, the same text without a shebang to turn into a comment */
+    cr_assert(memmem(t.load_cmds[VERB_DIALECT_PRE7], t.load_len[VERB_DIALECT_PRE7], body, strlen(body)));
+    cr_assert_str_eq(v->sha_pre7, v->sha);
     verbs_free(&t);
+    verbs_free_def(v);
+}
+
+/* A custom verb's shebang is a comment in Redis 6.2's text, which is as
+ * long, with its own SHA-1; the rest is the operator's bytes. */
+Test(custom_verbs, a_shebang_is_a_comment_in_redis_6_2s_text)
+{
+    char path[256];
+    snprintf(path, sizeof(path), "%s/flagged.lua", dir);
+    FILE *f = fopen(path, "w");
+    cr_assert_not_null(f);
+    fputs("#!lua flags=no-writes\nreturn redis.call('GET', KEYS[1])\n", f);
+    fclose(f);
+    verb_def *v;
+    char err[256] = "";
+    cr_assert_eq(verbs_parse_custom("flagged flagged.lua numkeys 1 readonly", dir, &v, err, sizeof(err)), 0,
+                 "%s", err);
+    cr_assert_str_eq(verbs_body(v, VERB_DIALECT_7),
+                     "#!lua flags=no-writes\nreturn redis.call('GET', KEYS[1])\n");
+    cr_assert_str_eq(verbs_body(v, VERB_DIALECT_PRE7),
+                     "--lua flags=no-writes\nreturn redis.call('GET', KEYS[1])\n");
+    char sha[41];
+    verbs_sha1_hex(v->body_pre7, v->body_len, sha);
+    cr_assert_str_eq(verbs_sha(v, VERB_DIALECT_PRE7), sha);
+    cr_assert_str_neq(verbs_sha(v, VERB_DIALECT_7), sha);
     verbs_free_def(v);
 }
 
