@@ -1205,7 +1205,7 @@ Test(verbs, a_pipeline_mixing_verbs_errors_and_plain_commands_gets_every_reply_i
         {"INCR pl:n", ":1"},
         {"LOCKRELEASE pl:k nope", ":0"},
         {"LOCKRENEW pl:k t 0", "-ERR invalid expire time in 'lockrenew' command"},
-        {"NOSUCHCOMMAND x", "-ERR unknown command 'NOSUCHCOMMAND', with args beginning with: 'x' "},
+        {"NOSUCHCOMMAND x", NULL}, /* Redis's own words (6.2 quotes with `, 7.0 with ') */
         {"LOCKRELEASE pl:k t", ":1"},
         {"HSETVER pl:h 2 f v", ":1"},
         {"HSETVER pl:h 1 f w", ":0"},
@@ -1218,12 +1218,19 @@ Test(verbs, a_pipeline_mixing_verbs_errors_and_plain_commands_gets_every_reply_i
         {"INCR pl:n", ":2"},
     };
     const size_t n = sizeof(steps) / sizeof(steps[0]);
+    redisContext *direct = vt_must_connect(env.redis->port);
+    redisReply *r = vt_cmd(direct, "NOSUCHCOMMAND x");
+    cr_assert(r && r->type == REDIS_REPLY_ERROR);
+    char redis_says[256];
+    snprintf(redis_says, sizeof(redis_says), "-%s", r->str);
+    freeReplyObject(r);
+    redisFree(direct);
     for (size_t i = 0; i < n; i++)
         cr_assert(redisAppendCommand(c, steps[i].cmd) == REDIS_OK);
     for (size_t i = 0; i < n; i++) {
         char what[128];
         snprintf(what, sizeof(what), "reply %zu of the pipeline (%s)", i, steps[i].cmd);
-        vt_check_reply(__LINE__, what, c, vt_get_reply(c), steps[i].want);
+        vt_check_reply(__LINE__, what, c, vt_get_reply(c), steps[i].want ? steps[i].want : redis_says);
     }
     redisFree(c);
 }

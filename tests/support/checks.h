@@ -26,6 +26,15 @@
         if (vt_direct_mode()) cr_skip_test("proxy-only behaviour (VP_TEST_DIRECT=1)");                       \
     } while (0)
 
+/* A story about what a server before `version` (major * 100 + minor) does
+ * not have (COMMAND DOCS before Redis 7.0, ...): skipped there, saying
+ * why. docs/compatibility.md lists them. */
+#define VT_SKIP_BEFORE(version, why)                                                                         \
+    do {                                                                                                     \
+        if (vt_redis_version() < (version))                                                                  \
+            cr_skip_test("the server is older than %d.%d: %s", (version) / 100, (version) % 100, (why));     \
+    } while (0)
+
 /* Redis's refusals at maxclients exist only in plaintext: over TLS it
  * closes a client past the limit before the handshake, without a word
  * (test_tls.c tells that story). */

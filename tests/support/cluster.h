@@ -26,7 +26,7 @@
  * node held off the CPU for two seconds on a loaded 2-core CI machine woke up
  * believing itself in the minority and answered -CLUSTERDOWN. */
 #define VT_CLUSTER_NODE_TIMEOUT_MS 15000
-#define VT_CLUSTER_DEADLINE_MS 20000    /* creation, a failover, a slot's move to be seen by all */
+#define VT_CLUSTER_DEADLINE_MS 20000 /* creation, a failover, a slot's move to be seen by all */
 
 typedef struct vt_cluster {
     vt_redis *node[VT_CLUSTER_NODES];

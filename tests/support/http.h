@@ -12,8 +12,8 @@
 #include "tests/support/client.h"
 
 typedef struct vt_http_resp {
-    int status; /* 0: no response (closed, timed out) */
-    vt_buf raw; /* the whole response */
+    int status;       /* 0: no response (closed, timed out) */
+    vt_buf raw;       /* the whole response */
     const char *body; /* into raw */
     size_t body_len;
 } vt_http_resp;

@@ -107,6 +107,29 @@ const char *vt_redis_binary(void)
     return b && *b ? b : "/usr/bin/redis-server";
 }
 
+int vt_redis_version(void)
+{
+    static int version;
+    if (version) return version;
+    char cmd[600];
+    snprintf(cmd, sizeof(cmd), "'%s' --version", vt_redis_binary());
+    FILE *p = popen(cmd, "r");
+    char line[256] = "";
+    if (p) {
+        if (!fgets(line, sizeof(line), p)) line[0] = '\0';
+        pclose(p);
+    }
+    /* "Redis server v=7.0.15 sha=..." / "Valkey server v=8.0.1 ..." */
+    const char *v = strstr(line, " v=");
+    int major = 0, minor = 0;
+    if (!v || sscanf(v + 3, "%d.%d", &major, &minor) != 2) {
+        fprintf(stderr, "vt: cannot read the version of %s from \"%s\"\n", vt_redis_binary(), line);
+        abort();
+    }
+    version = major * 100 + minor;
+    return version;
+}
+
 bool vt_direct_mode(void)
 {
     return env_on("VP_TEST_DIRECT");

@@ -43,6 +43,9 @@
  * read by the Python and Node tests too, so any suite runs against any
  * supported server (scripts/upstreams.sh builds them). */
 const char *vt_redis_binary(void);
+/* Its version as major * 100 + minor (Redis 6.2.16: 602; Valkey 8.0.1:
+ * 800; Valkey 7.2 says 7.2), from `--version`; asserted readable. */
+int vt_redis_version(void);
 
 /* Does a redis-server listen for TLS (tls_certs.h's certificates)? */
 typedef enum vt_redis_tls {
