@@ -31,14 +31,15 @@ void up_fifo_pop(upstream_conn *up);
  * that table (upstream.h's vt) for the live one. */
 void up_release_vt(upstream_conn *up);
 
-/* Our SCRIPT LOAD's answer (an ask's; arg: the verb's index, as a
- * pointer): checked, never shown. */
 /* Frees what up_check_script_load kept of refused SCRIPT LOADs. */
 void up_forget_load_errors(upstream_conn *up);
 /* The refusal of the SCRIPT LOAD of verb `verb`'s script, if its last
  * load was refused: the reply (an error line) to give in place of the
  * NOSCRIPT its call met, with its length; NULL if none. */
 const char *up_load_error(const upstream_conn *up, int verb, size_t *len);
+/* Our SCRIPT LOAD's answer (an ask's; arg: the verb's index times
+ * VERB_DIALECTS plus the dialect it was sent in, as a pointer): checked
+ * against that dialect's SHA-1; a refusal is kept for the calls behind it. */
 void up_check_script_load(upstream_conn *up, void *arg, const char *p, size_t n);
 /* The entry of an ask whose request the caller queues itself (a static
  * buffer, not copied): as upstream_ask otherwise. */

@@ -79,8 +79,8 @@ int upstream_verb_must_wait(upstream_conn *up, const verb_def *v)
 {
     if (v->polyfill && up->srv->conf.aggregate_count == CONF_POLYFILL_NO) return 0; /* goes as it is */
     /* A probe now would be queued in the transaction, or its answer not
-     * counted: the dialect is the one known (the probe sent ahead of MULTI,
-     * up_ask_before_uncounted, if not yet answered: wait for it), and a
+     * counted: the dialect is the one known (the probe upstream_count.c
+     * sends ahead of MULTI, if not yet answered: wait for it), and a
      * polyfill runs as the script, which answers the same. A HELLO of the
      * client's sent before MULTI (or CLIENT REPLY SKIP, SUBSCRIBE...) is
      * answered all the same, and says the protocol: wait for it. */
