@@ -54,7 +54,8 @@ void up_ensure_script(upstream_conn *up, const verb_def *v)
 {
     const verb_table *t = upstream_verbs(up);
     if (up->scripts_epoch != up->srv->scripts_epoch) {
-        up->scripts_loaded = 0; /* flushed since */
+        up->scripts_loaded = 0;    /* flushed since, or a reload renumbered the scripts: */
+        up_forget_load_errors(up); /* (kept by load index) */
         up->scripts_epoch = up->srv->scripts_epoch;
     }
     int i = t->script_of[v->id];
