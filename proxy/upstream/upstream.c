@@ -273,7 +273,11 @@ static void up_note_refusal(upstream_conn *up, const char *p, size_t n)
      * protected mode), not an error of a command it ran (CLIENT NO-EVICT on
      * a Redis before 7.0). */
     if (!upstream_is_refusal(p, n)) return;
-    if (up->route != ROUTE_REPLY && !(up->route == ROUTE_ASK && (e->ask_flags & UP_ASK_REFUSAL))) return;
+    /* (The server probe is one of ours too: a verb's first request on an
+     * own connection, which the verb waits behind.) */
+    if (up->route != ROUTE_REPLY && up->route != ROUTE_SERVER &&
+        !(up->route == ROUTE_ASK && (e->ask_flags & UP_ASK_REFUSAL)))
+        return;
     memcpy(up->refusal, p, n);
     up->refusal_len = (unsigned char)n;
 }
