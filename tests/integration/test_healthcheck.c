@@ -287,7 +287,12 @@ Test(healthcheck, a_server_that_always_drops_is_unhealthy_at_the_deadline)
     responder_stop(&r);
     cr_assert_eq(rc, 1, "exit %d: %s", rc, out);
     cr_assert(strstr(out, "attempts in"), "%s", out);
-    cr_assert(strstr(out, "closed before a response") || strstr(out, "Connection reset by peer"), "%s", out);
+    /* The last attempt's reason: a drop, or, when the deadline came while
+     * it was still connecting (a busy machine: the responder's accept queue
+     * full), the connect timing out. */
+    cr_assert(strstr(out, "closed before a response") || strstr(out, "Connection reset by peer") ||
+                  strstr(out, "Connection timed out"),
+              "%s", out);
     cr_assert_eq(lines(out), 1, "%s", out);
     cr_assert(took >= HEALTHCHECK_TIMEOUT_MS - 300 && took < HEALTHCHECK_TIMEOUT_MS + 5000, "took %lld ms",
               took);

@@ -528,7 +528,11 @@ Test(shared, clients_that_do_not_read_big_replies_cost_the_proxy_a_bounded_windo
     gets_wait all_run = {.want = base + (long long)SLOW_READERS * SLOW_GETS};
     cr_assert(vt_wait_until(gets_reached, &all_run, 4 * VT_READ_DEADLINE_MS),
               "only %lld of the GETs of clients that read nothing ran", redis_gets() - base);
-    cr_assert(vt_bystanders_wait(b, 240, VT_READ_DEADLINE_MS), "the bystanders were held up");
+    /* (Each bystander fails by itself on a batch late by its deadline;
+     * this is their progress, given as long as the GETs, which load the
+     * server, were given: the matrix runs two servers' suites side by
+     * side on two cores.) */
+    cr_assert(vt_bystanders_wait(b, 240, 4 * VT_READ_DEADLINE_MS), "the bystanders were held up");
 #ifndef VP_SANITIZED
     long long peak_kb = vt_peak_rss_kb(env.proxy->pid);
     cr_assert(peak_kb > 0, "cannot read the proxy's VmHWM");
@@ -566,10 +570,9 @@ Test(shared, clients_that_do_not_read_big_replies_cost_the_proxy_a_bounded_windo
  * reading every reply, then pipelines 512 GETs of 256 kB (128 MB) and reads
  * nothing. Nobody can know a reply's size before Redis sends it, so the 256
  * it was allowed in flight all run and the proxy holds them (64 MB); the
- * rest wait unread in the client's socket, not in the proxy, until it reads. The proxy holds at most buffer-limit
- * plus that window; without the window it would hold all 128 MB. The
- * bystanders on the same shared connection are served throughout, and the
- * client gets every reply in order once it reads. */
+ * rest wait unread in the client's socket, not in the proxy, until it reads. The proxy holds at most
+ * buffer-limit plus that window; without the window it would hold all 128 MB. The bystanders on the same
+ * shared connection are served throughout, and the client gets every reply in order once it reads. */
 Test(shared, a_client_that_earned_the_deepest_window_then_reads_nothing_costs_the_proxy_that_window_only)
 {
     vt_store_filled(env.redis->port, "sh:burst", BURST_VALUE_LEN, 'w');

@@ -221,12 +221,24 @@ bool vt_bystanders_wait(vt_bystanders *g, long long more, int timeout_ms)
         target[i] = atomic_load(&g->by[i].checked) + more;
     long long deadline = vt_now_ms() + timeout_ms;
     for (;;) {
-        if (vt_bystanders_failed(g, NULL, 0)) return false;
+        char why[512];
+        if (vt_bystanders_failed(g, why, sizeof(why))) {
+            fprintf(stderr, "vt: a bystander failed: %s\n", why);
+            return false;
+        }
         int behind = 0;
         for (int i = 0; i < g->n; i++)
             if (atomic_load(&g->by[i].checked) < target[i]) behind++;
         if (!behind) return true;
-        if (vt_now_ms() >= deadline) return false;
+        if (vt_now_ms() >= deadline) {
+            /* what each still lacked: one stuck, or all slow? */
+            fprintf(stderr, "vt: after %d ms, %d of %d bystanders had fewer than %lld more replies; each had",
+                    timeout_ms, behind, g->n, more);
+            for (int i = 0; i < g->n; i++)
+                fprintf(stderr, " %lld", atomic_load(&g->by[i].checked) - (target[i] - more));
+            fprintf(stderr, "\n");
+            return false;
+        }
         usleep(2000); /* polling a condition, with a deadline */
     }
 }

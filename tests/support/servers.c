@@ -16,6 +16,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -107,19 +108,32 @@ const char *vt_redis_binary(void)
     return b && *b ? b : "/usr/bin/redis-server";
 }
 
-int vt_redis_version(void)
+/* The first line of `<server> --version`: "Redis server v=7.0.15 sha=...",
+ * "Valkey server v=8.0.1 ...", Valkey 7.2's "Server v=7.2.7 ...". */
+static const char *version_line(void)
 {
-    static int version;
-    if (version) return version;
+    static char line[256];
+    if (line[0]) return line;
     char cmd[600];
     snprintf(cmd, sizeof(cmd), "'%s' --version", vt_redis_binary());
     FILE *p = popen(cmd, "r");
-    char line[256] = "";
     if (p) {
         if (!fgets(line, sizeof(line), p)) line[0] = '\0';
         pclose(p);
     }
-    /* "Redis server v=7.0.15 sha=..." / "Valkey server v=8.0.1 ..." */
+    return line;
+}
+
+const char *vt_server_says(void)
+{
+    return strncmp(version_line(), "Valkey ", 7) == 0 ? "Valkey" : "Redis";
+}
+
+int vt_redis_version(void)
+{
+    static int version;
+    if (version) return version;
+    const char *line = version_line();
     const char *v = strstr(line, " v=");
     int major = 0, minor = 0;
     if (!v || sscanf(v + 3, "%d.%d", &major, &minor) != 2) {
@@ -185,6 +199,35 @@ static bool port_is_free(int port)
     return ok;
 }
 
+/* A port handed out here is reserved until the server binds it: a lock on
+ * a file named after it, which other test processes see (suites run side
+ * by side, and a port free when one picked it was once bound by another's
+ * server before its own: "Address already in use"). The lock goes with its
+ * process, so nothing needs cleaning up; the newest PORT_HOLDS are held,
+ * long after any server started on them bound them. */
+#define PORT_HOLDS 256
+
+static bool port_reserve(int port)
+{
+    static int held[PORT_HOLDS];
+    static int next;
+    char dir[256], path[300];
+    const char *tmp = getenv("TMPDIR");
+    snprintf(dir, sizeof(dir), "%s/vt-ports", tmp && *tmp ? tmp : "/tmp");
+    mkdir(dir, 0777); /* (exists after the first) */
+    snprintf(path, sizeof(path), "%s/%d", dir, port);
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+    if (fd < 0) return true; /* no lock to be had: the bind check alone, as before */
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        close(fd); /* another process's (or ours, handed out already) */
+        return false;
+    }
+    if (held[next] > 0) close(held[next]);
+    held[next] = fd;
+    next = (next + 1) % PORT_HOLDS;
+    return true;
+}
+
 /* Why not "bind port 0 and read getsockname": that hands out a port from the
  * ephemeral range, which outgoing connections use too. A test that stops a
  * server and starts it again on the same port (or lets the proxy dial a port
@@ -202,7 +245,7 @@ int vt_free_port(void)
         seed = seed * 1103515245u + 12345u;
         int port = PORT_LOW + (int)((seed >> 8) % (unsigned)(high - PORT_LOW));
         if (port == 6379 || port == 26379) continue;
-        if (port_is_free(port)) return port;
+        if (port_is_free(port) && port_reserve(port)) return port;
     }
     return -1;
 }

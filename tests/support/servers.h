@@ -46,6 +46,10 @@ const char *vt_redis_binary(void);
 /* Its version as major * 100 + minor (Redis 6.2.16: 602; Valkey 8.0.1:
  * 800; Valkey 7.2 says 7.2), from `--version`; asserted readable. */
 int vt_redis_version(void);
+/* The name the server's own messages use ("-BUSY Redis is busy ...",
+ * HELLO's "server"): "Valkey" from Valkey 8 on, else "Redis" (Valkey 7.2
+ * kept Redis's words). */
+const char *vt_server_says(void);
 
 /* Does a redis-server listen for TLS (tls_certs.h's certificates)? */
 typedef enum vt_redis_tls {

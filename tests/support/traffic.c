@@ -49,6 +49,7 @@ struct vt_traffic {
     atomic_bool stop;
     atomic_bool failed;
     atomic_llong replies;
+    atomic_llong closed; /* sessions ended by a close, so far */
     worker w[VT_TRAFFIC_MAX_WORKERS];
 };
 
@@ -437,7 +438,10 @@ static void *worker_main(void *arg)
         session_free(&s);
         w->res.sessions++;
         if (v == V_COMPLETE) w->res.complete++;
-        if (v == V_CLOSED) w->res.closed++;
+        if (v == V_CLOSED) {
+            w->res.closed++;
+            atomic_fetch_add(&t->closed, 1);
+        }
         if (v == V_UNAVAILABLE) w->res.unavailable++;
         if (v == V_FAILED) break;
     }
@@ -490,6 +494,11 @@ int vt_traffic_owed(vt_traffic *t)
     for (int i = 0; i < t->opts.workers; i++)
         n += atomic_load(&t->w[i].owed);
     return n;
+}
+
+long long vt_traffic_closed(vt_traffic *t)
+{
+    return atomic_load(&t->closed);
 }
 
 bool vt_traffic_failed(vt_traffic *t)

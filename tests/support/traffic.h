@@ -79,6 +79,8 @@ vt_traffic *vt_traffic_start(int port, const vt_traffic_opts *opts);
 bool vt_traffic_wait_replies(vt_traffic *t, long long more, int timeout_ms);
 /* Sessions under way that have sent requests and are still owed replies. */
 int vt_traffic_owed(vt_traffic *t);
+/* Sessions that ended closed so far (all workers). */
+long long vt_traffic_closed(vt_traffic *t);
 /* Has a worker failed yet? */
 bool vt_traffic_failed(vt_traffic *t);
 /* Start no new session; wait for the ones under way to end; join, free.
