@@ -19,11 +19,20 @@ proxy/verbs/verbs.c (a verb may not shadow a command).
     python3 scripts/gen_command_table.py > proxy/cmd/command_table.c      # regenerate
     python3 scripts/gen_command_table.py --check proxy/cmd/command_table.c # the test
 
-Without --socket it starts its own redis-server (REDIS_SERVER, default
-/usr/bin/redis-server) on a unix socket in a temp dir, so the check runs on
-any machine that has the server the table was made from (Debian's 7.0.15).
---check exits 1 with a unified diff when the checked-in table and the
-server disagree (ctest: unit/command_table_matches_redis).
+Without --socket it starts its own servers, each on a unix socket in a temp
+dir: REDIS_SERVER (paths, ':'-separated, newest first), else the newest
+supported releases (NEWEST below, built by scripts/upstreams.sh; exit 77,
+skipped, where one is not built) and Debian's 7.0.15. A command, and a
+subcommand, is taken from the first server that has it, so the table knows
+every supported version's commands. --check exits 1 with a unified diff
+when the checked-in table and the servers disagree (ctest:
+unit/command_table_matches_redis, in the server matrix's legs).
+
+    python3 scripts/gen_command_table.py --covers proxy/cmd/command_table.c
+
+checks instead that the table knows every command and subcommand of one
+server, VP_TEST_REDIS_SERVER (else Debian's): ctest's
+unit/command_table_covers_redis, run against each server by the matrix.
 
 Commands whose keys cannot be found from their key specs alone (a spec
 marked incomplete, variable_flags or of unknown type, or a numkeys that may
@@ -36,6 +45,7 @@ RESP reader is below).
 import argparse
 import difflib
 import os
+import re
 import shutil
 import signal
 import socket
@@ -157,20 +167,16 @@ CLASSES = {
 CLASS_BITS = ["BLOCKING", "BLOCK_OPTION", "SESSION", "OWN", "READ_WHOLE", "OUT_OF_BAND", "REPLY_MODE",
               "UNSUBSCRIBE", "FANOUT", "SUBS", "NEWER"]
 
-# Commands of newer Redis versions (7.2's none, 7.4's hash-field expiry, 8.0's
-# HGETDEL/HGETEX/HSETEX and vector sets, WAITAOF of 7.2), by COMMAND DOCS group.
-# Not in the server this table is made from, so no arity, flags or key specs:
-# they are known by name only (a verb may not shadow them, the metrics count
-# them, CLASSES may classify them) and cmd_table_lookup, which routes by keys,
-# does not return them.
+# Commands none of the table's servers has, by COMMAND DOCS group: Redis
+# 8.0's HGETDEL, HGETEX, HSETEX and vector sets, and 6.2's STRALGO (gone in
+# 7.0). No arity, flags or key specs: they are known by name only (a verb
+# may not shadow them, the metrics count them, CLASSES may classify them)
+# and cmd_table_lookup, which routes by keys, does not return them.
 NEWER = {
-    "hexpire": "hash", "hexpireat": "hash", "hexpiretime": "hash", "hgetdel": "hash", "hgetex": "hash",
-    "hpersist": "hash", "hpexpire": "hash", "hpexpireat": "hash", "hpexpiretime": "hash", "hpttl": "hash",
-    "hsetex": "hash", "httl": "hash",
+    "hgetdel": "hash", "hgetex": "hash", "hsetex": "hash", "stralgo": "string",
     "vadd": "vectorset", "vcard": "vectorset", "vdim": "vectorset", "vemb": "vectorset",
     "vgetattr": "vectorset", "vinfo": "vectorset", "vismember": "vectorset", "vlinks": "vectorset",
     "vrandmember": "vectorset", "vrem": "vectorset", "vsetattr": "vectorset", "vsim": "vectorset",
-    "waitaof": "generic",
 }
 
 # The name hash (proxy/cmd/command_table.h: cmd_table_find), FNV-1a over the
@@ -238,8 +244,35 @@ class Resp:
         raise ValueError("bad RESP type %r" % t)
 
 
-def start_server():
-    binary = os.environ.get("REDIS_SERVER", "/usr/bin/redis-server")
+# The servers the table is made from, newest first: a command (or a
+# subcommand) is taken from the first that has it. Redis 7.4 and Valkey 8.0
+# are the newest supported (scripts/upstreams.sh builds them from
+# ../shared/upstreams); Debian's 7.0.15 is the one the main suites run on.
+NEWEST = ["redis-7.4.1", "valkey-8.0.1"]
+DEBIAN_SERVER = "/usr/bin/redis-server"
+SKIP = 77  # ctest's SKIP_RETURN_CODE
+
+
+def table_servers():
+    """REDIS_SERVER (paths, ':'-separated, newest first), else the newest
+    releases built by scripts/upstreams.sh and Debian's server. Exits SKIP
+    when a release is not built."""
+    if os.environ.get("REDIS_SERVER"):
+        return os.environ["REDIS_SERVER"].split(":")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    paths = []
+    for name in NEWEST:
+        p = subprocess.run(["bash", os.path.join(root, "scripts", "upstreams.sh"), "path", name],
+                           capture_output=True, text=True)
+        path = p.stdout.strip()
+        if p.returncode != 0 or not path or not os.access(path, os.X_OK):
+            print("gen_command_table: skipped: %s is not built (scripts/upstreams.sh build %s)" % (name, name))
+            sys.exit(SKIP)
+        paths.append(path)
+    return paths + [DEBIAN_SERVER]
+
+
+def start_server(binary):
     tmp = tempfile.mkdtemp(prefix="vp-gen-cmd-")
     path = os.path.join(tmp, "redis.sock")
     proc = subprocess.Popen([binary, "--port", "0", "--unixsocket", path, "--save", "",
@@ -345,20 +378,41 @@ def cls_expr(cls):
     return " | ".join("CMD_P_" + c for c in cls) or "0"
 
 
-def generate(r):
-    info = r.cmd("COMMAND", "INFO")
-    docs_list = r.cmd("COMMAND", "DOCS")
-    docs = {}
-    for name, doc in zip(docs_list[0::2], docs_list[1::2]):
-        d = dict(zip(doc[0::2], doc[1::2]))
-        docs[name] = d.get("group", "")
-        subdocs = d.get("subcommands") or []
-        for sname, sdoc in zip(subdocs[0::2], subdocs[1::2]):
-            docs[sname] = dict(zip(sdoc[0::2], sdoc[1::2])).get("group", "")
-    version = ""
-    for line in r.cmd("INFO", "server").split("\r\n"):
-        if line.startswith("redis_version:"):
-            version = line.split(":", 1)[1]
+def server_name(r):
+    """"Redis 7.4.1", "Valkey 8.0.1" (Valkey 7.2 says redis_version 7.2.4
+    and valkey_version 7.2.7)."""
+    fields = dict(line.split(":", 1) for line in r.cmd("INFO", "server").split("\r\n") if ":" in line)
+    if "valkey_version" in fields:
+        return "Valkey " + fields["valkey_version"]
+    return "Redis " + fields.get("redis_version", "?")
+
+
+def merged_info(rs):
+    """COMMAND INFO and COMMAND DOCS groups of several servers, newest
+    first: each command, and each subcommand, from the first server that
+    has it (a container's subcommands are the union of all of them)."""
+    info, docs = {}, {}
+    for r in rs:
+        for c in r.cmd("COMMAND", "INFO"):
+            have = info.get(c[0])
+            if have is None:
+                info[c[0]] = list(c[:9]) + [list(c[9] or [])] + list(c[10:])
+                continue
+            subs = {sc[0] for sc in have[9]}
+            have[9] += [sc for sc in (c[9] or []) if sc[0] not in subs]
+        docs_list = r.cmd("COMMAND", "DOCS")
+        for name, doc in zip(docs_list[0::2], docs_list[1::2]):
+            d = dict(zip(doc[0::2], doc[1::2]))
+            docs.setdefault(name, d.get("group", ""))
+            subdocs = d.get("subcommands") or []
+            for sname, sdoc in zip(subdocs[0::2], subdocs[1::2]):
+                docs.setdefault(sname, dict(zip(sdoc[0::2], sdoc[1::2])).get("group", ""))
+    return list(info.values()), docs
+
+
+def generate(rs):
+    info, docs = merged_info(rs)
+    version = ", ".join(server_name(r) for r in rs)
     known = {c[0] for c in info} | {sc[0] for c in info for sc in (c[9] or [])}
     for name in NEWER:
         if name in known:
@@ -419,15 +473,17 @@ def generate(r):
         return "\n".join(lines)
 
     out = []
-    out.append("/* command_table.c - GENERATED by scripts/gen_command_table.py from redis-server %s's\n"
-               " * COMMAND INFO and COMMAND DOCS, and the proxy's own classification (CLASSES\n"
-               " * and NEWER there): do not edit. Regenerate with\n"
+    out.append("/* command_table.c - GENERATED by scripts/gen_command_table.py from the\n"
+               " * COMMAND INFO and COMMAND DOCS of %s (newest first:\n"
+               " * each command and subcommand from the first that has it), and the proxy's own\n"
+               " * classification (CLASSES and NEWER there): do not edit. Regenerate with\n"
                " *     python3 scripts/gen_command_table.py > proxy/cmd/command_table.c\n"
-               " * ctest's unit/command_table_matches_redis fails when this file and the server\n"
-               " * disagree. Each command's group, arity, flags, tips, legacy first/last/step,\n"
-               " * key specs, kind and classes, sorted by name; a container's subcommands\n"
-               " * (\"object|encoding\") in a table of their own. Read through\n"
-               " * proxy/cmd/command_table.h. */" % version)
+               " * ctest's unit/command_table_matches_redis fails when this file and those\n"
+               " * servers disagree; unit/command_table_covers_redis when a command of the\n"
+               " * server under test is missing. Each command's group, arity, flags, tips,\n"
+               " * legacy first/last/step, key specs, kind and classes, sorted by name; a\n"
+               " * container's subcommands (\"object|encoding\") in a table of their own. Read\n"
+               " * through proxy/cmd/command_table.h. */" % version)
     out.append('#include "proxy/cmd/command_table.h"\n\n#include <stddef.h>\n')
     out.append("\n\n".join(specs))
     out.append("")
@@ -435,7 +491,7 @@ def generate(r):
     out.append("")
     out.append("const cmd_info cmd_table[] = {\n%s\n};\n" % "\n".join(rows))
     out.append("const int cmd_table_len = (int)(sizeof(cmd_table) / sizeof(cmd_table[0]));")
-    out.append('const char cmd_table_redis_version[] = "%s";\n' % version)
+    out.append('const char cmd_table_servers[] = "%s";\n' % version)
     out.append("_Static_assert(CMD_TABLE_SLOTS == %d && CMD_CLASS_LEN_MAX == %d, \"regenerate the table\");\n"
                % (SLOTS, CLASS_LEN_MAX))
     out.append("/* FNV-1a of the name -> its index, open addressing, -1: empty. */")
@@ -448,22 +504,76 @@ def generate(r):
                % numbers(last_mask, 4, "0x%08x"))
     return "\n".join(out) + "\n"
 
+# In Redis 6.2's COMMAND, not a command the table needs: an HTTP request's
+# first word, which Redis (7.0 and later before parsing) and the proxy answer
+# by closing the connection (securityWarningCommand).
+NOT_COMMANDS = {"host:", "post"}
+
+
+def table_names(path):
+    """The commands and subcommands of a generated table, and which of them
+    it knows by name only (NEWER)."""
+    names, by_name = set(), set()
+    with open(path) as f:
+        for line in f:
+            m = re.match(r'\s+\{"([^"]+)", "[^"]*", -?\d+, .*\},$', line)
+            if m:
+                names.add(m.group(1))
+                if "CMD_P_NEWER" in line:
+                    by_name.add(m.group(1))
+    return names, by_name
+
+
+def covers(path, binary):
+    """Does the table know every command and subcommand of this server
+    (any supported one, 6.2's COMMAND without subcommands too)? 0, or 1
+    naming what is missing."""
+    names, by_name = table_names(path)
+    proc, tmp, r = start_server(binary)
+    try:
+        what = server_name(r)
+        theirs = set()
+        for c in r.cmd("COMMAND"):
+            theirs.add(c[0])
+            theirs.update(sc[0] for sc in (c[9] if len(c) > 9 and c[9] else []))
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        shutil.rmtree(tmp, ignore_errors=True)
+    missing = sorted(theirs - names - NOT_COMMANDS)
+    if missing:
+        print("gen_command_table: %s has commands %s does not know: %s; add that server to the table's"
+              " (table_servers)" % (what, path, " ".join(missing)))
+        return 1
+    only = sorted(theirs & by_name)
+    print("gen_command_table: %s knows all %d commands and subcommands of %s%s" %
+          (path, len(theirs), what, " (by name only: %s)" % " ".join(only) if only else ""))
+    return 0
+
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--socket", help="an already running redis-server's unix socket")
-    ap.add_argument("--check", metavar="FILE", help="compare FILE with what the server says; exit 1 on a difference")
+    ap.add_argument("--socket", help="an already running redis-server's unix socket (the only server)")
+    ap.add_argument("--check", metavar="FILE", help="compare FILE with what the servers say; exit 1 on a difference")
+    ap.add_argument("--covers", metavar="FILE",
+                    help="check that FILE knows every command of VP_TEST_REDIS_SERVER (else Debian's)")
     args = ap.parse_args()
-    proc = tmp = None
-    if args.socket:
-        s = socket.socket(socket.AF_UNIX)
-        s.connect(args.socket)
-        r = Resp(s)
-    else:
-        proc, tmp, r = start_server()
+    if args.covers:
+        return covers(args.covers, os.environ.get("VP_TEST_REDIS_SERVER") or DEBIAN_SERVER)
+    started, rs = [], []
     try:
-        text = generate(r)
+        if args.socket:
+            s = socket.socket(socket.AF_UNIX)
+            s.connect(args.socket)
+            rs.append(Resp(s))
+        else:
+            for binary in table_servers():
+                proc, tmp, r = start_server(binary)
+                started.append((proc, tmp))
+                rs.append(r)
+        text = generate(rs)
     finally:
-        if proc:
+        for proc, tmp in started:
             proc.send_signal(signal.SIGKILL)
             proc.wait()
             shutil.rmtree(tmp, ignore_errors=True)
@@ -473,11 +583,11 @@ def main():
     with open(args.check) as f:
         have = f.read()
     if have == text:
-        print("gen_command_table: %s agrees with the server" % args.check)
+        print("gen_command_table: %s agrees with the servers" % args.check)
         return 0
     sys.stdout.writelines(difflib.unified_diff(have.splitlines(True), text.splitlines(True),
-                                               args.check, "redis-server COMMAND INFO"))
-    print("gen_command_table: %s disagrees with the server (diff above); regenerate it" % args.check)
+                                               args.check, "the servers' COMMAND INFO"))
+    print("gen_command_table: %s disagrees with the servers (diff above); regenerate it" % args.check)
     return 1
 
 

@@ -11,8 +11,10 @@
 # is the ctest entries matching LEG below: the integration suites as they
 # are (Redis standalone, shared upstream connections, and a Sentinel story
 # and a cluster of the story's own among them) and in own-connection mode,
-# the verbs', leaderboard and polyfill suites among them, and the real
-# clients (redis-py, ioredis). Two legs run side by side: the suites wait on
+# the verbs', leaderboard and polyfill suites among them, the real
+# clients (redis-py, ioredis), and the command table's checks against the
+# server (it knows every command; keys found as COMMAND GETKEYS finds them;
+# the table is what the newest servers say). Two legs run side by side: the suites wait on
 # servers far more than they compute, and no story depends on a leg's
 # timing (every wait is a condition with a deadline).
 #
@@ -26,7 +28,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:?usage: test_matrix.sh BUILD_DIR [NAME...]}
 shift
 build=$(cd "$build" && pwd)
-LEG=${VP_MATRIX_LEG:-'^(integration|integration-own|clients)/'}
+LEG=${VP_MATRIX_LEG:-'^((integration|integration-own|clients)/|unit/(test_route_keys|command_table_covers_redis|command_table_matches_redis)$)'}
 jobs_per_leg=${VP_MATRIX_JOBS:-2}
 
 if ! names=$("$root/scripts/upstreams.sh" list 2>/dev/null); then

@@ -88,7 +88,7 @@
 #define CMD_P_UNSUBSCRIBE (1u << 7)  /* a CMD_SUBSCRIBE that does not subscribe */
 #define CMD_P_FANOUT (1u << 8)       /* cluster mode: keyless, every primary runs it */
 #define CMD_P_SUBS (1u << 9)         /* one of its subcommands has a class */
-#define CMD_P_NEWER (1u << 10)       /* of a newer Redis: name and group only */
+#define CMD_P_NEWER (1u << 10)       /* in none of its servers (Redis 8's, STRALGO): by name */
 
 /* How the replies to a command are counted. Almost every command is
  * answered by exactly one reply; the others change how many come back, or
@@ -158,7 +158,7 @@ typedef struct cmd_info {
 /* command_table.c (generated). Sorted by name; an index is a command's id. */
 extern const cmd_info cmd_table[];
 extern const int cmd_table_len;
-extern const char cmd_table_redis_version[];
+extern const char cmd_table_servers[]; /* the servers it was made from, newest first */
 
 #define CMD_TABLE_SLOTS 1024
 #define CMD_CLASS_LEN_MAX 16

@@ -335,11 +335,19 @@ static bool reply_buffers_shrunk(void *arg)
     redisContext *admin = arg;
     redisReply *r = redisCommand(admin, "CLIENT LIST");
     bool shrunk = r && r->type == REDIS_REPLY_STRING;
+    /* (Redis 6.2 neither shrinks them nor shows them: nothing to wait for) */
+    if (shrunk && !strstr(r->str, " rbs=")) {
+        freeReplyObject(r);
+        return true;
+    }
     for (char *line = shrunk ? r->str : NULL; line && *line && shrunk;) {
         char *end = strchr(line, '\n');
         if (end) *end = '\0';
         /* (the admin's own connection, which asks, is not one of them) */
-        if (!strstr(line, "cmd=client|list") && !strstr(line, " rbs=1024 ")) shrunk = false;
+        /* 1 KiB, as the allocator rounds it: 1024 with jemalloc, 1032
+         * with a libc-malloc build (not the 16 KiB it starts with) */
+        const char *rbs = strstr(line, " rbs=");
+        if (!strstr(line, "cmd=client|list") && (!rbs || atol(rbs + 5) > 2048)) shrunk = false;
         line = end ? end + 1 : NULL;
     }
     freeReplyObject(r);
@@ -399,33 +407,58 @@ Test(auth, unauthenticated_clients_answered_together_keep_their_connections)
     vt_buf_free(&want);
 }
 
+/* A burst of 200 PINGs (7,000 bytes of -NOAUTH) from the client on `fd`,
+ * which has not authenticated: true if the connection was closed with
+ * nothing written (the CVE-2025-21605 fix); else the 200 replies must all
+ * come, and it stays open. */
+static bool burst_closes(int fd)
+{
+    vt_buf req = {0}, got = {0}, want = {0};
+    for (int i = 0; i < 200; i++) {
+        vt_buf_append_str(&req, "PING\r\n");
+        vt_buf_append_str(&want, NOAUTH_LINE);
+    }
+    cr_assert(vt_sock_send_buf(fd, &req));
+    vt_sock_read_len(fd, &got, want.len, VT_READ_DEADLINE_MS);
+    bool closed = got.eof && got.len == 0;
+    cr_assert(closed || (got.len == want.len && memcmp(got.data, want.data, want.len) == 0),
+              "neither closed with nothing written nor every -NOAUTH: %zu bytes of %zu%s", got.len, want.len,
+              got.eof ? ", then EOF" : "");
+    vt_buf_free(&req);
+    vt_buf_free(&got);
+    vt_buf_free(&want);
+    return closed;
+}
+
 /* One client sending 200 requests at once (7,000 bytes of -NOAUTH) is
- * closed as Redis closes it, with none of them answered; the strangers,
- * who never have more than 560 bytes owed, are served throughout. */
+ * answered as Redis alone answers the same from a client of its own: with
+ * the CVE-2025-21605 fix (Redis 7.0.15 as Debian ships it, 7.2.8, 7.4.3)
+ * closed, with none of them answered; before it, every one answered. The
+ * strangers, who never have more than 560 bytes owed, are served
+ * throughout. */
 Test(auth, an_unauthenticated_burst_over_the_output_limit_closes_only_its_sender)
 {
     strangers_start();
     cr_assert(strangers_wait(64), "the strangers did not get going");
+    int alone = vt_must_sock(env.redis->port);
     int fd = vt_must_sock(env.proxy->port);
-    vt_buf req = {0}, got = {0};
+    vt_buf req = {0};
+    vt_buf_append_str(&req, "PING\r\n");
+    vt_exchange(alone, &req, NOAUTH_LINE);
     vt_buf_append_str(&req, "PING\r\n");
     vt_exchange(fd, &req, NOAUTH_LINE);
     wait_for_small_reply_buffers();
-    for (int i = 0; i < 200; i++)
-        vt_buf_append_str(&req, "PING\r\n");
-    cr_assert(vt_sock_send_buf(fd, &req));
-    cr_assert(vt_sock_read_eof(fd, &got, VT_READ_DEADLINE_MS), "the connection stayed open; got %zu bytes",
-              got.len);
-    cr_assert_eq(got.len, 0, "got \"%s\" before the close (Redis alone writes nothing)",
-                 vt_buf_escaped(&got));
+    bool redis_closes = burst_closes(alone);
+    close(alone);
+    cr_assert_eq(burst_closes(fd), redis_closes, "Redis alone %s the sender; through the proxy it was%s",
+                 redis_closes ? "closes" : "answers", redis_closes ? " not closed" : " closed");
     close(fd);
     cr_assert(strangers_wait(64), "the strangers stopped being served");
     strangers_assert_ok();
     if (!vt_direct_mode())
-        cr_assert_eq(vt_proxy_stat(env.proxy->port, "upstream_lost"), 1,
+        cr_assert_eq(vt_proxy_stat(env.proxy->port, "upstream_lost"), redis_closes ? 1 : 0,
                      "Redis should have closed the sender's connection, and only that");
     vt_buf_free(&req);
-    vt_buf_free(&got);
 }
 
 /* QUIT is answered as Redis answers it, without a connection of its own

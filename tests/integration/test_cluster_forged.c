@@ -240,7 +240,8 @@ static void forge_to_the_fake(redisContext *c, char *why, size_t whylen)
     snprintf(text, sizeof(text), "MOVED %d 127.0.0.1:%d", slot, fake.port);
     error_script(script, sizeof(script), text, false);
     script_error_is(c, "EVAL", script, key, text, why, whylen);
-    script_error_is(c, "EVAL_RO", script, key, text, why, whylen);
+    if (vt_redis_version() >= 700) /* (EVAL_RO came with 7.0) */
+        script_error_is(c, "EVAL_RO", script, key, text, why, whylen);
 }
 
 /* ---- stories ---- */
@@ -262,7 +263,9 @@ Test(cluster_forged, a_scripts_forged_ask_or_moved_reaches_no_address_and_the_cl
     cr_assert(vt_bystanders_wait(b, 200, VT_READ_DEADLINE_MS), "the bystanders stalled");
     vt_assert_bystanders_ok(b);
     assert_fake_got_nothing();
-    cr_assert_geq(vt_proxy_stat(proxy->port, "cluster_refused"), 4, "the forged redirects were not refused");
+    /* (one forged reply fewer before 7.0: no EVAL_RO) */
+    cr_assert_geq(vt_proxy_stat(proxy->port, "cluster_refused"), vt_redis_version() >= 700 ? 4 : 3,
+                  "the forged redirects were not refused");
     redisFree(c);
 }
 
@@ -513,32 +516,13 @@ Test(cluster_forged, a_scripts_real_ask_and_moved_are_followed_and_its_forged_as
  * it (it serves no slot), CLUSTER NODES does. */
 static vt_redis *start_new_node(void)
 {
-    for (int attempt = 0; attempt < 5; attempt++) {
-        char bus[16], timeout[16];
-        int bus_port = vt_free_port();
-        snprintf(bus, sizeof(bus), "%d", bus_port);
-        snprintf(timeout, sizeof(timeout), "%d", VT_CLUSTER_NODE_TIMEOUT_MS);
-        const char *extra[] = {"--cluster-enabled",
-                               "yes",
-                               "--cluster-config-file",
-                               "nodes.conf",
-                               "--cluster-port",
-                               bus,
-                               "--cluster-node-timeout",
-                               timeout,
-                               NULL};
-        vt_redis *r = vt_redis_new(&(vt_redis_opts){.extra_args = extra});
-        cr_assert_not_null(r);
-        if (r->port != bus_port && vt_redis_launch(r)) {
-            redisReply *m = vt_cluster_node_cmd(cl, 0, "CLUSTER MEET 127.0.0.1 %d %d", r->port, bus_port);
-            vt_assert_status(m, "OK");
-            freeReplyObject(m);
-            return r;
-        }
-        vt_redis_free(r);
-    }
-    cr_assert_fail("the seventh node did not start");
-    return NULL;
+    int bus_port;
+    vt_redis *r = vt_cluster_node_start(&bus_port, false, VT_CLUSTER_NODE_TIMEOUT_MS);
+    cr_assert_not_null(r, "the seventh node did not start");
+    redisReply *m = vt_cluster_node_cmd(cl, 0, "CLUSTER MEET 127.0.0.1 %d %d", r->port, bus_port);
+    vt_assert_status(m, "OK");
+    freeReplyObject(m);
+    return r;
 }
 
 typedef struct known_wait {

@@ -2,11 +2,13 @@
  *
  * The proxy runs with `requirepass` and `user` lines in front of a Redis
  * without a password; a second redis-server, the reference, runs with the
- * same password and users. Every situation (AUTH right, wrong, malformed;
+ * same password and users (always Redis 7.0.15, whose words the proxy
+ * uses, whatever server is upstream). Every situation (AUTH right, wrong, malformed;
  * HELLO in each of its forms; commands before AUTH; RESET; QUIT; Redis's
  * pre-auth limits; inline and multibulk) is sent on a new connection to
  * both, and the proxy must answer byte for byte what the reference
- * answers (a HELLO reply's client id aside: another server's). AUTH never
+ * answers (a HELLO reply's client id, server and version aside: the
+ * upstream's). AUTH never
  * reaches the upstream. Hostile clients (pre-auth limits) run beside
  * bystanders that authenticated. */
 #include "tests/support/checks.h"
@@ -21,7 +23,9 @@ static void start_all(const char *const *redis_args, const char *const *proxy_ar
 {
     upstream = vt_redis_start(NULL);
     cr_assert(upstream != NULL, "redis-server did not start (see stderr)");
-    vt_redis_opts ro = {.extra_args = redis_args};
+    /* (the proxy answers these in Redis 7.0.15's words, whatever server is
+     * upstream: that release is the reference) */
+    vt_redis_opts ro = {.extra_args = redis_args, .binary = VT_REDIS_OWN_WORDS_BINARY};
     reference = vt_redis_start(&ro);
     cr_assert(reference != NULL, "the reference redis-server did not start (see stderr)");
     vt_proxy_opts po = {.extra_args = proxy_args};
@@ -123,6 +127,25 @@ static void mask_client_id(vt_buf *b)
     b->len -= (size_t)(end - p - 1);
 }
 
+/* A HELLO reply's server and version are the upstream's (the reference is
+ * always 7.0.15): the bulk after `key` becomes "*". */
+static void mask_bulk_after(vt_buf *b, const char *key)
+{
+    size_t klen = strlen(key);
+    char *p = b->len ? memmem(b->data, b->len, key, klen) : NULL;
+    if (!p || p[klen] != '$') return;
+    char *v = p + klen;
+    long n = strtol(v + 1, NULL, 10);
+    char *start = strstr(v, "\r\n");
+    if (!start || n < 0 || start + 2 + n + 2 > b->data + b->len) return;
+    char *end = start + 2 + n + 2;
+    static const char star[] = "$1\r\n*\r\n";
+    size_t tail = (size_t)(b->data + b->len - end);
+    memmove(v + sizeof(star) - 1, end, tail); /* (never longer than what it replaces) */
+    memcpy(v, star, sizeof(star) - 1);
+    b->len = (size_t)(v + sizeof(star) - 1 - b->data) + tail;
+}
+
 /* Send `req` on a new connection to port; read `replies` replies, or up to
  * EOF when `closes`. */
 static void ask(int port, const char *req, size_t len, size_t replies, bool closes, vt_buf *got)
@@ -137,6 +160,8 @@ static void ask(int port, const char *req, size_t len, size_t replies, bool clos
                   "port %d: %zu replies wanted, got \"%s\"", port, replies, vt_buf_escaped(got));
     close(fd);
     mask_client_id(got);
+    mask_bulk_after(got, "$6\r\nserver\r\n");
+    mask_bulk_after(got, "$7\r\nversion\r\n");
 }
 
 /* The proxy answers what the reference answers, byte for byte. */

@@ -92,28 +92,54 @@ static bool run_cli(vt_cluster *c, char *const argv[], int timeout_ms)
     return true;
 }
 
-static vt_redis *start_node(int *bus, bool tls, int node_timeout_ms)
+vt_redis *vt_cluster_node_start(int *bus, bool tls, int node_timeout_ms)
 {
-    for (int attempt = 0; attempt < 5; attempt++) {
+    /* Redis 6.2 has no --cluster-port: its bus is port + 10000, claimed
+     * after the data port is picked */
+    bool fixed_bus = vt_redis_version() < 700;
+    for (int attempt = 0; attempt < 20; attempt++) {
         char bus_s[16], timeout_s[16];
-        *bus = vt_free_port();
+        *bus = fixed_bus ? 0 : vt_free_port();
         snprintf(bus_s, sizeof(bus_s), "%d", *bus);
         snprintf(timeout_s, sizeof(timeout_s), "%d", node_timeout_ms);
-        const char *extra[] = {"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
-                               "--cluster-port", bus_s, "--cluster-node-timeout", timeout_s,
-                               /* CLUSTER SLOTS lists a replica once its replication offset is
-                                * not 0: sync at once (no 5 s wait for more replicas) and let the
-                                * primary's PING move the offset every second, not every 10 */
-                               "--repl-diskless-sync-delay", "0", "--repl-ping-replica-period", "1",
-                               /* with TLS, the bus and replication too: a node then tells a TLS
-                                * client its TLS ports, a plain one its plain ports (without
-                                * TLS the NULL ends the list here) */
-                               tls ? "--tls-cluster" : NULL, "yes", "--tls-replication", "yes", NULL};
+        const char *extra[24];
+        int n = 0;
+        extra[n++] = "--cluster-enabled";
+        extra[n++] = "yes";
+        extra[n++] = "--cluster-config-file";
+        extra[n++] = "nodes.conf";
+        if (!fixed_bus) {
+            extra[n++] = "--cluster-port";
+            extra[n++] = bus_s;
+        }
+        extra[n++] = "--cluster-node-timeout";
+        extra[n++] = timeout_s;
+        /* CLUSTER SLOTS lists a replica once its replication offset is not
+         * 0: sync at once (no 5 s wait for more replicas) and let the
+         * primary's PING move the offset every second, not every 10 */
+        extra[n++] = "--repl-diskless-sync-delay";
+        extra[n++] = "0";
+        extra[n++] = "--repl-ping-replica-period";
+        extra[n++] = "1";
+        if (tls) {
+            /* the bus and replication too: a node then tells a TLS client
+             * its TLS ports, a plain one its plain ports */
+            extra[n++] = "--tls-cluster";
+            extra[n++] = "yes";
+            extra[n++] = "--tls-replication";
+            extra[n++] = "yes";
+        }
+        extra[n] = NULL;
         vt_redis_opts o = {.tls = tls ? VT_REDIS_TLS_ALSO : VT_REDIS_TLS_NONE, .extra_args = extra};
         vt_redis *r = vt_redis_new(&o);
         if (!r) return NULL;
-        if (r->port != *bus && vt_redis_launch(r)) return r;
-        vt_redis_free(r); /* the bus port was handed out again as the data port: pick anew */
+        if (fixed_bus) {
+            *bus = r->port + 10000;
+            if (*bus <= 65535 && vt_port_claim(*bus) && vt_redis_launch(r)) return r;
+        } else if (r->port != *bus && vt_redis_launch(r)) {
+            return r;
+        }
+        vt_redis_free(r); /* the bus port was taken, or handed out again as the data port: pick anew */
     }
     return NULL;
 }
@@ -123,7 +149,7 @@ static vt_cluster *cluster_start(bool tls, int node_timeout_ms)
     vt_cluster *c = calloc(1, sizeof(*c));
     if (!c) abort();
     for (int i = 0; i < VT_CLUSTER_NODES; i++) {
-        c->node[i] = start_node(&c->bus_port[i], tls, node_timeout_ms);
+        c->node[i] = vt_cluster_node_start(&c->bus_port[i], tls, node_timeout_ms);
         if (!c->node[i]) {
             fprintf(stderr, "vt cluster: node %d did not start\n", i);
             vt_cluster_free(c);

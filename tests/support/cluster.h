@@ -3,7 +3,8 @@
  * Six redis-servers (servers.h: free ports, temp dirs, killed with the
  * test) with --cluster-enabled yes, each with its nodes.conf in its own dir,
  * a cluster bus port of its own (--cluster-port: port + 10000 may be taken
- * or out of range) and a low cluster-node-timeout; then `redis-cli --cluster
+ * or out of range; Redis 6.2, which lacks it, gets port + 10000, claimed)
+ * and a low cluster-node-timeout; then `redis-cli --cluster
  * create ... --cluster-replicas 1 --cluster-yes`, and a wait (deadline,
  * polling) until every node says cluster_state:ok, 16384 slots assigned,
  * the same owner for every slot, and every replica attached. Creation
@@ -48,6 +49,10 @@ vt_cluster *vt_cluster_start_tls(void);
  * not promoted in our one try, reason not found.) */
 vt_cluster *vt_cluster_start_node_timeout(int ms);
 void vt_cluster_free(vt_cluster *c);
+/* One node as the cluster's are started (cluster-enabled, its bus port in
+ * *bus), belonging to no cluster yet: for a story that adds one (CLUSTER
+ * MEET). NULL if none would start. */
+vt_redis *vt_cluster_node_start(int *bus, bool tls, int node_timeout_ms);
 
 /* Every node: cluster_state:ok, all slots assigned, and every node's
  * CLUSTER SLOTS agrees with node 0's and names all six nodes (each

@@ -228,6 +228,11 @@ static bool port_reserve(int port)
     return true;
 }
 
+bool vt_port_claim(int port)
+{
+    return port_is_free(port) && port_reserve(port);
+}
+
 /* Why not "bind port 0 and read getsockname": that hands out a port from the
  * ephemeral range, which outgoing connections use too. A test that stops a
  * server and starts it again on the same port (or lets the proxy dial a port
@@ -548,6 +553,7 @@ vt_redis *vt_redis_new(const vt_redis_opts *opts)
         fclose(f);
     }
     r->sentinel = opts && opts->sentinel;
+    r->binary = opts ? opts->binary : NULL;
     vt_redis_tls tls = opts ? opts->tls : VT_REDIS_TLS_AUTO;
     if (tls == VT_REDIS_TLS_AUTO) tls = vt_upstream_tls_mode() ? VT_REDIS_TLS_ALSO : VT_REDIS_TLS_NONE;
     if (tls != VT_REDIS_TLS_NONE) {
@@ -615,7 +621,7 @@ static bool launch_once(vt_redis *r)
 {
     char port[16];
     snprintf(port, sizeof(port), "%d", r->tls_only ? 0 : r->port);
-    char *argv[80] = {(char *)vt_redis_binary(),
+    char *argv[80] = {(char *)(r->binary ? r->binary : vt_redis_binary()),
                       "--port",
                       port,
                       "--bind",
@@ -678,7 +684,8 @@ bool vt_redis_launch(vt_redis *r)
 static bool plain_opts(const vt_redis_opts *o)
 {
     return !o || (!o->unixsocket && (o->tls == VT_REDIS_TLS_AUTO || o->tls == VT_REDIS_TLS_NONE) &&
-                  !o->requirepass && !o->extra_args && !o->config_text && !o->sentinel && !o->standalone);
+                  !o->requirepass && !o->extra_args && !o->config_text && !o->sentinel && !o->standalone &&
+                  !o->binary);
 }
 
 vt_redis *vt_redis_start(const vt_redis_opts *opts)

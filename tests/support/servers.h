@@ -43,6 +43,11 @@
  * read by the Python and Node tests too, so any suite runs against any
  * supported server (scripts/upstreams.sh builds them). */
 const char *vt_redis_binary(void);
+/* The release whose words the proxy uses where it answers by itself
+ * (protected mode, its own users, the pre-AUTH limit): Debian 12's Redis
+ * 7.0.15. A story comparing those with Redis starts its reference from
+ * this (vt_redis_opts.binary), whatever server the proxy fronts. */
+#define VT_REDIS_OWN_WORDS_BINARY "/usr/bin/redis-server"
 /* Its version as major * 100 + minor (Redis 6.2.16: 602; Valkey 8.0.1:
  * 800; Valkey 7.2 says 7.2), from `--version`; asserted readable. */
 int vt_redis_version(void);
@@ -71,6 +76,8 @@ typedef struct vt_redis_opts {
     bool sentinel;                 /* --sentinel (with config_text: sentinel.h) */
     bool standalone;               /* a redis-server of its own even in the cluster variant
                                       (cluster_env.h): a reference to compare replies with */
+    const char *binary;            /* NULL: vt_redis_binary(); else a server of this path (a
+                                      reference pinned to one release), kept as a pointer */
 } vt_redis_opts;
 
 /* One redis-server. Owned by the test; vt_redis_free() stops it and removes
@@ -85,6 +92,7 @@ typedef struct vt_redis {
     char log[128];        /* redis-server's stdout/stderr */
     char conf[128];       /* "" unless opts.config_text */
     bool sentinel;
+    const char *binary;                     /* opts.binary */
     bool borrowed;                          /* a node of the variant's shared cluster (cluster_env.h):
                                                nothing started here, nothing to stop */
     char *args[2 * VT_MAX_EXTRA_ARGS + 24]; /* copied extra arguments, NULL-terminated */
@@ -181,8 +189,11 @@ typedef struct vt_blackhole {
 bool vt_blackhole_open(vt_blackhole *b);
 void vt_blackhole_close(vt_blackhole *b);
 
-/* A free TCP port on 127.0.0.1, outside the kernel's ephemeral range. */
+/* A free TCP port on 127.0.0.1, outside the kernel's ephemeral range,
+ * reserved against other test processes until a server binds it. */
 int vt_free_port(void);
+/* Take this port the same way, if it is free and nobody reserved it. */
+bool vt_port_claim(int port);
 
 /* Milliseconds on the monotonic clock. */
 long long vt_now_ms(void);
