@@ -171,6 +171,20 @@ static int server_learn(upstream_conn *up, const char *p, size_t n)
     return 0;
 }
 
+/* HELLO did not say what the server is, and nothing did before on this
+ * connection (a server_learn sets the name): its verbs go in the 6.2
+ * dialect, which every supported server runs (7.0 and later take a script
+ * without its shebang, and EVALSHA for a read-only one), where 7.0's would
+ * fail on a 6.2 ("unknown command EVALSHA_RO"). A later HELLO that is
+ * answered sets the dialect it says. */
+static void server_unreadable(upstream_conn *up)
+{
+    up->server = UP_SERVER_UNREADABLE;
+    if (up->server_name[0] || up->dialect == VERB_DIALECT_PRE7) return;
+    up->dialect = VERB_DIALECT_PRE7;
+    up->scripts_loaded = 0;
+}
+
 void up_check_server(upstream_conn *up, unsigned long long sent, const char *p, size_t n)
 {
     if (n && p[0] == '-' && sent < up->auth_sent) {
@@ -189,11 +203,11 @@ void up_check_server(upstream_conn *up, unsigned long long sent, const char *p, 
             up->resp3 = p[0] == '%';
             up->resp_unsure = 0;
         }
-        if (server_learn(up, p, n) < 0) up->server = UP_SERVER_UNREADABLE;
+        if (server_learn(up, p, n) < 0) server_unreadable(up);
     } else {
         /* Nothing learned, and nothing to wait for any more: the protocol
          * stays as last known. */
-        up->server = UP_SERVER_UNREADABLE;
+        server_unreadable(up);
         up->server_noauth = n >= 7 && memcmp(p, "-NOAUTH", 7) == 0;
         if (says_protocol) up->resp_unsure = 0;
         vp_log(VP_LOG_DEBUG, "upstream %s: HELLO refused: %.*s", up_addr(up),

@@ -189,11 +189,16 @@ Test(edge_accounting, replconf_answers_or_not_by_its_own_rules)
 
 Test(edge_accounting, a_skip_refused_in_subscribe_mode_does_not_hide_reset)
 {
-    EXPECT_CLOSED_AFTER("SUBSCRIBE ea:ch\r\nCLIENT REPLY SKIP\r\nRESET\r\n" GARBAGE,
-                        "*3\r\n$9\r\nsubscribe\r\n$5\r\nea:ch\r\n:1\r\n"
-                        "-ERR Can't execute 'client|reply': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / "
-                        "QUIT / RESET are allowed in this context\r\n"
-                        "+RESET\r\n" GARBAGE_REPLY);
+    /* (Redis's words: 6.2 names the command 'client', and no S) */
+    const char *refused = vt_redis_version() >= 700
+                              ? "-ERR Can't execute 'client|reply': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / "
+                                "QUIT / RESET are allowed in this context\r\n"
+                              : "-ERR Can't execute 'client': only (P)SUBSCRIBE / (P)UNSUBSCRIBE / PING / QUIT / "
+                                "RESET are allowed in this context\r\n";
+    char want[512];
+    snprintf(want, sizeof(want), "*3\r\n$9\r\nsubscribe\r\n$5\r\nea:ch\r\n:1\r\n%s+RESET\r\n" GARBAGE_REPLY,
+             refused);
+    EXPECT_CLOSED_AFTER("SUBSCRIBE ea:ch\r\nCLIENT REPLY SKIP\r\nRESET\r\n" GARBAGE, want);
 }
 
 Test(edge_accounting, a_skip_queued_in_multi_skips_nothing_yet)

@@ -85,11 +85,18 @@ Test(http_requests, host_and_post_in_any_case_inline_or_multibulk)
 
     /* Only those exact names: "host" without its colon is an unknown
      * command, as from Redis. */
-    int fd = vt_must_sock(env.proxy->port);
-    vt_buf req = {0};
+    int fd = vt_must_sock(env.redis->port); /* (Redis's words: 6.2 quotes with `) */
+    vt_buf req = {0}, want = {0};
     vt_buf_append_str(&req, "host x\r\nPING\r\n");
-    vt_exchange(fd, &req, "-ERR unknown command 'host', with args beginning with: 'x' \r\n+PONG\r\n");
+    cr_assert(vt_sock_send_buf(fd, &req));
+    cr_assert(vt_sock_read_replies(fd, &want, 2, VT_READ_DEADLINE_MS), "Redis: \"%s\"", vt_buf_escaped(&want));
+    cr_assert(strncmp(want.data, "-ERR unknown command ", 21) == 0, "Redis: \"%s\"", vt_buf_escaped(&want));
+    close(fd);
+    fd = vt_must_sock(env.proxy->port);
+    vt_buf_append(&want, "", 1); /* (a C string for vt_exchange) */
+    vt_exchange(fd, &req, want.data);
     vt_buf_free(&req);
+    vt_buf_free(&want);
     close(fd);
 }
 

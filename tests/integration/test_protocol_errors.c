@@ -146,7 +146,9 @@ Test(protocol_errors, a_bulk_not_followed_by_crlf_is_cut_where_redis_cuts_it)
     int fd = vt_must_sock(env.proxy->port);
     vt_buf got = {0};
     cr_assert(vt_sock_send_str(fd, "*1\r\n$3\r\nPINGX\r\nPING\r\n"));
-    vt_expect_bytes(fd, &got, "-ERR unknown command 'PIN', with args beginning with: \r\n+PONG\r\n");
+    char want[600];
+    snprintf(want, sizeof(want), "-%s\r\n+PONG\r\n", vt_unknown_command("PIN", NULL));
+    vt_expect_bytes(fd, &got, want);
     vt_buf_free(&got);
     close(fd);
 }

@@ -686,7 +686,8 @@ typedef struct refusal {
 } refusal;
 
 /* The script of a built-in verb, loaded on Redis as the proxy loads it
- * (the file with its helpers put in); its SHA (malloc'd). */
+ * (the file with its helpers put in, in the server's dialect); its SHA
+ * (malloc'd). */
 static char *load_script(redisContext *d, const char *name)
 {
     char path[512], err[256];
@@ -694,6 +695,11 @@ static char *load_script(redisContext *d, const char *name)
     size_t len;
     char *body = script_assemble(path, &len, err, sizeof(err));
     cr_assert(body, "%s: %s", path, err);
+    if (vt_redis_version() < 700) { /* 6.2: the shebang a comment */
+        char *pre7 = script_text_pre7(body, len);
+        free(body);
+        body = pre7;
+    }
     redisReply *r = vt_cmd(d, "SCRIPT LOAD %b", body, len);
     cr_assert(r && r->type == REDIS_REPLY_STRING && r->len == 40, "SCRIPT LOAD %s: %s", path, VT_DESCRIBE(r));
     char *sha = strdup(r->str);

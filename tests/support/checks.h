@@ -35,6 +35,21 @@
             cr_skip_test("the server is older than %d.%d: %s", (version) / 100, (version) % 100, (why));     \
     } while (0)
 
+/* Redis's reply to an unknown command `name` with arguments `args`
+ * (NULL-terminated), without the "-": 7.0 quotes with ' , 6.2 with ` and
+ * a comma after each argument. (One buffer: use before the next call.) */
+static inline const char *vt_unknown_command(const char *name, const char *const *args)
+{
+    static char text[512];
+    bool old = vt_redis_version() < 700;
+    size_t o = (size_t)snprintf(text, sizeof(text), old ? "ERR unknown command `%s`, with args beginning with: "
+                                                        : "ERR unknown command '%s', with args beginning with: ",
+                                name);
+    for (int i = 0; args && args[i] && o < sizeof(text); i++)
+        o += (size_t)snprintf(text + o, sizeof(text) - o, old ? "`%s`, " : "'%s' ", args[i]);
+    return text;
+}
+
 /* Redis's refusals at maxclients exist only in plaintext: over TLS it
  * closes a client past the limit before the handshake, without a word
  * (test_tls.c tells that story). */
