@@ -98,7 +98,7 @@ for n in $names; do
     if [ "$(cat "$out/$n.rc")" != 0 ] || [ "$f" != 0 ]; then
         status=1
         echo "==> [matrix $n] FAILED:"
-        grep -E '\*\*\*(Failed|Timeout|Exception)|^\[----\]   [^ ]|^\[FAIL\]|Error|FAIL' "$out/$n.log" | head -60
+        grep -E '\*\*\*(Failed|Timeout|Exception)|^\[----\]   [^ ]|^\[FAIL\]|Error|FAIL|^vt: ' "$out/$n.log" | head -60
     fi
 done
 echo "matrix: $passed passed, $failed failed"
