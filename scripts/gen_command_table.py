@@ -262,7 +262,7 @@ def table_servers():
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     paths = []
     for name in NEWEST:
-        p = subprocess.run(["bash", os.path.join(root, "scripts", "upstreams.sh"), "path", name],
+        p = subprocess.run(["bash", os.path.join(root, "scripts", "upstreams.sh"), "built", name],
                            capture_output=True, text=True)
         path = p.stdout.strip()
         if p.returncode != 0 or not path or not os.access(path, os.X_OK):

@@ -7,6 +7,7 @@
 #     scripts/upstreams.sh list            the releases there are (one name a line)
 #     scripts/upstreams.sh build [NAME...] build them (default: all); prints nothing more
 #     scripts/upstreams.sh path NAME       build it if needed; print its server binary
+#     scripts/upstreams.sh built NAME      print it only if built already (else exit 1)
 #
 # NAME is a tarball's name without .tar.gz (redis-6.2.16, valkey-8.0.1).
 # The cache is $VP_UPSTREAMS_CACHE, else ~/.cache/verbproxy/upstreams: one
@@ -104,7 +105,16 @@ path)
     build_one "$1"
     echo "$cache/$1/$(binary_of "$1")"
     ;;
+built)
+    # The path only if built already from this very tarball; else exit 1,
+    # building nothing (for a check that must not take minutes).
+    [ $# -eq 1 ] || die "usage: upstreams.sh built NAME"
+    sum=$(checked_sum "$1")
+    bin="$cache/$1/$(binary_of "$1")"
+    [ -x "$bin" ] && [ "$(cat "$cache/$1/built-from" 2>/dev/null)" = "$sum" ] || exit 1
+    echo "$bin"
+    ;;
 *)
-    die "usage: upstreams.sh list | build [NAME...] | path NAME"
+    die "usage: upstreams.sh list | build [NAME...] | path NAME | built NAME"
     ;;
 esac
