@@ -61,14 +61,17 @@ checked_sum() {
     echo "$sum"
 }
 
+# Built already, from this very tarball?
+is_built() { # name
+    [ -x "$cache/$1/$(binary_of "$1")" ] && [ "$(cat "$cache/$1/built-from" 2>/dev/null)" = "$(checked_sum "$1")" ]
+}
+
 build_one() {
     local name=$1 sum bin dir work
+    is_built "$name" && return 0
     sum=$(checked_sum "$name")
     bin=$(binary_of "$name")
     dir="$cache/$name"
-    if [ -x "$dir/$bin" ] && [ "$(cat "$dir/built-from" 2>/dev/null)" = "$sum" ]; then
-        return 0 # built already, from this very tarball
-    fi
     echo "==> building $name (into $dir)" >&2
     mkdir -p "$cache"
     work=$(mktemp -d "$cache/.build-$name.XXXXXX")
@@ -109,10 +112,8 @@ built)
     # The path only if built already from this very tarball; else exit 1,
     # building nothing (for a check that must not take minutes).
     [ $# -eq 1 ] || die "usage: upstreams.sh built NAME"
-    sum=$(checked_sum "$1")
-    bin="$cache/$1/$(binary_of "$1")"
-    [ -x "$bin" ] && [ "$(cat "$cache/$1/built-from" 2>/dev/null)" = "$sum" ] || exit 1
-    echo "$bin"
+    is_built "$1" || exit 1
+    echo "$cache/$1/$(binary_of "$1")"
     ;;
 *)
     die "usage: upstreams.sh list | build [NAME...] | path NAME | built NAME"
