@@ -53,6 +53,11 @@ void conf_free(vp_config *c)
     free(c->custom_verbs);
     c->custom_verbs = NULL;
     c->ncustom_verbs = 0;
+    for (int i = 0; i < c->nconveyor_patterns; i++)
+        free(c->conveyor_patterns[i]);
+    free(c->conveyor_patterns);
+    c->conveyor_patterns = NULL;
+    c->nconveyor_patterns = 0;
     auth_free(&c->auth);
     OPENSSL_cleanse(c->upstream_pass, sizeof(c->upstream_pass));
     OPENSSL_cleanse(c->sentinel_pass, sizeof(c->sentinel_pass));
@@ -86,6 +91,23 @@ static int conf_add_verb(vp_config *c, const char *value, char *err, size_t errl
     if (!n) abort();
     c->custom_verbs = n;
     c->custom_verbs[c->ncustom_verbs++] = v;
+    return 0;
+}
+
+/* `conveyor PATTERN`: may be given many times (docs/conveyor.md). */
+static int conf_add_conveyor(vp_config *c, const char *value, char *err, size_t errlen)
+{
+    if (!*value) {
+        snprintf(err, errlen, "conveyor needs a pattern");
+        return -1;
+    }
+    for (int i = 0; i < c->nconveyor_patterns; i++)
+        if (strcmp(c->conveyor_patterns[i], value) == 0) return 0; /* the same keys again */
+    char **n = vp_realloc(c->conveyor_patterns, (size_t)(c->nconveyor_patterns + 1) * sizeof(*n));
+    c->conveyor_patterns = n;
+    size_t len = strlen(value) + 1;
+    c->conveyor_patterns[c->nconveyor_patterns] = vp_malloc(len);
+    memcpy(c->conveyor_patterns[c->nconveyor_patterns++], value, len);
     return 0;
 }
 
@@ -292,6 +314,7 @@ typedef enum {
     T_TLS_AUTH, /* conf_tls_auth */
     T_MODE,     /* conf_upstream_mode */
     T_SENTINEL, /* one more sentinel */
+    T_CONVEYOR, /* one more conveyor pattern */
     T_TLS       /* a string of a conf_tls, checked by proxy/net/tls.c (max: its size) */
 } conf_type;
 
@@ -332,6 +355,7 @@ static const conf_directive conf_directives[] = {
     {"shutdown-min-drain", T_INT, OFF(shutdown_min_drain), 0, 24 * 3600},
     {"ztick-max-members", T_INT, OFF(ztick_max_members), 0, LLONG_MAX},
     {"verb", T_VERB, 0, 0, 0},
+    {"conveyor", T_CONVEYOR, 0, 0, 0},
     {"aggregate-count-polyfill", T_POLYFILL, OFF(aggregate_count), 0, 0},
     {"timeout", T_INT, OFF(timeout), 0, INT_MAX},
     {"tcp-keepalive", T_INT, OFF(tcp_keepalive), 0, INT_MAX},
@@ -465,6 +489,8 @@ int conf_set(vp_config *c, const char *name, const char *value, char *err, size_
         return conf_add_sentinel(c, value, err, errlen);
     case T_VERB:
         return conf_add_verb(c, value, err, errlen);
+    case T_CONVEYOR:
+        return conf_add_conveyor(c, value, err, errlen);
     case T_SECRET:
         if (strlen(value) >= CONF_SECRET_MAX) {
             snprintf(err, errlen, "'%s' value too long (at most %d bytes)", name, CONF_SECRET_MAX - 1);
@@ -528,7 +554,7 @@ static int conf_split(char *line, char **words, int max)
 
 /* The directives that take the rest of the line and may be given many
  * times (each line adds one). */
-static const char *const conf_repeatable[] = {"verb", "user", "sentinel"};
+static const char *const conf_repeatable[] = {"verb", "user", "sentinel", "conveyor"};
 
 int conf_is_repeatable(const char *name)
 {

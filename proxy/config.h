@@ -138,6 +138,8 @@ typedef struct vp_config {
                                        one way */
     struct verb_def **custom_verbs; /* `verb` lines, in order; owned */
     int ncustom_verbs;
+    char **conveyor_patterns; /* `conveyor` lines, in order; owned (proxy/conveyor/conveyor.h) */
+    int nconveyor_patterns;
     char conf_dir[CONF_ADDR_MAX * 4]; /* the file being loaded's directory: base of relative script paths */
 } vp_config;
 

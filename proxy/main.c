@@ -269,6 +269,7 @@ int main(int argc, char **argv)
     vp_tls_ctx_free(srv.tls_upstream);
     vp_tls_ctx_free(srv.tls_clients);
     metrics_free(&srv.metrics);
+    client_conveyor_free(&srv);
     verbs_free(&srv.verbs);
     conf_free(&srv.conf);
     reload_source_free(&source);

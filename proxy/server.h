@@ -23,6 +23,7 @@ struct upstream_conn;
 struct vp_tls_ctx;
 struct vp_sentinel;
 struct cluster_state;
+struct conveyor_scratch;
 struct upstream_node;
 
 typedef struct vp_server {
@@ -32,6 +33,7 @@ typedef struct vp_server {
     vp_stats stats;
     vp_metrics metrics; /* per command, latency, readiness (metrics.h) */
     verb_table verbs;
+    struct conveyor_scratch *conveyor; /* conveyor_plan's arguments (proxy/conveyor/conveyor.h); NULL until used */
     /* TLS contexts built at start (proxy/net/tls.h): for upstream connections
      * (upstream-tls yes) and for clients on tls-port; NULL when off. */
     struct vp_tls_ctx *tls_upstream;

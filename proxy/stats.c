@@ -24,6 +24,7 @@
     X(verb_calls)                                                                                            \
     X(verb_argument_errors)                                                                                  \
     X(polyfill_calls)                                                                                        \
+    X(conveyor_calls)                                                                                        \
     X(script_loads)                                                                                          \
     X(noscript_recoveries)                                                                                   \
     X(noscript_reordered)                                                                                    \

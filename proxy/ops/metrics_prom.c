@@ -164,6 +164,8 @@ void metrics_prom_write(const vp_server *srv, vp_buf *b)
     counter(b, "verbproxy_verb_calls_total", "Verbs sent upstream as EVALSHA.", s->verb_calls);
     counter(b, "verbproxy_verb_argument_errors_total", "Verbs refused by the proxy's argument checks.",
             s->verb_argument_errors);
+    counter(b, "verbproxy_conveyor_calls_total", "Commands on conveyor keys run as a translation script.",
+            s->conveyor_calls);
     counter(b, "verbproxy_polyfill_calls_total", "AGGREGATE COUNT calls run as the proxy's script.",
             s->polyfill_calls);
     counter(b, "verbproxy_script_loads_total", "SCRIPT LOADs sent for the verbs.", s->script_loads);

@@ -180,6 +180,8 @@ void client_close(client_session *c);
 void client_drain_close(client_session *c);
 /* Has it sent commands on a shared upstream connection (this session)? */
 int client_used_shared(const client_session *c);
+/* At exit: the scratch commands on conveyor keys were built in. */
+void client_conveyor_free(vp_server *srv);
 /* Once a second: let go of clients that left with replies still owed, and
  * close those idle past `timeout`. */
 void client_cron(vp_server *srv);

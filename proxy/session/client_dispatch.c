@@ -10,6 +10,7 @@
 #include <string.h>
 #include <openssl/crypto.h>
 
+#include "proxy/conveyor/conveyor.h"
 #include "proxy/session/introspect.h"
 #include "proxy/session/auth.h"
 #include "proxy/log.h"
@@ -114,6 +115,69 @@ static void client_call_polyfill(client_session *c, const verb_def *v, const ver
     if (upstream_forward_verb(c->up, c, v, call, argc, argv)) pending_push(c, PENDING_WAITING);
 }
 
+/* The scratch conveyor_plan builds calls in: one per process (the loop's). */
+static conveyor_scratch *client_conveyor_scratch(vp_server *srv)
+{
+    if (!srv->conveyor) {
+        srv->conveyor = calloc(1, sizeof(*srv->conveyor));
+        if (!srv->conveyor) abort();
+    }
+    return srv->conveyor;
+}
+
+void client_conveyor_free(vp_server *srv)
+{
+    if (!srv->conveyor) return;
+    conveyor_scratch_free(srv->conveyor);
+    free(srv->conveyor);
+    srv->conveyor = NULL;
+}
+
+/* A command on a conveyor key (proxy/conveyor/conveyor.h) runs as its
+ * translation script. 1 when it was (or was answered), 0 to go on as any
+ * command. ZTICK is checked as the verb is first: its errors are the
+ * verb's. The other verbs take a conveyor key as any sorted set. */
+static int client_call_conveyor(client_session *c, int argc, const resp_arg *argv)
+{
+    vp_server *srv = c->srv;
+    const verb_def *verb = cmdid_verb(&srv->metrics.ids, c->cur_cmd);
+    if (verb && (verb->owned || strcmp(verb->name, "ztick") != 0)) return 0;
+    const verb_def *v;
+    verb_call call;
+    const resp_arg *xargv;
+    int xargc;
+    if (!conveyor_plan(&srv->conf, &srv->verbs, argc, argv, client_conveyor_scratch(srv), &v, &call, &xargv,
+                       &xargc))
+        return 0;
+    char err[VERB_ERR_MAX];
+    if (verb) {
+        verb_call checked;
+        int rc = verbs_check(verb, argc, argv, &checked, err, sizeof(err));
+        if (rc < 0) {
+            client_verb_error(c, err, rc == VERB_ERR_ARITY);
+            return 1;
+        }
+    }
+    if (srv->verbs.broken[v->id]) {
+        snprintf(err, sizeof(err),
+                 "ERR conveyor key commands are disabled: the upstream's SHA-1 for script %s is not the "
+                 "pinned %s (see the proxy's log)",
+                 v->name, v->sha);
+        client_verb_error(c, err, 0);
+        return 1;
+    }
+    if ((c->up->shared && upstream_requires_auth(c->up)) || c->upstream_noauth) {
+        /* As for a verb (client_call_verb): Redis's answer to the EVALSHA. */
+        static const char noauth[] = "-NOAUTH Authentication required.\r\n";
+        client_queue_local(c, noauth, sizeof(noauth) - 1);
+        return 1;
+    }
+    if (c->up->shared) c->used_shared = 1;
+    srv->stats.conveyor_calls++;
+    if (upstream_forward_verb(c->up, c, v, &call, xargc, xargv)) pending_push(c, PENDING_WAITING);
+    return 1;
+}
+
 /* Must this command wait before it can be sent on its own connection: a
  * verb or polyfill call whose server (the scripts' dialect) or protocol is
  * not known yet? */
@@ -122,6 +186,8 @@ int client_verb_must_wait(client_session *c, int argc, const resp_arg *argv)
     const verb_def *v = cmdid_verb(&c->srv->metrics.ids, c->cur_cmd);
     verb_call call;
     if (!v) v = verbs_find_polyfill(&c->srv->verbs, argc, argv, &call);
+    if (!v && conveyor_may_translate(&c->srv->conf, &argv[0]))
+        v = verbs_translation(&c->srv->verbs, VERB_TR_READ); /* (any of them: the dialect is what waits) */
     return v && upstream_verb_must_wait(c->up, v);
 }
 
@@ -258,7 +324,7 @@ client_admission client_admit(client_session *c, int argc, const resp_arg *argv,
         const resp_arg *name = &argv[0];
         if (cmd_name_may_be_special(name) || cmd_name_read_whole(name) ||
             verbs_find(&c->srv->verbs, name->ptr, name->len) || verbs_may_polyfill(&c->srv->verbs, name) ||
-            introspect_is_own_command(name))
+            conveyor_may_translate(&c->srv->conf, name) || introspect_is_own_command(name))
             return ADMIT_WHOLE;
     } else if (c->srv->conf.auth.configured && client_auth_gate(c, argc, argv)) {
         return ADMIT_ANSWERED;
@@ -292,6 +358,7 @@ void client_dispatch(client_session *c, const resp_arg *argv, int argc, const ch
         return;
     }
     metrics_count(&c->srv->metrics, c->cur_cmd);
+    if (c->srv->conf.nconveyor_patterns && client_call_conveyor(c, argc, argv)) return;
     /* (Its id, found once by client_parse_batch, says whether it is a verb.) */
     const verb_def *v = cmdid_verb(&c->srv->metrics.ids, c->cur_cmd);
     if (v) {

@@ -437,6 +437,25 @@ static verb_def polyfills[] = {
      .polyfill = 1,
      .script = "zcountstore"},
 };
+
+/* Commands on conveyor keys (proxy/conveyor/conveyor.h): each entry is one
+ * script, taking the client's RESP version, the conveyor mask and the
+ * command (docs/conveyor.md#what-the-scripts-get). Sent as a polyfill is:
+ * its errors are the script's, never the proxy's. */
+#define TRANSLATION(tr, nm, scr, ro)                                                                         \
+    {                                                                                                        \
+        .name = nm, .syntax = nm " (a command on a conveyor key)",                                           \
+        .summary = "A command on a conveyor key, translated to positions.", .group = "sorted-set",           \
+        .arity = -2, .readonly = ro, .hidden_protocol = 1, .polyfill = 1, .translation = tr, .script = scr   \
+    }
+static verb_def translations[] = {
+    TRANSLATION(VERB_TR_READ, "conveyor-read", "conveyor_read", 1),
+    TRANSLATION(VERB_TR_WRITE, "conveyor-write", "conveyor_write", 0),
+    TRANSLATION(VERB_TR_KEY, "conveyor-key", "conveyor_key", 0),
+    TRANSLATION(VERB_TR_TICK, "conveyor-tick", "conveyor_tick", 0),
+};
+#undef TRANSLATION
+#define NTRANSLATIONS ((int)(sizeof(translations) / sizeof(translations[0])))
 #define NPOLYFILLS ((int)(sizeof(polyfills) / sizeof(polyfills[0])))
 
 static int builtins_ready;
@@ -471,6 +490,8 @@ static void builtins_init(void)
         attach_script(&builtins[i], "builtin");
     for (int i = 0; i < NPOLYFILLS; i++)
         attach_script(&polyfills[i], "polyfill");
+    for (int i = 0; i < NTRANSLATIONS; i++)
+        attach_script(&translations[i], "conveyor");
     builtins_ready = 1;
 }
 
@@ -673,12 +694,13 @@ int verbs_build(verb_table *t, verb_def **custom, int ncustom, long long ztick_m
     /* The table's own copies of the built-ins and polyfills: `id` is
      * per table, and a table outlives a reload while requests refer to it
      * (proxy/ops/reload.c), beside the next one. */
-    t->fixed = malloc((size_t)(NBUILTINS + NPOLYFILLS) * sizeof(*t->fixed));
+    t->fixed = malloc((size_t)(NBUILTINS + NPOLYFILLS + NTRANSLATIONS) * sizeof(*t->fixed));
     if (!t->fixed) abort();
     memcpy(t->fixed, builtins, (size_t)NBUILTINS * sizeof(*t->fixed));
     memcpy(t->fixed + NBUILTINS, polyfills, (size_t)NPOLYFILLS * sizeof(*t->fixed));
+    memcpy(t->fixed + NBUILTINS + NPOLYFILLS, translations, (size_t)NTRANSLATIONS * sizeof(*t->fixed));
     t->nnamed = NBUILTINS + ncustom;
-    t->count = t->nnamed + NPOLYFILLS;
+    t->count = t->nnamed + NPOLYFILLS + NTRANSLATIONS;
     t->verbs = calloc((size_t)t->count, sizeof(*t->verbs));
     t->broken = calloc((size_t)t->count, 1);
     t->load_ids = calloc((size_t)t->count, sizeof(int));
@@ -693,7 +715,7 @@ int verbs_build(verb_table *t, verb_def **custom, int ncustom, long long ztick_m
         t->verbs[i] = &t->fixed[i];
     for (int i = 0; i < ncustom; i++)
         t->verbs[NBUILTINS + i] = custom[i];
-    for (int i = 0; i < NPOLYFILLS; i++)
+    for (int i = 0; i < NPOLYFILLS + NTRANSLATIONS; i++)
         t->verbs[t->nnamed + i] = &t->fixed[NBUILTINS + i];
     for (int i = 0; i < t->count; i++)
         t->verbs[i]->id = i;
@@ -794,7 +816,15 @@ static const verb_def *polyfill_named(const verb_table *t, const resp_arg *name)
     size_t n = name->len;
     if ((n != 6 && n != 11) || (name->ptr[0] | 0x20) != 'z') return NULL;
     for (int i = t->nnamed; i < t->count; i++)
-        if (strlen(t->verbs[i]->name) == n && arg_is(name, t->verbs[i]->name)) return t->verbs[i];
+        if (!t->verbs[i]->translation && strlen(t->verbs[i]->name) == n && arg_is(name, t->verbs[i]->name))
+            return t->verbs[i];
+    return NULL;
+}
+
+const verb_def *verbs_translation(const verb_table *t, verb_translation which)
+{
+    for (int i = t->nnamed; i < t->count; i++)
+        if (t->verbs[i]->translation == which) return t->verbs[i];
     return NULL;
 }
 

@@ -39,6 +39,18 @@ typedef struct verb_call {
 
 typedef struct verb_def verb_def;
 
+/* The scripts a command on a conveyor key becomes (proxy/conveyor/
+ * conveyor.h, lua/conveyor_*.lua): entries of the table found by what they
+ * translate, never by name. */
+typedef enum verb_translation {
+    VERB_TR_NONE,
+    VERB_TR_READ,  /* ZSCORE, ZRANGE, ZCOUNT, ...: read-only */
+    VERB_TR_WRITE, /* ZADD, ZINCRBY, ZPOPMIN, the STORE forms, ... */
+    VERB_TR_KEY,   /* DEL, EXPIRE, RENAME, COPY, MOVE, RESTORE, ...: the offset key follows */
+    VERB_TR_TICK,  /* ZTICK */
+    VERB_TRANSLATIONS
+} verb_translation;
+
 /* Which text of a script a server runs, and with which commands. Redis 7.0
  * brought the `#!lua flags=...` line and EVALSHA_RO / EVAL_RO; Redis 6.2
  * refuses the first (a compile error) and lacks the second. Chosen per
@@ -67,6 +79,7 @@ struct verb_def {
     int hidden_protocol;    /* the client's RESP version ("2" or "3") goes first in ARGV */
     int polyfill;           /* not a verb: runs one of Redis's commands where the upstream lacks a part of it
                                (verbs_find_polyfill); never found by name */
+    verb_translation translation; /* a conveyor key's translation (conveyor.h); never found by name */
     const char *script;     /* built-in: the script's name in lua/ (NULL: the verb's name) */
     verb_check_fn check;    /* NULL: arity and keys only */
     const char *body;       /* the script, as written (VERB_DIALECT_7) */
@@ -147,6 +160,8 @@ const verb_def *verbs_find(const verb_table *t, const char *name, size_t len);
  * other command, and when numkeys itself is wrong (Redis's own error then,
  * the same on every version): those are never touched. */
 const verb_def *verbs_find_polyfill(const verb_table *t, int argc, const resp_arg *argv, verb_call *call);
+/* The entry that runs a conveyor translation, or NULL. */
+const verb_def *verbs_translation(const verb_table *t, verb_translation which);
 /* May a command of this name be one of those (then it is read whole
  * before it is sent: its options decide)? */
 int verbs_may_polyfill(const verb_table *t, const resp_arg *name);

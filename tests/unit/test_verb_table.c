@@ -61,7 +61,8 @@ Test(verbs, pinned_sha_and_body_match_the_assembled_files_in_lua)
         free(text);
     }
     /* Every built-in verb runs its own script; the polyfills for ZUNION and
-     * ZINTER share zcount.lua, their STORE variants zcountstore.lua: every
+     * ZINTER share zcount.lua, their STORE variants zcountstore.lua; and
+     * the conveyor keys' translations have four (conveyor_*.lua): every
      * embedded script is one of those. */
     int n;
     const verb_def *b = verbs_builtin(&n);
@@ -73,7 +74,17 @@ Test(verbs, pinned_sha_and_body_match_the_assembled_files_in_lua)
                      strcmp(verb_scripts[j].sha, b[i].sha) == 0 && verb_scripts[j].body == b[i].body;
         cr_expect(found, "%s runs lua/%s.lua", b[i].name, b[i].name);
     }
-    cr_expect_eq(verb_scripts_count, n + 2);
+    for (int tr = VERB_TR_READ; tr < VERB_TRANSLATIONS; tr++) {
+        verb_table t;
+        char err[128];
+        cr_assert_eq(verbs_build(&t, NULL, 0, 0, err, sizeof(err)), 0);
+        const verb_def *v = verbs_translation(&t, (verb_translation)tr);
+        cr_assert(v, "translation %d has an entry", tr);
+        cr_expect(strncmp(v->script, "conveyor_", 9) == 0, "%s runs lua/%s.lua", v->name, v->script);
+        cr_expect(!verbs_find(&t, v->name, strlen(v->name)), "%s is never found by name", v->name);
+        verbs_free(&t);
+    }
+    cr_expect_eq(verb_scripts_count, n + 2 + (VERB_TRANSLATIONS - 1));
 }
 
 /* Redis closes a connection that has not authenticated when it sends an

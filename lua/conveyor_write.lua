@@ -1,0 +1,133 @@
+#!lua
+-- The writes on a conveyor key (docs/conveyor.md): ZADD (every flag,
+-- INCR), ZINCRBY, ZREMRANGEBYSCORE, ZPOPMIN, ZPOPMAX. KEYS and ARGV as
+-- lib/conveyor.lua says. A score written is a position, stored as position
+-- - offset; an increment adds to the position and to the stored score
+-- alike. A key that does not exist starts with offset 0 (a stale offset
+-- key is dropped), so its stored scores are its positions. Anything Redis
+-- refuses goes to Redis as it is, for its own error, before anything is
+-- written.
+
+--#include lib/err.lua
+--#include lib/float.lua
+--#include lib/order.lua
+--#include lib/conveyor.lua
+--#include lib/conveyor_range.lua
+
+-- ZADD members per call: unpack() puts every value on Lua's C stack
+-- (LUAI_MAXCSTACK is 8000 slots).
+local PAIRS_PER_CALL = 1500
+
+local key = KEYS[1]
+local kind = redis.call('TYPE', key).ok
+if kind ~= 'zset' then
+  if kind == 'none' then
+    redis.call('DEL', KEYS[2]) -- a stale offset: the new line starts at 0
+  end
+  return conveyor_as_is()
+end
+local offset = conveyor_offset(1)
+if offset == nil then
+  return conveyor_bad_offset(1)
+end
+if offset == 0 then
+  return conveyor_as_is()
+end
+
+-- After a write: a sorted set emptied is gone, and its offset with it.
+local function drop_offset_if_gone()
+  if redis.call('EXISTS', key) == 0 then
+    redis.call('DEL', KEYS[2])
+  end
+end
+
+local name = conveyor_name
+if name == 'zadd' then
+  -- zaddGenericCommand's reading: flags, then score-member pairs.
+  local flags, incr = {}, false
+  local i = 2
+  while i < conveyor_argc do
+    local option = string.lower(carg(i))
+    if option == 'nx' or option == 'xx' or option == 'gt' or option == 'lt' or option == 'ch' then
+      flags[#flags + 1] = carg(i)
+    elseif option == 'incr' then
+      flags[#flags + 1] = carg(i)
+      incr = true
+    else
+      break
+    end
+    i = i + 1
+  end
+  local elements = conveyor_argc - i
+  if elements == 0 or elements % 2 ~= 0 or (incr and elements > 2) then
+    return conveyor_as_is()
+  end
+  local scores = {}
+  for j = i, conveyor_argc - 1, 2 do
+    local score = parse_float(carg(j))
+    if score == nil then
+      return conveyor_as_is()
+    end
+    scores[#scores + 1] = incr and score or score - offset
+  end
+  -- (Incompatible flags are refused by Redis below, before any write.)
+  local total, n = 0, 0
+  local args = { 'ZADD', key }
+  for f = 1, #flags do
+    args[#args + 1] = flags[f]
+  end
+  local head = #args
+  local used = head
+  for p = 1, #scores do
+    args[used + 1] = scores[p]
+    args[used + 2] = carg(i + 2 * p - 1)
+    used = used + 2
+    n = n + 1
+    if n == PAIRS_PER_CALL or p == #scores then
+      local r = redis.pcall(unpack(args, 1, used))
+      if type(r) == 'table' and r.err then
+        return r
+      end
+      if incr then
+        return r and conveyor_score(tonumber(r) + offset)
+      end
+      total = total + r
+      used, n = head, 0
+    end
+  end
+  return total
+elseif name == 'zincrby' then
+  if conveyor_argc ~= 4 or parse_float(carg(2)) == nil then
+    return conveyor_as_is()
+  end
+  local r = redis.pcall('ZINCRBY', key, carg(2), carg(3))
+  if type(r) == 'table' and r.err then
+    return r
+  end
+  return conveyor_score(tonumber(r) + offset)
+elseif name == 'zremrangebyscore' then
+  local min, min_ex = conveyor_parse_bound(carg(2))
+  local max, max_ex = conveyor_parse_bound(carg(3))
+  if conveyor_argc ~= 4 or min == nil or max == nil then
+    return conveyor_as_is()
+  end
+  local removed = redis.call('ZREMRANGEBYSCORE', key, conveyor_bound(key, min, min_ex, true, offset),
+    conveyor_bound(key, max, max_ex, false, offset))
+  drop_offset_if_gone()
+  return removed
+elseif name == 'zpopmin' or name == 'zpopmax' then
+  local r = conveyor_as_is()
+  if type(r) ~= 'table' or r.err then
+    return r
+  end
+  drop_offset_if_gone()
+  if conveyor_argc == 2 then
+    -- One member without COUNT: [member, score] in both protocols.
+    if #r == 0 then
+      return r
+    end
+    return { r[1], conveyor_score(tonumber(r[2]) + offset) }
+  end
+  return conveyor_scored_reply(r, offset)
+end
+return err("ERR verbproxy: '" .. name .. "' is not a write of a conveyor key")

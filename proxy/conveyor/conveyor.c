@@ -1,0 +1,211 @@
+/* conveyor.c - which commands on conveyor keys are translated, and the
+ * script call each becomes (conveyor.h). */
+#include "proxy/conveyor/conveyor.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "proxy/cmd/command.h"
+#include "proxy/cmd/command_table.h"
+#include "proxy/config.h"
+#include "proxy/conveyor/glob.h"
+#include "proxy/conveyor/offset_key.h"
+#include "proxy/route/route_keys.h"
+
+/* When a command is translated, beyond having a conveyor key. */
+typedef enum conveyor_when {
+    WHEN_ALWAYS,
+    WHEN_WITHSCORE,   /* ZRANK, ZREVRANK: only with WITHSCORE (Redis 7.2) */
+    WHEN_WITHSCORES,  /* ZREVRANGE, ZRANDMEMBER: only with WITHSCORES */
+    WHEN_SCORE_OPTION /* ZRANGE: with BYSCORE or WITHSCORES */
+} conveyor_when;
+
+typedef struct conveyor_command {
+    const char *name;
+    verb_translation script;
+    conveyor_when when;
+} conveyor_command;
+
+/* Every command that reads or writes scores of a sorted set, and every
+ * command that moves, copies, deletes or expires a key (the offset key
+ * follows the key). docs/conveyor.md lists them with what each does. */
+static const conveyor_command conveyor_commands[] = {
+    {"zscore", VERB_TR_READ, WHEN_ALWAYS},
+    {"zmscore", VERB_TR_READ, WHEN_ALWAYS},
+    {"zrank", VERB_TR_READ, WHEN_WITHSCORE},
+    {"zrevrank", VERB_TR_READ, WHEN_WITHSCORE},
+    {"zrange", VERB_TR_READ, WHEN_SCORE_OPTION},
+    {"zrevrange", VERB_TR_READ, WHEN_WITHSCORES},
+    {"zrangebyscore", VERB_TR_READ, WHEN_ALWAYS},
+    {"zrevrangebyscore", VERB_TR_READ, WHEN_ALWAYS},
+    {"zcount", VERB_TR_READ, WHEN_ALWAYS},
+    {"zrandmember", VERB_TR_READ, WHEN_WITHSCORES},
+    {"zscan", VERB_TR_READ, WHEN_ALWAYS},
+    {"zunion", VERB_TR_READ, WHEN_ALWAYS},
+    {"zinter", VERB_TR_READ, WHEN_ALWAYS},
+    {"zdiff", VERB_TR_READ, WHEN_ALWAYS},
+    {"zadd", VERB_TR_WRITE, WHEN_ALWAYS},
+    {"zincrby", VERB_TR_WRITE, WHEN_ALWAYS},
+    {"zremrangebyscore", VERB_TR_WRITE, WHEN_ALWAYS},
+    {"zpopmin", VERB_TR_WRITE, WHEN_ALWAYS},
+    {"zpopmax", VERB_TR_WRITE, WHEN_ALWAYS},
+    {"zmpop", VERB_TR_WRITE, WHEN_ALWAYS},
+    {"zrangestore", VERB_TR_WRITE, WHEN_ALWAYS},
+    {"zunionstore", VERB_TR_WRITE, WHEN_ALWAYS},
+    {"zinterstore", VERB_TR_WRITE, WHEN_ALWAYS},
+    {"zdiffstore", VERB_TR_WRITE, WHEN_ALWAYS},
+    {"del", VERB_TR_KEY, WHEN_ALWAYS},
+    {"unlink", VERB_TR_KEY, WHEN_ALWAYS},
+    {"expire", VERB_TR_KEY, WHEN_ALWAYS},
+    {"pexpire", VERB_TR_KEY, WHEN_ALWAYS},
+    {"expireat", VERB_TR_KEY, WHEN_ALWAYS},
+    {"pexpireat", VERB_TR_KEY, WHEN_ALWAYS},
+    {"persist", VERB_TR_KEY, WHEN_ALWAYS},
+    {"rename", VERB_TR_KEY, WHEN_ALWAYS},
+    {"renamenx", VERB_TR_KEY, WHEN_ALWAYS},
+    {"copy", VERB_TR_KEY, WHEN_ALWAYS},
+    {"move", VERB_TR_KEY, WHEN_ALWAYS},
+    {"restore", VERB_TR_KEY, WHEN_ALWAYS},
+    {"dump", VERB_TR_KEY, WHEN_ALWAYS},
+    {"ztick", VERB_TR_TICK, WHEN_ALWAYS},
+};
+#define CONVEYOR_COMMANDS ((int)(sizeof(conveyor_commands) / sizeof(conveyor_commands[0])))
+
+static const conveyor_command *conveyor_command_of(const resp_arg *name)
+{
+    if (name->len < 3 || name->len > 16) return NULL;
+    for (int i = 0; i < CONVEYOR_COMMANDS; i++)
+        if (strlen(conveyor_commands[i].name) == name->len && cmd_arg_is(name, conveyor_commands[i].name))
+            return &conveyor_commands[i];
+    return NULL;
+}
+
+void conveyor_scratch_free(conveyor_scratch *s)
+{
+    free(s->argv);
+    free(s->keypos);
+    free(s->argp);
+    free(s->lens);
+    vp_buf_free(&s->names);
+    memset(s, 0, sizeof(*s));
+}
+
+int conveyor_key_is(const vp_config *conf, const char *key, size_t len)
+{
+    for (int i = 0; i < conf->nconveyor_patterns; i++)
+        if (glob_match(conf->conveyor_patterns[i], key, len)) return 1;
+    return 0;
+}
+
+int conveyor_may_translate(const vp_config *conf, const resp_arg *name)
+{
+    return conf->nconveyor_patterns > 0 && conveyor_command_of(name) != NULL;
+}
+
+/* Does any argument from argv[from] on equal one of the words (lower case)? */
+static int conveyor_has_option(int argc, const resp_arg *argv, int from, const char *a, const char *b)
+{
+    for (int i = from; i < argc; i++)
+        if (cmd_arg_is(&argv[i], a) || (b && cmd_arg_is(&argv[i], b))) return 1;
+    return 0;
+}
+
+static int conveyor_wanted(const conveyor_command *cc, int argc, const resp_arg *argv)
+{
+    switch (cc->when) {
+    case WHEN_ALWAYS:
+        return 1;
+    case WHEN_WITHSCORE:
+        return conveyor_has_option(argc, argv, 3, "withscore", NULL);
+    case WHEN_WITHSCORES:
+        return conveyor_has_option(argc, argv, 3, "withscores", NULL);
+    case WHEN_SCORE_OPTION:
+        return conveyor_has_option(argc, argv, 4, "withscores", "byscore");
+    }
+    return 1;
+}
+
+static void conveyor_grow(conveyor_scratch *s, int argc, int need)
+{
+    if (need > s->cap) {
+        s->cap = need + 16;
+        s->argv = vp_realloc(s->argv, (size_t)s->cap * sizeof(*s->argv));
+    }
+    if (argc > s->argcap) {
+        s->argcap = argc + 16;
+        s->keypos = vp_realloc(s->keypos, (size_t)s->argcap * sizeof(*s->keypos));
+        s->argp = vp_realloc(s->argp, (size_t)s->argcap * sizeof(*s->argp));
+        s->lens = vp_realloc(s->lens, (size_t)s->argcap * sizeof(*s->lens));
+    }
+}
+
+/* The command's keys into s->keypos, in Redis's order: their count (0:
+ * none, or arguments Redis refuses, a wrong arity above all). */
+static int conveyor_keys(const conveyor_command *cc, int argc, const resp_arg *argv, conveyor_scratch *s)
+{
+    conveyor_grow(s, argc, 0);
+    if (cc->script == VERB_TR_TICK) {
+        s->keypos[0] = 1; /* the verb's one key (its arity is checked by verbs_check) */
+        return argc >= 2 ? 1 : 0;
+    }
+    for (int i = 0; i < argc; i++) {
+        s->argp[i] = argv[i].ptr;
+        s->lens[i] = argv[i].len;
+    }
+    const cmd_info *cmd = cmd_table_lookup(argc, s->argp, s->lens);
+    if (!cmd || !cmd_arity_ok(cmd, argc)) return 0;
+    int n = rkeys_find(cmd, argc, s->argp, s->lens, s->keypos, s->argcap);
+    return n <= s->argcap ? n : 0;
+}
+
+int conveyor_plan(const vp_config *conf, const verb_table *t, int argc, const resp_arg *argv,
+                  conveyor_scratch *s, const verb_def **v, verb_call *call, const resp_arg **out_argv,
+                  int *out_argc)
+{
+    if (conf->nconveyor_patterns == 0 || argc < 1) return 0;
+    const conveyor_command *cc = conveyor_command_of(&argv[0]);
+    if (!cc || !conveyor_wanted(cc, argc, argv)) return 0;
+    int nkeys = conveyor_keys(cc, argc, argv, s);
+    if (nkeys == 0) return 0;
+    int any = 0;
+    for (int k = 0; k < nkeys && !any; k++)
+        any = conveyor_key_is(conf, argv[s->keypos[k]].ptr, argv[s->keypos[k]].len);
+    if (!any) return 0;
+    const verb_def *entry = verbs_translation(t, cc->script);
+    if (!entry) return 0;
+
+    /* The call's arguments: the keys and their offset keys in pairs, the
+     * mask, then the command. The names go into one buffer, sized first
+     * so the pointers into it stay put. */
+    int count = 2 * nkeys + 1 + argc;
+    conveyor_grow(s, argc, count);
+    size_t bytes = (size_t)nkeys + 1;
+    for (int k = 0; k < nkeys; k++)
+        bytes += OFFSET_KEY_EXTRA + argv[s->keypos[k]].len;
+    s->names.len = 0;
+    vp_buf_reserve(&s->names, bytes);
+    char *mask = s->names.data;
+    s->names.len = (size_t)nkeys + 1;
+    for (int k = 0; k < nkeys; k++) {
+        const resp_arg *key = &argv[s->keypos[k]];
+        mask[k] = conveyor_key_is(conf, key->ptr, key->len) ? '1' : '0';
+        char *name = s->names.data + s->names.len;
+        size_t head = offset_key_head(key->ptr, key->len, name);
+        memcpy(name + head, key->ptr, key->len);
+        s->names.len += head + key->len;
+        s->argv[2 * k] = *key;
+        s->argv[2 * k + 1] = (resp_arg){name, head + key->len};
+    }
+    mask[nkeys] = '\0';
+    s->argv[2 * nkeys] = (resp_arg){mask, (size_t)nkeys};
+    memcpy(s->argv + 2 * nkeys + 1, argv, (size_t)argc * sizeof(*argv));
+
+    call->nkeys = 0;
+    call->range_first = 0;
+    call->range_count = 2 * nkeys;
+    call->first_arg = 2 * nkeys;
+    *v = entry;
+    *out_argv = s->argv;
+    *out_argc = count;
+    return 1;
+}

@@ -1,0 +1,61 @@
+/* conveyor.h - conveyor keys (docs/conveyor.md): sorted sets declared by
+ * `conveyor PATTERN` lines whose scores are stored relative to a per-key
+ * offset, so that ZTICK moves the offset instead of every member. Here:
+ * which commands on such keys the proxy translates, and the script call
+ * each becomes.
+ *
+ * A translated command is sent as EVALSHA of one of the translation
+ * scripts (lua/conveyor_*.lua; the verb table's `translation` entries)
+ * with
+ *     KEYS  each of the command's keys followed by its offset key
+ *           (offset_key.h), in Redis's order of the keys;
+ *     ARGV  the client's RESP version ("2" or "3", the hidden argument),
+ *           a mask with '1' for each key that is a conveyor key and '0'
+ *           for each that is not, then the command exactly as the client
+ *           sent it, its name first.
+ * A command with a wrong number of arguments is never translated: Redis
+ * answers it, and changes nothing. Nor is one whose keys are all plain, or
+ * one that reads no score (ZCARD, ZREM, ZRANGE by rank without WITHSCORES,
+ * ...): those go to Redis as they are.
+ *
+ * Pure: no libuv, no I/O. The call's arguments are built in a scratch the
+ * caller keeps (one per event loop: conveyor_scratch), valid until the
+ * next plan. */
+#ifndef VP_CONVEYOR_H
+#define VP_CONVEYOR_H
+
+#include <stddef.h>
+
+#include "protocol/resp_request.h"
+#include "proxy/buffer.h"
+#include "proxy/verbs/verbs.h"
+
+struct vp_config;
+
+typedef struct conveyor_scratch {
+    resp_arg *argv; /* the call's arguments */
+    int cap;
+    int *keypos;       /* the command's keys (argv indexes) */
+    const char **argp; /* for route_keys */
+    size_t *lens;
+    int argcap;
+    vp_buf names; /* the offset keys' names, back to back */
+} conveyor_scratch;
+
+void conveyor_scratch_free(conveyor_scratch *s);
+
+/* Is `key` a conveyor key: does it match a `conveyor` pattern? */
+int conveyor_key_is(const struct vp_config *conf, const char *key, size_t len);
+
+/* Could a command of this name be translated (then it is read whole
+ * before it is sent: its keys decide)? 0 whenever no pattern is set. */
+int conveyor_may_translate(const struct vp_config *conf, const resp_arg *name);
+
+/* The translation of this command, if it is one: 1 with *v (a
+ * translation entry of t), *call and the arguments to send in
+ * *out_argv / *out_argc (the scratch's), else 0. */
+int conveyor_plan(const struct vp_config *conf, const verb_table *t, int argc, const resp_arg *argv,
+                  conveyor_scratch *s, const verb_def **v, verb_call *call, const resp_arg **out_argv,
+                  int *out_argc);
+
+#endif
