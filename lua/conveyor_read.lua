@@ -2,7 +2,7 @@
 -- The read-only commands on a conveyor key (docs/conveyor.md): ZSCORE,
 -- ZMSCORE, ZRANK and ZREVRANK WITHSCORE, ZRANGE (BYSCORE, WITHSCORES),
 -- ZREVRANGE WITHSCORES, ZRANGEBYSCORE, ZREVRANGEBYSCORE, ZCOUNT,
--- ZRANDMEMBER WITHSCORES. KEYS and ARGV as lib/conveyor.lua says. Scores
+-- ZRANDMEMBER WITHSCORES, ZDIFF. KEYS and ARGV as lib/conveyor.lua says. Scores
 -- in replies are positions; score arguments are positions, turned into
 -- stored-score bounds that select exactly the members whose positions
 -- they select. Anything Redis refuses goes to Redis as it is, for its own
@@ -15,70 +15,25 @@
 --#include lib/conveyor_range.lua
 
 local key = KEYS[1]
+if conveyor_name == 'zdiff' then
+  -- The members of the first source that no other holds, with its scores:
+  -- only its offset counts.
+  local offset = conveyor_offset(1)
+  if offset == nil then
+    return conveyor_bad_offset(1)
+  end
+  local r = conveyor_as_is()
+  if offset == 0 or type(r) ~= 'table' or r.err or string.lower(carg(conveyor_argc - 1)) ~= 'withscores' then
+    return r
+  end
+  return conveyor_scored_reply(r, offset)
+end
 if not conveyor_zset(key) then
   return conveyor_as_is()
 end
 local offset = conveyor_offset(1)
 if offset == nil then
   return conveyor_bad_offset(1)
-end
-
--- ZRANGE and its older forms: where the score range's ends are (argument
--- indexes, min first), whether scores are wanted, whether it is by score;
--- nil when the options are not Redis's (it refuses them itself).
-local function range_form()
-  local byscore, rev, withscores = false, false, false
-  local first_option, fixed_by, fixed_rev = 4, false, false
-  if conveyor_name == 'zrangebyscore' then
-    byscore, fixed_by = true, true
-  elseif conveyor_name == 'zrevrangebyscore' then
-    byscore, rev, fixed_by, fixed_rev = true, true, true, true
-  elseif conveyor_name == 'zrevrange' then
-    rev, fixed_by, fixed_rev = true, true, true
-  end
-  local bylex = false
-  local i = first_option
-  while i < conveyor_argc do
-    local option = string.lower(carg(i))
-    local left = conveyor_argc - i - 1
-    if option == 'withscores' then
-      withscores = true
-    elseif option == 'limit' and left >= 2 and conveyor_name ~= 'zrevrange' then
-      i = i + 2
-    elseif not fixed_rev and not rev and option == 'rev' then
-      rev = true
-    elseif not fixed_by and not byscore and not bylex and option == 'bylex' then
-      bylex = true
-    elseif not fixed_by and not byscore and not bylex and option == 'byscore' then
-      byscore = true
-    else
-      return nil
-    end
-    i = i + 1
-  end
-  if bylex then
-    return nil
-  end
-  -- ZRANGE ... BYSCORE REV and ZREVRANGEBYSCORE take max first.
-  local min_at, max_at = 2, 3
-  if byscore and rev then
-    min_at, max_at = 3, 2
-  end
-  return byscore, withscores, min_at, max_at
-end
-
--- The command's arguments with the score range's ends translated (nil
--- when one is no number: Redis's error then).
-local function translated_range(min_at, max_at)
-  local min, min_ex = conveyor_parse_bound(carg(min_at))
-  local max, max_ex = conveyor_parse_bound(carg(max_at))
-  if min == nil or max == nil then
-    return nil
-  end
-  local args = { unpack(ARGV, 3) }
-  args[min_at + 1] = conveyor_bound(key, min, min_ex, true, offset)
-  args[max_at + 1] = conveyor_bound(key, max, max_ex, false, offset)
-  return args
 end
 
 local name = conveyor_name
@@ -115,19 +70,19 @@ elseif name == 'zcount' then
   if conveyor_argc ~= 4 then
     return conveyor_as_is()
   end
-  local args = translated_range(2, 3)
+  local args = conveyor_range_args(key, offset, 2, 3)
   if args == nil then
     return conveyor_as_is()
   end
   return redis.pcall(unpack(args))
 elseif name == 'zrange' or name == 'zrevrange' or name == 'zrangebyscore' or name == 'zrevrangebyscore' then
-  local byscore, withscores, min_at, max_at = range_form()
+  local byscore, withscores, min_at, max_at = conveyor_range_form(4)
   if byscore == nil then
     return conveyor_as_is()
   end
   local args = { unpack(ARGV, 3) }
   if byscore then
-    args = translated_range(min_at, max_at)
+    args = conveyor_range_args(key, offset, min_at, max_at)
     if args == nil then
       return conveyor_as_is()
     end

@@ -48,34 +48,4 @@ end
 -- COUNT, or more sources than one redis.call carries: computed here.
 local scores, members = zaggregate_compute(command == 'zinter', KEYS, read.weights, read.aggregate)
 
--- Score order, ties in byte order: members grouped by score, the groups
--- sorted by score, each group by member.
-local groups, order = {}, {}
-for _, m in ipairs(members) do
-  local s = scores[m]
-  local group = groups[s]
-  if not group then
-    group = {}
-    groups[s] = group
-    order[#order + 1] = s
-  end
-  group[#group + 1] = m
-end
-table.sort(order)
-local less = not collation_is_bytes() and bytes_less or nil
-local reply = {}
-for _, s in ipairs(order) do
-  local group = groups[s]
-  table.sort(group, less)
-  for _, m in ipairs(group) do
-    if not read.withscores then
-      reply[#reply + 1] = m
-    elseif resp3 then
-      reply[#reply + 1] = { m, { double = scores[m] } }
-    else
-      reply[#reply + 1] = m
-      reply[#reply + 1] = { double = scores[m] }
-    end
-  end
-end
-return reply
+return zaggregate_reply(scores, members, read.withscores, resp3)

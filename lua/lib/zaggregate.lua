@@ -37,14 +37,16 @@ end
 -- and MAX compare as Redis does. Lua's numbers are the same doubles, so
 -- every score comes out bit for bit as Redis's. Returns member -> score
 -- and the members (union: in the order first met; inter: those in every
--- source, in the smallest source's order).
-local function zaggregate_compute(inter, sources, weights, aggregate)
+-- source, in the smallest source's order). offsets (optional): what to
+-- add to each source's scores first (a conveyor key's offset).
+local function zaggregate_compute(inter, sources, weights, aggregate, offsets)
   local scored = aggregate ~= 'count'
   local step = scored and 2 or 1
   local order = {}
   for k = 1, #sources do
     local items = zaggregate_read_source(sources[k], scored)
-    order[k] = { weight = weights and weights[k] or 1, index = k, items = items, size = #items / step }
+    order[k] = { weight = weights and weights[k] or 1, index = k, items = items, size = #items / step,
+      offset = offsets and offsets[k] or 0 }
   end
   table.sort(order, function(a, b)
     if a.size ~= b.size then
@@ -56,7 +58,11 @@ local function zaggregate_compute(inter, sources, weights, aggregate)
     if not scored then
       return source.weight
     end
-    local v = source.weight * tonumber(source.items[i + 1])
+    local score = tonumber(source.items[i + 1])
+    if source.offset ~= 0 then -- (never 0 + -0, which is 0)
+      score = score + source.offset
+    end
+    local v = source.weight * score
     return (v == v) and v or 0
   end
   local function combine(s, v)
@@ -126,3 +132,38 @@ local function zaggregate_store(dest, scores, members)
   return #members
 end
 
+-- The reply of ZUNION or ZINTER for that result: score order, ties in
+-- byte order (members grouped by score, the groups sorted by score, each
+-- group by member); with WITHSCORES each score as this server prints it,
+-- nested pairs in RESP3.
+local function zaggregate_reply(scores, members, withscores, resp3)
+  local groups, order = {}, {}
+  for _, m in ipairs(members) do
+    local s = scores[m]
+    local group = groups[s]
+    if not group then
+      group = {}
+      groups[s] = group
+      order[#order + 1] = s
+    end
+    group[#group + 1] = m
+  end
+  table.sort(order)
+  local less = not collation_is_bytes() and bytes_less or nil
+  local reply = {}
+  for _, s in ipairs(order) do
+    local group = groups[s]
+    table.sort(group, less)
+    for _, m in ipairs(group) do
+      if not withscores then
+        reply[#reply + 1] = m
+      elseif resp3 then
+        reply[#reply + 1] = { m, { double = scores[m] } }
+      else
+        reply[#reply + 1] = m
+        reply[#reply + 1] = { double = scores[m] }
+      end
+    end
+  end
+  return reply
+end

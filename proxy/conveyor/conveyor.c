@@ -17,7 +17,8 @@ typedef enum conveyor_when {
     WHEN_ALWAYS,
     WHEN_WITHSCORE,   /* ZRANK, ZREVRANK: only with WITHSCORE (Redis 7.2) */
     WHEN_WITHSCORES,  /* ZREVRANGE, ZRANDMEMBER: only with WITHSCORES */
-    WHEN_SCORE_OPTION /* ZRANGE: with BYSCORE or WITHSCORES */
+    WHEN_SCORE_OPTION,   /* ZRANGE: with BYSCORE or WITHSCORES */
+    WHEN_WITHSCORES_LAST /* ZDIFF: WITHSCORES, its only option, last */
 } conveyor_when;
 
 typedef struct conveyor_command {
@@ -41,19 +42,19 @@ static const conveyor_command conveyor_commands[] = {
     {"zcount", VERB_TR_READ, WHEN_ALWAYS},
     {"zrandmember", VERB_TR_READ, WHEN_WITHSCORES},
     {"zscan", VERB_TR_READ, WHEN_ALWAYS},
-    {"zunion", VERB_TR_READ, WHEN_ALWAYS},
-    {"zinter", VERB_TR_READ, WHEN_ALWAYS},
-    {"zdiff", VERB_TR_READ, WHEN_ALWAYS},
+    {"zunion", VERB_TR_AGGREGATE, WHEN_ALWAYS},
+    {"zinter", VERB_TR_AGGREGATE, WHEN_ALWAYS},
+    {"zdiff", VERB_TR_READ, WHEN_WITHSCORES_LAST},
     {"zadd", VERB_TR_WRITE, WHEN_ALWAYS},
     {"zincrby", VERB_TR_WRITE, WHEN_ALWAYS},
     {"zremrangebyscore", VERB_TR_WRITE, WHEN_ALWAYS},
     {"zpopmin", VERB_TR_WRITE, WHEN_ALWAYS},
     {"zpopmax", VERB_TR_WRITE, WHEN_ALWAYS},
     {"zmpop", VERB_TR_WRITE, WHEN_ALWAYS},
-    {"zrangestore", VERB_TR_WRITE, WHEN_ALWAYS},
-    {"zunionstore", VERB_TR_WRITE, WHEN_ALWAYS},
-    {"zinterstore", VERB_TR_WRITE, WHEN_ALWAYS},
-    {"zdiffstore", VERB_TR_WRITE, WHEN_ALWAYS},
+    {"zrangestore", VERB_TR_STORE, WHEN_ALWAYS},
+    {"zunionstore", VERB_TR_AGGREGATE, WHEN_ALWAYS},
+    {"zinterstore", VERB_TR_AGGREGATE, WHEN_ALWAYS},
+    {"zdiffstore", VERB_TR_STORE, WHEN_ALWAYS},
     {"del", VERB_TR_KEY, WHEN_ALWAYS},
     {"unlink", VERB_TR_KEY, WHEN_ALWAYS},
     {"expire", VERB_TR_KEY, WHEN_ALWAYS},
@@ -121,6 +122,8 @@ static int conveyor_wanted(const conveyor_command *cc, int argc, const resp_arg 
         return conveyor_has_option(argc, argv, 3, "withscores", NULL);
     case WHEN_SCORE_OPTION:
         return conveyor_has_option(argc, argv, 4, "withscores", "byscore");
+    case WHEN_WITHSCORES_LAST:
+        return cmd_arg_is(&argv[argc - 1], "withscores");
     }
     return 1;
 }

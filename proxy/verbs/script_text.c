@@ -49,6 +49,32 @@ static char *read_file(const char *path, size_t *len, char *err, size_t errlen)
     return b.data;
 }
 
+/* A comment-only line: blanks, then "--". */
+static int comment_line(const char *p, size_t n)
+{
+    size_t i = 0;
+    while (i < n && (p[i] == ' ' || p[i] == '\t'))
+        i++;
+    return n - i >= 2 && p[i] == '-' && p[i + 1] == '-';
+}
+
+/* A helper's text without its comment-only lines: what explains it stays
+ * in lua/lib/, and every script that includes it stays under Redis's
+ * pre-auth limit for one argument (16 KiB; see the verb table's unit
+ * test). A helper has no long strings (checked), so a line that starts
+ * with "--" is a comment. */
+static void append_code(text_buf *out, const char *p, size_t n)
+{
+    size_t pos = 0;
+    while (pos < n) {
+        const char *nl = memchr(p + pos, '\n', n - pos);
+        size_t line_len = nl ? (size_t)(nl - (p + pos)) : n - pos;
+        size_t next = nl ? pos + line_len + 1 : n;
+        if (!comment_line(p + pos, line_len)) text_append(out, p + pos, next - pos);
+        pos = next;
+    }
+}
+
 /* Is the line [p, p+n) an include line? Sets the named path. */
 static int include_line(const char *p, size_t n, const char **name, size_t *name_len)
 {
@@ -117,7 +143,12 @@ char *script_assemble(const char *path, size_t *len, char *err, size_t errlen)
             free(lib);
             goto fail;
         }
-        text_append(&out, lib, lib_len);
+        if (strstr(lib, "[[") || strstr(lib, "[=")) {
+            snprintf(err, errlen, "%s: a helper has no long strings or long comments ('[[', '[=')", lib_path);
+            free(lib);
+            goto fail;
+        }
+        append_code(&out, lib, lib_len);
         free(lib);
         pos = next;
     }

@@ -6,11 +6,13 @@
  *
  *     --#include lib/args.lua
  *
- * and that line is replaced by the helper file's text, verbatim. Redis
- * runs the assembled text, so EVALSHA needs nothing but the one script and
- * its pinned SHA-1 covers every byte of what runs. A helper file includes
- * nothing itself (a script includes helpers in the order they need each
- * other).
+ * and that line is replaced by the helper file's code: its text, verbatim,
+ * but for its comment-only lines (the helper's comments stay in lua/lib/;
+ * a helper may hold no long string or long comment, so such lines are
+ * surely comments). Redis runs the assembled text, so EVALSHA needs
+ * nothing but the one script and its pinned SHA-1 covers every byte of
+ * what runs. A helper file includes nothing itself (a script includes
+ * helpers in the order they need each other).
  *
  * Used at build time by proxy/verbs/embed.c (which pins the SHA-1 of the result)
  * and by the unit test that checks the embedded scripts against lua/. */

@@ -453,6 +453,8 @@ static verb_def translations[] = {
     TRANSLATION(VERB_TR_WRITE, "conveyor-write", "conveyor_write", 0),
     TRANSLATION(VERB_TR_KEY, "conveyor-key", "conveyor_key", 0),
     TRANSLATION(VERB_TR_TICK, "conveyor-tick", "conveyor_tick", 0),
+    TRANSLATION(VERB_TR_AGGREGATE, "conveyor-aggregate", "conveyor_aggregate", 0),
+    TRANSLATION(VERB_TR_STORE, "conveyor-store", "conveyor_store", 0),
 };
 #undef TRANSLATION
 #define NTRANSLATIONS ((int)(sizeof(translations) / sizeof(translations[0])))

@@ -48,6 +48,8 @@ typedef enum verb_translation {
     VERB_TR_WRITE, /* ZADD, ZINCRBY, ZPOPMIN, the STORE forms, ... */
     VERB_TR_KEY,   /* DEL, EXPIRE, RENAME, COPY, MOVE, RESTORE, ...: the offset key follows */
     VERB_TR_TICK,  /* ZTICK */
+    VERB_TR_AGGREGATE, /* ZUNION, ZINTER and their STORE forms */
+    VERB_TR_STORE,     /* ZDIFFSTORE, ZRANGESTORE */
     VERB_TRANSLATIONS
 } verb_translation;
 

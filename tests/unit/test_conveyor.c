@@ -220,7 +220,7 @@ Test(conveyor_plan, what_is_translated_and_how, .init = plan_setup, .fini = plan
     cr_expect_eq(plan("DEL a line:2 b", out, sizeof(out)), VERB_TR_KEY);
     snprintf(want, sizeof(want), "a %s line:2 %s b %s | 010 DEL a line:2 b", okey("a"), okey("line:2"), okey("b"));
     cr_expect_str_eq(out, want);
-    cr_expect_eq(plan("ZUNIONSTORE d 2 x belt", out, sizeof(out)), VERB_TR_WRITE);
+    cr_expect_eq(plan("ZUNIONSTORE d 2 x belt", out, sizeof(out)), VERB_TR_AGGREGATE);
     snprintf(want, sizeof(want), "d %s x %s belt %s | 001 ZUNIONSTORE d 2 x belt", okey("d"), okey("x"),
              okey("belt"));
     cr_expect_str_eq(out, want);
@@ -243,6 +243,9 @@ Test(conveyor_plan, what_goes_to_redis_as_it_is, .init = plan_setup, .fini = pla
     cr_expect_eq(plan("ZADD line:1", out, sizeof(out)), 0, "a wrong arity is Redis's to answer");
     cr_expect_eq(plan("ZSCORE line:1 a b", out, sizeof(out)), 0);
     cr_expect_eq(plan("ZUNIONSTORE d x belt", out, sizeof(out)), 0, "numkeys no number: Redis's error");
+    cr_expect_eq(plan("ZDIFF 2 belt x", out, sizeof(out)), 0, "no scores");
+    cr_expect_eq(plan("ZDIFF 2 belt x WITHSCORES", out, sizeof(out)), VERB_TR_READ);
+    cr_expect_eq(plan("ZRANGESTORE d belt 0 -1", out, sizeof(out)), VERB_TR_STORE);
 }
 
 Test(conveyor_plan, nothing_without_a_pattern)
