@@ -17,7 +17,7 @@
 local KEYS_PER_CALL = 3000
 
 -- Folds the k-th key's offset into its stored scores (O(N)): its stored
--- scores become its positions and its offset key goes. Nothing for a
+-- scores become its positions, its offset 0. Nothing for a
 -- plain key (its stored scores are its positions) or another type.
 local function fold(k)
   local key = KEYS[2 * k - 1]
@@ -30,8 +30,8 @@ local function fold(k)
   end
   if offset ~= 0 then
     zrescore_first(key, offset, redis.call('ZCARD', key))
+    conveyor_note_rebase(k)
   end
-  redis.call('DEL', KEYS[2 * k])
   return true
 end
 
@@ -64,7 +64,7 @@ local function give_offset(src_okey, dest_okey, db, ttl, keep_source)
       redis.call('DEL', dest_okey)
       return
     end
-    redis.call('SET', src_okey, '0')
+    redis.call('HSET', src_okey, 'offset', '0')
     if ttl > 0 then
       redis.call('PEXPIRE', src_okey, ttl)
     end

@@ -52,7 +52,7 @@ if moved ~= moved or moved == math.huge or moved == -math.huge or math.abs(moved
     end
   end
   zrescore_first(key, offset, card)
-  redis.call('DEL', KEYS[2])
+  conveyor_note_rebase(1)
   offset, moved = 0, delta
   if math.abs(delta) > REBASE_AT then
     -- Too far to keep as an offset: every member moves, as the seed moves
@@ -73,6 +73,6 @@ end
 if redis.call('EXISTS', key) == 1 then
   conveyor_set_offset(1, moved)
 else
-  redis.call('DEL', KEYS[2])
+  redis.call('DEL', KEYS[2]) -- the line is gone, and its offset with it
 end
 return reply

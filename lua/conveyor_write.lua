@@ -1,6 +1,6 @@
 #!lua
 -- The writes on a conveyor key (docs/conveyor.md): ZADD (every flag,
--- INCR), ZINCRBY, ZREMRANGEBYSCORE, ZPOPMIN, ZPOPMAX. KEYS and ARGV as
+-- INCR), ZINCRBY, ZREMRANGEBYSCORE, ZPOPMIN, ZPOPMAX, ZMPOP. KEYS and ARGV as
 -- lib/conveyor.lua says. A score written is a position, stored as position
 -- - offset; an increment adds to the position and to the stored score
 -- alike. A key that does not exist starts with offset 0 (a stale offset
@@ -17,6 +17,30 @@
 -- ZADD members per call: unpack() puts every value on Lua's C stack
 -- (LUAI_MAXCSTACK is 8000 slots).
 local PAIRS_PER_CALL = 1500
+
+if conveyor_name == 'zmpop' then
+  -- Pops from the first key that is not empty: that key's offset counts.
+  local r = conveyor_as_is()
+  if type(r) ~= 'table' or r.err then
+    return r
+  end
+  for k = 1, #KEYS / 2 do
+    if KEYS[2 * k - 1] == r[1] then
+      local offset = conveyor_offset(k)
+      if offset == nil then
+        return conveyor_bad_offset(k)
+      end
+      for i = 1, #r[2] do
+        r[2][i][2] = conveyor_score(tonumber(r[2][i][2]) + offset)
+      end
+      if redis.call('EXISTS', r[1]) == 0 then
+        redis.call('DEL', KEYS[2 * k])
+      end
+      break
+    end
+  end
+  return r
+end
 
 local key = KEYS[1]
 local kind = redis.call('TYPE', key).ok

@@ -23,46 +23,72 @@ local function conveyor_is(k)
   return string.sub(conveyor_mask, k, k) == '1'
 end
 
--- The offset of the command's k-th key: 0 for a plain key, or one with no
--- offset key. An offset key that holds no number is refused, not guessed.
-local function conveyor_offset(k)
-  if not conveyor_is(k) then
-    return 0
+-- The offset key is a hash: `offset` (the number, as %.17g prints it),
+-- and once the line was first folded (its offset put into its stored
+-- scores: a rebase) `rebased` (server time in ms of the last one) and
+-- `rebases` (how many). Its time to live is the line's.
+
+-- The offset an offset key holds: 0 when there is none, nil when it holds
+-- something else than a finite number (refused, not guessed).
+local function conveyor_read_offset(okey)
+  local text = redis.pcall('HGET', okey, 'offset')
+  if type(text) == 'table' then
+    return nil -- not a hash
   end
-  local text = redis.call('GET', KEYS[2 * k])
   if not text then
     return 0
   end
   local offset = tonumber(text)
-  if offset == nil or offset ~= offset then
+  if offset == nil or offset ~= offset or offset == math.huge or offset == -math.huge then
     return nil
   end
   return offset
 end
 
-local function conveyor_bad_offset(k)
-  return err("ERR verbproxy: the offset key '" .. KEYS[2 * k] .. "' of conveyor key '" .. KEYS[2 * k - 1]
-    .. "' holds no number")
+-- The offset of the command's k-th key: 0 for a plain key.
+local function conveyor_offset(k)
+  if not conveyor_is(k) then
+    return 0
+  end
+  return conveyor_read_offset(KEYS[2 * k])
 end
 
--- Sets the offset of the k-th key (a conveyor key that exists): kept with
--- the key's time to live. 0 deletes the offset key.
-local function conveyor_set_offset(k, offset)
+local function conveyor_bad_offset(k)
+  return err("ERR verbproxy: the offset key '" .. KEYS[2 * k] .. "' of conveyor key '" .. KEYS[2 * k - 1]
+    .. "' holds no offset")
+end
+
+-- Writes fields of the k-th key's offset key, which takes the key's time
+-- to live when it is new.
+local function conveyor_hset(k, ...)
   local key, okey = KEYS[2 * k - 1], KEYS[2 * k]
-  if offset == 0 then
-    redis.call('DEL', okey)
+  local fresh = redis.call('EXISTS', okey) == 0
+  redis.call('HSET', okey, ...)
+  if fresh then
+    local ttl = redis.call('PTTL', key)
+    if ttl > 0 then
+      redis.call('PEXPIRE', okey, ttl)
+    end
+  end
+end
+
+-- Sets the offset of the k-th key (a conveyor key that exists). Offset 0
+-- of a line never rebased deletes the offset key.
+local function conveyor_set_offset(k, offset)
+  if offset == 0 and redis.call('HEXISTS', KEYS[2 * k], 'rebased') == 0 then
+    redis.call('DEL', KEYS[2 * k])
     return
   end
-  local text = format_score(offset)
-  if redis.call('EXISTS', okey) == 1 then
-    redis.call('SET', okey, text, 'KEEPTTL')
-    return
-  end
-  redis.call('SET', okey, text)
-  local ttl = redis.call('PTTL', key)
-  if ttl > 0 then
-    redis.call('PEXPIRE', okey, ttl)
-  end
+  conveyor_hset(k, 'offset', format_score(offset))
+end
+
+-- After the k-th key's offset went into its stored scores: offset 0, and
+-- when and how often that happened.
+local function conveyor_note_rebase(k)
+  local t = redis.call('TIME')
+  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  conveyor_hset(k, 'offset', '0', 'rebased', string.format('%.0f', now))
+  redis.call('HINCRBY', KEYS[2 * k], 'rebases', 1)
 end
 
 -- A score in a reply, formatted by Redis as its own commands format

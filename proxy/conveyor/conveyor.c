@@ -15,8 +15,8 @@
 /* When a command is translated, beyond having a conveyor key. */
 typedef enum conveyor_when {
     WHEN_ALWAYS,
-    WHEN_WITHSCORE,   /* ZRANK, ZREVRANK: only with WITHSCORE (Redis 7.2) */
-    WHEN_WITHSCORES,  /* ZREVRANGE, ZRANDMEMBER: only with WITHSCORES */
+    WHEN_WITHSCORE,      /* ZRANK, ZREVRANK: only with WITHSCORE (Redis 7.2) */
+    WHEN_WITHSCORES,     /* ZREVRANGE, ZRANDMEMBER: only with WITHSCORES */
     WHEN_SCORE_OPTION,   /* ZRANGE: with BYSCORE or WITHSCORES */
     WHEN_WITHSCORES_LAST /* ZDIFF: WITHSCORES, its only option, last */
 } conveyor_when;
@@ -69,6 +69,7 @@ static const conveyor_command conveyor_commands[] = {
     {"restore", VERB_TR_KEY, WHEN_ALWAYS},
     {"dump", VERB_TR_KEY, WHEN_ALWAYS},
     {"ztick", VERB_TR_TICK, WHEN_ALWAYS},
+    {"verbproxy", VERB_TR_ADMIN, WHEN_ALWAYS},
 };
 #define CONVEYOR_COMMANDS ((int)(sizeof(conveyor_commands) / sizeof(conveyor_commands[0])))
 
@@ -151,6 +152,12 @@ static int conveyor_keys(const conveyor_command *cc, int argc, const resp_arg *a
         s->keypos[0] = 1; /* the verb's one key (its arity is checked by verbs_check) */
         return argc >= 2 ? 1 : 0;
     }
+    if (cc->script == VERB_TR_ADMIN) {
+        /* VERBPROXY CONVEYOR INFO|REBASE key: the rest of VERBPROXY is the
+         * proxy's own (introspect.c). */
+        s->keypos[0] = 3;
+        return argc == 4 && cmd_arg_is(&argv[1], "conveyor") ? 1 : 0;
+    }
     for (int i = 0; i < argc; i++) {
         s->argp[i] = argv[i].ptr;
         s->lens[i] = argv[i].len;
@@ -165,12 +172,13 @@ int conveyor_plan(const vp_config *conf, const verb_table *t, int argc, const re
                   conveyor_scratch *s, const verb_def **v, verb_call *call, const resp_arg **out_argv,
                   int *out_argc)
 {
-    if (conf->nconveyor_patterns == 0 || argc < 1) return 0;
+    if (argc < 1) return 0;
     const conveyor_command *cc = conveyor_command_of(&argv[0]);
     if (!cc || !conveyor_wanted(cc, argc, argv)) return 0;
+    if (conf->nconveyor_patterns == 0 && cc->script != VERB_TR_ADMIN) return 0;
     int nkeys = conveyor_keys(cc, argc, argv, s);
     if (nkeys == 0) return 0;
-    int any = 0;
+    int any = cc->script == VERB_TR_ADMIN; /* (a key that no longer matches may still have an offset) */
     for (int k = 0; k < nkeys && !any; k++)
         any = conveyor_key_is(conf, argv[s->keypos[k]].ptr, argv[s->keypos[k]].len);
     if (!any) return 0;

@@ -10,6 +10,7 @@
 #include <uv.h>
 
 #include "proxy/verbs/verbs.h"
+#include "proxy/cmd/command.h"
 #include "protocol/resp_write.h"
 #include "proxy/buffer.h"
 #include "proxy/route/cluster_merge.h"
@@ -438,6 +439,12 @@ void cluster_plan(vp_server *srv, int argc, const resp_arg *argv, const verb_def
     d->kind = CLUSTER_GO; /* any node, unless said otherwise */
     if (v) {
         plan_verb(cs, argc, argv, v, d);
+        return;
+    }
+    if (argc == 4 && cmd_arg_is(&argv[0], "verbproxy") && cmd_arg_is(&argv[1], "conveyor")) {
+        /* VERBPROXY CONVEYOR INFO|REBASE key: the key's node (a script
+         * there, proxy/conveyor/conveyor.h) */
+        go_slot(cs, d, hashslot_of(argv[3].ptr, argv[3].len));
         return;
     }
     plan_grow_args(cs, argc);

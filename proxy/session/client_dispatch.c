@@ -358,7 +358,9 @@ void client_dispatch(client_session *c, const resp_arg *argv, int argc, const ch
         return;
     }
     metrics_count(&c->srv->metrics, c->cur_cmd);
-    if (c->srv->conf.nconveyor_patterns && client_call_conveyor(c, argc, argv)) return;
+    if ((c->srv->conf.nconveyor_patterns || introspect_is_own_command(&argv[0])) &&
+        client_call_conveyor(c, argc, argv))
+        return;
     /* (Its id, found once by client_parse_batch, says whether it is a verb.) */
     const verb_def *v = cmdid_verb(&c->srv->metrics.ids, c->cur_cmd);
     if (v) {

@@ -315,7 +315,8 @@ void client_add_error(client_session *c, const char *fmt, ...)
 static void client_patch_reply(client_session *c, client_pending *s)
 {
     vp_buf out = {0};
-    if (introspect_patch_reply(&c->srv->verbs, s->patch, s->verb_ids, s->nverb_ids, s->data, s->len, &out) == 0) {
+    if (introspect_patch_reply(&c->srv->verbs, s->patch, s->verb_ids, s->nverb_ids, s->data, s->len, &out) ==
+        0) {
         pending_data_take(s, out.data, out.len, out.cap);
     } else {
         vp_buf_free(&out); /* not the reply expected (an error): as Redis sent it */
@@ -506,8 +507,8 @@ void client_flush_deferred(vp_server *srv)
  * verb where a name was asked for). */
 static void client_remap_patch(client_pending *s, const verb_table *old, const verb_table *now)
 {
-    int listing =
-        s->patch == INTROSPECT_PATCH_INFO_ALL || s->patch == INTROSPECT_PATCH_LIST || s->patch == INTROSPECT_PATCH_COUNT;
+    int listing = s->patch == INTROSPECT_PATCH_INFO_ALL || s->patch == INTROSPECT_PATCH_LIST ||
+                  s->patch == INTROSPECT_PATCH_COUNT;
     if (listing) {
         /* The whole listing: the verbs there are now. */
         free(s->verb_ids);

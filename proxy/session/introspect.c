@@ -63,6 +63,10 @@ static void introspect_help(vp_buf *out)
         "INFO [<section>]",
         "    Return the figures of the metrics endpoint, INFO style. Sections: server, clients, stats,",
         "    upstream (the default), commandstats, latencystats, all.",
+        "CONVEYOR INFO <key>",
+        "    Return a conveyor key's offset, members, offset key, last rebase (ms) and rebases.",
+        "CONVEYOR REBASE <key>",
+        "    Fold a conveyor key's offset into its stored scores (O(N)), then return its INFO.",
         "HELP",
         "    Print this help.",
     };
@@ -88,8 +92,10 @@ void introspect_command(const vp_server *srv, int argc, const resp_arg *argv, vp
         return;
     }
     if (cmd_arg_is(sub, "verbs") || cmd_arg_is(sub, "info") || cmd_arg_is(sub, "stats") ||
-        cmd_arg_is(sub, "help")) {
-        if (argc != 2) {
+        cmd_arg_is(sub, "help") || cmd_arg_is(sub, "conveyor")) {
+        /* (CONVEYOR with its subcommand and key runs as a script:
+         * client_call_conveyor; here only with another count) */
+        if (argc != 2 || cmd_arg_is(sub, "conveyor")) {
             char msg[96];
             int n = snprintf(msg, sizeof(msg), "ERR wrong number of arguments for 'verbproxy|%.*s' command",
                              (int)sub->len, sub->ptr);

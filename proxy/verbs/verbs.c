@@ -455,6 +455,7 @@ static verb_def translations[] = {
     TRANSLATION(VERB_TR_TICK, "conveyor-tick", "conveyor_tick", 0),
     TRANSLATION(VERB_TR_AGGREGATE, "conveyor-aggregate", "conveyor_aggregate", 0),
     TRANSLATION(VERB_TR_STORE, "conveyor-store", "conveyor_store", 0),
+    TRANSLATION(VERB_TR_ADMIN, "conveyor-admin", "conveyor_admin", 0),
 };
 #undef TRANSLATION
 #define NTRANSLATIONS ((int)(sizeof(translations) / sizeof(translations[0])))

@@ -44,12 +44,13 @@ typedef struct verb_def verb_def;
  * translate, never by name. */
 typedef enum verb_translation {
     VERB_TR_NONE,
-    VERB_TR_READ,  /* ZSCORE, ZRANGE, ZCOUNT, ...: read-only */
-    VERB_TR_WRITE, /* ZADD, ZINCRBY, ZPOPMIN, the STORE forms, ... */
-    VERB_TR_KEY,   /* DEL, EXPIRE, RENAME, COPY, MOVE, RESTORE, ...: the offset key follows */
-    VERB_TR_TICK,  /* ZTICK */
+    VERB_TR_READ,      /* ZSCORE, ZRANGE, ZCOUNT, ...: read-only */
+    VERB_TR_WRITE,     /* ZADD, ZINCRBY, ZPOPMIN, the STORE forms, ... */
+    VERB_TR_KEY,       /* DEL, EXPIRE, RENAME, COPY, MOVE, RESTORE, ...: the offset key follows */
+    VERB_TR_TICK,      /* ZTICK */
     VERB_TR_AGGREGATE, /* ZUNION, ZINTER and their STORE forms */
     VERB_TR_STORE,     /* ZDIFFSTORE, ZRANGESTORE */
+    VERB_TR_ADMIN,     /* VERBPROXY CONVEYOR INFO|REBASE key */
     VERB_TRANSLATIONS
 } verb_translation;
 
@@ -82,9 +83,9 @@ struct verb_def {
     int polyfill;           /* not a verb: runs one of Redis's commands where the upstream lacks a part of it
                                (verbs_find_polyfill); never found by name */
     verb_translation translation; /* a conveyor key's translation (conveyor.h); never found by name */
-    const char *script;     /* built-in: the script's name in lua/ (NULL: the verb's name) */
-    verb_check_fn check;    /* NULL: arity and keys only */
-    const char *body;       /* the script, as written (VERB_DIALECT_7) */
+    const char *script;           /* built-in: the script's name in lua/ (NULL: the verb's name) */
+    verb_check_fn check;          /* NULL: arity and keys only */
+    const char *body;             /* the script, as written (VERB_DIALECT_7) */
     size_t body_len;
     char sha[41];
     const char *body_pre7; /* VERB_DIALECT_PRE7's text, as long as body (verbs_body) */
