@@ -32,8 +32,10 @@ local read, failure = zcommand_read(conveyor_name, ARGV, 3 + first, sources, sto
 if not read then
   return failure
 end
-if not shifted or read.aggregate == 'count' then
-  -- Positions are the stored scores (COUNT reads none): Redis's own.
+if not shifted and read.aggregate ~= 'count' then
+  -- Positions are the stored scores: Redis's own. (AGGREGATE COUNT, which
+  -- reads no score, is computed here on every server: Redis before 8.8
+  -- lacks it, and a conveyor destination's offset must go.)
   local r = conveyor_as_is()
   if store and type(r) == 'number' then
     redis.call('DEL', KEYS[2])

@@ -73,6 +73,8 @@ struct cluster_state {
     size_t *part_off;
     upstream_node **part_node;
     int nparts, part_cap;
+    resp_arg *part_args; /* a part's arguments, for route_session_ops.split_part */
+    int part_args_cap;
     rplan_merge merge;
     int merge_nkeys;           /* MGET: the keys (their parts and places: space.group, space.pos) */
     unsigned scan_node;        /* SCAN: the part's node ordinal ... */
@@ -330,6 +332,7 @@ static void cluster_timer_closed(uv_handle_t *h)
     vp_buf_free(&cs->part_reqs);
     free(cs->part_off);
     free(cs->part_node);
+    free(cs->part_args);
     free(cs->fan_nodes);
     free(cs);
 }
@@ -423,7 +426,7 @@ static void plan_grow_space(cluster_state *cs, int keys)
     cs->space_cap = cap;
 }
 
-static void plan_split(cluster_state *cs, const resp_arg *argv, const rplan *plan, cluster_decision *d);
+static void plan_split(vp_server *srv, const resp_arg *argv, const rplan *plan, cluster_decision *d);
 static void plan_fanout(vp_server *srv, int argc, const resp_arg *argv, const rplan *plan,
                         cluster_decision *d);
 
@@ -491,7 +494,7 @@ void cluster_plan(vp_server *srv, int argc, const resp_arg *argv, const verb_def
         }
         return;
     case RPLAN_SPLIT:
-        plan_split(cs, argv, &plan, d);
+        plan_split(srv, argv, &plan, d);
         return;
     case RPLAN_FANOUT:
         plan_fanout(srv, argc, argv, &plan, d);
@@ -542,10 +545,30 @@ static void go_parts(cluster_state *cs, cluster_decision *d, rplan_merge merge)
     cs->merge = merge;
 }
 
+/* A part the session sends otherwise (route_session_ops.split_part): its
+ * arguments are cs->idx[0..n) of argv. 1 when it was added so. */
+static int part_rewritten(vp_server *srv, upstream_node *node, const resp_arg *argv, int n)
+{
+    cluster_state *cs = srv->cluster;
+    const route_session_ops *ops = route_session();
+    if (!ops || !ops->split_part) return 0;
+    if (n > cs->part_args_cap) {
+        cs->part_args_cap = n + 16;
+        cs->part_args = vp_realloc(cs->part_args, (size_t)cs->part_args_cap * sizeof(*cs->part_args));
+    }
+    for (int i = 0; i < n; i++)
+        cs->part_args[i] = argv[cs->idx[i]];
+    if (!ops->split_part(srv, n, cs->part_args, &cs->part_reqs)) return 0;
+    cs->part_node[cs->nparts++] = node;
+    cs->part_off[cs->nparts] = cs->part_reqs.len;
+    return 1;
+}
+
 /* MGET, DEL, ... over several slots: one part per slot, its keys in their
  * order. */
-static void plan_split(cluster_state *cs, const resp_arg *argv, const rplan *plan, cluster_decision *d)
+static void plan_split(vp_server *srv, const resp_arg *argv, const rplan *plan, cluster_decision *d)
 {
+    cluster_state *cs = srv->cluster;
     parts_reset(cs, plan->ngroups);
     for (int g = 0; g < plan->ngroups; g++) {
         upstream_node *node = cs->slot_node[cs->space.groups[g].slot];
@@ -554,7 +577,7 @@ static void plan_split(cluster_state *cs, const resp_arg *argv, const rplan *pla
             return;
         }
         int n = rplan_group_args(plan, g, cs->idx, cs->arg_cap);
-        part_add(cs, node, argv, cs->idx, n, -1, NULL, 0);
+        if (!part_rewritten(srv, node, argv, n)) part_add(cs, node, argv, cs->idx, n, -1, NULL, 0);
     }
     cs->merge_nkeys = plan->nkeys;
     go_parts(cs, d, plan->merge);

@@ -35,6 +35,7 @@ struct vp_server;
 struct client_session;
 struct upstream_conn;
 
+#include "proxy/buffer.h"
 #include "proxy/upstream/upstream_node.h"
 
 /* The node table: one node, built from the settings. */
@@ -65,6 +66,12 @@ typedef struct route_session_ops {
     void (*flush_deferred)(struct vp_server *srv);
     void (*cluster_ready)(struct vp_server *srv);
     void (*cluster_failed)(struct vp_server *srv, const char *why);
+    /* Cluster mode: one part of a command split by slot (DEL k1 k3, ...),
+     * argv as the part's own arguments. Writes the request to send
+     * instead to out and returns 1 (a DEL of conveyor keys, which must
+     * delete their offset keys too: proxy/conveyor/conveyor.h), or returns
+     * 0 to send the part as it is. NULL: every part as it is. */
+    int (*split_part)(struct vp_server *srv, int argc, const resp_arg *argv, vp_buf *out);
 } route_session_ops;
 void route_set_session(const route_session_ops *ops);
 /* Cluster mode: the node a client goes to before its first command is

@@ -133,6 +133,37 @@ void client_conveyor_free(vp_server *srv)
     srv->conveyor = NULL;
 }
 
+/* Cluster mode: a part of a DEL or UNLINK split by slot that holds a
+ * conveyor key (route_session_ops.split_part) goes as EVAL of its
+ * translation, which deletes the offset keys too and replies the same
+ * count. EVAL with the body: a part is sent as it is made and never
+ * retried after a NOSCRIPT; the text without its shebang runs on every
+ * server (a script with no flags may write). */
+int client_split_part(vp_server *srv, int argc, const resp_arg *argv, vp_buf *out)
+{
+    const verb_def *v;
+    verb_call call;
+    const resp_arg *xargv;
+    int xargc;
+    if (!srv->conf.nconveyor_patterns ||
+        !conveyor_plan(&srv->conf, &srv->verbs, argc, argv, client_conveyor_scratch(srv), &v, &call, &xargv,
+                       &xargc))
+        return 0;
+    char nk[24];
+    int nkl = snprintf(nk, sizeof(nk), "%d", call.range_count);
+    vp_buf_resp_array(out, 3 + call.range_count + 1 + (xargc - call.first_arg));
+    vp_buf_resp_bulk(out, "EVAL", 4);
+    vp_buf_resp_bulk(out, verbs_body(v, VERB_DIALECT_PRE7), v->body_len);
+    vp_buf_resp_bulk(out, nk, (size_t)nkl);
+    for (int i = call.range_first; i < call.range_first + call.range_count; i++)
+        vp_buf_resp_bulk(out, xargv[i].ptr, xargv[i].len);
+    vp_buf_resp_bulk(out, "2", 1); /* (the client's RESP version: an integer reply either way) */
+    for (int i = call.first_arg; i < xargc; i++)
+        vp_buf_resp_bulk(out, xargv[i].ptr, xargv[i].len);
+    srv->stats.conveyor_calls++;
+    return 1;
+}
+
 /* A command on a conveyor key (proxy/conveyor/conveyor.h) runs as its
  * translation script. 1 when it was (or was answered), 0 to go on as any
  * command. ZTICK is checked as the verb is first: its errors are the

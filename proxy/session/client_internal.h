@@ -42,6 +42,7 @@ int client_auth_gate(client_session *c, int argc, const resp_arg *argv);
 void client_dispatch(client_session *c, const resp_arg *argv, int argc, const char *p, size_t n);
 int client_not_admitted(client_session *c, const char *where);
 int client_verb_must_wait(client_session *c, int argc, const resp_arg *argv);
+int client_split_part(vp_server *srv, int argc, const resp_arg *argv, vp_buf *out);
 
 /* client_input.c */
 void client_http_request(client_session *c);

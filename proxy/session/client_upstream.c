@@ -580,7 +580,8 @@ static const upstream_client_ops client_upstream_ops = {.next_seq = client_next_
 static const route_session_ops client_route_ops = {.flush_touched = client_flush_touched,
                                                    .flush_deferred = client_flush_deferred,
                                                    .cluster_ready = client_cluster_ready,
-                                                   .cluster_failed = client_cluster_failed};
+                                                   .cluster_failed = client_cluster_failed,
+                                                   .split_part = client_split_part};
 
 void client_register(void)
 {

@@ -136,7 +136,7 @@ def show(args):
 # ---------------------------------------------------------------------------
 # Values
 
-MEMBERS = ["a", "b", "c", "d", "e", "f", "A", "ab", "é", "-"]
+MEMBERS = ["a", "b", "c", "d", "e", "f", "g", "h", "A", "B", "ab", "ba", "é", "-"]
 ODD_SCORES = ["1e1", "+4", "0x8", "-0", "0.25", "3.0", "1E0", "007"]
 BAD_FLOATS = ["abc", "", "nan", "1.2.3", "1e", "--1", " 3", "3 ", "0x", "inf3"]
 INF_SCORES = ["+inf", "-inf", "inf", "-INF"]
@@ -231,15 +231,16 @@ class Gen:
             d = 0.0
         x = self.r.random()
         if pos and d == d and abs(d) != float("inf"):
-            if x < 0.55:
-                return fmt(self.r.choice(pos) + d + self.r.choice([0, 0, 0.5, -0.5, 1]))
-            if x < 0.65:
+            if x < 0.3:
+                top = sorted(pos)[len(pos) // 2:]  # some: mostly the highest few
+                return fmt(self.r.choice(top) + d + self.r.choice([0, 0, 0.5, -0.5, 1]))
+            if x < 0.34:
                 return fmt(min(pos) + d - self.r.choice([0, 1, 3]))  # all
             if x < 0.8:
-                return fmt(max(pos) + d + self.r.choice([0.5, 1, 5]))  # none
+                return fmt(max(pos) + d + self.r.choice([0, 0.5, 1, 5]))  # none (or just the top at 0)
         if x < 0.85:
-            return self.r.choice(["+inf", "-inf", "inf", "(3", "abc"] if self.r.random() < 0.3 else ["+inf", "-inf"])
-        return fmt(self.small() + 4)
+            return self.r.choice(["+inf", "+inf", "inf", "-inf", "(3", "abc"])
+        return fmt(self.small() + 8)
 
     def bound(self, role, bad=0.03):
         """A score range's end."""
@@ -275,7 +276,7 @@ class Gen:
                 str(self.r.choice([-1, -1, 0, 1, 2, 3, 5, 10]))]
 
     def count(self):
-        return str(self.r.choice([0, 1, 1, 2, 3, 5, 20]))
+        return str(self.r.choice([0, 1, 1, 1, 2, 2, 3, 5, 20]))
 
 
 # ---------------------------------------------------------------------------
@@ -291,7 +292,7 @@ def op_zadd(g):
     if r.random() < 0.55:
         flags = r.sample(["NX", "XX", "GT", "LT", "CH", "INCR"], r.choice([1, 1, 1, 2, 2, 3]))
     incr = "INCR" in flags
-    npairs = 1 if incr and r.random() < 0.85 else r.randint(1, 4)
+    npairs = 1 if incr and r.random() < 0.85 else r.choice([1, 1, 2, 3, 4, 6])
     args = ["ZADD", key] + [g.word(f) for f in flags]
     role = key.role if key.role != "str" else "line"
     for _ in range(npairs):
@@ -580,7 +581,7 @@ def op_zscan(g):
 
 # (name, weight, generator)
 OPS = [
-    ("zadd", 14, op_zadd),
+    ("zadd", 18, op_zadd),
     ("zincrby", 4, op_zincrby),
     ("zscore", 3, op_zscore),
     ("zmscore", 2, op_zmscore),
@@ -594,16 +595,16 @@ OPS = [
     ("zrangebyscore", 3, op_zrangebyscore),
     ("zrevrangebyscore", 3, op_zrevrangebyscore),
     ("zcount", 3, op_zcount),
-    ("zremrangebyscore", 2, op_zremrangebyscore),
-    ("zpop", 4, op_zpop),
+    ("zremrangebyscore", 1.5, op_zremrangebyscore),
+    ("zpop", 2.5, op_zpop),
     ("zrandmember", 1.5, op_zrandmember),
     ("ztick", 14, op_ztick),
-    ("del", 1.5, op_del),
+    ("del", 0.8, op_del),
     ("expire", 1, op_expire),
     ("persist", 0.6, op_persist),
     ("ttl", 0.6, op_ttl),
-    ("pexpireat_past", 0.4, op_pexpireat_past),
-    ("pexpire_wait", 0.3, op_pexpire_wait),
+    ("pexpireat_past", 0.25, op_pexpireat_past),
+    ("pexpire_wait", 0.2, op_pexpire_wait),
     ("plain_reads", 1.5, op_plain_reads),
     ("snapshot", 2, op_snapshot),
 ]
@@ -625,17 +626,64 @@ OPS_NOT_YET = [
 # already reported (each with its reproduction in the report). They are not
 # generated (drawn again) unless VP_TEST_KNOWN=0, so further bugs can be
 # found. Remove an entry once its bug is fixed.
-# (id, what is wrong, predicate(cmd) -> True for a command it covers)
+# (id, what is wrong, predicate(cmd, gen) -> True for a command it covers
+# (gen.model.oracle_* read the plain keys' state before the step), the RESP
+# versions it shows in)
+
+def _is(cmd, *names):
+    return cmd.name() in names
+
+
+def _conveyor(cmd):
+    return any(r != "aux" for r in cmd.keys())
+
+
+def _new_member_incr(cmd, g):
+    """ZINCRBY, or ZADD INCR, of a member the (conveyor) line does not hold."""
+    if not _conveyor(cmd) or cmd.keys()[0] == "str":
+        return False
+    if _is(cmd, "ZINCRBY") and len(cmd.args) == 4:
+        member = cmd.args[3]
+    elif _is(cmd, "ZADD") and "INCR" in cmd.words() and len(cmd.args) >= 4:
+        member = cmd.args[-1]
+    else:
+        return False
+    return g.model.oracle_has(cmd.keys()[0], member) is False
+
 
 KNOWN = [
+    ("as-is-resp3",
+     "RESP3: a conveyor key with offset 0 (never ticked, ticked back to 0, or missing) answers ZINCRBY, "
+     "ZADD INCR, ZPOPMIN/ZPOPMAX through the script's redis.pcall 'as is': the RESP2 form (a double as a "
+     "bulk string, ZPOPMIN COUNT's pairs flat)",
+     lambda cmd, g: _conveyor(cmd) and (_is(cmd, "ZINCRBY", "ZPOPMIN", "ZPOPMAX")
+                                     or (_is(cmd, "ZADD") and "INCR" in cmd.words())),
+     (3,)),
+    ("withscore-before-7.2",
+     "Redis < 7.2: ZRANK/ZREVRANK key member WITHSCORE on a conveyor key is translated (the proxy's command "
+     "table is 7.4's) and answers the script's '-ERR Wrong number of args calling Redis command from script' "
+     "instead of Redis's \"-ERR wrong number of arguments for 'zrank' command\"",
+     lambda cmd, g: cmd.kind == "zrank_withscore_old" and _conveyor(cmd),
+     (2, 3)),
+    ("incr-new-member",
+     "ZINCRBY / ZADD INCR of a member the conveyor line does not hold, when its offset is not 0: the member "
+     "starts at position offset + increment (the increment stored as is) instead of at the increment",
+     _new_member_incr,
+     (2, 3)),
 ]
 
 
-def known_match(cmd):
-    for kid, _, pred in KNOWN:
-        if pred(cmd):
-            return kid
-    return None
+def known_resps(cmd, g):
+    """The RESP versions cmd may run in (those no KNOWN entry covers), and the
+    ids of the entries that took some away."""
+    resps, ids = [2, 3], []
+    if os.environ.get("VP_TEST_KNOWN", "1") == "0":
+        return resps, ids
+    for kid, _, pred, affected in KNOWN:
+        if pred(cmd, g):
+            resps = [x for x in resps if x not in affected]
+            ids.append(kid)
+    return resps, ids
 
 
 # ---------------------------------------------------------------------------
@@ -681,11 +729,12 @@ class Mismatch(Exception):
 
 
 class Step:
-    """A command as it ran: the Cmd, the RESP version of a write (reads ran
-    on both), and the replies (proxy, direct) per version."""
+    """A command as it runs: the Cmd, the RESP versions it runs in (a write
+    in one, a read in both but those a KNOWN bug takes away), and the
+    replies (proxy, direct) per version."""
 
-    def __init__(self, cmd, resp):
-        self.cmd, self.resp = cmd, resp
+    def __init__(self, cmd, resps):
+        self.cmd, self.resps = cmd, tuple(resps)
         self.replies = {}
 
 
@@ -842,6 +891,13 @@ class Model:
         vals = [float(node.children[i].value) for i in range(1, len(node.children), 2)]
         return [v for v in vals if abs(v) != float("inf")]
 
+    def oracle_has(self, role, member):
+        """Whether role's plain key holds member (None: not a sorted set)."""
+        raw = self.oracle.call(["ZSCORE", key_name("direct", role, self.tag), member])
+        if raw.startswith(b"-"):
+            return None
+        return not raw.startswith(b"$-1")
+
     def direct_call(self, conn, args):
         raw = conn.call(args)
         if args[0] == "EVALSHA" and raw.startswith(b"-NOSCRIPT"):
@@ -869,7 +925,7 @@ class Model:
                     compare = "length"
             except ValueError:
                 pass
-        for resp in ((step.resp,) if cmd.writes else (2, 3)):
+        for resp in step.resps:
             rp = self.proxy[resp].call(pargs)
             rd = self.direct_call(self.direct[resp], dargs)
             step.replies[resp] = (rp, rd)
@@ -888,7 +944,7 @@ class Model:
         """Runs steps on an empty database: the first Mismatch, or None."""
         self.reset()
         for i, st in enumerate(steps):
-            st = Step(st.cmd, st.resp)
+            st = Step(st.cmd, st.resps)
             try:
                 self.run(i, st)
             except Mismatch as m:
@@ -905,18 +961,22 @@ def extra_ops():
 
 
 def generate(g, ops):
-    """One Cmd: an op drawn by weight, drawn again while it is KNOWN."""
+    """One Step: an op drawn by weight (drawn again when KNOWN bugs leave it
+    no RESP version), in one RESP version for a write, both for a read."""
     names = [o[0] for o in ops]
     weights = [o[1] for o in ops]
     gens = {o[0]: o[2] for o in ops}
-    use_known = os.environ.get("VP_TEST_KNOWN", "1") != "0"
     for _ in range(1000):
         cmd = gens[g.r.choices(names, weights)[0]](g)
         if cmd is None:
             continue
-        if use_known and known_match(cmd):
+        resps, _ = known_resps(cmd, g)
+        pick = g.r.choice((2, 3))  # drawn always, so a seed's sequence does not depend on KNOWN
+        if not resps:
             continue
-        return cmd
+        if cmd.writes:
+            resps = [pick if pick in resps else resps[0]]
+        return Step(cmd, resps)
     raise RuntimeError("no op could be generated")
 
 
@@ -962,7 +1022,7 @@ def shrink(model, steps, first):
                 break
             n = min(2 * n, len(cur) - 1)
     # the replies of the final sequence, for the report
-    final = [Step(s.cmd, s.resp) for s in cur]
+    final = [Step(s.cmd, s.resps) for s in cur]
     model.reset()
     mm = None
     for i, st in enumerate(final):
@@ -989,6 +1049,42 @@ def report_shrunk(model, final, mm):
     return "\n".join(lines)
 
 
+class Stats:
+    """What a sequence covered: steps per kind, error and empty replies,
+    the line's size, members a ZTICK removed."""
+
+    def __init__(self):
+        self.kinds = {}
+        self.errors = self.empty = self.replies = 0
+        self.sizes = []
+        self.tick_exits = []
+
+    def count(self, st, g):
+        self.kinds[st.cmd.kind] = self.kinds.get(st.cmd.kind, 0) + 1
+        self.sizes.append(len(g.positions("line")))
+
+    def replied(self, st):
+        for rp, _ in st.replies.values():
+            self.replies += 1
+            if rp[:1] in (b"-", b"!"):
+                self.errors += 1
+            elif rp in (b"*0\r\n", b"$-1\r\n", b"_\r\n", b"*-1\r\n"):
+                self.empty += 1
+        if st.cmd.kind == "ztick" and st.replies:
+            rp = next(iter(st.replies.values()))[0]
+            if rp.startswith(b"*"):
+                n = int(rp[1:rp.index(b"\r\n")])
+                self.tick_exits.append(n // 2 if "WITHSCORES" in st.cmd.words() else n)
+
+    def summary(self):
+        ex = self.tick_exits or [0]
+        return ("%d replies, %d%% errors, %d%% empty; line size mean %.1f max %d; ZTICK exits: none %d%%, "
+                "mean %.1f, max %d" % (self.replies, 100 * self.errors // max(1, self.replies),
+                                       100 * self.empty // max(1, self.replies),
+                                       sum(self.sizes) / max(1, len(self.sizes)), max(self.sizes or [0]),
+                                       100 * sum(1 for x in ex if x == 0) // len(ex), sum(ex) / len(ex), max(ex)))
+
+
 def run_seed(env, seed, seed_text, seed_sha, steps_count, ops):
     """Runs one seed's sequence; None, or the failure's report."""
     tag = "s%d" % seed
@@ -997,21 +1093,23 @@ def run_seed(env, seed, seed_text, seed_sha, steps_count, ops):
         model.reset()
         r = random.Random(seed)
         g = Gen(r, model)
+        stats = Stats()
         steps = []
         for i in range(steps_count):
             g.new_step()
-            cmd = generate(g, ops)
-            st = Step(cmd, r.choice((2, 3)))
+            st = generate(g, ops)
             steps.append(st)
+            stats.count(st, g)
             try:
                 model.run(i, st)
+                stats.replied(st)
             except Mismatch as m:
                 out = ["MISMATCH seed=%d (%s; replay: VP_TEST_SEED=%d VP_TEST_STEPS=%d)"
                        % (seed, env.variant(), seed, steps_count), "  " + m.describe().replace("\n", "\n  "),
                        "  the %d steps before it:" % min(HISTORY, i)]
                 for j in range(max(0, i - HISTORY), i):
                     s = steps[j]
-                    out.append("    [%d] %s RESP%s %s" % (j, s.cmd.kind, "2+3" if not s.cmd.writes else s.resp,
+                    out.append("    [%d] %s RESP%s %s" % (j, s.cmd.kind, "+".join(map(str, s.resps)),
                                                          show(render(s.cmd, "proxy", tag, seed_sha))))
                 print("\n".join(out), file=sys.stderr, flush=True)
                 if SHRINK_SECONDS > 0:
@@ -1024,12 +1122,13 @@ def run_seed(env, seed, seed_text, seed_sha, steps_count, ops):
                         out.append("  (shrunk in %.1f s)" % (time.monotonic() - t0))
                     print("\n".join(out[-2:]), file=sys.stderr, flush=True)
                 return "\n".join(out)
+        print("  seed %d: %s" % (seed, stats.summary()), file=sys.stderr, flush=True)
         # the end: every key's whole state, both ways
         for role in ROLES:
             for args in (["ZRANGE", Key(role), "0", "-1", "WITHSCORES"], ["TYPE", Key(role)], ["TTL", Key(role)]):
                 cmd = Cmd("final", args, compare="ttl" if args[0] == "TTL" else "exact")
                 try:
-                    model.run(steps_count, Step(cmd, 2))
+                    model.run(steps_count, Step(cmd, (2, 3)))
                 except Mismatch as m:
                     return "MISMATCH at the end of seed=%d (%s)\n  %s" % (seed, env.variant(), m.describe())
         return None
@@ -1124,7 +1223,7 @@ class ConveyorModelTest(unittest.TestCase):
                     for i, args in enumerate(case):
                         cmd = Cmd("inf", [Key("line") if a == "L" else a for a in args], writes=True)
                         try:
-                            model.run(i, Step(cmd, resp))
+                            model.run(i, Step(cmd, (resp,)))
                         except Mismatch as m:
                             failures.append("case %d: %s\n  commands: %s" % (
                                 n, m.describe(), " ; ".join(show(render(Cmd("x", [Key("line") if a == "L" else a for a in c]),
