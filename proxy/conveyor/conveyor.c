@@ -41,7 +41,6 @@ static const conveyor_command conveyor_commands[] = {
     {"zrevrangebyscore", VERB_TR_READ, WHEN_ALWAYS},
     {"zcount", VERB_TR_READ, WHEN_ALWAYS},
     {"zrandmember", VERB_TR_READ, WHEN_WITHSCORES},
-    {"zscan", VERB_TR_READ, WHEN_ALWAYS},
     {"zunion", VERB_TR_AGGREGATE, WHEN_ALWAYS},
     {"zinter", VERB_TR_AGGREGATE, WHEN_ALWAYS},
     {"zdiff", VERB_TR_READ, WHEN_WITHSCORES_LAST},
@@ -70,6 +69,11 @@ static const conveyor_command conveyor_commands[] = {
     {"dump", VERB_TR_KEY, WHEN_ALWAYS},
     {"ztick", VERB_TR_TICK, WHEN_ALWAYS},
     {"verbproxy", VERB_TR_ADMIN, WHEN_ALWAYS},
+    /* Not yet: refused on a conveyor key (they would read stored scores). */
+    {"bzpopmin", VERB_TR_NONE, WHEN_ALWAYS},
+    {"bzpopmax", VERB_TR_NONE, WHEN_ALWAYS},
+    {"bzmpop", VERB_TR_NONE, WHEN_ALWAYS},
+    {"zscan", VERB_TR_NONE, WHEN_ALWAYS},
 };
 #define CONVEYOR_COMMANDS ((int)(sizeof(conveyor_commands) / sizeof(conveyor_commands[0])))
 
@@ -168,6 +172,15 @@ static int conveyor_keys(const conveyor_command *cc, int argc, const resp_arg *a
     return n <= s->argcap ? n : 0;
 }
 
+int conveyor_verb_refused(const vp_config *conf, const verb_call *call, const resp_arg *argv)
+{
+    for (int i = 0; i < call->nkeys; i++)
+        if (conveyor_key_is(conf, argv[call->keys[i]].ptr, argv[call->keys[i]].len)) return 1;
+    for (int i = call->range_first; i < call->range_first + call->range_count; i++)
+        if (conveyor_key_is(conf, argv[i].ptr, argv[i].len)) return 1;
+    return 0;
+}
+
 int conveyor_plan(const vp_config *conf, const verb_table *t, int argc, const resp_arg *argv,
                   conveyor_scratch *s, const verb_def **v, verb_call *call, const resp_arg **out_argv,
                   int *out_argc)
@@ -182,6 +195,10 @@ int conveyor_plan(const vp_config *conf, const verb_table *t, int argc, const re
     for (int k = 0; k < nkeys && !any; k++)
         any = conveyor_key_is(conf, argv[s->keypos[k]].ptr, argv[s->keypos[k]].len);
     if (!any) return 0;
+    if (cc->script == VERB_TR_NONE) {
+        *v = NULL;
+        return CONVEYOR_REFUSED;
+    }
     const verb_def *entry = verbs_translation(t, cc->script);
     if (!entry) return 0;
 

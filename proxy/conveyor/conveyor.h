@@ -53,7 +53,14 @@ int conveyor_may_translate(const struct vp_config *conf, const resp_arg *name);
 
 /* The translation of this command, if it is one: 1 with *v (a
  * translation entry of t), *call and the arguments to send in
- * *out_argv / *out_argc (the scratch's), else 0. */
+ * *out_argv / *out_argc (the scratch's); CONVEYOR_REFUSED for a command
+ * not translated yet that names a conveyor key (BZPOPMIN, BZPOPMAX,
+ * BZMPOP, ZSCAN: answered with an error, never sent); else 0. */
+#define CONVEYOR_REFUSED 2
+/* A verb other than ZTICK (its checked call) that names a conveyor key:
+ * refused, for now (docs/conveyor.md#not-yet). */
+int conveyor_verb_refused(const struct vp_config *conf, const verb_call *call, const resp_arg *argv);
+
 int conveyor_plan(const struct vp_config *conf, const verb_table *t, int argc, const resp_arg *argv,
                   conveyor_scratch *s, const verb_def **v, verb_call *call, const resp_arg **out_argv,
                   int *out_argc);

@@ -172,15 +172,33 @@ static int client_call_conveyor(client_session *c, int argc, const resp_arg *arg
 {
     vp_server *srv = c->srv;
     const verb_def *verb = cmdid_verb(&srv->metrics.ids, c->cur_cmd);
-    if (verb && (verb->owned || strcmp(verb->name, "ztick") != 0)) return 0;
-    const verb_def *v;
+    char err[VERB_ERR_MAX];
     verb_call call;
+    if (verb && verb->owned) return 0;
+    if (verb && strcmp(verb->name, "ztick") != 0) {
+        if (verbs_check(verb, argc, argv, &call, err, sizeof(err)) < 0 ||
+            !conveyor_verb_refused(&srv->conf, &call, argv))
+            return 0;
+        snprintf(err, sizeof(err), "ERR verbproxy: %s on a conveyor key is not supported yet", verb->name);
+        for (char *p = err + 15; *p && *p != ' '; p++)
+            if (*p >= 'a' && *p <= 'z') *p = (char)(*p - 32);
+        client_verb_error(c, err, 0);
+        return 1;
+    }
+    const verb_def *v;
     const resp_arg *xargv;
     int xargc;
-    if (!conveyor_plan(&srv->conf, &srv->verbs, argc, argv, client_conveyor_scratch(srv), &v, &call, &xargv,
-                       &xargc))
-        return 0;
-    char err[VERB_ERR_MAX];
+    int planned = conveyor_plan(&srv->conf, &srv->verbs, argc, argv, client_conveyor_scratch(srv), &v, &call,
+                                &xargv, &xargc);
+    if (!planned) return 0;
+    if (planned == CONVEYOR_REFUSED) {
+        snprintf(err, sizeof(err), "ERR verbproxy: %.*s on a conveyor key is not supported yet",
+                 (int)(argv[0].len > 32 ? 32 : argv[0].len), argv[0].ptr);
+        for (char *p = err + 15; *p && *p != ' '; p++)
+            if (*p >= 'a' && *p <= 'z') *p = (char)(*p - 32);
+        client_verb_error(c, err, 0);
+        return 1;
+    }
     if (verb) {
         verb_call checked;
         int rc = verbs_check(verb, argc, argv, &checked, err, sizeof(err));

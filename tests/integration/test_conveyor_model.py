@@ -96,15 +96,23 @@ def key_name(side, role, tag):
 class Cmd:
     """One step: kind (the op's name), args (str or Key), writes (runs on one
     RESP pair; reads run on both), compare ('exact', 'unordered', 'ttl'),
-    post (a callable run after both sides replied, e.g. a wait)."""
+    post (a callable run after both sides replied, e.g. a wait).
+    A batch (kind multi or pipeline) has subs (Cmds) instead of args, sent
+    together, and allowed (the RESP versions all of them may run in). A
+    special step (e.g. SCRIPT FLUSH straight to Redis) has special(model)
+    and shows as `text`."""
 
-    def __init__(self, kind, args, writes=False, compare="exact", post=None):
+    def __init__(self, kind, args, writes=False, compare="exact", post=None, subs=None, special=None, text=None):
         self.kind, self.args, self.writes, self.compare, self.post = kind, args, writes, compare, post
+        self.subs, self.special, self.text = subs, special, text
+        self.allowed = None
 
     def name(self):
         return self.args[0].upper() if self.args else ""
 
     def keys(self):
+        if self.subs:
+            return [k for c in self.subs for k in c.keys()]
         return [a.role for a in self.args if isinstance(a, Key)]
 
     def words(self):
@@ -120,6 +128,22 @@ def render(cmd, side, tag, seed_sha):
             return ["EVALSHA", seed_sha, "0"]
         return ["EVALSHA", seed_sha, "1", args[1], "0"] + args[2:]
     return args
+
+
+def batch_commands(cmd, side, tag, seed_sha):
+    """The commands a step sends to one side, in order."""
+    if cmd.special:
+        return []
+    if cmd.subs is None:
+        return [render(cmd, side, tag, seed_sha)]
+    body = [render(c, side, tag, seed_sha) for c in cmd.subs]
+    return [["MULTI"]] + body + [["EXEC"]] if cmd.kind == "multi" else body
+
+
+def show_cmd(cmd, side, tag, seed_sha):
+    if cmd.special:
+        return cmd.text
+    return " | ".join(show(a) for a in batch_commands(cmd, side, tag, seed_sha))
 
 
 def show(args):
@@ -157,9 +181,11 @@ class Gen:
     """What generators draw from: r (random.Random), the oracle (Redis's
     plain keys, read straight: positions), the server's version."""
 
-    def __init__(self, r, model):
+    def __init__(self, r, model, ops=()):
         self.r = r
         self.model = model
+        self.ops = list(ops)
+        self.in_batch = False  # generating a MULTI's or a pipeline's commands
         self._positions = {}
 
     def new_step(self):
@@ -465,7 +491,9 @@ def op_ztick(g):
     x = r.random()
     if x < 0.01:
         args.append("FOO")
-    elif x < 0.02:
+    elif x < 0.02 and not g.in_batch:
+        # (a verb's wrong arity is the proxy's own error, before MULTI queues it;
+        # the seed's EVALSHA is queued: not compared in a batch)
         args = args[:3]
     return Cmd("ztick", args, writes=True)
 
@@ -521,6 +549,47 @@ def op_plain_reads(g):
 
 def op_snapshot(g):
     return Cmd("snapshot", ["ZRANGE", g.key(("line", "line2", "aux")), "0", "-1", "WITHSCORES"])
+
+
+def op_script_flush(g):
+    """SCRIPT FLUSH straight to Redis, behind the proxy's back: its
+    translation scripts must come back (NOSCRIPT recovery). The seed's
+    script is loaded again at once for the direct side."""
+    return Cmd("script_flush", [], writes=True, special=lambda m: m.script_flush(),
+               text="SCRIPT FLUSH (straight to Redis), then SCRIPT LOAD of the seed's ztick")
+
+
+# Ops never put in a batch: random or timed replies, batches themselves, specials.
+BATCH_EXCLUDE = {"zrandmember", "ttl", "pexpire_wait", "multi", "pipeline", "script_flush", "zrank_withscore_old"}
+
+
+def op_batch(g, kind):
+    """2-5 steps in one MULTI/EXEC (kind multi) or sent back to back before
+    any reply is read (kind pipeline), in one RESP version."""
+    ops = [o for o in g.ops if o[0] not in BATCH_EXCLUDE]
+    g.in_batch = True
+    try:
+        subs, allowed = [], {2, 3}
+        for _ in range(g.r.randint(2, 5)):
+            st = generate(g, ops)
+            if allowed & set(st.cmd.allowed):
+                subs.append(st.cmd)
+                allowed &= set(st.cmd.allowed)
+    finally:
+        g.in_batch = False
+    if not subs:
+        return None
+    cmd = Cmd(kind, [], writes=True, subs=subs)
+    cmd.allowed = sorted(allowed)
+    return cmd
+
+
+def op_multi(g):
+    return op_batch(g, "multi")
+
+
+def op_pipeline(g):
+    return op_batch(g, "pipeline")
 
 
 # Not translated yet (issue 25): generators ready for when they are.
@@ -607,6 +676,9 @@ OPS = [
     ("pexpire_wait", 0.2, op_pexpire_wait),
     ("plain_reads", 1.5, op_plain_reads),
     ("snapshot", 2, op_snapshot),
+    ("multi", 2, op_multi),
+    ("pipeline", 2, op_pipeline),
+    ("script_flush", 0.3, op_script_flush),
 ]
 
 # The commands issue 25 translates that the proxy does not yet: move an
@@ -648,7 +720,8 @@ def _new_member_incr(cmd, g):
         member = cmd.args[-1]
     else:
         return False
-    return g.model.oracle_has(cmd.keys()[0], member) is False
+    # (in a batch the commands before it may remove the member: counted as new)
+    return g.in_batch or g.model.oracle_has(cmd.keys()[0], member) is False
 
 
 KNOWN = [
@@ -677,6 +750,8 @@ def known_resps(cmd, g):
     """The RESP versions cmd may run in (those no KNOWN entry covers), and the
     ids of the entries that took some away."""
     resps, ids = [2, 3], []
+    if cmd.subs is not None:
+        return list(cmd.allowed), ids
     if os.environ.get("VP_TEST_KNOWN", "1") == "0":
         return resps, ids
     for kid, _, pred, affected in KNOWN:
@@ -716,16 +791,19 @@ def normalize(cmd, compare, raw):
 
 
 class Mismatch(Exception):
-    def __init__(self, index, step, proxy_args, direct_args, proxy_reply, direct_reply, resp):
-        self.index, self.step = index, step
+    def __init__(self, index, step, proxy_args, direct_args, proxy_reply, direct_reply, resp, tag=""):
+        self.index, self.step, self.tag = index, step, tag
         self.proxy_args, self.direct_args = proxy_args, direct_args
         self.proxy_reply, self.direct_reply = proxy_reply, direct_reply
         self.resp = resp
 
     def describe(self):
-        return ("step %d (%s, RESP%d)\n  proxy  : %s\n  direct : %s\n  proxy reply : %r\n  redis reply : %r"
-                % (self.index, self.step.cmd.kind, self.resp, show(self.proxy_args), show(self.direct_args),
-                   self.proxy_reply, self.direct_reply))
+        out = "step %d (%s, RESP%d)\n  proxy  : %s\n  direct : %s\n  proxy reply : %r\n  redis reply : %r" % (
+            self.index, self.step.cmd.kind, self.resp, show(self.proxy_args), show(self.direct_args),
+            self.proxy_reply, self.direct_reply)
+        if self.step.cmd.subs is not None:
+            out += "\n  (in the %s: %s)" % (self.step.cmd.kind, show_cmd(self.step.cmd, "proxy", self.tag, ""))
+        return out
 
 
 class Step:
@@ -910,9 +988,33 @@ class Model:
         vt.wait_until(lambda: self.proxy[2].call(["EXISTS", pk]) == b":0\r\n"
                       and self.direct[2].call(["EXISTS", dk]) == b":0\r\n", 5.0, "%s and %s to expire" % (pk, dk))
 
+    def script_flush(self):
+        self.oracle_call(["SCRIPT", "FLUSH"])
+        self.oracle_call(["SCRIPT", "LOAD", self.seed_text])
+
+    def run_batch(self, index, step):
+        cmd = step.cmd
+        pcmds = batch_commands(cmd, "proxy", self.tag, self.seed_sha)
+        dcmds = batch_commands(cmd, "direct", self.tag, self.seed_sha)
+        for resp in step.resps:
+            replies = []
+            for conn, cmds in ((self.proxy[resp], pcmds), (self.direct[resp], dcmds)):
+                for c in cmds:
+                    conn.send(c)
+                replies.append([conn.read_reply() for _ in cmds])
+            step.replies[resp] = (b"".join(replies[0]), b"".join(replies[1]))
+            for pa, da, rp, rd in zip(pcmds, dcmds, replies[0], replies[1]):
+                if rp != rd:
+                    raise Mismatch(index, step, pa, da, rp, rd, resp, self.tag)
+
     def run(self, index, step):
         """Runs one step on both sides; Mismatch when the replies differ."""
         cmd = step.cmd
+        if cmd.special:
+            cmd.special(self)
+            return
+        if cmd.subs is not None:
+            return self.run_batch(index, step)
         pargs = render(cmd, "proxy", self.tag, self.seed_sha)
         dargs = render(cmd, "direct", self.tag, self.seed_sha)
         compare = cmd.compare
@@ -936,7 +1038,7 @@ class Model:
                 except (vt.ProtocolError, ValueError):
                     same = False
             if not same:
-                raise Mismatch(index, step, pargs, dargs, rp, rd, resp)
+                raise Mismatch(index, step, pargs, dargs, rp, rd, resp, self.tag)
         if cmd.post:
             cmd.post(self, cmd)
 
@@ -974,6 +1076,7 @@ def generate(g, ops):
         pick = g.r.choice((2, 3))  # drawn always, so a seed's sequence does not depend on KNOWN
         if not resps:
             continue
+        cmd.allowed = list(resps)
         if cmd.writes:
             resps = [pick if pick in resps else resps[0]]
         return Step(cmd, resps)
@@ -1040,12 +1143,14 @@ def shrink(model, steps, first):
 def report_shrunk(model, final, mm):
     lines = ["  minimal reproduction (%d commands, on an empty database; tag {%s}):" % (len(final), model.tag)]
     for i, st in enumerate(final):
-        pargs = render(st.cmd, "proxy", model.tag, model.seed_sha)
-        dargs = render(st.cmd, "direct", model.tag, model.seed_sha)
+        pargs = show_cmd(st.cmd, "proxy", model.tag, model.seed_sha)
+        dargs = show_cmd(st.cmd, "direct", model.tag, model.seed_sha)
+        if st.cmd.special:
+            lines.append("           %s" % pargs)
         for resp, (rp, rd) in sorted(st.replies.items()):
             mark = "  <-- differs" if rp != rd else ""
             lines.append("    RESP%d  %s\n           proxy -> %r\n           %s\n           redis -> %r%s"
-                         % (resp, show(pargs), rp, show(dargs), rd, mark))
+                         % (resp, pargs, rp, dargs, rd, mark))
     return "\n".join(lines)
 
 
@@ -1092,7 +1197,7 @@ def run_seed(env, seed, seed_text, seed_sha, steps_count, ops):
     try:
         model.reset()
         r = random.Random(seed)
-        g = Gen(r, model)
+        g = Gen(r, model, ops)
         stats = Stats()
         steps = []
         for i in range(steps_count):
@@ -1110,7 +1215,7 @@ def run_seed(env, seed, seed_text, seed_sha, steps_count, ops):
                 for j in range(max(0, i - HISTORY), i):
                     s = steps[j]
                     out.append("    [%d] %s RESP%s %s" % (j, s.cmd.kind, "+".join(map(str, s.resps)),
-                                                         show(render(s.cmd, "proxy", tag, seed_sha))))
+                                                         show_cmd(s.cmd, "proxy", tag, seed_sha)))
                 print("\n".join(out), file=sys.stderr, flush=True)
                 if SHRINK_SECONDS > 0:
                     t0 = time.monotonic()
