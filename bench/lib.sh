@@ -361,6 +361,8 @@ VERBS_BEGIN='<!-- bench/verbs.sh: begin -->'
 VERBS_END='<!-- bench/verbs.sh: end -->'
 SOAK_BEGIN='<!-- bench/soak.sh: begin -->'
 SOAK_END='<!-- bench/soak.sh: end -->'
+CONVEYOR_BEGIN='<!-- bench/conveyor.sh: begin -->'
+CONVEYOR_END='<!-- bench/conveyor.sh: end -->'
 IDLE_BEGIN='<!-- bench/idle_memory.sh: begin -->'
 IDLE_END='<!-- bench/idle_memory.sh: end -->'
 block() {  # block file begin end -> that block of file, markers included (nothing if none)
@@ -393,13 +395,14 @@ idle_block() { block "$1" "$IDLE_BEGIN" "$IDLE_END"; }
 without_idle_block() { without_block "$1" "$IDLE_BEGIN" "$IDLE_END"; }
 
 # assemble_script file.lua: the text Redis runs for a verb's script, as the
-# build embeds it (lua/script_text.h): each line `--#include lib/x.lua` is
-# replaced by that helper file, from the script's directory.
+# build embeds it (proxy/verbs/script_text.h): each line `--#include lib/x.lua`
+# is replaced by that helper file's code (its comment-only lines left out),
+# from the script's directory.
 assemble_script() {
     awk -v dir="$(dirname "$1")" '
         /^--#include lib\/[a-z0-9_]+\.lua$/ {
             f = dir "/" $2
-            while ((getline line < f) > 0) print line
+            while ((getline line < f) > 0) if (line !~ /^[ \t]*--/) print line
             close(f)
             next
         }
