@@ -191,6 +191,7 @@ let tlsPort = 0; // the proxy's tls-port, picked before each start attempt
 const proxy = new Server('verbproxy', (port) => [binary, '--port', String(port), '--bind', '127.0.0.1',
     '--upstream', CLUSTER ? `${CLUSTER[0].host}:${CLUSTER[0].port}` : `127.0.0.1:${redisServer.port}`,
     ...(CLUSTER ? ['--upstream-mode', 'cluster'] : []), '--loglevel', 'warning', '--shutdown-timeout', '0',
+    '--conveyor', 'cv:*', // conveyor keys (the ZTICK story on them); no other story names such keys
     '--tls-port', String(tlsPort),
     '--tls-cert-file', path.join(certs, 'server.crt'), '--tls-key-file', path.join(certs, 'server.key'),
     '--tls-auth-clients', 'no'], dir, async () => {
@@ -282,35 +283,47 @@ describe('verbproxy through ioredis', () => {
         }
     });
 
-    it('ZTICK: crates past the end of the conveyor fall off, the rest move on', async () => {
-        await r.zadd('conveyor:positions', 0, 'crate-1', 10, 'crate-2', 90, 'crate-3');
-        assert.deepEqual(await r.call('ZTICK', 'conveyor:positions', 15, 100), ['crate-3']);
-        assert.deepEqual(await r.zrange('conveyor:positions', 0, -1, 'WITHSCORES'),
+    // The ZTICK story, on keys named p + ...: with p = 'cv:' they are conveyor
+    // keys (the proxy runs with `conveyor cv:*`, docs/conveyor.md), where
+    // ZTICK moves an offset instead of every member, with the same replies.
+    const conveyorStory = (p) => async () => {
+        await r.zadd(p + 'conveyor:positions', 0, 'crate-1', 10, 'crate-2', 90, 'crate-3');
+        assert.deepEqual(await r.call('ZTICK', p + 'conveyor:positions', 15, 100), ['crate-3']);
+        assert.deepEqual(await r.zrange(p + 'conveyor:positions', 0, -1, 'WITHSCORES'),
             ['crate-1', '15', 'crate-2', '25']);
-        assert.deepEqual(await r.call('ZTICK', 'conveyor:positions', 80, 100, 'WITHSCORES'), ['crate-2', '105']);
-        assert.deepEqual(await r.call('ZTICK', 'conveyor:positions', 10, 100, 'withscores'), ['crate-1', '105']);
-        assert.equal(await r.exists('conveyor:positions'), 0);
-        assert.deepEqual(await r.call('ZTICK', 'conveyor:none', 15, 100), []);
+        assert.deepEqual(await r.call('ZTICK', p + 'conveyor:positions', 80, 100, 'WITHSCORES'), ['crate-2', '105']);
+        assert.deepEqual(await r.call('ZTICK', p + 'conveyor:positions', 10, 100, 'withscores'), ['crate-1', '105']);
+        assert.equal(await r.exists(p + 'conveyor:positions'), 0);
+        assert.deepEqual(await r.call('ZTICK', p + 'conveyor:none', 15, 100), []);
 
-        await r.zadd('belt', 5, 'b', 5, 'a', 1, 'c', 0, 'z');
-        assert.deepEqual(await r.call('ZTICK', 'belt', 5, 6, 'WITHSCORES'), ['c', '6', 'a', '10', 'b', '10']);
-        await r.zadd('cooling', 50, 'ingot-1', 70, 'ingot-2');
-        assert.deepEqual(await r.call('ZTICK', 'cooling', -20, 40, 'WITHSCORES'), ['ingot-2', '50']);
-        await r.zadd('drift', 0, 'speck');
-        assert.deepEqual(await r.call('ZTICK', 'drift', '0.1', '0.1', 'WITHSCORES'), ['speck', '0.10000000000000001']);
+        await r.zadd(p + 'belt', 5, 'b', 5, 'a', 1, 'c', 0, 'z');
+        assert.deepEqual(await r.call('ZTICK', p + 'belt', 5, 6, 'WITHSCORES'), ['c', '6', 'a', '10', 'b', '10']);
+        await r.zadd(p + 'cooling', 50, 'ingot-1', 70, 'ingot-2');
+        assert.deepEqual(await r.call('ZTICK', p + 'cooling', -20, 40, 'WITHSCORES'), ['ingot-2', '50']);
+        await r.zadd(p + 'drift', 0, 'speck');
+        assert.deepEqual(await r.call('ZTICK', p + 'drift', '0.1', '0.1', 'WITHSCORES'), ['speck', '0.10000000000000001']);
 
-        await r.zadd('space', 'inf', 'probe', 1, 'rock');
-        await assertError(r, 'ERR resulting score is not a number (NaN)', 'ZTICK', 'space', '-inf', 0);
-        assert.deepEqual(await r.zrange('space', 0, -1, 'WITHSCORES'), ['rock', '1', 'probe', 'inf']);
-        assert.deepEqual(await r.call('ZTICK', 'space', 1, '+inf', 'WITHSCORES'), ['probe', 'inf']);
+        await r.zadd(p + 'space', 'inf', 'probe', 1, 'rock');
+        await assertError(r, 'ERR resulting score is not a number (NaN)', 'ZTICK', p + 'space', '-inf', 0);
+        assert.deepEqual(await r.zrange(p + 'space', 0, -1, 'WITHSCORES'), ['rock', '1', 'probe', 'inf']);
+        assert.deepEqual(await r.call('ZTICK', p + 'space', 1, '+inf', 'WITHSCORES'), ['probe', 'inf']);
 
-        await assertError(r, 'ERR value is not a valid float', 'ZTICK', 'cooling', 'fast', 100);
-        await assertError(r, 'ERR syntax error', 'ZTICK', 'cooling', 1, 100, 'WITHSCORE');
-        await assertError(r, "ERR wrong number of arguments for 'ztick' command", 'ZTICK', 'cooling', 1);
-        await r.set('not-a-zset', 'x');
+        await assertError(r, 'ERR value is not a valid float', 'ZTICK', p + 'cooling', 'fast', 100);
+        await assertError(r, 'ERR syntax error', 'ZTICK', p + 'cooling', 1, 100, 'WITHSCORE');
+        await assertError(r, "ERR wrong number of arguments for 'ztick' command", 'ZTICK', p + 'cooling', 1);
+        await r.set(p + 'not-a-zset', 'x');
         await assertError(r, 'WRONGTYPE Operation against a key holding the wrong kind of value',
-            'ZTICK', 'not-a-zset', 1, 100);
-        assert.equal(await r.zscore('cooling', 'ingot-1'), '30');
+            'ZTICK', p + 'not-a-zset', 1, 100);
+        assert.equal(await r.zscore(p + 'cooling', 'ingot-1'), '30');
+    };
+    it('ZTICK: crates past the end of the conveyor fall off, the rest move on', conveyorStory(''));
+    it('ZTICK on conveyor keys: the same story, an offset moving instead of the members', async () => {
+        await conveyorStory('cv:')();
+        await r.zadd('cv:line', 0, 'm0', 10, 'm10');
+        assert.deepEqual(await r.call('ZTICK', 'cv:line', 5, 100), []);
+        const info = await r.call('VERBPROXY', 'CONVEYOR', 'INFO', 'cv:line');
+        assert.deepEqual([info[1], info[5]], [1, '5'], `INFO: ${info}`);
+        assert.equal(await r.zscore('cv:line', 'm10'), '15');
     });
 
     standalone(SEVERAL_SLOTS)('QPOP/QACK/QEXTEND/QRECLAIM: workers lease jobs, finish some, a crashed one is reclaimed', async () => {

@@ -187,6 +187,8 @@ class Env:
         self.proxy = Server("verbproxy", lambda port: [
             binary, "--port", str(port), "--bind", "127.0.0.1",
             "--upstream", self.upstream()] + self.mode_args() + ["--loglevel", "warning",
+            # keys named cv:* are conveyor keys (ConveyorKeysTest); no other story uses such names
+            "--conveyor", "cv:*",
             # SIGTERM drains: without a wait, what is owed is written and the clients closed
             "--shutdown-timeout", "0"] + self.tls_args(), self.dir)
 
@@ -295,63 +297,93 @@ class ConveyorTest(ProxyTestCase):
     """ZTICK: crates on a conveyor move forward; those reaching the end fall off."""
 
     cluster_ok = True
+    P = ""  # the keys' prefix: "cv:" makes them conveyor keys (ConveyorKeysTest)
 
     def test_crates_past_the_end_fall_off_and_the_rest_move_on(self):
-        self.r.zadd("conveyor:positions", {"crate-1": 0, "crate-2": 10, "crate-3": 90})
-        self.assertEqual(self.v("ZTICK", "conveyor:positions", 15, 100), ["crate-3"])
-        self.assertEqual(self.r.zrange("conveyor:positions", 0, -1, withscores=True),
+        self.r.zadd(self.P + "conveyor:positions", {"crate-1": 0, "crate-2": 10, "crate-3": 90})
+        self.assertEqual(self.v("ZTICK", self.P + "conveyor:positions", 15, 100), ["crate-3"])
+        self.assertEqual(self.r.zrange(self.P + "conveyor:positions", 0, -1, withscores=True),
                          [("crate-1", 15.0), ("crate-2", 25.0)])
-        self.assertEqual(self.v("ZTICK", "conveyor:positions", 80, 100, "WITHSCORES"), ["crate-2", "105"])
-        self.assertEqual(self.r.zrange("conveyor:positions", 0, -1, withscores=True), [("crate-1", 95.0)])
-        self.assertEqual(self.v("ZTICK", "conveyor:positions", 10, 100, "withscores"), ["crate-1", "105"])
-        self.assertEqual(self.r.exists("conveyor:positions"), 0)
+        self.assertEqual(self.v("ZTICK", self.P + "conveyor:positions", 80, 100, "WITHSCORES"), ["crate-2", "105"])
+        self.assertEqual(self.r.zrange(self.P + "conveyor:positions", 0, -1, withscores=True), [("crate-1", 95.0)])
+        self.assertEqual(self.v("ZTICK", self.P + "conveyor:positions", 10, 100, "withscores"), ["crate-1", "105"])
+        self.assertEqual(self.r.exists(self.P + "conveyor:positions"), 0)
 
     def test_what_falls_off_comes_in_score_order_ties_by_member(self):
-        self.r.zadd("belt", {"b": 5, "a": 5, "c": 1, "z": 0})
-        self.assertEqual(self.v("ZTICK", "belt", 5, 6, "WITHSCORES"), ["c", "6", "a", "10", "b", "10"])
-        self.assertEqual(self.r.zrange("belt", 0, -1, withscores=True), [("z", 5.0)])
+        self.r.zadd(self.P + "belt", {"b": 5, "a": 5, "c": 1, "z": 0})
+        self.assertEqual(self.v("ZTICK", self.P + "belt", 5, 6, "WITHSCORES"), ["c", "6", "a", "10", "b", "10"])
+        self.assertEqual(self.r.zrange(self.P + "belt", 0, -1, withscores=True), [("z", 5.0)])
 
     def test_a_reversing_belt_and_fractional_steps(self):
-        self.r.zadd("cooling", {"ingot-1": 50, "ingot-2": 70})
-        self.assertEqual(self.v("ZTICK", "cooling", -20, 40, "WITHSCORES"), ["ingot-2", "50"])
-        self.assertEqual(self.r.zscore("cooling", "ingot-1"), 30.0)
-        self.r.zadd("drift", {"speck": 0})
-        self.assertEqual(self.v("ZTICK", "drift", 0.1, 0.1, "WITHSCORES"), ["speck", "0.10000000000000001"])
+        self.r.zadd(self.P + "cooling", {"ingot-1": 50, "ingot-2": 70})
+        self.assertEqual(self.v("ZTICK", self.P + "cooling", -20, 40, "WITHSCORES"), ["ingot-2", "50"])
+        self.assertEqual(self.r.zscore(self.P + "cooling", "ingot-1"), 30.0)
+        self.r.zadd(self.P + "drift", {"speck": 0})
+        self.assertEqual(self.v("ZTICK", self.P + "drift", 0.1, 0.1, "WITHSCORES"), ["speck", "0.10000000000000001"])
 
     def test_an_empty_conveyor_and_nothing_reaching_the_end(self):
-        self.assertEqual(self.v("ZTICK", "conveyor:none", 15, 100), [])
-        self.assertEqual(self.r.exists("conveyor:none"), 0)
-        self.r.zadd("slow", {"crate": 1})
-        self.assertEqual(self.v("ZTICK", "slow", 1, 100, "WITHSCORES"), [])
-        self.assertEqual(self.r.zscore("slow", "crate"), 2.0)
+        self.assertEqual(self.v("ZTICK", self.P + "conveyor:none", 15, 100), [])
+        self.assertEqual(self.r.exists(self.P + "conveyor:none"), 0)
+        self.r.zadd(self.P + "slow", {"crate": 1})
+        self.assertEqual(self.v("ZTICK", self.P + "slow", 1, 100, "WITHSCORES"), [])
+        self.assertEqual(self.r.zscore(self.P + "slow", "crate"), 2.0)
 
     def test_infinities_are_floats_and_nan_is_refused_before_any_write(self):
-        self.r.zadd("space", {"probe": float("inf"), "rock": 1})
-        self.assert_error("resulting score is not a number (NaN)", "ZTICK", "space", "-inf", 0)
-        self.assertEqual(self.r.zrange("space", 0, -1, withscores=True),
+        self.r.zadd(self.P + "space", {"probe": float("inf"), "rock": 1})
+        self.assert_error("resulting score is not a number (NaN)", "ZTICK", self.P + "space", "-inf", 0)
+        self.assertEqual(self.r.zrange(self.P + "space", 0, -1, withscores=True),
                          [("rock", 1.0), ("probe", float("inf"))])
-        self.assertEqual(self.v("ZTICK", "space", 1, "+inf", "WITHSCORES"), ["probe", "inf"])
-        self.assertEqual(self.r.zscore("space", "rock"), 2.0)
+        self.assertEqual(self.v("ZTICK", self.P + "space", 1, "+inf", "WITHSCORES"), ["probe", "inf"])
+        self.assertEqual(self.r.zscore(self.P + "space", "rock"), 2.0)
 
     def test_argument_errors(self):
-        self.r.zadd("conveyor", {"crate": 1})
-        self.assert_error("value is not a valid float", "ZTICK", "conveyor", "fast", 100)
-        self.assert_error("value is not a valid float", "ZTICK", "conveyor", 1, "nan")
-        self.assert_error("syntax error", "ZTICK", "conveyor", 1, 100, "WITHSCORE")
-        self.assert_error("wrong number of arguments for 'ztick' command", "ZTICK", "conveyor", 1)
+        self.r.zadd(self.P + "conveyor", {"crate": 1})
+        self.assert_error("value is not a valid float", "ZTICK", self.P + "conveyor", "fast", 100)
+        self.assert_error("value is not a valid float", "ZTICK", self.P + "conveyor", 1, "nan")
+        self.assert_error("syntax error", "ZTICK", self.P + "conveyor", 1, 100, "WITHSCORE")
+        self.assert_error("wrong number of arguments for 'ztick' command", "ZTICK", self.P + "conveyor", 1)
         self.assert_error("wrong number of arguments for 'ztick' command", "ZTICK")
-        self.r.set("not-a-zset", "x")
+        self.r.set(self.P + "not-a-zset", "x")
         self.assert_error("WRONGTYPE Operation against a key holding the wrong kind of value",
-                          "ZTICK", "not-a-zset", 1, 100)
-        self.assertEqual(self.r.zscore("conveyor", "crate"), 1.0)
+                          "ZTICK", self.P + "not-a-zset", 1, 100)
+        self.assertEqual(self.r.zscore(self.P + "conveyor", "crate"), 1.0)
 
     def test_raw_bytes_without_decode_responses(self):
         raw = self.client(decode_responses=False)
         try:
-            raw.zadd("conveyor", {"crate-1": 0, "crate-3": 90})
-            self.assertEqual(raw.execute_command("ZTICK", "conveyor", 15, 100, "WITHSCORES"), [b"crate-3", b"105"])
+            raw.zadd(self.P + "conveyor", {"crate-1": 0, "crate-3": 90})
+            self.assertEqual(raw.execute_command("ZTICK", self.P + "conveyor", 15, 100, "WITHSCORES"), [b"crate-3", b"105"])
         finally:
             raw.close()
+
+
+class ConveyorKeysTest(ConveyorTest):
+    """The same stories on conveyor keys (the proxy runs with `conveyor cv:*`,
+    docs/conveyor.md): ZTICK moves an offset, not the members, and every reply
+    is the same."""
+
+    P = "cv:"
+
+    def test_the_offset_moves_not_the_members(self):
+        self.r.zadd("cv:line", {"m%d" % i: i for i in range(1000)})
+        self.assertEqual(self.v("ZTICK", "cv:line", 5, 1000, "WITHSCORES"),
+                         ["m995", "1000", "m996", "1001", "m997", "1002", "m998", "1003", "m999", "1004"])
+        self.assertEqual(self.r.zscore("cv:line", "m0"), 5.0)
+        self.assertEqual(self.r.zrangebyscore("cv:line", 990, "+inf", withscores=True),
+                         [("m985", 990.0), ("m986", 991.0), ("m987", 992.0), ("m988", 993.0),
+                          ("m989", 994.0), ("m990", 995.0), ("m991", 996.0), ("m992", 997.0),
+                          ("m993", 998.0), ("m994", 999.0)])
+        info = self.v("VERBPROXY", "CONVEYOR", "INFO", "cv:line")
+        fields = dict(zip(info[0::2], info[1::2]))
+        self.assertEqual((fields["conveyor"], fields["offset"], fields["members"]), (1, "5", 995))
+        # Straight to Redis, the stored scores did not move.
+        host, port = self.env.cluster[0] if self.env.cluster else (HOST, self.env.redis.port)
+        direct = redis.RedisCluster(host=host, port=port) if self.env.cluster else redis.Redis(host=host, port=port)
+        try:
+            self.assertEqual(direct.zscore("cv:line", "m0"), 0.0)
+        finally:
+            direct.close()
+
 
 
 class JobQueueTest(ProxyTestCase):
