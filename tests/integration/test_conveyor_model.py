@@ -99,13 +99,16 @@ class Cmd:
     post (a callable run after both sides replied, e.g. a wait).
     A batch (kind multi or pipeline) has subs (Cmds) instead of args, sent
     together, and allowed (the RESP versions all of them may run in). A
-    special step (e.g. SCRIPT FLUSH straight to Redis) has special(model)
-    and shows as `text`."""
+    special step runs itself: special(model, index, step), which may raise
+    Mismatch (SCRIPT FLUSH straight to Redis, DUMP then RESTORE, WATCH
+    around another client's command), and shows as text(tag)."""
 
     def __init__(self, kind, args, writes=False, compare="exact", post=None, subs=None, special=None, text=None):
         self.kind, self.args, self.writes, self.compare, self.post = kind, args, writes, compare, post
         self.subs, self.special, self.text = subs, special, text
         self.allowed = None
+        self.batch = kind if subs is not None else None  # multi or pipeline
+        self.special_keys = []
 
     def name(self):
         return self.args[0].upper() if self.args else ""
@@ -113,6 +116,8 @@ class Cmd:
     def keys(self):
         if self.subs:
             return [k for c in self.subs for k in c.keys()]
+        if self.special:
+            return list(self.special_keys)
         return [a.role for a in self.args if isinstance(a, Key)]
 
     def words(self):
@@ -137,12 +142,12 @@ def batch_commands(cmd, side, tag, seed_sha):
     if cmd.subs is None:
         return [render(cmd, side, tag, seed_sha)]
     body = [render(c, side, tag, seed_sha) for c in cmd.subs]
-    return [["MULTI"]] + body + [["EXEC"]] if cmd.kind == "multi" else body
+    return [["MULTI"]] + body + [["EXEC"]] if cmd.batch == "multi" else body
 
 
 def show_cmd(cmd, side, tag, seed_sha):
     if cmd.special:
-        return cmd.text
+        return cmd.text(tag)
     return " | ".join(show(a) for a in batch_commands(cmd, side, tag, seed_sha))
 
 
@@ -470,7 +475,8 @@ def op_zrandmember(g):
     member (in an order of its own: compared sorted)."""
     key = g.key()
     card = len(g.positions(key.role))
-    args = ["ZRANDMEMBER", key, str(card + g.r.choice([0, 0, 1, 3]))]
+    count = card + g.r.choice([0, 0, 1, 3]) if g.r.random() < 0.85 else -g.r.randint(1, 4)
+    args = ["ZRANDMEMBER", key, str(count)]
     x = g.r.random()
     if x < 0.8:
         args.append(g.word("WITHSCORES"))
@@ -555,12 +561,111 @@ def op_script_flush(g):
     """SCRIPT FLUSH straight to Redis, behind the proxy's back: its
     translation scripts must come back (NOSCRIPT recovery). The seed's
     script is loaded again at once for the direct side."""
-    return Cmd("script_flush", [], writes=True, special=lambda m: m.script_flush(),
-               text="SCRIPT FLUSH (straight to Redis), then SCRIPT LOAD of the seed's ztick")
+    return Cmd("script_flush", [], writes=True, special=lambda m, i, st: m.script_flush(),
+               text=lambda tag: "SCRIPT FLUSH (straight to Redis), then SCRIPT LOAD of the seed's ztick")
+
+
+def op_zrem_plain(g):
+    """Writes the proxy passes through untouched (they can empty a line)."""
+    r = g.r
+    key = g.key(("line", "line", "line2", "empty", "str", "aux"))
+    x = r.random()
+    if x < 0.5:
+        return Cmd("zrem", ["ZREM", key] + [g.member() for _ in range(r.randint(1, 3))], writes=True)
+    if x < 0.75:
+        return Cmd("zremrangebyrank", ["ZREMRANGEBYRANK", key, g.rank(), g.rank()], writes=True)
+    return Cmd("zremrangebylex", ["ZREMRANGEBYLEX", key, g.lex(), g.lex()], writes=True)
+
+
+def op_zadd_big(g):
+    """More pairs than the write script sends per ZADD (1,500), repeated
+    members among them: a line over 128 members (skiplist encoding) too."""
+    r = g.r
+    key = g.key(("line", "line2"))
+    flags = [g.word(f) for f in r.choice([[], [], ["CH"], ["NX"], ["XX", "CH"], ["GT", "CH"]])]
+    args = ["ZADD", key] + flags
+    for _ in range(r.randint(1501, 1700)):
+        args += [fmt(g.small()), "m%d" % r.randint(0, 399)]
+    return Cmd("zadd_big", args, writes=True)
+
+
+KEY_MOVE_ROLES = ("line", "line2", "empty", "aux")
+
+
+def op_rename(g):
+    name = g.r.choice(["RENAME", "RENAME", "RENAMENX"])
+    return Cmd(name.lower(), [name, g.key(KEY_MOVE_ROLES), g.key(KEY_MOVE_ROLES)], writes=True)
+
+
+def op_copy(g):
+    args = ["COPY", g.key(KEY_MOVE_ROLES), g.key(KEY_MOVE_ROLES)]
+    if g.r.random() < 0.5:
+        args.append(g.word("REPLACE"))
+    return Cmd("copy", args, writes=True)
+
+
+def op_move(g):
+    """MOVE to db 1 and back (SELECT 1, MOVE key 0, SELECT 0 on one connection)."""
+    key = g.key(KEY_MOVE_ROLES)
+    if g.r.random() < 0.5:
+        return Cmd("move", ["MOVE", key, "1"], writes=True)
+    subs = [Cmd("select", ["SELECT", "1"]), Cmd("move", ["MOVE", key, "0"]), Cmd("select", ["SELECT", "0"])]
+    cmd = Cmd("move_back", [], writes=True, subs=subs)
+    cmd.batch = "pipeline"
+    cmd.allowed = [2, 3]
+    return cmd
+
+
+def op_dump(g):
+    return Cmd("dump", ["DUMP", g.key()])
+
+
+def op_dump_restore(g):
+    """DUMP one key, RESTORE the bytes (each side its own) into another."""
+    src, dst = g.key(KEY_MOVE_ROLES), g.key(KEY_MOVE_ROLES)
+    extra = [g.word("REPLACE")] if g.r.random() < 0.7 else []
+
+    def text(tag):
+        return "DUMP %s -> payload; RESTORE %s 0 payload %s" % (
+            key_name("proxy", src.role, tag), key_name("proxy", dst.role, tag), " ".join(extra))
+    cmd = Cmd("dump_restore", [], writes=True, text=text,
+              special=lambda m, i, st: m.dump_restore(i, st, src.role, dst.role, extra))
+    cmd.special_keys = [src.role, dst.role]
+    return cmd
+
+
+def op_watch(g):
+    """WATCH a key on one connection, another client's command on the other
+    connection, then MULTI, a read, EXEC on the first: a command that changes
+    the line (a tick too: every position moves) must abort the EXEC, one that
+    changes nothing must not."""
+    key = g.key(("line", "line", "line2", "aux"))
+    ops = [o for o in g.ops if o[0] not in BATCH_EXCLUDE and o[0] not in ("zadd_big", "zrem_plain")]
+    g.in_batch = True
+    try:
+        other = generate(g, ops)
+        read = generate(g, [o for o in ops if o[0] in ("zscore", "zrange_rank", "zrange_byscore", "snapshot", "zcount")])
+    finally:
+        g.in_batch = False
+    watcher = g.r.choice((2, 3))
+    if watcher not in read.cmd.allowed or (5 - watcher) not in other.cmd.allowed:
+        return None
+
+    def text(tag):
+        return "[RESP%d] WATCH %s ; [RESP%d] %s ; [RESP%d] MULTI ; %s ; EXEC" % (
+            watcher, key_name("proxy", key.role, tag), 5 - watcher, show(render(other.cmd, "proxy", tag, "")),
+            watcher, show(render(read.cmd, "proxy", tag, "")))
+    cmd = Cmd("watch", [], writes=True, text=text,
+              special=lambda m, i, st: m.watch(i, st, key.role, watcher, other.cmd, read.cmd))
+    cmd.watch_other, cmd.watch_role = other.cmd, key.role
+    cmd.special_keys = [key.role] + other.cmd.keys() + read.cmd.keys()
+    cmd.allowed = [watcher]
+    return cmd
 
 
 # Ops never put in a batch: random or timed replies, batches themselves, specials.
-BATCH_EXCLUDE = {"zrandmember", "ttl", "pexpire_wait", "multi", "pipeline", "script_flush", "zrank_withscore_old"}
+BATCH_EXCLUDE = {"zrandmember", "ttl", "pexpire_wait", "multi", "pipeline", "script_flush", "zrank_withscore_old",
+                 "dump_restore", "watch", "move"}
 
 
 def op_batch(g, kind):
@@ -679,6 +784,14 @@ OPS = [
     ("multi", 2, op_multi),
     ("pipeline", 2, op_pipeline),
     ("script_flush", 0.3, op_script_flush),
+    ("zrem_plain", 1.5, op_zrem_plain),
+    ("zadd_big", 0.04, op_zadd_big),
+    ("rename", 0.8, op_rename),
+    ("copy", 0.6, op_copy),
+    ("move", 0.5, op_move),
+    ("dump", 0.5, op_dump),
+    ("dump_restore", 0.5, op_dump_restore),
+    ("watch", 1.5, op_watch),
 ]
 
 # The commands issue 25 translates that the proxy does not yet: move an
@@ -753,6 +866,22 @@ KNOWN = [
      lambda cmd, g: _conveyor(cmd) and _is(cmd, "ZRANK", "ZREVRANK") and "WITHSCORE" in cmd.words()
      and len(cmd.args) == 4 and (g.in_batch or g.model.oracle_has(cmd.keys()[0], cmd.args[2]) is False),
      (2,)),
+    ("watch-tick",
+     "WATCH on a conveyor key does not see another client's ZTICK that moves the line without removing "
+     "anyone (only the offset key changes): the watcher's EXEC runs, where on a plain key the tick "
+     "rewrote every score and EXEC answers a null (aborted)",
+     lambda cmd, g: cmd.kind == "watch" and cmd.watch_role != "aux" and _is(cmd.watch_other, "ZTICK")
+     and cmd.watch_other.keys()[:1] == [cmd.watch_role],
+     (2, 3)),
+    ("watch-fold",
+     "DUMP of a conveyor key whose offset is not 0, and COPY or RENAMENX of it to a plain name, fold the "
+     "offset into its stored scores first (a write), even when the command then does nothing (RENAMENX or "
+     "COPY without REPLACE onto an existing key: 0): another client's WATCH on the line is aborted, where "
+     "DUMP and COPY only read their source and a refused RENAMENX changes nothing",
+     lambda cmd, g: cmd.kind == "watch" and cmd.watch_role != "aux" and cmd.watch_other.keys()[:1] == [cmd.watch_role]
+     and (_is(cmd.watch_other, "DUMP")
+          or (_is(cmd.watch_other, "COPY", "RENAMENX") and cmd.watch_other.keys()[1:2] == ["aux"])),
+     (2, 3)),
     ("incr-new-member",
      "ZINCRBY / ZADD INCR of a member the conveyor line does not hold, when its offset is not 0: the member "
      "starts at position offset + increment (the increment stored as is) instead of at the increment",
@@ -764,9 +893,8 @@ KNOWN = [
 def known_resps(cmd, g):
     """The RESP versions cmd may run in (those no KNOWN entry covers), and the
     ids of the entries that took some away."""
-    resps, ids = [2, 3], []
-    if cmd.subs is not None:
-        return list(cmd.allowed), ids
+    # a batch's or a special's versions are worked out by its generator
+    resps, ids = list(cmd.allowed) if cmd.allowed is not None else [2, 3], []
     if os.environ.get("VP_TEST_KNOWN", "1") == "0":
         return resps, ids
     for kid, _, pred, affected in KNOWN:
@@ -816,7 +944,7 @@ class Mismatch(Exception):
         out = "step %d (%s, RESP%d)\n  proxy  : %s\n  direct : %s\n  proxy reply : %r\n  redis reply : %r" % (
             self.index, self.step.cmd.kind, self.resp, show(self.proxy_args), show(self.direct_args),
             self.proxy_reply, self.direct_reply)
-        if self.step.cmd.subs is not None:
+        if self.step.cmd.subs is not None or self.step.cmd.special:
             out += "\n  (in the %s: %s)" % (self.step.cmd.kind, show_cmd(self.step.cmd, "proxy", self.tag, ""))
         return out
 
@@ -1008,6 +1136,38 @@ class Model:
         self.oracle_call(["SCRIPT", "FLUSH"])
         self.oracle_call(["SCRIPT", "LOAD", self.seed_text])
 
+    def dump_restore(self, index, step, src, dst, extra):
+        for resp in step.resps:
+            replies = []
+            for side, conns in (("proxy", self.proxy), ("direct", self.direct)):
+                c = conns[resp]
+                dump = c.call(["DUMP", key_name(side, src, self.tag)])
+                node = vt.parse_reply(dump)
+                if node.type == "$" and node.value is not None:
+                    restore = c.call(["RESTORE", key_name(side, dst, self.tag), "0", node.value] + extra)
+                else:
+                    restore = b"(no payload)"
+                replies.append((dump, restore))
+            (pd, pr), (dd, dr) = replies
+            step.replies[resp] = (pd + pr, dd + dr)
+            if (pd[:1] == b"$") != (dd[:1] == b"$") or pr != dr:
+                raise Mismatch(index, step, ["DUMP", key_name("proxy", src, self.tag), "...", "RESTORE",
+                                             key_name("proxy", dst, self.tag)] + extra,
+                               ["DUMP", key_name("direct", src, self.tag), "...", "RESTORE",
+                                key_name("direct", dst, self.tag)] + extra, pd + pr, dd + dr, resp, self.tag)
+
+    def watch(self, index, step, role, watcher, other, read):
+        res = {}
+        for side, conns in (("proxy", self.proxy), ("direct", self.direct)):
+            w, o = conns[watcher], conns[5 - watcher]
+            seq = [(w, ["WATCH", key_name(side, role, self.tag)]), (o, render(other, side, self.tag, self.seed_sha)),
+                   (w, ["MULTI"]), (w, render(read, side, self.tag, self.seed_sha)), (w, ["EXEC"])]
+            res[side] = [(args, self.direct_call(c, args)) for c, args in seq]
+        step.replies[watcher] = (b"".join(r for _, r in res["proxy"]), b"".join(r for _, r in res["direct"]))
+        for (pa, rp), (da, rd) in zip(res["proxy"], res["direct"]):
+            if rp != rd:
+                raise Mismatch(index, step, pa, da, rp, rd, watcher, self.tag)
+
     def run_batch(self, index, step):
         cmd = step.cmd
         pcmds = batch_commands(cmd, "proxy", self.tag, self.seed_sha)
@@ -1027,7 +1187,7 @@ class Model:
         """Runs one step on both sides; Mismatch when the replies differ."""
         cmd = step.cmd
         if cmd.special:
-            cmd.special(self)
+            cmd.special(self, index, step)
             return
         if cmd.subs is not None:
             return self.run_batch(index, step)

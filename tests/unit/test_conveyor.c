@@ -88,8 +88,8 @@ Test(conveyor, glob_matches_what_redis_keys_matches, .init = setup_plain)
             for (size_t j = 0; j < r->elements && !in_redis; j++)
                 in_redis = r->element[j]->len == lens[i] && memcmp(r->element[j]->str, keys[i], lens[i]) == 0;
             int ours = glob_match(pattern, keys[i], lens[i]);
-            cr_expect_eq(ours, in_redis, "pattern '%s' key '%s': ours %d, Redis's KEYS %d", pattern, keys[i], ours,
-                         in_redis);
+            cr_expect_eq(ours, in_redis, "pattern '%s' key '%s': ours %d, Redis's KEYS %d", pattern, keys[i],
+                         ours, in_redis);
             matched += ours;
         }
         freeReplyObject(r);
@@ -218,7 +218,8 @@ Test(conveyor_plan, what_is_translated_and_how, .init = plan_setup, .fini = plan
     /* Keys in Redis's order, each with its offset key; the mask says which
      * are conveyor keys. */
     cr_expect_eq(plan("DEL a line:2 b", out, sizeof(out)), VERB_TR_KEY);
-    snprintf(want, sizeof(want), "a %s line:2 %s b %s | 010 DEL a line:2 b", okey("a"), okey("line:2"), okey("b"));
+    snprintf(want, sizeof(want), "a %s line:2 %s b %s | 010 DEL a line:2 b", okey("a"), okey("line:2"),
+             okey("b"));
     cr_expect_str_eq(out, want);
     cr_expect_eq(plan("ZUNIONSTORE d 2 x belt", out, sizeof(out)), VERB_TR_AGGREGATE);
     snprintf(want, sizeof(want), "d %s x %s belt %s | 001 ZUNIONSTORE d 2 x belt", okey("d"), okey("x"),

@@ -1,0 +1,419 @@
+/* test_conveyor_stories.c - conveyor keys (docs/conveyor.md): stories around the
+ * model test (test_conveyor_model.py, which checks every translated
+ * command's replies against a plain key's).
+ *
+ * redis-cli tells the seed's conveyor story on a conveyor key; RENAME,
+ * COPY and MOVE keep positions whether the destination is a conveyor key or
+ * a plain one; the offset key expires with its key; MULTI; a pattern added
+ * by SIGHUP over a line already in Redis; REBASE and INFO; and a tick
+ * racing readers on other connections, none of which may ever see half a
+ * tick. Every check of a stored form goes straight to Redis.
+ *
+ * Conveyor keys are the proxy's: skipped under VP_TEST_DIRECT=1. */
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <unistd.h>
+
+#include "tests/support/checks.h"
+
+static vt_env env;
+static redisContext *c;         /* through the proxy */
+static redisContext *direct;    /* straight to Redis (the borrowed node, in the cluster variant) */
+static redisContext *owners[8]; /* straight to a cluster node, by port */
+static int owner_ports[8];
+static char dir[64], conf_path[128];
+
+static const char *const conveyor_args[] = {"--conveyor", "cv:*", NULL};
+
+static void start_with(const char *const *args)
+{
+    vt_env_start(&env, NULL, &(vt_proxy_opts){.extra_args = args});
+    c = vt_must_connect(env.proxy->port);
+    direct = vt_must_connect(env.redis->port);
+}
+
+static void setup(void)
+{
+    VT_SKIP_IF_DIRECT();
+    start_with(conveyor_args);
+}
+
+static void teardown(void)
+{
+    if (c) redisFree(c);
+    if (direct) redisFree(direct);
+    c = direct = NULL;
+    for (int i = 0; i < 8; i++) {
+        if (owners[i]) redisFree(owners[i]);
+        owners[i] = NULL;
+    }
+    vt_env_stop(&env);
+    if (dir[0]) {
+        unlink(conf_path);
+        rmdir(dir);
+        dir[0] = '\0';
+    }
+}
+
+TestSuite(conveyor, .init = setup, .fini = teardown, .timeout = VT_TEST_TIMEOUT_S);
+
+/* Straight to the Redis that holds `key` (in the cluster variant, the
+ * primary serving its slot). */
+static redisContext *at(const char *key)
+{
+    int port = vt_cluster_env_key_port(key, env.redis->port);
+    if (port == env.redis->port) return direct;
+    for (int i = 0; i < 8; i++) {
+        if (owners[i] && owner_ports[i] == port) return owners[i];
+        if (!owners[i]) {
+            owners[i] = vt_must_connect(port);
+            owner_ports[i] = port;
+            return owners[i];
+        }
+    }
+    cr_assert_fail("more than 8 nodes");
+    return NULL;
+}
+
+/* The reply of a command (through `ctx`), asserted to have come. */
+static redisReply *run(redisContext *ctx, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    redisReply *r = redisvCommand(ctx, fmt, ap);
+    va_end(ap);
+    vt_assert_reply(r, ctx);
+    return r;
+}
+
+/* The reply, as one line of its elements (an array's, joined by spaces). */
+static const char *flat(redisReply *r)
+{
+    static char line[2048];
+    size_t n = 0;
+    line[0] = '\0';
+    if (r->type != REDIS_REPLY_ARRAY) {
+        snprintf(line, sizeof(line), "%s", VT_DESCRIBE(r));
+        return line;
+    }
+    for (size_t i = 0; i < r->elements && n < sizeof(line) - 64; i++) {
+        redisReply *e = r->element[i];
+        if (e->type == REDIS_REPLY_INTEGER)
+            n += (size_t)snprintf(line + n, sizeof(line) - n, "%s%lld", i ? " " : "", e->integer);
+        else if (e->type == REDIS_REPLY_NIL)
+            n += (size_t)snprintf(line + n, sizeof(line) - n, "%snil", i ? " " : "");
+        else
+            n += (size_t)snprintf(line + n, sizeof(line) - n, "%s%.*s", i ? " " : "", (int)e->len, e->str);
+    }
+    return line;
+}
+
+static void expect_flat(redisContext *ctx, const char *want, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    redisReply *r = redisvCommand(ctx, fmt, ap);
+    va_end(ap);
+    vt_assert_reply(r, ctx);
+    const char *got = flat(r);
+    cr_assert_str_eq(got, want, "%s: got \"%s\", want \"%s\"", fmt, got, want);
+    freeReplyObject(r);
+}
+
+static void expect_status(redisContext *ctx, const char *want, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    redisReply *r = redisvCommand(ctx, fmt, ap);
+    va_end(ap);
+    vt_assert_reply(r, ctx);
+    vt_assert_status(r, want);
+    freeReplyObject(r);
+}
+
+static void expect_int(redisContext *ctx, long long want, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    redisReply *r = redisvCommand(ctx, fmt, ap);
+    va_end(ap);
+    vt_assert_reply(r, ctx);
+    vt_assert_int(r, want);
+    freeReplyObject(r);
+}
+
+/* A field of VERBPROXY CONVEYOR INFO key (RESP2: names and values). */
+static const char *info_field(const char *key, const char *field)
+{
+    static char value[128];
+    redisReply *r = run(c, "VERBPROXY CONVEYOR INFO %s", key);
+    cr_assert(r->type == REDIS_REPLY_ARRAY && r->elements % 2 == 0, "%s", VT_DESCRIBE(r));
+    value[0] = '\0';
+    for (size_t i = 0; i < r->elements; i += 2) {
+        if (strcmp(r->element[i]->str, field) != 0) continue;
+        redisReply *v = r->element[i + 1];
+        if (v->type == REDIS_REPLY_INTEGER)
+            snprintf(value, sizeof(value), "%lld", v->integer);
+        else if (v->type == REDIS_REPLY_NIL)
+            snprintf(value, sizeof(value), "nil");
+        else
+            snprintf(value, sizeof(value), "%.*s", (int)v->len, v->str);
+    }
+    freeReplyObject(r);
+    return value;
+}
+
+Test(conveyor, the_seed_story_through_redis_cli)
+{
+    char cmd[1024], out[4096];
+    snprintf(cmd, sizeof(cmd),
+             "P='redis-cli -p %d'; $P ZADD cv:positions 0 crate-1 10 crate-2 90 crate-3 >/dev/null; "
+             "$P ZTICK cv:positions 15 100; echo --; $P ZRANGE cv:positions 0 -1 WITHSCORES; echo --; "
+             "$P ZTICK cv:positions 80 100 WITHSCORES; echo --; $P ZSCORE cv:positions crate-1",
+             env.proxy->port);
+    cr_assert_eq(vt_run_capture(cmd, out, sizeof(out)), 0, "%s", out);
+    cr_expect_str_eq(out, "crate-3\n--\ncrate-1\n15\ncrate-2\n25\n--\ncrate-2\n105\n--\n95\n");
+    /* The members were not rewritten: the stored scores are where ZADD put them. */
+    expect_flat(at("cv:positions"), "crate-1 0", "ZRANGE cv:positions 0 -1 WITHSCORES");
+    cr_expect_str_eq(info_field("cv:positions", "offset"), "95");
+}
+
+Test(conveyor, rename_copy_and_move_keep_positions)
+{
+    VT_SKIP_IN_CLUSTER("COPY ... DB and MOVE need databases, and the keys are in several slots");
+    expect_int(c, 3, "ZADD cv:a 1 x 2 y 3 z");
+    freeReplyObject(run(c, "ZTICK cv:a 10 100"));
+    /* to a conveyor name: the offset goes along, the members are not touched */
+    freeReplyObject(run(c, "RENAME cv:a cv:b"));
+    expect_flat(c, "x 11 y 12 z 13", "ZRANGE cv:b 0 -1 WITHSCORES");
+    expect_flat(at("cv:b"), "x 1 y 2 z 3", "ZRANGE cv:b 0 -1 WITHSCORES");
+    cr_expect_str_eq(info_field("cv:a", "type"), "none");
+    /* to a plain name: the line is rebased first, so Redis holds positions */
+    expect_int(c, 1, "COPY cv:b plain:b");
+    expect_flat(at("plain:b"), "x 11 y 12 z 13", "ZRANGE plain:b 0 -1 WITHSCORES");
+    expect_flat(c, "x 11 y 12 z 13", "ZRANGE cv:b 0 -1 WITHSCORES");
+    /* COPY to a conveyor name, then tick the copy alone */
+    freeReplyObject(run(c, "ZTICK cv:b 1 100"));
+    expect_int(c, 1, "COPY cv:b cv:c");
+    freeReplyObject(run(c, "ZTICK cv:c 5 100"));
+    expect_flat(c, "x 12 y 13 z 14", "ZRANGE cv:b 0 -1 WITHSCORES");
+    expect_flat(c, "x 17 y 18 z 19", "ZRANGE cv:c 0 -1 WITHSCORES");
+    /* RENAME over an existing conveyor line: its old offset goes */
+    expect_int(c, 1, "ZADD cv:d 0 old");
+    freeReplyObject(run(c, "ZTICK cv:d 1000 5000"));
+    freeReplyObject(run(c, "RENAME cv:b cv:d"));
+    expect_flat(c, "x 12 y 13 z 14", "ZRANGE cv:d 0 -1 WITHSCORES");
+    /* RENAME to a plain name */
+    freeReplyObject(run(c, "RENAME cv:d plain:d"));
+    expect_flat(at("plain:d"), "x 12 y 13 z 14", "ZRANGE plain:d 0 -1 WITHSCORES");
+    /* MOVE and COPY to another database keep positions there */
+    expect_int(c, 1, "MOVE cv:c 1");
+    freeReplyObject(run(c, "SELECT 1"));
+    expect_flat(c, "x 17 y 18 z 19", "ZRANGE cv:c 0 -1 WITHSCORES");
+    freeReplyObject(run(c, "ZTICK cv:c 1 100"));
+    expect_int(c, 1, "COPY cv:c cv:e DB 0");
+    freeReplyObject(run(c, "SELECT 0"));
+    expect_flat(c, "x 18 y 19 z 20", "ZRANGE cv:e 0 -1 WITHSCORES");
+    /* DUMP gives the positions: RESTORE to any name holds them */
+    redisReply *dump = run(c, "DUMP cv:e");
+    cr_assert_eq(dump->type, REDIS_REPLY_STRING);
+    redisReply *r = run(c, "RESTORE plain:r 0 %b", dump->str, dump->len);
+    vt_assert_status(r, "OK");
+    freeReplyObject(r);
+    r = run(c, "RESTORE cv:r 0 %b", dump->str, dump->len);
+    vt_assert_status(r, "OK");
+    freeReplyObject(r);
+    freeReplyObject(dump);
+    expect_flat(at("plain:r"), "x 18 y 19 z 20", "ZRANGE plain:r 0 -1 WITHSCORES");
+    expect_flat(c, "x 18 y 19 z 20", "ZRANGE cv:r 0 -1 WITHSCORES");
+}
+
+static bool key_gone(void *arg)
+{
+    redisReply *r = redisCommand(at(arg), "EXISTS %s", (const char *)arg);
+    bool gone = r && r->type == REDIS_REPLY_INTEGER && r->integer == 0;
+    freeReplyObject(r);
+    return gone;
+}
+
+Test(conveyor, the_offset_key_expires_with_its_key)
+{
+    expect_int(c, 2, "ZADD cv:{e}:line 1 a 2 b");
+    freeReplyObject(run(c, "ZTICK cv:{e}:line 3 100"));
+    char okey[128];
+    snprintf(okey, sizeof(okey), "%s", info_field("cv:{e}:line", "offset-key"));
+    expect_int(at(okey), 1, "EXISTS %s", okey);
+    expect_int(c, 1, "PEXPIRE cv:{e}:line 100000");
+    redisReply *t = run(at(okey), "PTTL %s", okey);
+    cr_expect(t->type == REDIS_REPLY_INTEGER && t->integer > 99000 && t->integer <= 100000, "%s",
+              VT_DESCRIBE(t));
+    freeReplyObject(t);
+    expect_int(c, 1, "PERSIST cv:{e}:line");
+    expect_int(at(okey), -1, "PTTL %s", okey);
+    expect_int(c, 1, "PEXPIRE cv:{e}:line 150");
+    cr_assert(vt_wait_until(key_gone, okey, 5000), "the offset key outlived its key by seconds");
+    expect_int(at("cv:{e}:line"), 0, "EXISTS cv:{e}:line");
+    /* A new line of that name starts at offset 0. */
+    expect_int(c, 1, "ZADD cv:{e}:line 7 c");
+    expect_flat(at("cv:{e}:line"), "c 7", "ZRANGE cv:{e}:line 0 -1 WITHSCORES");
+    /* DEL takes the offset key too. */
+    freeReplyObject(run(c, "ZTICK cv:{e}:line 1 100"));
+    expect_int(at(okey), 1, "EXISTS %s", okey);
+    expect_int(c, 1, "DEL cv:{e}:line");
+    expect_int(at(okey), 0, "EXISTS %s", okey);
+}
+
+Test(conveyor, multi_exec_sees_positions)
+{
+    expect_int(c, 3, "ZADD cv:m 1 a 2 b 30 c");
+    expect_status(c, "OK", "MULTI");
+    expect_status(c, "QUEUED", "ZTICK cv:m 10 40 WITHSCORES");
+    expect_status(c, "QUEUED", "ZADD cv:m 0 d");
+    expect_status(c, "QUEUED", "ZRANGE cv:m 0 -1 WITHSCORES");
+    expect_status(c, "QUEUED", "ZRANGEBYSCORE cv:m 11 12");
+    redisReply *r = run(c, "EXEC");
+    vt_assert_array(r, 4);
+    cr_expect_str_eq(flat(r->element[0]), "c 40");
+    vt_assert_int(r->element[1], 1);
+    cr_expect_str_eq(flat(r->element[2]), "d 0 a 11 b 12");
+    cr_expect_str_eq(flat(r->element[3]), "a b");
+    freeReplyObject(r);
+}
+
+TestSuite(conveyor_reload, .fini = teardown, .timeout = VT_TEST_TIMEOUT_S);
+
+Test(conveyor_reload, a_pattern_added_by_sighup_over_a_line_already_there)
+{
+    VT_SKIP_IF_DIRECT();
+    snprintf(dir, sizeof(dir), "/tmp/vt-conveyor-XXXXXX");
+    cr_assert(mkdtemp(dir) != NULL);
+    snprintf(conf_path, sizeof(conf_path), "%s/proxy.conf", dir);
+    FILE *f = fopen(conf_path, "w");
+    cr_assert(f);
+    fputs("# no conveyor yet\n", f);
+    fclose(f);
+    static const char *args[3];
+    args[0] = "--config";
+    args[1] = conf_path;
+    args[2] = NULL;
+    start_with(args);
+    expect_int(c, 3, "ZADD line:old 1 a 2 b 3 c");
+    freeReplyObject(run(c, "ZTICK line:old 1 100")); /* the plain way: every member rewritten */
+    expect_flat(at("line:old"), "a 2 b 3 c 4", "ZRANGE line:old 0 -1 WITHSCORES");
+    f = fopen(conf_path, "w");
+    cr_assert(f);
+    fputs("conveyor line:*\n", f);
+    fclose(f);
+    long long reloads = vt_proxy_stat(env.proxy->port, "reloads");
+    cr_assert(vt_proxy_signal(env.proxy, SIGHUP));
+    long long deadline = vt_now_ms() + 5000;
+    while (vt_proxy_stat(env.proxy->port, "reloads") == reloads && vt_now_ms() < deadline)
+        usleep(2000);
+    cr_assert_eq(vt_proxy_stat(env.proxy->port, "reloads"), reloads + 1, "the reload did not happen");
+    /* Offset 0: the stored scores are the positions; now the offset moves. */
+    expect_flat(c, "c 5", "ZTICK line:old 1 5 WITHSCORES");
+    expect_flat(c, "a 3 b 4", "ZRANGE line:old 0 -1 WITHSCORES");
+    expect_flat(at("line:old"), "a 2 b 3", "ZRANGE line:old 0 -1 WITHSCORES");
+    cr_expect_str_eq(info_field("line:old", "conveyor"), "1");
+    cr_expect_str_eq(info_field("line:old", "offset"), "1");
+}
+
+Test(conveyor, rebase_folds_the_offset_and_info_says_so)
+{
+    expect_int(c, 2, "ZADD cv:r 1 a 2 b");
+    freeReplyObject(run(c, "ZTICK cv:r 5 100"));
+    freeReplyObject(run(c, "ZTICK cv:r 0.5 100"));
+    cr_expect_str_eq(info_field("cv:r", "offset"), "5.5");
+    cr_expect_str_eq(info_field("cv:r", "rebased-ms"), "nil");
+    cr_expect_str_eq(info_field("cv:r", "members"), "2");
+    redisReply *r = run(c, "VERBPROXY CONVEYOR REBASE cv:r");
+    cr_assert_eq(r->type, REDIS_REPLY_ARRAY);
+    freeReplyObject(r);
+    expect_flat(at("cv:r"), "a 6.5 b 7.5", "ZRANGE cv:r 0 -1 WITHSCORES");
+    expect_flat(c, "a 6.5 b 7.5", "ZRANGE cv:r 0 -1 WITHSCORES");
+    cr_expect_str_eq(info_field("cv:r", "offset"), "0");
+    cr_expect_str_eq(info_field("cv:r", "rebases"), "1");
+    cr_expect_str_neq(info_field("cv:r", "rebased-ms"), "nil");
+    /* a plain key: nothing to fold, and INFO says it is none of ours */
+    expect_int(c, 1, "ZADD plain:r 1 a");
+    cr_expect_str_eq(info_field("plain:r", "conveyor"), "0");
+    r = run(c, "VERBPROXY CONVEYOR INFO");
+    vt_assert_error(r, "ERR wrong number of arguments for 'verbproxy|conveyor' command");
+    freeReplyObject(r);
+}
+
+/* ---- a tick racing readers ---- */
+
+enum { RACE_MEMBERS = 200, RACE_READERS = 2, RACE_TICKS = 400 };
+
+typedef struct race_reader {
+    int port;
+    volatile int *stop;
+    long long reads, torn;
+    char why[256];
+} race_reader;
+
+/* Every member of the line sits at its index plus the ticks so far: a
+ * reader that sees positions not exactly one apart saw half a tick. */
+static void *race_read(void *arg)
+{
+    race_reader *rr = arg;
+    redisContext *ctx = vt_connect(rr->port);
+    if (!ctx) {
+        snprintf(rr->why, sizeof(rr->why), "cannot connect");
+        rr->torn++;
+        return NULL;
+    }
+    while (!*rr->stop) {
+        redisReply *r = redisCommand(ctx, "ZRANGE cv:race 0 -1 WITHSCORES");
+        if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != 2 * RACE_MEMBERS) {
+            snprintf(rr->why, sizeof(rr->why), "ZRANGE: %s", r ? VT_DESCRIBE(r) : ctx->errstr);
+            rr->torn++;
+            freeReplyObject(r);
+            break;
+        }
+        double first = strtod(r->element[1]->str, NULL);
+        for (int i = 1; i < RACE_MEMBERS; i++) {
+            double p = strtod(r->element[2 * i + 1]->str, NULL);
+            if (p != first + i) {
+                snprintf(rr->why, sizeof(rr->why), "member %d at %g, the first at %g", i, p, first);
+                rr->torn++;
+                break;
+            }
+        }
+        freeReplyObject(r);
+        rr->reads++;
+    }
+    redisFree(ctx);
+    return NULL;
+}
+
+Test(conveyor, no_reader_ever_sees_half_a_tick)
+{
+    redisReply *r =
+        run(at("cv:race"), "EVAL %s 1 cv:race %d",
+            "for i = 0, tonumber(ARGV[1]) - 1 do redis.call('ZADD', KEYS[1], i, string.format('m%03d', i)) "
+            "end return 1",
+            RACE_MEMBERS);
+    freeReplyObject(r);
+    volatile int stop = 0;
+    race_reader readers[RACE_READERS];
+    pthread_t threads[RACE_READERS];
+    for (int i = 0; i < RACE_READERS; i++) {
+        readers[i] = (race_reader){.port = env.proxy->port, .stop = &stop};
+        cr_assert_eq(pthread_create(&threads[i], NULL, race_read, &readers[i]), 0);
+    }
+    for (int t = 0; t < RACE_TICKS; t++) {
+        r = run(c, "ZTICK cv:race 1 1e300");
+        cr_assert_eq(r->type, REDIS_REPLY_ARRAY, "%s", VT_DESCRIBE(r));
+        freeReplyObject(r);
+    }
+    stop = 1;
+    for (int i = 0; i < RACE_READERS; i++) {
+        pthread_join(threads[i], NULL);
+        cr_expect_eq(readers[i].torn, 0, "reader %d: %s", i, readers[i].why);
+        cr_expect_gt(readers[i].reads, 0, "reader %d read nothing", i);
+    }
+    cr_expect_str_eq(info_field("cv:race", "offset"), "400");
+}
