@@ -82,7 +82,20 @@ static const polyfill_row polyfills[] = {
     {"zunionstore", "zcountstore", "ZUNIONSTORE destination numkeys key", -4, 1, "write"},
     {"zinterstore", "zcountstore", "ZINTERSTORE destination numkeys key", -4, 1, "write"},
 };
-#define POLYFILLS (sizeof(polyfills) / sizeof(polyfills[0]))
+/* The conveyor keys' translations (docs/conveyor.md), listed after them
+ * with source "conveyor": never found by name either. */
+static const polyfill_row conveyors[] = {
+    {"conveyor-read", "conveyor_read", "conveyor-read (a command on a conveyor key)", -2, 0, "readonly"},
+    {"conveyor-write", "conveyor_write", "conveyor-write (a command on a conveyor key)", -2, 0, "write"},
+    {"conveyor-key", "conveyor_key", "conveyor-key (a command on a conveyor key)", -2, 0, "write"},
+    {"conveyor-tick", "conveyor_tick", "conveyor-tick (a command on a conveyor key)", -2, 0, "write"},
+    {"conveyor-aggregate", "conveyor_aggregate", "conveyor-aggregate (a command on a conveyor key)", -2, 0,
+     "write"},
+    {"conveyor-store", "conveyor_store", "conveyor-store (a command on a conveyor key)", -2, 0, "write"},
+    {"conveyor-admin", "conveyor_admin", "conveyor-admin (a command on a conveyor key)", -2, 0, "write"},
+};
+/* (counted with the polyfills below: the entries after the verbs) */
+#define POLYFILLS (sizeof(polyfills) / sizeof(polyfills[0]) + sizeof(conveyors) / sizeof(conveyors[0]))
 
 /* ---- helpers ---- */
 
@@ -266,12 +279,13 @@ Test(verbs_discovery, verbproxy_verbs_lists_every_builtin_with_the_sha_redis_giv
     cr_assert_eq(verbs->elements, BUILTINS + POLYFILLS, "expected %zu verbs and %zu polyfills, got %s",
                  BUILTINS, POLYFILLS, VT_DESCRIBE(verbs));
     for (size_t i = 0; i < POLYFILLS; i++) {
-        const polyfill_row *p = &polyfills[i];
+        size_t np = sizeof(polyfills) / sizeof(polyfills[0]);
+        const polyfill_row *p = i < np ? &polyfills[i] : &conveyors[i - np];
         char path[512];
         snprintf(path, sizeof(path), "%s/lua/%s.lua", SOURCE_DIR, p->script);
         char *sha = sha_of_file(path);
         check_verb_entry(find_verb(verbs, p->name), p->name, p->syntax, sha, p->arity, p->numkeys, p->access,
-                         "polyfill");
+                         i < np ? "polyfill" : "conveyor");
         free(sha);
     }
     for (size_t i = 0; i < BUILTINS; i++) {
