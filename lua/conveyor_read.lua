@@ -29,7 +29,11 @@ if conveyor_name == 'zdiff' then
   return conveyor_scored_reply(r, offset)
 end
 if not conveyor_zset(key) then
-  return conveyor_as_is()
+  local r = conveyor_as_is()
+  if r == false and (conveyor_name == 'zrank' or conveyor_name == 'zrevrank') then
+    return conveyor_nil_array() -- (WITHSCORE: the only form translated)
+  end
+  return r
 end
 local offset = conveyor_offset(1)
 if offset == nil then
@@ -56,6 +60,9 @@ elseif name == 'zmscore' then
   return scores
 elseif name == 'zrank' or name == 'zrevrank' then
   local r = conveyor_as_is()
+  if r == false then
+    return conveyor_nil_array()
+  end
   if type(r) ~= 'table' or r.err or #r ~= 2 then
     return r
   end

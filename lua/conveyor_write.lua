@@ -21,6 +21,9 @@ local PAIRS_PER_CALL = 1500
 if conveyor_name == 'zmpop' then
   -- Pops from the first key that is not empty: that key's offset counts.
   local r = conveyor_as_is()
+  if r == false then
+    return conveyor_nil_array()
+  end
   if type(r) ~= 'table' or r.err then
     return r
   end

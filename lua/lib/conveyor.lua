@@ -2,13 +2,16 @@
 -- stores score = position - offset; the offset is a number in the key's
 -- offset key (none: 0). The proxy sends a command on such a key as
 --   KEYS  each key of the command, then its offset key: KEYS[2k-1], KEYS[2k]
---   ARGV  the client's RESP version ('2' or '3'); a mask with '1' for each
+--   ARGV  the client's RESP version ('2' or '3', followed by 'n' where the
+--         proxy will put a nil array for conveyor_nil_array); a mask with '1' for each
 --         key that is a conveyor key; then the command as the client sent
 --         it, its name first.
 -- Positions are doubles: position = stored + offset, as Redis adds (the
 -- rounding of a double sum). Needs lib/err.lua and lib/order.lua before it.
 
-local conveyor_resp3 = ARGV[1] == '3'
+local conveyor_resp3 = string.sub(ARGV[1], 1, 1) == '3'
+-- ('n' after it: the proxy turns the nil-array marker into a nil array)
+local conveyor_nil_array_ok = string.sub(ARGV[1], 2, 2) == 'n'
 local conveyor_mask = ARGV[2]
 local conveyor_name = string.lower(ARGV[3])
 
@@ -91,6 +94,17 @@ local function conveyor_note_rebase(k)
   redis.call('HINCRBY', KEYS[2 * k], 'rebases', 1)
 end
 
+-- A nil array, as Redis's own ZRANK ... WITHSCORE and ZMPOP reply for
+-- nothing (*-1 in RESP2): a script can return no such thing, so it returns
+-- a marker the proxy replaces (proxy/upstream/upstream.c); false (a nil
+-- bulk string in RESP2) where it cannot (inside MULTI).
+local function conveyor_nil_array()
+  if conveyor_nil_array_ok then
+    return { ok = 'VERBPROXY-NIL-ARRAY' }
+  end
+  return false
+end
+
 -- A score in a reply, formatted by Redis as its own commands format
 -- scores (a RESP3 double; a bulk string in RESP2).
 local function conveyor_score(x)
@@ -101,7 +115,12 @@ end
 -- translation (a key of another type, a missing key) and for arguments
 -- Redis refuses, which it refuses with its own error.
 local function conveyor_as_is()
-  return redis.pcall(unpack(ARGV, 3))
+  local r = redis.pcall(unpack(ARGV, 3))
+  if type(r) == 'table' and r.err and string.find(r.err, 'Wrong number of args calling Redis command') then
+    -- (an older server's arity, checked for scripts in other words)
+    return err("ERR wrong number of arguments for '" .. conveyor_name .. "' command")
+  end
+  return r
 end
 
 -- The key's type is a sorted set (else the command goes as it is: Redis

@@ -132,6 +132,20 @@ static void up_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
     *buf = uv_buf_init(up->in.data + up->in.len, (unsigned int)room);
 }
 
+/* A conveyor translation's whole reply "+VERBPROXY-NIL-ARRAY" (a script
+ * can return no nil array: lib/conveyor.lua, conveyor_nil_array) becomes
+ * the nil array Redis's own command replies: *-1 in RESP2, _ in RESP3
+ * (the protocol the script was told, up_call_tail). */
+static void up_nil_array(const upstream_conn *up, const up_entry *e, const char **p, size_t *n)
+{
+    static const char marker[] = "+" VERB_NIL_ARRAY_MARKER "\r\n";
+    if (*n != sizeof(marker) - 1 || memcmp(*p, marker, *n) != 0) return;
+    const verb_table *t = upstream_verbs(up);
+    if (e->verb < 0 || e->verb >= t->count || !t->verbs[e->verb]->translation) return;
+    *p = up->resp3 ? "_\r\n" : "*-1\r\n";
+    *n = up->resp3 ? 3 : 5;
+}
+
 /* Hand n bytes of the current reply on; `done` marks its last piece. The
  * client only queues them (it writes at client_round_end), so nothing here
  * can close either side. */
@@ -147,6 +161,7 @@ static void up_deliver(upstream_conn *up, const char *p, size_t n, int done)
     case ROUTE_REPLY:
     case ROUTE_RESET: {
         unsigned long long seq = e->seq;
+        if (e->kind == UP_VERB && done) up_nil_array(up, e, &p, &n);
         if (done) {
             if (up->retries_in_flight) up_note_answered(up, e);
             if (e->flush_epoch) up_script_flush_answered(up, e->flush_epoch);

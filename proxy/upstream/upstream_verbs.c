@@ -305,7 +305,7 @@ static void up_call_head(vp_buf *b, const upstream_conn *up, const verb_def *v, 
 
 /* numkeys, the keys, the hidden arguments, the rest of the arguments. */
 static void up_call_tail(vp_buf *b, const upstream_conn *up, const verb_def *v, const verb_call *call,
-                         int argc, const resp_arg *argv)
+                         int argc, const resp_arg *argv, int eval)
 {
     char nk[RESP_HEADER_MAX];
     size_t nkl = resp_write_integer(nk, call->nkeys + call->range_count);
@@ -318,7 +318,10 @@ static void up_call_tail(vp_buf *b, const upstream_conn *up, const verb_def *v, 
         const char *m = upstream_verbs(up)->ztick_max;
         vp_buf_resp_bulk(b, m, strlen(m));
     }
-    if (v->hidden_protocol) vp_buf_resp_bulk(b, up->resp3 ? "3" : "2", 1);
+    if (v->hidden_protocol && v->translation && !eval)
+        vp_buf_resp_bulk(b, up->resp3 ? "3n" : "2n", 2); /* n: a nil array may be asked (up_nil_array) */
+    else if (v->hidden_protocol)
+        vp_buf_resp_bulk(b, up->resp3 ? "3" : "2", 1);
     for (int i = call->first_arg; i < argc; i++)
         vp_buf_resp_bulk(b, argv[i].ptr, argv[i].len);
 }
@@ -347,7 +350,7 @@ int upstream_forward_verb(upstream_conn *up, struct client_session *c, const ver
         up->scratch.len = 0;
         up_call_head(&up->scratch, up, v, call, argc, 1);
         vp_buf_resp_bulk(&up->scratch, verbs_body(v, up->dialect), v->body_len);
-        up_call_tail(&up->scratch, up, v, call, argc, argv);
+        up_call_tail(&up->scratch, up, v, call, argc, argv, 1);
         outq_add_copy(&up->out, up->scratch.data, up->scratch.len);
         up_account_plain(up, c, UP_REPLY);
         return 0;
@@ -361,7 +364,7 @@ int upstream_forward_verb(upstream_conn *up, struct client_session *c, const ver
         vp_buf_resp_header(&up->kept, RESP_BULK, (long long)v->body_len);
         size_t mid = up->kept.len;
         vp_buf_append(&up->kept, "\r\n", 2);
-        up_call_tail(&up->kept, up, v, call, argc, argv);
+        up_call_tail(&up->kept, up, v, call, argc, argv, 1);
         outq_add_ref(&up->out, &up->kept, start, mid - start);
         outq_add(&up->out, verbs_body(v, up->dialect), v->body_len);
         outq_add_ref(&up->out, &up->kept, mid, up->kept.len - mid);
@@ -371,7 +374,7 @@ int upstream_forward_verb(upstream_conn *up, struct client_session *c, const ver
     up_ensure_script(up, v); /* (static bytes: `start` stays) */
     up_call_head(&up->kept, up, v, call, argc, 0);
     vp_buf_resp_bulk(&up->kept, verbs_sha(v, up->dialect), 40);
-    up_call_tail(&up->kept, up, v, call, argc, argv);
+    up_call_tail(&up->kept, up, v, call, argc, argv, 0);
     outq_add_ref(&up->out, &up->kept, start, up->kept.len - start);
     up_entry *e = up_account_plain(up, c, UP_VERB);
     e->keep = (unsigned)(up->kept.len - start);

@@ -39,6 +39,11 @@ typedef struct verb_call {
 
 typedef struct verb_def verb_def;
 
+/* What a translation script returns (a status reply) where Redis's own
+ * command replies a nil array, which a script cannot return: the
+ * connection puts the nil array in its place (upstream.c). */
+#define VERB_NIL_ARRAY_MARKER "VERBPROXY-NIL-ARRAY"
+
 /* The scripts a command on a conveyor key becomes (proxy/conveyor/
  * conveyor.h, lua/conveyor_*.lua): entries of the table found by what they
  * translate, never by name. */
