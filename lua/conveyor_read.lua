@@ -22,53 +22,63 @@ if conveyor_name == 'zdiff' then
   if offset == nil then
     return conveyor_bad_offset(1)
   end
-  local r = conveyor_as_is()
-  if offset == 0 or type(r) ~= 'table' or r.err or string.lower(carg(conveyor_argc - 1)) ~= 'withscores' then
+  if offset == 0 then
+    return conveyor_as_is()
+  end
+  local r = conveyor_call_as_sent()
+  if type(r) ~= 'table' or r.err or string.lower(carg(conveyor_argc - 1)) ~= 'withscores' then
     return r
   end
   return conveyor_scored_reply(r, offset)
 end
-if not conveyor_zset(key) then
+local offset = conveyor_offset(1)
+if offset == nil then
+  return conveyor_bad_offset(1)
+end
+if offset == 0 and conveyor_name ~= 'zmscore' then
+  -- (no key, another type, or a line never ticked: Redis's own reply)
   local r = conveyor_as_is()
   if r == false and (conveyor_name == 'zrank' or conveyor_name == 'zrevrank') then
     return conveyor_nil_array() -- (WITHSCORE: the only form translated)
   end
   return r
 end
-local offset = conveyor_offset(1)
-if offset == nil then
-  return conveyor_bad_offset(1)
-end
+-- An offset: the key is a sorted set, or gone (a stale offset: the
+-- commands below reply nothing for no key) or of another type (they reply
+-- WRONGTYPE, by pcall); a score range is checked first (conveyor_bound).
 
 local name = conveyor_name
 if name == 'zscore' then
   if conveyor_argc ~= 3 then
     return conveyor_as_is()
   end
-  local score = redis.call('ZSCORE', key, carg(2))
-  return score and conveyor_score(tonumber(score) + offset)
+  local score = redis.pcall('ZSCORE', key, carg(2))
+  if type(score) == 'table' then
+    return score -- WRONGTYPE
+  end
+  return score and conveyor_position(score, offset)
 elseif name == 'zmscore' then
-  local scores = redis.pcall(unpack(ARGV, 3))
+  local scores = redis.pcall(unpack(ARGV, 3)) -- (RESP2: a missing member is false, kept in place)
   if scores.err then
     return scores
   end
   for i = 1, #scores do
     if scores[i] then
-      scores[i] = conveyor_score(tonumber(scores[i]) + offset)
+      scores[i] = conveyor_position(scores[i], offset)
     end
   end
   return scores
 elseif name == 'zrank' or name == 'zrevrank' then
-  local r = conveyor_as_is()
+  local r = conveyor_call_as_sent()
   if r == false then
     return conveyor_nil_array()
   end
   if type(r) ~= 'table' or r.err or #r ~= 2 then
     return r
   end
-  return { r[1], conveyor_score(tonumber(r[2]) + offset) }
+  return { r[1], conveyor_position(r[2], offset) }
 elseif name == 'zrandmember' then
-  local r = conveyor_as_is()
+  local r = conveyor_call_as_sent()
   if type(r) ~= 'table' or r.err then
     return r
   end
@@ -77,8 +87,8 @@ elseif name == 'zcount' then
   if conveyor_argc ~= 4 then
     return conveyor_as_is()
   end
-  local args = conveyor_range_args(key, offset, 2, 3)
-  if args == nil then
+  local args = conveyor_zset(key) and conveyor_range_args(key, offset, 2, 3)
+  if not args then
     return conveyor_as_is()
   end
   return redis.pcall(unpack(args))
@@ -89,8 +99,8 @@ elseif name == 'zrange' or name == 'zrevrange' or name == 'zrangebyscore' or nam
   end
   local args = { unpack(ARGV, 3) }
   if byscore then
-    args = conveyor_range_args(key, offset, min_at, max_at)
-    if args == nil then
+    args = conveyor_zset(key) and conveyor_range_args(key, offset, min_at, max_at)
+    if not args then
       return conveyor_as_is()
     end
   end

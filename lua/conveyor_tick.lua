@@ -26,11 +26,10 @@ local delta, threshold, withscores = ztick_args(ARGV, 5)
 if delta == nil then
   return threshold -- the error
 end
-local kind = redis.call('TYPE', key).ok
-if kind ~= 'zset' and kind ~= 'none' then
-  return err('WRONGTYPE Operation against a key holding the wrong kind of value')
+local card = redis.pcall('ZCARD', key)
+if type(card) == 'table' then
+  return card -- WRONGTYPE, in Redis's words
 end
-local card = redis.call('ZCARD', key)
 if card == 0 then
   redis.call('DEL', KEYS[2])
   return {}
@@ -70,7 +69,7 @@ if #range > 0 then
   reply = ztick_reply(range, moved, withscores)
   redis.call('ZREMRANGEBYSCORE', key, first, '+inf')
 end
-if redis.call('EXISTS', key) == 1 then
+if #range / 2 < card then
   conveyor_set_offset(1, moved)
 else
   redis.call('DEL', KEYS[2]) -- the line is gone, and its offset with it

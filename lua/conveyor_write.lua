@@ -20,7 +20,7 @@ local PAIRS_PER_CALL = 1500
 
 if conveyor_name == 'zmpop' then
   -- Pops from the first key that is not empty: that key's offset counts.
-  local r = conveyor_as_is()
+  local r = conveyor_call_as_sent()
   if r == false then
     return conveyor_nil_array()
   end
@@ -34,7 +34,7 @@ if conveyor_name == 'zmpop' then
         return conveyor_bad_offset(k)
       end
       for i = 1, #r[2] do
-        r[2][i][2] = conveyor_score(tonumber(r[2][i][2]) + offset)
+        r[2][i][2] = conveyor_position(r[2][i][2], offset)
       end
       if redis.call('EXISTS', r[1]) == 0 then
         redis.call('DEL', KEYS[2 * k])
@@ -116,7 +116,7 @@ if name == 'zadd' then
         return r
       end
       if incr then
-        return r and conveyor_score(tonumber(r) + offset)
+        return r and conveyor_position(r, offset)
       end
       total = total + r
       used, n = head, 0
@@ -131,7 +131,7 @@ elseif name == 'zincrby' then
   if type(r) == 'table' and r.err then
     return r
   end
-  return conveyor_score(tonumber(r) + offset)
+  return conveyor_position(r, offset)
 elseif name == 'zremrangebyscore' then
   local min, min_ex = conveyor_parse_bound(carg(2))
   local max, max_ex = conveyor_parse_bound(carg(3))
@@ -143,7 +143,7 @@ elseif name == 'zremrangebyscore' then
   drop_offset_if_gone()
   return removed
 elseif name == 'zpopmin' or name == 'zpopmax' then
-  local r = conveyor_as_is()
+  local r = conveyor_call_as_sent()
   if type(r) ~= 'table' or r.err then
     return r
   end
@@ -153,7 +153,7 @@ elseif name == 'zpopmin' or name == 'zpopmax' then
     if #r == 0 then
       return r
     end
-    return { r[1], conveyor_score(tonumber(r[2]) + offset) }
+    return { r[1], conveyor_position(r[2], offset) }
   end
   return conveyor_scored_reply(r, offset)
 end

@@ -65,8 +65,9 @@ end
 -- to live when it is new.
 local function conveyor_hset(k, ...)
   local key, okey = KEYS[2 * k - 1], KEYS[2 * k]
-  local fresh = redis.call('EXISTS', okey) == 0
-  redis.call('HSET', okey, ...)
+  -- (every offset key has `offset`, which is always written: every field
+  -- new is a new key)
+  local fresh = redis.call('HSET', okey, ...) == select('#', ...) / 2
   if fresh then
     local ttl = redis.call('PTTL', key)
     if ttl > 0 then
@@ -111,14 +112,40 @@ local function conveyor_score(x)
   return { double = x }
 end
 
--- The command as the client sent it, run as it is: for what needs no
--- translation (a key of another type, a missing key) and for arguments
--- Redis refuses, which it refuses with its own error.
-local function conveyor_as_is()
+-- The position of a stored score (the text Redis gave for it) as a score
+-- in a reply. (Offset 0 adds nothing: -0 + 0 would be 0.)
+local function conveyor_position(text, offset)
+  local x = tonumber(text)
+  if offset ~= 0 then
+    x = x + offset
+  end
+  return { double = x }
+end
+
+-- The command as the client sent it, run as it is, its reply as Lua gets
+-- it in RESP2 (scores as strings): for a reply translated next.
+local function conveyor_call_as_sent()
   local r = redis.pcall(unpack(ARGV, 3))
   if type(r) == 'table' and r.err and string.find(r.err, 'Wrong number of args calling Redis command') then
     -- (an older server's arity, checked for scripts in other words)
     return err("ERR wrong number of arguments for '" .. conveyor_name .. "' command")
+  end
+  return r
+end
+
+-- The command as the client sent it, its reply passed on as it is: for
+-- what needs no translation (a key of another type, a missing key, offset
+-- 0) and for arguments Redis refuses, which it refuses with its own error.
+-- In RESP3 the reply comes back as RESP3 (doubles, pairs) and goes on as
+-- such; the script's own calls are RESP2 again after it. (A RESP3 reply
+-- holding a null inside an array would lose it: ZMSCORE never comes here.)
+local function conveyor_as_is()
+  if conveyor_resp3 then
+    redis.setresp(3)
+  end
+  local r = conveyor_call_as_sent()
+  if conveyor_resp3 then
+    redis.setresp(2)
   end
   return r
 end

@@ -78,7 +78,7 @@ end
 local function conveyor_scored_reply(flat, offset)
   local reply = {}
   for i = 1, #flat, 2 do
-    local score = conveyor_score(tonumber(flat[i + 1]) + offset)
+    local score = conveyor_position(flat[i + 1], offset)
     if conveyor_resp3 then
       reply[#reply + 1] = { flat[i], score }
     else
