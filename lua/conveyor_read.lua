@@ -2,7 +2,7 @@
 -- The read-only commands on a conveyor key (docs/conveyor.md): ZSCORE,
 -- ZMSCORE, ZRANK and ZREVRANK WITHSCORE, ZRANGE (BYSCORE, WITHSCORES),
 -- ZREVRANGE WITHSCORES, ZRANGEBYSCORE, ZREVRANGEBYSCORE, ZCOUNT,
--- ZRANDMEMBER WITHSCORES, ZDIFF. KEYS and ARGV as lib/conveyor.lua says. Scores
+-- ZRANDMEMBER WITHSCORES, ZDIFF, ZSCAN. KEYS and ARGV as lib/conveyor.lua says. Scores
 -- in replies are positions; score arguments are positions, turned into
 -- stored-score bounds that select exactly the members whose positions
 -- they select. Anything Redis refuses goes to Redis as it is, for its own
@@ -13,6 +13,7 @@
 --#include lib/order.lua
 --#include lib/conveyor.lua
 --#include lib/conveyor_range.lua
+--#include lib/dformat.lua
 
 local key = KEYS[1]
 if conveyor_name == 'zdiff' then
@@ -83,6 +84,25 @@ elseif name == 'zrandmember' then
     return r
   end
   return conveyor_scored_reply(r, offset)
+elseif name == 'zscan' then
+  for i = 3, conveyor_argc - 1 do
+    if string.lower(carg(i)) == 'noscores' then
+      return conveyor_as_is() -- (Redis 8: members only)
+    end
+  end
+  local r = conveyor_call_as_sent()
+  if type(r) ~= 'table' or r.err then
+    return r
+  end
+  -- The scores as the set's own strings would be, were they positions:
+  -- a listpack's (d2string), or a skiplist's (%.17g).
+  local items = r[2]
+  local listpack = #items > 0 and redis.call('OBJECT', 'ENCODING', key) ~= 'skiplist'
+  for i = 2, #items, 2 do
+    local x = tonumber(items[i]) + offset
+    items[i] = listpack and dformat_d2string(x) or dformat_17g(x)
+  end
+  return r
 elseif name == 'zcount' then
   if conveyor_argc ~= 4 then
     return conveyor_as_is()

@@ -44,6 +44,7 @@ static const conveyor_command conveyor_commands[] = {
     {"zunion", VERB_TR_AGGREGATE, WHEN_ALWAYS},
     {"zinter", VERB_TR_AGGREGATE, WHEN_ALWAYS},
     {"zdiff", VERB_TR_READ, WHEN_WITHSCORES_LAST},
+    {"zscan", VERB_TR_READ, WHEN_ALWAYS},
     {"zadd", VERB_TR_WRITE, WHEN_ALWAYS},
     {"zincrby", VERB_TR_WRITE, WHEN_ALWAYS},
     {"zremrangebyscore", VERB_TR_WRITE, WHEN_ALWAYS},
@@ -73,7 +74,6 @@ static const conveyor_command conveyor_commands[] = {
     {"bzpopmin", VERB_TR_NONE, WHEN_ALWAYS},
     {"bzpopmax", VERB_TR_NONE, WHEN_ALWAYS},
     {"bzmpop", VERB_TR_NONE, WHEN_ALWAYS},
-    {"zscan", VERB_TR_NONE, WHEN_ALWAYS},
 };
 #define CONVEYOR_COMMANDS ((int)(sizeof(conveyor_commands) / sizeof(conveyor_commands[0])))
 

@@ -55,7 +55,7 @@ int conveyor_may_translate(const struct vp_config *conf, const resp_arg *name);
  * translation entry of t), *call and the arguments to send in
  * *out_argv / *out_argc (the scratch's); CONVEYOR_REFUSED for a command
  * not translated yet that names a conveyor key (BZPOPMIN, BZPOPMAX,
- * BZMPOP, ZSCAN: answered with an error, never sent); else 0. */
+ * BZMPOP: answered with an error, never sent); else 0. */
 #define CONVEYOR_REFUSED 2
 /* A verb other than ZTICK (its checked call) that names a conveyor key:
  * refused, for now (docs/conveyor.md#not-yet). */

@@ -13,8 +13,20 @@ Seeded random sequences of sorted-set commands run twice, step by step:
 
 Every reply must be identical, byte for byte, in RESP2 and in RESP3 (a
 second pair of connections after HELLO 3): writes run on one of the pairs,
-reads on both. Only ZRANDMEMBER (random order) is compared as a sorted list,
-and TTL with any positive value as one value.
+reads on both. Only ZRANDMEMBER (random order) is compared as a sorted list
+(or by its length, below ZCARD), and TTL with any positive value as one.
+
+The steps (OPS, each a generator; OPS_NOT_YET holds the commands the proxy
+does not translate yet, to move into OPS when it does): every translated
+command with valid and invalid arguments (flags in any combination and case,
+odd float spellings, bad floats and bounds, wrong arities), ZTICK (integer
+and half deltas, negative, thresholds that remove none, some or all), the
+untranslated ZREM family, DEL/UNLINK, EXPIRE family/PERSIST/TTL, a real
+expiry (PEXPIRE 1, polled), RENAME/RENAMENX/COPY/MOVE (to db 1 and back),
+DUMP and DUMP-then-RESTORE; and, around them: MULTI/EXEC and pipelines of
+2-5 of them, WATCH on one connection around another client's command,
+HELLO 2 ... HELLO 3 on the RESP3 connection, SCRIPT FLUSH straight to
+Redis (NOSCRIPT recovery), a ZADD of 1,500+ pairs (skiplist encoding).
 
 The keys of a sequence (roles): `line` and `line2` (two conveyor lines),
 `empty` (read, ticked, deleted, never filled), `str` (a string: WRONGTYPE
@@ -23,8 +35,12 @@ multi-key commands mix plain and conveyor keys).
 
 Positions stay small (integers and halves, ties on purpose, members from a
 small alphabet including bytes above 0x7f), far below 2^53; ZTICK never
-takes an infinite delta in the sequences (InfiniteDeltaTest checks those on
-their own).
+takes an infinite delta in the sequences (test_infinite_and_huge_deltas
+checks those, huge values and offsets past the rebase bound on their own).
+
+KNOWN lists the mismatches already reported: the generators draw again (or
+use the other RESP version) where one would show, so that further bugs can
+be found; VP_TEST_KNOWN=0 shows them. Remove an entry once it is fixed.
 
 A mismatch stops that seed: the report names the seed, the step, the
 commands each side got, both replies and the last 20 steps, then shrinks the
@@ -51,6 +67,7 @@ Run: VP_BINARY=build-test/verbproxy /usr/bin/python3 tests/integration/test_conv
 import os
 import random
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -190,7 +207,7 @@ class Gen:
         self.r = r
         self.model = model
         self.ops = list(ops)
-        self.in_batch = False  # generating a MULTI's or a pipeline's commands
+        self.in_batch = False  # generating the commands of a batch: its kind (multi, pipeline, watch, hello)
         self.stale = set()  # the proxy's scripts not run since a SCRIPT FLUSH behind its back
         self._positions = {}
 
@@ -625,7 +642,7 @@ def op_hello_switch(g):
     protocol changes under the proxy's translation). HELLO's own replies are
     not compared (the proxy's server fields and client ids are its own)."""
     ops = [o for o in g.ops if o[0] not in BATCH_EXCLUDE]
-    g.in_batch = True
+    g.in_batch = "hello"
     try:
         inner = generate(g, ops)
     finally:
@@ -667,7 +684,7 @@ def op_watch(g):
     changes nothing must not."""
     key = g.key(("line", "line", "line2", "aux"))
     ops = [o for o in g.ops if o[0] not in BATCH_EXCLUDE and o[0] not in ("zadd_big", "zrem_plain")]
-    g.in_batch = True
+    g.in_batch = "watch"
     try:
         other = generate(g, ops)
         read = generate(g, [o for o in ops if o[0] in ("zscore", "zrange_rank", "zrange_byscore", "snapshot", "zcount")])
@@ -727,15 +744,15 @@ def script_used(cmd):
 
 
 # Ops never put in a batch: random or timed replies, batches themselves, specials.
-BATCH_EXCLUDE = {"zrandmember", "ttl", "pexpire_wait", "multi", "pipeline", "script_flush", "zrank_withscore_old",
-                 "dump_restore", "watch", "move", "hello_switch"}
+BATCH_EXCLUDE = {"zrandmember", "ttl", "pexpire_wait", "multi", "pipeline", "script_flush", "dump_restore", "watch",
+                 "move", "hello_switch"}
 
 
 def op_batch(g, kind):
     """2-5 steps in one MULTI/EXEC (kind multi) or sent back to back before
     any reply is read (kind pipeline), in one RESP version."""
     ops = [o for o in g.ops if o[0] not in BATCH_EXCLUDE]
-    g.in_batch = True
+    g.in_batch = kind
     try:
         subs, allowed = [], {2, 3}
         for _ in range(g.r.randint(2, 5)):
@@ -902,34 +919,27 @@ def _new_member_incr(cmd, g):
 
 
 KNOWN = [
-    ("as-is-resp3",
-     "RESP3: a conveyor key with offset 0 (never ticked, ticked back to 0, or missing) answers ZINCRBY, "
-     "ZADD INCR, ZPOPMIN/ZPOPMAX through the script's redis.pcall 'as is': the RESP2 form (a double as a "
-     "bulk string, ZPOPMIN COUNT's pairs flat)",
-     lambda cmd, g: _conveyor(cmd) and (_is(cmd, "ZINCRBY", "ZPOPMIN", "ZPOPMAX")
-                                     or (_is(cmd, "ZADD") and "INCR" in cmd.words())),
-     (3,)),
-    ("arity-older-server",
-     "A command with an option newer than the server (ZRANK/ZREVRANK ... WITHSCORE before Redis 7.2; EXPIRE, "
-     "PEXPIRE, EXPIREAT, PEXPIREAT ... NX|XX|GT|LT before 7.0) on a conveyor key passes the proxy's arity check "
-     "(its command table is 7.4's), is translated, and answers the script's 'Wrong number of args calling "
-     "Redis command from script' error instead of Redis's \"ERR wrong number of arguments for '...' command\"",
-     lambda cmd, g: _conveyor(cmd) and (
-         cmd.kind == "zrank_withscore_old"
-         or (g.model.version < (7, 0) and cmd.kind == "expire" and len(cmd.args) == 4)),
+    ("multi-null-resp2",
+     "RESP2, Redis >= 7.2, inside MULTI: ZRANK/ZREVRANK ... WITHSCORE of a member a conveyor key does not hold "
+     "(or of a missing key) is a null bulk $-1 in EXEC's array instead of Redis's null array *-1 (right "
+     "outside MULTI)",
+     lambda cmd, g: g.in_batch == "multi" and _conveyor(cmd) and _is(cmd, "ZRANK", "ZREVRANK")
+     and "WITHSCORE" in cmd.words(),
+     (2,)),
+    ("multi-arity-older-server",
+     "Inside MULTI, a command with an option newer than the server (EXPIRE, PEXPIRE, EXPIREAT, PEXPIREAT ... "
+     "NX|XX|GT|LT before Redis 7.0; ZRANK ... WITHSCORE before 7.2) on a conveyor key is answered +QUEUED and "
+     "fails in EXEC's array, where Redis answers the arity error at once and EXEC answers -EXECABORT (right "
+     "outside MULTI)",
+     lambda cmd, g: g.in_batch == "multi" and _conveyor(cmd) and (
+         cmd.kind == "zrank_withscore_old" or (g.model.version < (7, 0) and cmd.kind == "expire" and len(cmd.args) == 4)),
      (2, 3)),
     ("negative-zero-6.2",
-     "Redis < 7.0 keeps a score of -0 (ZADD key -0 m; ZSCORE answers \"-0\"): on a conveyor key the proxy "
-     "answers \"0\" (position = stored + offset in Lua: -0 + 0 is 0)",
+     "Redis < 7.0 keeps a score of -0 (ZADD key -0 m; ZSCORE answers \"-0\"): on a conveyor key with an "
+     "offset the proxy answers \"0\" (stored -offset, + offset: 0)",
      lambda cmd, g: g.model.version < (7, 0) and _conveyor(cmd) and _is(cmd, "ZADD", "ZINCRBY")
      and "-0" in cmd.args,
      (2, 3)),
-    ("withscore-null-resp2",
-     "RESP2, Redis >= 7.2: ZRANK/ZREVRANK ... WITHSCORE of a member a conveyor key does not hold (or of a "
-     "missing key) answers a null bulk $-1 instead of Redis's null array *-1",
-     lambda cmd, g: _conveyor(cmd) and _is(cmd, "ZRANK", "ZREVRANK") and "WITHSCORE" in cmd.words()
-     and len(cmd.args) == 4 and (g.in_batch or g.model.oracle_has(cmd.keys()[0], cmd.args[2]) is False),
-     (2,)),
     ("watch-tick",
      "WATCH on a conveyor key does not see another client's ZTICK that moves the line without removing "
      "anyone (only the offset key changes): the watcher's EXEC runs, where on a plain key the tick "
@@ -949,7 +959,8 @@ KNOWN = [
     ("noscript-reorder",
      "After a SCRIPT FLUSH behind the proxy's back, the pipelined commands after a translated command that "
      "meets NOSCRIPT run before its retry: e.g. ZADD cv 5 x | ZSCORE cv x | ZTICK cv 1 100 | ZSCORE cv x "
-     "answers nil, nil and leaves x at 5 (the tick ran first), where Redis gives 5, 6 and leaves 6 "
+     "answers nil to both ZSCOREs and leaves x at 5 (the tick ran before the ZADD), where Redis answers 5 "
+     "and 6 and leaves x at 6 "
      "(docs/verbs.md allows this for verbs; here it reaches ordinary sorted-set commands, and writes)",
      lambda cmd, g: cmd.batch == "pipeline" and bool(g.stale),
      (2, 3)),
@@ -1094,7 +1105,6 @@ class Env:
         return ", ".join(parts)
 
     def seed_script(self):
-        import subprocess
         out = subprocess.run([self.binary, "--script", "ztick"], stdout=subprocess.PIPE, check=True).stdout
         return out.decode()
 
@@ -1336,6 +1346,8 @@ def generate(g, ops):
         cmd = gens[g.r.choices(names, weights)[0]](g)
         if cmd is None:
             continue
+        if cmd.args and g.r.random() < 0.1:
+            cmd.args[0] = g.word(cmd.args[0])  # command names in any case too
         resps, _ = known_resps(cmd, g)
         pick = g.r.choice((2, 3))  # drawn always, so a seed's sequence does not depend on KNOWN
         if not resps:
