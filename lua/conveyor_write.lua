@@ -1,6 +1,7 @@
 #!lua
 -- The writes on a conveyor key (docs/conveyor.md): ZADD (every flag,
--- INCR), ZINCRBY, ZREMRANGEBYSCORE, ZPOPMIN, ZPOPMAX, ZMPOP. KEYS and ARGV as
+-- INCR), ZINCRBY, ZREMRANGEBYSCORE, ZPOPMIN, ZPOPMAX, ZMPOP, and one
+-- attempt of BZPOPMIN, BZPOPMAX, BZMPOP. KEYS and ARGV as
 -- lib/conveyor.lua says. A score written is a position, stored as position
 -- - offset; an increment adds to the position and to the stored score
 -- alike. A key that does not exist starts with offset 0 (a stale offset
@@ -18,10 +19,59 @@
 -- (LUAI_MAXCSTACK is 8000 slots).
 local PAIRS_PER_CALL = 1500
 
-if conveyor_name == 'zmpop' then
+local blocking = conveyor_name == 'bzpopmin' or conveyor_name == 'bzpopmax' or conveyor_name == 'bzmpop'
+
+-- One try of a blocking pop, which Redis does not run in a script: its
+-- timeout checked as Redis checks it first (its value is the proxy's to
+-- keep), then ZMPOP for BZMPOP, or the first key that is not empty popped
+-- (WRONGTYPE at a key of another type before it). Redis's reply, or false.
+local function blocking_pop()
+  local at = conveyor_name == 'bzmpop' and 1 or conveyor_argc - 1
+  local text = carg(at)
+  local timeout = nil
+  if not string.find(text, '^%s') and not string.find(text, '%s$') then
+    timeout = tonumber(text)
+  end
+  if timeout == nil or timeout ~= timeout then
+    return err('ERR timeout is not a float or out of range')
+  elseif timeout < 0 then
+    return err('ERR timeout is negative')
+  elseif timeout > 1e13 then
+    return err('ERR timeout is out of range')
+  end
+  if conveyor_name == 'bzmpop' then
+    local args = { 'ZMPOP' }
+    for i = 2, conveyor_argc - 1 do
+      args[#args + 1] = carg(i)
+    end
+    return redis.pcall(unpack(args))
+  end
+  local pop = conveyor_name == 'bzpopmin' and 'ZPOPMIN' or 'ZPOPMAX'
+  for k = 1, #KEYS / 2 do
+    local kind = redis.call('TYPE', KEYS[2 * k - 1]).ok
+    if kind == 'zset' then
+      local r = redis.call(pop, KEYS[2 * k - 1])
+      return { KEYS[2 * k - 1], r[1], r[2] }
+    elseif kind ~= 'none' then
+      return err('WRONGTYPE Operation against a key holding the wrong kind of value')
+    end
+  end
+  return false
+end
+if conveyor_name == 'zmpop' or blocking then
   -- Pops from the first key that is not empty: that key's offset counts.
-  local r = conveyor_call_as_sent()
+  -- (In a script the blocking pops never block: with nothing to pop they
+  -- reply as at their timeout, and the proxy waits and asks again.)
+  local r
+  if blocking then
+    r = blocking_pop()
+  else
+    r = conveyor_call_as_sent()
+  end
   if r == false then
+    if blocking and conveyor_nil_array_ok then
+      return { ok = 'VERBPROXY-WAIT' } -- (outside MULTI: the proxy waits)
+    end
     return conveyor_nil_array()
   end
   if type(r) ~= 'table' or r.err then
@@ -33,8 +83,12 @@ if conveyor_name == 'zmpop' then
       if offset == nil then
         return conveyor_bad_offset(k)
       end
-      for i = 1, #r[2] do
-        r[2][i][2] = conveyor_position(r[2][i][2], offset)
+      if conveyor_name == 'bzpopmin' or conveyor_name == 'bzpopmax' then
+        r[3] = conveyor_position(r[3], offset) -- [key, member, score]
+      else
+        for i = 1, #r[2] do
+          r[2][i][2] = conveyor_position(r[2][i][2], offset)
+        end
       end
       if redis.call('EXISTS', r[1]) == 0 then
         redis.call('DEL', KEYS[2 * k])

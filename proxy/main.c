@@ -257,6 +257,9 @@ int main(int argc, char **argv)
     uv_prepare_start(&srv.flush_prepare, on_flush_prepare);
     lifecycle_own(&lifecycle, (uv_handle_t *)&srv.flush_prepare);
 
+    client_block_init(&srv);
+    lifecycle_own(&lifecycle, (uv_handle_t *)&srv.pop_timer);
+
     uv_timer_init(srv.loop, &cron);
     cron.data = &srv;
     uv_timer_start(&cron, on_cron, 1000, 1000);
@@ -270,6 +273,7 @@ int main(int argc, char **argv)
     vp_tls_ctx_free(srv.tls_clients);
     metrics_free(&srv.metrics);
     client_conveyor_free(&srv);
+    free(srv.pop_waiters);
     verbs_free(&srv.verbs);
     conf_free(&srv.conf);
     reload_source_free(&source);

@@ -33,7 +33,13 @@ typedef struct vp_server {
     vp_stats stats;
     vp_metrics metrics; /* per command, latency, readiness (metrics.h) */
     verb_table verbs;
-    struct conveyor_scratch *conveyor; /* conveyor_plan's arguments (proxy/conveyor/conveyor.h); NULL until used */
+    struct conveyor_scratch
+        *conveyor; /* conveyor_plan's arguments (proxy/conveyor/conveyor.h); NULL until used */
+    /* Blocking pops on conveyor keys waiting (proxy/session/client_block.c),
+     * and the timer that tries them again while any waits. */
+    struct client_session **pop_waiters;
+    int npop_waiters, pop_waiters_cap;
+    uv_timer_t pop_timer;
     /* TLS contexts built at start (proxy/net/tls.h): for upstream connections
      * (upstream-tls yes) and for clients on tls-port; NULL when off. */
     struct vp_tls_ctx *tls_upstream;

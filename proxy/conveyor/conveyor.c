@@ -70,10 +70,10 @@ static const conveyor_command conveyor_commands[] = {
     {"dump", VERB_TR_KEY, WHEN_ALWAYS},
     {"ztick", VERB_TR_TICK, WHEN_ALWAYS},
     {"verbproxy", VERB_TR_ADMIN, WHEN_ALWAYS},
-    /* Not yet: refused on a conveyor key (they would read stored scores). */
-    {"bzpopmin", VERB_TR_NONE, WHEN_ALWAYS},
-    {"bzpopmax", VERB_TR_NONE, WHEN_ALWAYS},
-    {"bzmpop", VERB_TR_NONE, WHEN_ALWAYS},
+    /* Blocking: one try each (the session waits: client_block.c). */
+    {"bzpopmin", VERB_TR_WRITE, WHEN_ALWAYS},
+    {"bzpopmax", VERB_TR_WRITE, WHEN_ALWAYS},
+    {"bzmpop", VERB_TR_WRITE, WHEN_ALWAYS},
 };
 #define CONVEYOR_COMMANDS ((int)(sizeof(conveyor_commands) / sizeof(conveyor_commands[0])))
 
@@ -94,6 +94,12 @@ void conveyor_scratch_free(conveyor_scratch *s)
     free(s->lens);
     vp_buf_free(&s->names);
     memset(s, 0, sizeof(*s));
+}
+
+int conveyor_blocks(int argc, const resp_arg *argv)
+{
+    return argc > 0 && (cmd_arg_is(&argv[0], "bzpopmin") || cmd_arg_is(&argv[0], "bzpopmax") ||
+                        cmd_arg_is(&argv[0], "bzmpop"));
 }
 
 int conveyor_key_is(const vp_config *conf, const char *key, size_t len)

@@ -47,6 +47,10 @@ void conveyor_scratch_free(conveyor_scratch *s);
 /* Is `key` a conveyor key: does it match a `conveyor` pattern? */
 int conveyor_key_is(const struct vp_config *conf, const char *key, size_t len);
 
+/* Is it a blocking pop (BZPOPMIN, BZPOPMAX, BZMPOP)? Its translation
+ * pops or says "wait" (the session waits and tries again). */
+int conveyor_blocks(int argc, const resp_arg *argv);
+
 /* Could a command of this name be translated (then it is read whole
  * before it is sent: its keys decide)? 0 whenever no pattern is set. */
 int conveyor_may_translate(const struct vp_config *conf, const resp_arg *name);

@@ -147,6 +147,7 @@ void client_close(client_session *c)
     c->srv->stats.clients_connected--;
     if (c->eof_at) c->srv->clients_draining--;
     client_unpause(c);
+    client_block_forget(c);
     /* What it was owed is written (or given up: a kill, a limit, the
      * drain's bound); a strict TLS client reads a clean end, not a
      * truncation. Best effort, as Redis's SSL_shutdown on its non-blocking

@@ -45,12 +45,14 @@ typedef enum client_pending_kind {
  * the pending reply until the ones before it are answered. */
 typedef struct client_pending {
     client_pending_kind kind;
-    unsigned replace : 1; /* data is the proxy's answer; the upstream's is dropped */
-    unsigned patch : 3;   /* introspect_patch_kind: fill the verbs into a COMMAND reply */
-    unsigned err : 1;     /* the reply going out is an error (metrics) */
-    unsigned pooled : 1;  /* data is a block of the small held replies' pool */
-    unsigned cmd : 16;    /* the command's id (cmdid.h; CMDID_NONE: answers none) */
-    uint64_t t0;          /* when its bytes were read (metrics_read_clock; 0: not timed) */
+    unsigned replace : 1;  /* data is the proxy's answer; the upstream's is dropped */
+    unsigned patch : 3;    /* introspect_patch_kind: fill the verbs into a COMMAND reply */
+    unsigned err : 1;      /* the reply going out is an error (metrics) */
+    unsigned pooled : 1;   /* data is a block of the small held replies' pool */
+    unsigned pop_wait : 1; /* a blocking pop on a conveyor key: held whole, the wait marker retried
+                              (client_block.c) */
+    unsigned cmd : 16;     /* the command's id (cmdid.h; CMDID_NONE: answers none) */
+    uint64_t t0;           /* when its bytes were read (metrics_read_clock; 0: not timed) */
     size_t len, cap;
     char *data;    /* owned */
     int *verb_ids; /* patch: owned */
@@ -158,6 +160,11 @@ typedef struct client_session {
      * (client_share_window), and the bytes of the reply coming in. */
     unsigned short share_window;
     unsigned front_started : 1; /* part of the front pending reply went out already */
+    /* A blocking pop on a conveyor key waits (client_block.c): nothing
+     * after it is read or sent. */
+    unsigned pop_wait : 1;
+    unsigned pop_resume : 1; /* ... answered: resume at the end of the read (client_round_end) */
+    struct client_pop *pop;
     size_t reply_bytes;
     uint64_t eof_at;  /* loop time the client sent EOF with replies owed, 0 = not */
     uint64_t last_io; /* loop time it was last read from or written to (`timeout`) */
@@ -180,6 +187,8 @@ void client_close(client_session *c);
 void client_drain_close(client_session *c);
 /* Has it sent commands on a shared upstream connection (this session)? */
 int client_used_shared(const client_session *c);
+/* At start: the timer of blocking pops on conveyor keys (client_block.c). */
+void client_block_init(vp_server *srv);
 /* At exit: the scratch commands on conveyor keys were built in. */
 void client_conveyor_free(vp_server *srv);
 /* Once a second: let go of clients that left with replies still owed, and

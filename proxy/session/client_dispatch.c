@@ -168,7 +168,7 @@ int client_split_part(vp_server *srv, int argc, const resp_arg *argv, vp_buf *ou
  * translation script. 1 when it was (or was answered), 0 to go on as any
  * command. ZTICK is checked as the verb is first: its errors are the
  * verb's. The other verbs take a conveyor key as any sorted set. */
-static int client_call_conveyor(client_session *c, int argc, const resp_arg *argv)
+int client_call_conveyor(client_session *c, int argc, const resp_arg *argv, const char *p, size_t n)
 {
     vp_server *srv = c->srv;
     const verb_def *verb = cmdid_verb(&srv->metrics.ids, c->cur_cmd);
@@ -223,7 +223,13 @@ static int client_call_conveyor(client_session *c, int argc, const resp_arg *arg
     }
     if (c->up->shared) c->used_shared = 1;
     srv->stats.conveyor_calls++;
-    if (upstream_forward_verb(c->up, c, v, &call, xargc, xargv)) pending_push(c, PENDING_WAITING);
+    /* (a blocking pop blocks outside MULTI only, where the script may say
+     * "wait": up_call_tail) */
+    int may_block = conveyor_blocks(argc, argv) && upstream_local_mode(c->up) == UP_LOCAL_IN_ORDER;
+    if (upstream_forward_verb(c->up, c, v, &call, xargc, xargv)) {
+        pending_push(c, PENDING_WAITING);
+        if (may_block) client_block_begin(c, argc, argv, p, n);
+    }
     return 1;
 }
 
@@ -408,7 +414,7 @@ void client_dispatch(client_session *c, const resp_arg *argv, int argc, const ch
     }
     metrics_count(&c->srv->metrics, c->cur_cmd);
     if ((c->srv->conf.nconveyor_patterns || introspect_is_own_command(&argv[0])) &&
-        client_call_conveyor(c, argc, argv))
+        client_call_conveyor(c, argc, argv, p, n))
         return;
     /* (Its id, found once by client_parse_batch, says whether it is a verb.) */
     const verb_def *v = cmdid_verb(&c->srv->metrics.ids, c->cur_cmd);

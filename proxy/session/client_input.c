@@ -196,9 +196,9 @@ int client_parse_batch(client_session *c, size_t limit)
      * its own output is: what it sent runs, as it would on Redis, but its
      * next command moves it (slow_reader), where Redis holds what it does
      * not read. */
-    if (c->shared_wait || c->owed_wait) return 0;
+    if (c->shared_wait || c->owed_wait || c->pop_wait) return 0;
     int routed;
-    while (c->in_pos < c->in.len && !c->input_done) {
+    while (c->in_pos < c->in.len && !c->input_done && !c->pop_wait) {
         const char *p = c->in.data + c->in_pos;
         size_t avail = c->in.len - c->in_pos;
         if (c->opaque) {

@@ -43,6 +43,16 @@ void client_dispatch(client_session *c, const resp_arg *argv, int argc, const ch
 int client_not_admitted(client_session *c, const char *where);
 int client_verb_must_wait(client_session *c, int argc, const resp_arg *argv);
 int client_split_part(vp_server *srv, int argc, const resp_arg *argv, vp_buf *out);
+int client_call_conveyor(client_session *c, int argc, const resp_arg *argv, const char *p, size_t n);
+/* client_block.c: blocking pops on conveyor keys. */
+void client_block_begin(client_session *c, int argc, const resp_arg *argv, const char *p, size_t n);
+/* The pending reply s of a waiting pop is whole: 1 when it was the wait
+ * marker and went (the pop goes again later), 0 when it is the answer. */
+int client_block_answered(client_session *c, client_pending *s);
+void client_block_forget(client_session *c);
+/* Read and parse again what waited behind a blocking pop. */
+void client_resume(client_session *c);
+void pending_drop_data(client_pending *s);
 
 /* client_input.c */
 void client_http_request(client_session *c);

@@ -112,6 +112,13 @@ static void pending_data_free(client_pending *s)
     s->pooled = 0;
 }
 
+void pending_drop_data(client_pending *s)
+{
+    pending_data_free(s);
+    s->data = NULL;
+    s->len = s->cap = 0;
+}
+
 /* Give the pending reply a reply made elsewhere (malloc'd, now the pending reply's). */
 static void pending_data_take(client_pending *s, char *data, size_t len, size_t cap)
 {
@@ -393,7 +400,7 @@ void client_reply(client_session *c, unsigned long long seq, const char *p, size
     if (c->up && c->up->shared) client_count_reply(c, n, done);
     if (s->replace) {
         if (done) s->kind = PENDING_READY;
-    } else if (idx == 0 && !s->patch && s->len == 0) {
+    } else if (idx == 0 && !s->patch && !s->pop_wait && s->len == 0) {
         /* The common case: the front pending reply is answered and goes straight out. (Not
          * once part of it was held: in cluster mode another node's reply
          * can start arriving while the pending reply is not yet at the front.) */
@@ -412,6 +419,7 @@ void client_reply(client_session *c, unsigned long long seq, const char *p, size
         if (p) pending_append(s, p, n);
         if (done) {
             if (s->patch) client_patch_reply(c, s);
+            if (s->pop_wait && client_block_answered(c, s)) return;
             s->kind = PENDING_READY;
         }
     }
@@ -427,6 +435,7 @@ void client_push(client_session *c, const char *p, size_t n)
 
 void client_round_end(client_session *c)
 {
+    if (c->pop_resume) client_resume(c); /* (a blocking pop answered: client_block.c) */
     if (c->settling && !c->closing && c->up &&
         (c->up->shared ? c->pending_len == 0 : upstream_is_settled(c->up))) {
         /* What the held command waited for is answered: go on from it. */

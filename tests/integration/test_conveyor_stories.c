@@ -417,3 +417,75 @@ Test(conveyor, no_reader_ever_sees_half_a_tick)
     }
     cr_expect_str_eq(info_field("cv:race", "offset"), "400");
 }
+
+/* ---- blocking pops ---- */
+
+typedef struct evalsha_wait {
+    int port;
+    long long calls;
+} evalsha_wait;
+
+/* Redis has run more EVALSHAs than `calls`: the proxy's tries of a
+ * waiting pop are under way. */
+static bool evalsha_calls_past(void *arg)
+{
+    evalsha_wait *w = arg;
+    redisContext *r = vt_connect(w->port);
+    if (!r) return false;
+    redisReply *info = redisCommand(r, "INFO commandstats");
+    long long calls = 0;
+    const char *at =
+        info && info->type == REDIS_REPLY_STRING ? strstr(info->str, "cmdstat_evalsha:calls=") : NULL;
+    if (at) calls = atoll(at + strlen("cmdstat_evalsha:calls="));
+    freeReplyObject(info);
+    redisFree(r);
+    return calls > w->calls;
+}
+
+Test(conveyor, a_blocking_pop_waits_for_a_member_and_its_pipeline_waits_with_it)
+{
+    int fd = vt_must_sock(env.proxy->port);
+    vt_buf got = {0};
+    redisReply *r = run(at("cv:{q}"), "CONFIG RESETSTAT");
+    freeReplyObject(r);
+    /* Nothing to pop: the client waits, and the ZADD it pipelined behind
+     * the pop waits with it, as Redis holds a blocked client's pipeline. */
+    cr_assert(vt_sock_send_str(fd, "BZPOPMIN cv:{q}:line 0\r\nZADD cv:{q}:line 100 late\r\n"));
+    evalsha_wait w = {vt_cluster_env_key_port("cv:{q}:line", env.redis->port), 3};
+    cr_assert(vt_wait_until(evalsha_calls_past, &w, 5000), "the proxy did not try the pop again");
+    expect_int(c, 0, "ZCARD cv:{q}:line");
+    /* A member comes, on a line whose offset moves meanwhile. */
+    expect_int(c, 1, "ZADD cv:{q}:line 5 m");
+    freeReplyObject(run(c, "ZTICK cv:{q}:line 10 1000"));
+    cr_assert(vt_sock_read_replies(fd, &got, 2, 5000), "the pop was not answered: \"%s\"",
+              vt_buf_escaped(&got));
+    vt_assert_bytes(&got, "*3\r\n$11\r\ncv:{q}:line\r\n$1\r\nm\r\n$2\r\n15\r\n:1\r\n");
+    expect_flat(c, "late 100", "ZRANGE cv:{q}:line 0 -1 WITHSCORES");
+    vt_buf_free(&got);
+    close(fd);
+}
+
+Test(conveyor, a_blocking_pop_times_out_with_redis_nil_array_and_errors_as_redis)
+{
+    int fd = vt_must_sock(env.proxy->port);
+    vt_buf got = {0};
+    long long t0 = vt_now_ms();
+    cr_assert(vt_sock_send_str(fd, "BZPOPMAX cv:{t}:a cv:{t}:b 0.2\r\nPING\r\n"));
+    cr_assert(vt_sock_read_replies(fd, &got, 2, 5000), "got \"%s\"", vt_buf_escaped(&got));
+    long long waited = vt_now_ms() - t0;
+    vt_assert_bytes(&got, "*-1\r\n+PONG\r\n");
+    cr_expect(waited >= 195 && waited < 2000, "the timeout of 0.2 s took %lld ms", waited);
+    vt_buf_reset(&got);
+    /* Redis's own words, the timeout checked first; a key of another type. */
+    expect_int(c, 1, "ZADD cv:{t}:b 1 x");
+    freeReplyObject(run(c, "SET cv:{t}:s x"));
+    cr_assert(vt_sock_send_str(
+        fd, "BZPOPMIN cv:{t}:b -1\r\nBZPOPMIN cv:{t}:b soon\r\nBZPOPMIN cv:{t}:s cv:{t}:b 1\r\n"
+            "BZMPOP 1 2 cv:{t}:a cv:{t}:b MAX COUNT 5\r\n"));
+    cr_assert(vt_sock_read_replies(fd, &got, 4, 5000), "got \"%s\"", vt_buf_escaped(&got));
+    vt_assert_bytes(&got, "-ERR timeout is negative\r\n-ERR timeout is not a float or out of range\r\n"
+                          "-WRONGTYPE Operation against a key holding the wrong kind of value\r\n"
+                          "*2\r\n$8\r\ncv:{t}:b\r\n*1\r\n*2\r\n$1\r\nx\r\n$1\r\n1\r\n");
+    vt_buf_free(&got);
+    close(fd);
+}
