@@ -3,8 +3,9 @@
 -- EXPIRE, PEXPIRE, EXPIREAT, PEXPIREAT, PERSIST, RENAME, RENAMENX, COPY,
 -- MOVE, RESTORE, DUMP. The offset key follows the key: deleted with it,
 -- expiring with it, renamed, copied and moved with it. A line that goes to
--- a plain name (RENAME, COPY) or out as bytes (DUMP) has its offset folded
--- into its stored scores first, so it holds its true positions. KEYS and
+-- a plain name (RENAME, COPY) or out as bytes (DUMP) goes with its true
+-- positions: folded in place where it goes away (RENAME), else through a
+-- folded copy (COPY to another database, DUMP), leaving the key as it was. KEYS and
 -- ARGV as lib/conveyor.lua says. The command itself runs as the client
 -- sent it: its errors and replies are Redis's.
 
@@ -33,6 +34,28 @@ local function fold(k)
     conveyor_note_rebase(k)
   end
   return true
+end
+
+-- A copy of the k-th key holding its positions (its offset folded in),
+-- beside it in its slot, for a command that must give positions without
+-- touching the key (a client's WATCH on it would see the fold): the
+-- copy's name; nil when the key's stored scores are its positions (plain,
+-- offset 0, another type, none); false for an offset key of no number.
+local function folded_copy(k)
+  local key = KEYS[2 * k - 1]
+  if not conveyor_is(k) or redis.call('TYPE', key).ok ~= 'zset' then
+    return nil
+  end
+  local offset = conveyor_offset(k)
+  if offset == nil then
+    return false
+  elseif offset == 0 then
+    return nil
+  end
+  local copy = string.gsub(KEYS[2 * k], '^verbproxy%-offset:', 'verbproxy-fold:', 1)
+  redis.call('COPY', key, copy, 'REPLACE')
+  zrescore_first(copy, offset, redis.call('ZCARD', copy))
+  return copy
 end
 
 -- The k-th key's time to live, given to its offset key too (or the
@@ -108,10 +131,15 @@ elseif name == 'expire' or name == 'pexpire' or name == 'expireat' or name == 'p
   follow_ttl(1)
   return r
 elseif name == 'dump' then
-  if not fold(1) then
+  local copy = folded_copy(1)
+  if copy == false then
     return conveyor_bad_offset(1)
+  elseif not copy then
+    return conveyor_as_is()
   end
-  return conveyor_as_is()
+  local r = redis.pcall('DUMP', copy)
+  redis.call('DEL', copy)
+  return r
 elseif name == 'restore' then
   local r = conveyor_as_is()
   if type(r) == 'table' and r.ok then
@@ -131,12 +159,40 @@ elseif name == 'rename' or name == 'renamenx' or name == 'copy' then
   if src == dest and db == nil then
     return conveyor_as_is()
   end
-  -- To a plain name the line goes with its true positions.
-  if not conveyor_is(2) and not fold(1) then
-    return conveyor_bad_offset(1)
-  end
   if conveyor_is(1) and conveyor_offset(1) == nil then
     return conveyor_bad_offset(1)
+  end
+  -- To a plain name the line goes with its true positions.
+  if not conveyor_is(2) and name == 'copy' then
+    local offset = conveyor_offset(1)
+    if offset == 0 or redis.call('TYPE', src).ok ~= 'zset' then
+      return conveyor_as_is()
+    end
+    if db == nil then
+      -- the copy folded, the source untouched
+      local r = conveyor_as_is()
+      if r == 1 then
+        zrescore_first(dest, offset, redis.call('ZCARD', dest))
+        redis.call('DEL', KEYS[4])
+      end
+      return r
+    end
+    local copy = folded_copy(1)
+    local args = { 'COPY', copy }
+    for i = 2, conveyor_argc - 1 do
+      args[#args + 1] = carg(i)
+    end
+    local r = redis.pcall(unpack(args))
+    redis.call('DEL', copy)
+    return r
+  end
+  if not conveyor_is(2) then
+    -- RENAME, RENAMENX: the source goes, so it is folded in place (unless
+    -- RENAMENX would do nothing: a client's WATCH on it must see nothing).
+    if name == 'renamenx' and redis.call('EXISTS', dest) == 1 then
+      return conveyor_as_is()
+    end
+    fold(1)
   end
   local ttl = redis.call('PTTL', src)
   local r = conveyor_as_is()

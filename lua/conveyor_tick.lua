@@ -70,7 +70,9 @@ if #range > 0 then
   redis.call('ZREMRANGEBYSCORE', key, first, '+inf')
 end
 if #range / 2 < card then
-  conveyor_set_offset(1, moved)
+  if moved ~= offset then -- (a tick of 0 writes nothing, as the plain ZTICK: a WATCH sees no change)
+    conveyor_set_offset(1, moved)
+  end
 else
   redis.call('DEL', KEYS[2]) -- the line is gone, and its offset with it
 end

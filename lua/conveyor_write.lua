@@ -4,7 +4,7 @@
 -- attempt of BZPOPMIN, BZPOPMAX, BZMPOP. KEYS and ARGV as
 -- lib/conveyor.lua says. A score written is a position, stored as position
 -- - offset; an increment adds to the position and to the stored score
--- alike. A key that does not exist starts with offset 0 (a stale offset
+-- alike (a new member starts at the increment, a position). A key that does not exist starts with offset 0 (a stale offset
 -- key is dropped), so its stored scores are its positions. Anything Redis
 -- refuses goes to Redis as it is, for its own error, before anything is
 -- written.
@@ -26,6 +26,9 @@ local blocking = conveyor_name == 'bzpopmin' or conveyor_name == 'bzpopmax' or c
 -- keep), then ZMPOP for BZMPOP, or the first key that is not empty popped
 -- (WRONGTYPE at a key of another type before it). Redis's reply, or false.
 local function blocking_pop()
+  if conveyor_name == 'bzmpop' and redis.REDIS_VERSION_NUM == nil then
+    return conveyor_unknown_command() -- (Redis 6.2 has no BZMPOP)
+  end
   local at = conveyor_name == 'bzmpop' and 1 or conveyor_argc - 1
   local text = carg(at)
   local timeout = nil
@@ -44,7 +47,7 @@ local function blocking_pop()
     for i = 2, conveyor_argc - 1 do
       args[#args + 1] = carg(i)
     end
-    return redis.pcall(unpack(args))
+    return conveyor_client_error(redis.pcall(unpack(args)))
   end
   local pop = conveyor_name == 'bzpopmin' and 'ZPOPMIN' or 'ZPOPMAX'
   for k = 1, #KEYS / 2 do
@@ -151,6 +154,10 @@ if name == 'zadd' then
     end
     scores[#scores + 1] = incr and score or score - offset
   end
+  if incr and not redis.call('ZSCORE', key, carg(i + 1)) then
+    -- A new member starts at the increment: a position.
+    scores[1] = scores[1] - offset
+  end
   -- (Incompatible flags are refused by Redis below, before any write.)
   local total, n = 0, 0
   local args = { 'ZADD', key }
@@ -181,7 +188,13 @@ elseif name == 'zincrby' then
   if conveyor_argc ~= 4 or parse_float(carg(2)) == nil then
     return conveyor_as_is()
   end
-  local r = redis.pcall('ZINCRBY', key, carg(2), carg(3))
+  -- An existing member moves by the increment; a new one starts at it,
+  -- a position.
+  local by = carg(2)
+  if not redis.call('ZSCORE', key, carg(3)) then
+    by = parse_float(by) - offset
+  end
+  local r = redis.pcall('ZINCRBY', key, by, carg(3))
   if type(r) == 'table' and r.err then
     return r
   end

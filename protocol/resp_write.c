@@ -4,6 +4,16 @@
 #include <stdio.h>
 #include <string.h>
 
+size_t resp_write_null_array(char *out, int resp3)
+{
+    if (resp3) {
+        memcpy(out, "_\r\n", 3);
+        return 3;
+    }
+    memcpy(out, "*-1\r\n", 5);
+    return 5;
+}
+
 size_t resp_write_null(char *out, int resp3)
 {
     if (resp3) {

@@ -83,6 +83,9 @@ size_t resp_write_bulk_size(size_t n);
 /* The null bulk string: "$-1\r\n" in RESP2, "_\r\n" in RESP3 (at most 5 bytes). */
 size_t resp_write_null(char *out, int resp3);
 
+/* The null array: "*-1\r\n" in RESP2, "_\r\n" in RESP3 (at most 5 bytes). */
+size_t resp_write_null_array(char *out, int resp3);
+
 /* "+<s>\r\n" (RESP_LINE_SIZE(n) bytes of room). The text must hold no CR or
  * LF: simple strings the proxy writes are its own constants. */
 size_t resp_write_simple(char *out, const char *s, size_t n);

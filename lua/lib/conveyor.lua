@@ -124,13 +124,42 @@ end
 
 -- The command as the client sent it, run as it is, its reply as Lua gets
 -- it in RESP2 (scores as strings): for a reply translated next.
-local function conveyor_call_as_sent()
-  local r = redis.pcall(unpack(ARGV, 3))
-  if type(r) == 'table' and r.err and string.find(r.err, 'Wrong number of args calling Redis command') then
-    -- (an older server's arity, checked for scripts in other words)
+-- Redis's refusal of a command it does not have, in its words for a
+-- client (6.2 quotes with `).
+local function conveyor_unknown_command()
+  local old = redis.REDIS_VERSION_NUM == nil
+  local args = ''
+  for i = 1, conveyor_argc - 1 do
+    if #args >= 128 then
+      break
+    end
+    local a = string.sub(ARGV[i + 3], 1, 128 - #args)
+    args = args .. (old and ('`' .. a .. '`, ') or ("'" .. a .. "' "))
+  end
+  local text
+  if old then
+    text = 'ERR unknown command `' .. ARGV[3] .. '`, with args beginning with: ' .. args
+  else
+    text = "ERR unknown command '" .. string.sub(ARGV[3], 1, 128) .. "', with args beginning with: " .. args
+  end
+  return err((string.gsub(text, '[\r\n]', ' ')))
+end
+
+-- A call's error as Redis would give it to a client: an older server's
+-- arity, or a command it lacks, it words otherwise for scripts.
+local function conveyor_client_error(r)
+  if type(r) ~= 'table' or not r.err then
+    return r
+  elseif string.find(r.err, 'Wrong number of args calling') then
     return err("ERR wrong number of arguments for '" .. conveyor_name .. "' command")
+  elseif string.find(r.err, 'Unknown [%a ]*command called from') then
+    return conveyor_unknown_command()
   end
   return r
+end
+
+local function conveyor_call_as_sent()
+  return conveyor_client_error(redis.pcall(unpack(ARGV, 3)))
 end
 
 -- The command as the client sent it, its reply passed on as it is: for

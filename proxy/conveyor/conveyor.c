@@ -2,6 +2,7 @@
  * script call each becomes (conveyor.h). */
 #include "proxy/conveyor/conveyor.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -25,55 +26,60 @@ typedef struct conveyor_command {
     const char *name;
     verb_translation script;
     conveyor_when when;
+    /* The oldest server that has it, as major * 10000 + minor * 100 (0:
+     * every one we support); for EXPIRE and the like, with options only. An
+     * older server is sent the command as it is: it refuses it itself, in
+     * its own words and at its own time (inside MULTI: at once). */
+    unsigned since;
 } conveyor_command;
 
 /* Every command that reads or writes scores of a sorted set, and every
  * command that moves, copies, deletes or expires a key (the offset key
  * follows the key). docs/conveyor.md lists them with what each does. */
 static const conveyor_command conveyor_commands[] = {
-    {"zscore", VERB_TR_READ, WHEN_ALWAYS},
-    {"zmscore", VERB_TR_READ, WHEN_ALWAYS},
-    {"zrank", VERB_TR_READ, WHEN_WITHSCORE},
-    {"zrevrank", VERB_TR_READ, WHEN_WITHSCORE},
-    {"zrange", VERB_TR_READ, WHEN_SCORE_OPTION},
-    {"zrevrange", VERB_TR_READ, WHEN_WITHSCORES},
-    {"zrangebyscore", VERB_TR_READ, WHEN_ALWAYS},
-    {"zrevrangebyscore", VERB_TR_READ, WHEN_ALWAYS},
-    {"zcount", VERB_TR_READ, WHEN_ALWAYS},
-    {"zrandmember", VERB_TR_READ, WHEN_WITHSCORES},
-    {"zunion", VERB_TR_AGGREGATE, WHEN_ALWAYS},
-    {"zinter", VERB_TR_AGGREGATE, WHEN_ALWAYS},
-    {"zdiff", VERB_TR_READ, WHEN_WITHSCORES_LAST},
-    {"zscan", VERB_TR_READ, WHEN_ALWAYS},
-    {"zadd", VERB_TR_WRITE, WHEN_ALWAYS},
-    {"zincrby", VERB_TR_WRITE, WHEN_ALWAYS},
-    {"zremrangebyscore", VERB_TR_WRITE, WHEN_ALWAYS},
-    {"zpopmin", VERB_TR_WRITE, WHEN_ALWAYS},
-    {"zpopmax", VERB_TR_WRITE, WHEN_ALWAYS},
-    {"zmpop", VERB_TR_WRITE, WHEN_ALWAYS},
-    {"zrangestore", VERB_TR_STORE, WHEN_ALWAYS},
-    {"zunionstore", VERB_TR_AGGREGATE, WHEN_ALWAYS},
-    {"zinterstore", VERB_TR_AGGREGATE, WHEN_ALWAYS},
-    {"zdiffstore", VERB_TR_STORE, WHEN_ALWAYS},
-    {"del", VERB_TR_KEY, WHEN_ALWAYS},
-    {"unlink", VERB_TR_KEY, WHEN_ALWAYS},
-    {"expire", VERB_TR_KEY, WHEN_ALWAYS},
-    {"pexpire", VERB_TR_KEY, WHEN_ALWAYS},
-    {"expireat", VERB_TR_KEY, WHEN_ALWAYS},
-    {"pexpireat", VERB_TR_KEY, WHEN_ALWAYS},
-    {"persist", VERB_TR_KEY, WHEN_ALWAYS},
-    {"rename", VERB_TR_KEY, WHEN_ALWAYS},
-    {"renamenx", VERB_TR_KEY, WHEN_ALWAYS},
-    {"copy", VERB_TR_KEY, WHEN_ALWAYS},
-    {"move", VERB_TR_KEY, WHEN_ALWAYS},
-    {"restore", VERB_TR_KEY, WHEN_ALWAYS},
-    {"dump", VERB_TR_KEY, WHEN_ALWAYS},
-    {"ztick", VERB_TR_TICK, WHEN_ALWAYS},
-    {"verbproxy", VERB_TR_ADMIN, WHEN_ALWAYS},
+    {"zscore", VERB_TR_READ, WHEN_ALWAYS, 0},
+    {"zmscore", VERB_TR_READ, WHEN_ALWAYS, 0},
+    {"zrank", VERB_TR_READ, WHEN_WITHSCORE, 70200},
+    {"zrevrank", VERB_TR_READ, WHEN_WITHSCORE, 70200},
+    {"zrange", VERB_TR_READ, WHEN_SCORE_OPTION, 0},
+    {"zrevrange", VERB_TR_READ, WHEN_WITHSCORES, 0},
+    {"zrangebyscore", VERB_TR_READ, WHEN_ALWAYS, 0},
+    {"zrevrangebyscore", VERB_TR_READ, WHEN_ALWAYS, 0},
+    {"zcount", VERB_TR_READ, WHEN_ALWAYS, 0},
+    {"zrandmember", VERB_TR_READ, WHEN_WITHSCORES, 0},
+    {"zunion", VERB_TR_AGGREGATE, WHEN_ALWAYS, 0},
+    {"zinter", VERB_TR_AGGREGATE, WHEN_ALWAYS, 0},
+    {"zdiff", VERB_TR_READ, WHEN_WITHSCORES_LAST, 0},
+    {"zscan", VERB_TR_READ, WHEN_ALWAYS, 0},
+    {"zadd", VERB_TR_WRITE, WHEN_ALWAYS, 0},
+    {"zincrby", VERB_TR_WRITE, WHEN_ALWAYS, 0},
+    {"zremrangebyscore", VERB_TR_WRITE, WHEN_ALWAYS, 0},
+    {"zpopmin", VERB_TR_WRITE, WHEN_ALWAYS, 0},
+    {"zpopmax", VERB_TR_WRITE, WHEN_ALWAYS, 0},
+    {"zmpop", VERB_TR_WRITE, WHEN_ALWAYS, 70000},
+    {"zrangestore", VERB_TR_STORE, WHEN_ALWAYS, 0},
+    {"zunionstore", VERB_TR_AGGREGATE, WHEN_ALWAYS, 0},
+    {"zinterstore", VERB_TR_AGGREGATE, WHEN_ALWAYS, 0},
+    {"zdiffstore", VERB_TR_STORE, WHEN_ALWAYS, 0},
+    {"del", VERB_TR_KEY, WHEN_ALWAYS, 0},
+    {"unlink", VERB_TR_KEY, WHEN_ALWAYS, 0},
+    {"expire", VERB_TR_KEY, WHEN_ALWAYS, 70000},
+    {"pexpire", VERB_TR_KEY, WHEN_ALWAYS, 70000},
+    {"expireat", VERB_TR_KEY, WHEN_ALWAYS, 70000},
+    {"pexpireat", VERB_TR_KEY, WHEN_ALWAYS, 70000},
+    {"persist", VERB_TR_KEY, WHEN_ALWAYS, 0},
+    {"rename", VERB_TR_KEY, WHEN_ALWAYS, 0},
+    {"renamenx", VERB_TR_KEY, WHEN_ALWAYS, 0},
+    {"copy", VERB_TR_KEY, WHEN_ALWAYS, 0},
+    {"move", VERB_TR_KEY, WHEN_ALWAYS, 0},
+    {"restore", VERB_TR_KEY, WHEN_ALWAYS, 0},
+    {"dump", VERB_TR_KEY, WHEN_ALWAYS, 0},
+    {"ztick", VERB_TR_TICK, WHEN_ALWAYS, 0},
+    {"verbproxy", VERB_TR_ADMIN, WHEN_ALWAYS, 0},
     /* Blocking: one try each (the session waits: client_block.c). */
-    {"bzpopmin", VERB_TR_WRITE, WHEN_ALWAYS},
-    {"bzpopmax", VERB_TR_WRITE, WHEN_ALWAYS},
-    {"bzmpop", VERB_TR_WRITE, WHEN_ALWAYS},
+    {"bzpopmin", VERB_TR_WRITE, WHEN_ALWAYS, 0},
+    {"bzpopmax", VERB_TR_WRITE, WHEN_ALWAYS, 0},
+    {"bzmpop", VERB_TR_WRITE, WHEN_ALWAYS, 70000},
 };
 #define CONVEYOR_COMMANDS ((int)(sizeof(conveyor_commands) / sizeof(conveyor_commands[0])))
 
@@ -100,6 +106,28 @@ int conveyor_blocks(int argc, const resp_arg *argv)
 {
     return argc > 0 && (cmd_arg_is(&argv[0], "bzpopmin") || cmd_arg_is(&argv[0], "bzpopmax") ||
                         cmd_arg_is(&argv[0], "bzmpop"));
+}
+
+int conveyor_watch_request(const vp_config *conf, int argc, const resp_arg *argv, vp_buf *out)
+{
+    int extra = 0;
+    for (int i = 1; i < argc; i++)
+        extra += conveyor_key_is(conf, argv[i].ptr, argv[i].len);
+    if (argc < 2 || extra == 0) return 0;
+    out->len = 0;
+    vp_buf_resp_array(out, argc + extra);
+    vp_buf_resp_bulk(out, argv[0].ptr, argv[0].len);
+    for (int i = 1; i < argc; i++) {
+        vp_buf_resp_bulk(out, argv[i].ptr, argv[i].len);
+        if (!conveyor_key_is(conf, argv[i].ptr, argv[i].len)) continue;
+        char head[OFFSET_KEY_EXTRA];
+        size_t hl = offset_key_head(argv[i].ptr, argv[i].len, head);
+        vp_buf_resp_header(out, RESP_BULK, (long long)(hl + argv[i].len));
+        vp_buf_append(out, head, hl);
+        vp_buf_append(out, argv[i].ptr, argv[i].len);
+        vp_buf_append(out, "\r\n", 2);
+    }
+    return 1;
 }
 
 int conveyor_key_is(const vp_config *conf, const char *key, size_t len)
@@ -187,13 +215,28 @@ int conveyor_verb_refused(const vp_config *conf, const verb_call *call, const re
     return 0;
 }
 
-int conveyor_plan(const vp_config *conf, const verb_table *t, int argc, const resp_arg *argv,
-                  conveyor_scratch *s, const verb_def **v, verb_call *call, const resp_arg **out_argv,
-                  int *out_argc)
+/* Does a server of this version have the command in this form? */
+static int conveyor_server_has(const conveyor_command *cc, int argc, unsigned version)
+{
+    if (!cc->since || !version || version >= cc->since) return 1;
+    int expire = cc->script == VERB_TR_KEY; /* (EXPIRE and the like: their options are newer) */
+    return expire && argc <= 3;
+}
+
+unsigned conveyor_version(const char *text)
+{
+    unsigned major = 0, minor = 0;
+    if (!text || sscanf(text, "%u.%u", &major, &minor) < 1) return 0;
+    return major * 10000 + minor * 100;
+}
+
+int conveyor_plan(const vp_config *conf, const verb_table *t, unsigned server_version, int argc,
+                  const resp_arg *argv, conveyor_scratch *s, const verb_def **v, verb_call *call,
+                  const resp_arg **out_argv, int *out_argc)
 {
     if (argc < 1) return 0;
     const conveyor_command *cc = conveyor_command_of(&argv[0]);
-    if (!cc || !conveyor_wanted(cc, argc, argv)) return 0;
+    if (!cc || !conveyor_wanted(cc, argc, argv) || !conveyor_server_has(cc, argc, server_version)) return 0;
     if (conf->nconveyor_patterns == 0 && cc->script != VERB_TR_ADMIN) return 0;
     int nkeys = conveyor_keys(cc, argc, argv, s);
     if (nkeys == 0) return 0;

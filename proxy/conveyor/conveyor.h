@@ -51,11 +51,18 @@ int conveyor_key_is(const struct vp_config *conf, const char *key, size_t len);
  * pops or says "wait" (the session waits and tries again). */
 int conveyor_blocks(int argc, const resp_arg *argv);
 
+/* WATCH naming conveyor keys: the request with each one's offset key
+ * watched after it (a tick changes only that), written to out; 0 (out
+ * untouched) when it names none. */
+int conveyor_watch_request(const struct vp_config *conf, int argc, const resp_arg *argv, vp_buf *out);
+
 /* Could a command of this name be translated (then it is read whole
  * before it is sent: its keys decide)? 0 whenever no pattern is set. */
 int conveyor_may_translate(const struct vp_config *conf, const resp_arg *name);
 
-/* The translation of this command, if it is one: 1 with *v (a
+/* The translation of this command, if it is one, for a server of
+ * server_version (conveyor_version; a form the server lacks is left to
+ * it): 1 with *v (a
  * translation entry of t), *call and the arguments to send in
  * *out_argv / *out_argc (the scratch's); CONVEYOR_REFUSED for a command
  * not translated yet that names a conveyor key (BZPOPMIN, BZPOPMAX,
@@ -65,8 +72,11 @@ int conveyor_may_translate(const struct vp_config *conf, const resp_arg *name);
  * refused, for now (docs/conveyor.md#not-yet). */
 int conveyor_verb_refused(const struct vp_config *conf, const verb_call *call, const resp_arg *argv);
 
-int conveyor_plan(const struct vp_config *conf, const verb_table *t, int argc, const resp_arg *argv,
-                  conveyor_scratch *s, const verb_def **v, verb_call *call, const resp_arg **out_argv,
-                  int *out_argc);
+int conveyor_plan(const struct vp_config *conf, const verb_table *t, unsigned server_version, int argc,
+                  const resp_arg *argv, conveyor_scratch *s, const verb_def **v, verb_call *call,
+                  const resp_arg **out_argv, int *out_argc);
+/* A server's version ("7.2.4") as conveyor_plan takes it; 0: unknown (then
+ * every command is taken to be there). */
+unsigned conveyor_version(const char *text);
 
 #endif

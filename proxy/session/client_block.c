@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "protocol/resp_write.h"
 #include "proxy/conveyor/conveyor.h"
 #include "proxy/log.h"
 #include "proxy/session/client_internal.h"
@@ -189,8 +190,9 @@ int client_block_answered(client_session *c, client_pending *s)
     }
     if (wait) {
         /* Its timeout: Redis's nil array. */
+        char nil[8];
         s->len = 0;
-        pending_append(s, c->up && c->up->resp3 ? "_\r\n" : "*-1\r\n", c->up && c->up->resp3 ? 3 : 5);
+        pending_append(s, nil, resp_write_null_array(nil, c->up && c->up->resp3));
     }
     pop_end(c);
     c->pop_resume = 1; /* at the end of this read (client_round_end): not from inside it */

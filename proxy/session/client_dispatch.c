@@ -146,8 +146,8 @@ int client_split_part(vp_server *srv, int argc, const resp_arg *argv, vp_buf *ou
     const resp_arg *xargv;
     int xargc;
     if (!srv->conf.nconveyor_patterns ||
-        !conveyor_plan(&srv->conf, &srv->verbs, argc, argv, client_conveyor_scratch(srv), &v, &call, &xargv,
-                       &xargc))
+        !conveyor_plan(&srv->conf, &srv->verbs, 0, argc, argv, client_conveyor_scratch(srv), &v, &call,
+                       &xargv, &xargc))
         return 0;
     char nk[24];
     int nkl = snprintf(nk, sizeof(nk), "%d", call.range_count);
@@ -188,8 +188,9 @@ int client_call_conveyor(client_session *c, int argc, const resp_arg *argv, cons
     const verb_def *v;
     const resp_arg *xargv;
     int xargc;
-    int planned = conveyor_plan(&srv->conf, &srv->verbs, argc, argv, client_conveyor_scratch(srv), &v, &call,
-                                &xargv, &xargc);
+    int planned =
+        conveyor_plan(&srv->conf, &srv->verbs, conveyor_version(c->up ? c->up->server_version : NULL), argc,
+                      argv, client_conveyor_scratch(srv), &v, &call, &xargv, &xargc);
     if (!planned) return 0;
     if (planned == CONVEYOR_REFUSED) {
         snprintf(err, sizeof(err), "ERR verbproxy: %.*s on a conveyor key is not supported yet",
@@ -473,6 +474,11 @@ void client_dispatch(client_session *c, const resp_arg *argv, int argc, const ch
         answered = upstream_forward_copy(c->up, c, hello, hn, kind);
         OPENSSL_cleanse(hello, cap);
         free(hello);
+    } else if (kind == CMD_PLAIN && c->srv->conf.nconveyor_patterns && cmd_arg_is(&argv[0], "watch") &&
+               conveyor_watch_request(&c->srv->conf, argc, argv, &client_conveyor_scratch(c->srv)->names)) {
+        /* A tick moves only a conveyor key's offset key: watched too. */
+        vp_buf *w = &client_conveyor_scratch(c->srv)->names;
+        answered = upstream_forward_copy(c->up, c, w->data, w->len, kind);
     } else {
         answered = upstream_forward(c->up, c, p, n, kind);
     }

@@ -136,14 +136,15 @@ static void up_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
  * can return no nil array: lib/conveyor.lua, conveyor_nil_array) becomes
  * the nil array Redis's own command replies: *-1 in RESP2, _ in RESP3
  * (the protocol the script was told, up_call_tail). */
-static void up_nil_array(const upstream_conn *up, const up_entry *e, const char **p, size_t *n)
+static void up_nil_array(upstream_conn *up, const up_entry *e, const char **p, size_t *n)
 {
     static const char marker[] = "+" VERB_NIL_ARRAY_MARKER "\r\n";
     if (*n != sizeof(marker) - 1 || memcmp(*p, marker, *n) != 0) return;
     const verb_table *t = upstream_verbs(up);
     if (e->verb < 0 || e->verb >= t->count || !t->verbs[e->verb]->translation) return;
-    *p = up->resp3 ? "_\r\n" : "*-1\r\n";
-    *n = up->resp3 ? 3 : 5;
+    static char nil[8];
+    *n = resp_write_null_array(nil, up->resp3);
+    *p = nil;
 }
 
 /* Hand n bytes of the current reply on; `done` marks its last piece. The

@@ -184,7 +184,7 @@ static int plan(const char *line, char *out, size_t outlen)
     verb_call call;
     const resp_arg *xargv;
     int xargc;
-    if (!conveyor_plan(&conf, &verbs, argc, argv, &scratch, &v, &call, &xargv, &xargc)) return 0;
+    if (!conveyor_plan(&conf, &verbs, 0, argc, argv, &scratch, &v, &call, &xargv, &xargc)) return 0;
     size_t n = 0;
     for (int i = 0; i < call.range_count; i++)
         n += (size_t)snprintf(out + n, outlen - n, "%.*s ", (int)xargv[call.range_first + i].len,
@@ -262,7 +262,7 @@ Test(conveyor_plan, nothing_without_a_pattern)
     const resp_arg *xargv;
     int xargc;
     conveyor_scratch s = {0};
-    cr_expect_eq(conveyor_plan(&none, &t, 4, argv, &s, &v, &call, &xargv, &xargc), 0);
+    cr_expect_eq(conveyor_plan(&none, &t, 0, 4, argv, &s, &v, &call, &xargv, &xargc), 0);
     cr_expect_eq(conveyor_may_translate(&none, &argv[0]), 0);
     conveyor_scratch_free(&s);
     verbs_free(&t);
