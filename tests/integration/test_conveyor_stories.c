@@ -480,12 +480,16 @@ Test(conveyor, a_blocking_pop_times_out_with_redis_nil_array_and_errors_as_redis
     expect_int(c, 1, "ZADD cv:{t}:b 1 x");
     freeReplyObject(run(c, "SET cv:{t}:s x"));
     cr_assert(vt_sock_send_str(
-        fd, "BZPOPMIN cv:{t}:b -1\r\nBZPOPMIN cv:{t}:b soon\r\nBZPOPMIN cv:{t}:s cv:{t}:b 1\r\n"
-            "BZMPOP 1 2 cv:{t}:a cv:{t}:b MAX COUNT 5\r\n"));
-    cr_assert(vt_sock_read_replies(fd, &got, 4, 5000), "got \"%s\"", vt_buf_escaped(&got));
+        fd, "BZPOPMIN cv:{t}:b -1\r\nBZPOPMIN cv:{t}:b soon\r\nBZPOPMIN cv:{t}:s cv:{t}:b 1\r\n"));
+    cr_assert(vt_sock_read_replies(fd, &got, 3, 5000), "got \"%s\"", vt_buf_escaped(&got));
     vt_assert_bytes(&got, "-ERR timeout is negative\r\n-ERR timeout is not a float or out of range\r\n"
-                          "-WRONGTYPE Operation against a key holding the wrong kind of value\r\n"
-                          "*2\r\n$8\r\ncv:{t}:b\r\n*1\r\n*2\r\n$1\r\nx\r\n$1\r\n1\r\n");
+                          "-WRONGTYPE Operation against a key holding the wrong kind of value\r\n");
+    vt_buf_reset(&got);
+    if (vt_redis_version() >= 700) { /* (BZMPOP came with Redis 7.0) */
+        cr_assert(vt_sock_send_str(fd, "BZMPOP 1 2 cv:{t}:a cv:{t}:b MAX COUNT 5\r\n"));
+        cr_assert(vt_sock_read_replies(fd, &got, 1, 5000), "got \"%s\"", vt_buf_escaped(&got));
+        vt_assert_bytes(&got, "*2\r\n$8\r\ncv:{t}:b\r\n*1\r\n*2\r\n$1\r\nx\r\n$1\r\n1\r\n");
+    }
     vt_buf_free(&got);
     close(fd);
 }
