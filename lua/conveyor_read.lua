@@ -100,7 +100,7 @@ elseif name == 'zscan' then
   local listpack = #items > 0 and redis.call('OBJECT', 'ENCODING', key) ~= 'skiplist'
   for i = 2, #items, 2 do
     local x = tonumber(items[i]) + offset
-    items[i] = listpack and dformat_d2string(x) or dformat_17g(x)
+    items[i] = listpack and dformat_d2string(x) or format_score(x)
   end
   return r
 elseif name == 'zcount' then

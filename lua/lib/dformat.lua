@@ -1,24 +1,16 @@
 -- lib/dformat.lua: a double as this server prints it where Lua cannot ask
--- it to (ZSCAN's scores: a sorted set's own strings). Needs nothing.
+-- it to (ZSCAN's scores: a sorted set's own strings).
 --
 -- A listpack (ziplist on Redis 6.2) keeps each score as d2string made it
 -- at ZADD; a skiplist prints it with ld2string (%.17Lg). d2string prints
 -- an integral value as an integer (Redis 7.0 and 6.2 below 2^52, Redis
 -- 7.2, 7.4 and Valkey within +-LLONG_MAX/2), else %.17g (6.2, 7.0) or
 -- fpconv_dtoa (7.2, 7.4, Valkey: the shortest digits that read back the
--- same double, laid out as fpconv's emit_digits lays them out).
+-- same double, laid out as fpconv's emit_digits lays them out). Needs
+-- lib/order.lua (format_score: %.17g) before it.
 
 -- Redis 7.2 and later print doubles with fpconv (Valkey says 7.2.4).
 local dformat_fpconv = (redis.REDIS_VERSION_NUM or 0) >= 0x070200
-
-local function dformat_17g(x)
-  if x == math.huge then
-    return 'inf'
-  elseif x == -math.huge then
-    return '-inf'
-  end
-  return string.format('%.17g', x)
-end
 
 -- fpconv_dtoa of a finite double that is not 0.
 local function dformat_shortest(x)
@@ -61,7 +53,7 @@ end
 -- d2string: what a listpack holds for the score x.
 local function dformat_d2string(x)
   if x == math.huge or x == -math.huge then
-    return dformat_17g(x)
+    return format_score(x)
   elseif x == 0 then
     return (1 / x < 0) and '-0' or '0'
   end
@@ -69,5 +61,5 @@ local function dformat_d2string(x)
   if x == math.floor(x) and x >= -limit and x <= limit then
     return string.format('%.0f', x)
   end
-  return dformat_fpconv and dformat_shortest(x) or dformat_17g(x)
+  return dformat_fpconv and dformat_shortest(x) or format_score(x)
 end

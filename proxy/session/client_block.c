@@ -104,15 +104,7 @@ static void pop_try(client_session *c)
     c->cur_cmd = CMDID_NONE;
     resp_request_free(&parser);
     /* Out now, as client_process_input sends what it parsed. */
-    if (c->up && c->up->shared) {
-        upstream_flush_early(c->up);
-    } else if (c->up) {
-        int rc = upstream_flush(c->up);
-        if (rc < 0) {
-            upstream_write_failed(c->up, rc); /* (tells this client) */
-            return;
-        }
-    }
+    if (client_send_upstream(c) < 0) return;
     client_release_ready(c);
     client_flush(c);
     if (!c->pop) client_resume(c);

@@ -281,6 +281,22 @@ int client_parse_batch(client_session *c, size_t limit)
     return 0;
 }
 
+int client_send_upstream(client_session *c)
+{
+    /* (A shared connection has copied what it was given; see
+     * up_shared_write for when it writes.) */
+    if (c->up && c->up->shared) {
+        upstream_flush_early(c->up);
+    } else if (c->up) {
+        int rc = upstream_flush(c->up);
+        if (rc < 0) {
+            upstream_write_failed(c->up, rc); /* (tells this client) */
+            return -1;
+        }
+    }
+    return 0;
+}
+
 void client_process_input(client_session *c)
 {
     if (c->closing || c->input_done) return;
@@ -296,18 +312,8 @@ void client_process_input(client_session *c)
     size_t limit = (size_t)c->srv->conf.buffer_limit;
     for (;;) {
         int more = client_parse_batch(c, limit);
-        /* The forwarded pieces point into `in`: write them before compacting.
-         * (A shared connection has copied them; see up_shared_write for
-         * when it writes.) */
-        if (c->up && c->up->shared) {
-            upstream_flush_early(c->up);
-        } else if (c->up) {
-            int rc = upstream_flush(c->up);
-            if (rc < 0) {
-                upstream_write_failed(c->up, rc); /* (tells this client) */
-                return;
-            }
-        }
+        /* The forwarded pieces point into `in`: write them before compacting. */
+        if (client_send_upstream(c) < 0) return;
         if (c->input_done) {
             c->in.len = c->in_pos = 0; /* nothing more will be parsed */
         } else {

@@ -50,6 +50,10 @@ void client_block_begin(client_session *c, int argc, const resp_arg *argv, const
  * marker and went (the pop goes again later), 0 when it is the answer. */
 int client_block_answered(client_session *c, client_pending *s);
 void client_block_forget(client_session *c);
+/* Send what was forwarded for the client now (its own connection is
+ * flushed; a shared one writes early). -1: the write failed (the client
+ * was told). */
+int client_send_upstream(client_session *c);
 /* Read and parse again what waited behind a blocking pop. */
 void client_resume(client_session *c);
 void pending_drop_data(client_pending *s);

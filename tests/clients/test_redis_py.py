@@ -25,12 +25,8 @@ when the proxy did not stop cleanly). Every wait polls a condition until a
 deadline; nothing sleeps a fixed time.
 """
 
-import ctypes
 import os
 import shutil
-import signal
-import socket
-import subprocess
 import sys
 import tempfile
 import threading
@@ -39,133 +35,11 @@ import unittest
 
 import redis
 
-REDIS_SERVER = os.environ.get("VP_TEST_REDIS_SERVER") or "/usr/bin/redis-server"
-HOST = "127.0.0.1"  # what both servers bind; "localhost" may resolve elsewhere first
-START_DEADLINE_S = 10.0
-STOP_DEADLINE_S = 10.0
-START_ATTEMPTS = 3  # a free port can be taken between probing and binding
-
-
-_libc = ctypes.CDLL(None, use_errno=True)
-PR_SET_PDEATHSIG = 1
-
-
-def die_with_parent():
-    """In the child before exec: the kernel kills it when this test process dies, however it dies."""
-    _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-
-
-def free_port():
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def answers_ping(port):
-    """True when something on port replies +PONG to a PING (raw socket, no client retries)."""
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=0.5) as s:
-            s.sendall(b"PING\r\n")
-            return s.recv(64).startswith(b"+PONG")
-    except OSError:
-        return False
-
-
-def wait_until(cond, deadline_s, what):
-    end = time.monotonic() + deadline_s
-    while time.monotonic() < end:
-        if cond():
-            return
-        time.sleep(0.01)
-    raise AssertionError("timed out after %.0f s waiting for %s" % (deadline_s, what))
-
-
-class Server:
-    """One child process (redis-server or verbproxy) with its log in a temp dir."""
-
-    def __init__(self, name, argv_for_port, workdir):
-        self.name = name
-        self.argv_for_port = argv_for_port
-        self.workdir = workdir
-        self.log_path = os.path.join(workdir, name + ".log")
-        self.proc = None
-        self.port = None
-
-    def start(self):
-        last = None
-        for _ in range(START_ATTEMPTS):
-            self.port = free_port()
-            with open(self.log_path, "ab") as log:
-                self.proc = subprocess.Popen(
-                    self.argv_for_port(self.port), cwd=self.workdir, stdin=subprocess.DEVNULL,
-                    stdout=log, stderr=log, preexec_fn=die_with_parent)
-            try:
-                wait_until(lambda: self.proc.poll() is not None or answers_ping(self.port),
-                           START_DEADLINE_S, "%s to answer PING on port %d" % (self.name, self.port))
-                if self.proc.poll() is None:
-                    return
-                last = "%s exited at start with status %s" % (self.name, self.proc.returncode)
-            except AssertionError as e:
-                last = str(e)
-                self.kill()
-        raise RuntimeError("%s did not start: %s\n%s" % (self.name, last, self.log()))
-
-    def stop(self):
-        """SIGTERM, wait for the exit; True when the process stopped cleanly."""
-        if self.proc is None:
-            return True
-        p, self.proc = self.proc, None
-        if p.poll() is not None:
-            print("%s had exited by itself: status %s" % (self.name, p.returncode), file=sys.stderr)
-            return False
-        p.send_signal(signal.SIGTERM)
-        try:
-            status = p.wait(timeout=STOP_DEADLINE_S)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait()
-            print("%s ignored SIGTERM for %.0f s; killed" % (self.name, STOP_DEADLINE_S), file=sys.stderr)
-            return False
-        if status not in (0, -signal.SIGTERM):
-            print("%s stopped badly: status %s" % (self.name, status), file=sys.stderr)
-            return False
-        return True
-
-    def kill(self):
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
-        self.proc = None
-
-    def log(self):
-        try:
-            with open(self.log_path, "r", errors="replace") as f:
-                return "---- %s log ----\n%s---- end ----" % (self.name, f.read())
-        except OSError:
-            return "(no %s log)" % self.name
-
-
-# Certificates for the proxy's tls-port (make_certs.sh: a CA, the proxy's
-# certificate from it, another CA).
-MAKE_CERTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "make_certs.sh")
-
-
-def make_certs(workdir):
-    """The certificates of make_certs.sh in workdir/certs; returns that directory."""
-    d = os.path.join(workdir, "certs")
-    os.mkdir(d)
-    done = subprocess.run(["bash", MAKE_CERTS, d], stdin=subprocess.DEVNULL,
-                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    if done.returncode != 0:
-        raise RuntimeError("making certificates failed:\n" + done.stdout.decode(errors="replace"))
-    return d
-
-
-def cluster_nodes():
-    """The cluster variant's nodes as [(host, port)], primaries first; [] outside it."""
-    if os.environ.get("VP_TEST_UPSTREAM_MODE") != "cluster":
-        return []
-    return [(h, int(p)) for h, p in (a.rsplit(":", 1) for a in os.environ["VP_TEST_CLUSTER_NODES"].split(","))]
+# The server harness (Server, free_port, wait_until, make_certs,
+# cluster_nodes, ...) is shared with the model test: tests/support/vt_servers.py.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "support"))
+from vt_servers import (HOST, REDIS_SERVER, Server, cluster_nodes, free_port,  # noqa: E402
+                        make_certs, wait_until)
 
 
 class Env:
