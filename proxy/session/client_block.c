@@ -167,6 +167,13 @@ int client_block_answered(client_session *c, client_pending *s)
 {
     if (!c->pop) return 0;
     int wait = s->len == sizeof(pop_wait_marker) - 1 && memcmp(s->data, pop_wait_marker, s->len) == 0;
+    if (wait && s != pending_at(c, c->pending_len - 1)) {
+        /* (never: nothing is read behind a waiting pop) The marker cannot
+         * be taken back from the middle: it ends the wait as a timeout. */
+        vp_log(VP_LOG_WARNING, "client %llu: a waiting pop's reply is not its last: answered as timed out",
+               c->id);
+        c->pop->deadline = 1;
+    }
     uint64_t now = uv_now(c->srv->loop);
     if (wait && (!c->pop->deadline || now < c->pop->deadline)) {
         /* Nothing yet: this pending reply (the last) goes, the next try
