@@ -70,7 +70,9 @@ if #range > 0 then
   redis.call('ZREMRANGEBYSCORE', key, first, '+inf')
 end
 if #range / 2 < card then
-  if moved ~= offset then -- (a tick of 0 writes nothing, as the plain ZTICK: a WATCH sees no change)
+  -- A tick that moves no member writes nothing, as the plain ZTICK (a
+  -- WATCH sees no change): one of 0, or of a line all at -inf and +inf.
+  if moved ~= offset and redis.call('ZCOUNT', key, '(-inf', '(+inf') > 0 then
     conveyor_set_offset(1, moved)
   end
 else

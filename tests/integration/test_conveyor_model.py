@@ -52,7 +52,8 @@ Environment:
   VP_BINARY                 the proxy (or the first argument)
   VP_TEST_REDIS_SERVER      redis-server (default /usr/bin/redis-server)
   VP_TEST_SEED=N            run that one seed (printed by every run)
-  VP_TEST_SEEDS=N           how many seeds (default 6; random unless VP_TEST_SEED)
+  VP_TEST_SEEDS=N           how many seeds (default 6: the same ones every run)
+  VP_TEST_RANDOM_SEEDS=1    random seeds instead (printed: replay one with VP_TEST_SEED)
   VP_TEST_STEPS=N           steps per seed (default 2000)
   VP_TEST_SHARED_UPSTREAMS=0  the proxy with --shared-upstreams 0
   VP_TEST_UPSTREAM_TLS=1    redis-server with TLS, the proxy with --upstream-tls
@@ -81,6 +82,7 @@ import vt_servers as vt  # noqa: E402
 CONVEYOR_PATTERN = "cv:*"
 STEPS = int(os.environ.get("VP_TEST_STEPS") or 2000)
 SEEDS = int(os.environ.get("VP_TEST_SEEDS") or 6)
+FIXED_SEED_BASE = 20261206
 SHRINK_SECONDS = float(os.environ.get("VP_TEST_SHRINK_SECONDS") or 30)
 HISTORY = 20
 CHECK_STATE = os.environ.get("VP_TEST_CHECK_STATE", "") not in ("", "0")
@@ -943,6 +945,12 @@ KNOWN = [
          (_is(cmd, "ZRANK", "ZREVRANK") and "WITHSCORE" in cmd.words())
          or _is(cmd, "ZMPOP", "BZMPOP", "BZPOPMIN", "BZPOPMAX")),
      (2,)),
+    ("watch-ttl-6.2",
+     "Redis 6.2 has no PEXPIRETIME: the offset key's time to live is set from its key's PTTL, and can end up "
+     "to a millisecond after it. A WATCH in that millisecond, on a line already expired, watches an offset "
+     "key still there, whose expiry then counts as a change (EXEC aborted, where Redis runs it)",
+     lambda cmd, g: g.model.version < (7, 0) and cmd.kind == "watch",
+     (2, 3)),
     ("negative-zero",
      "Redis keeps a score of -0 in a skiplist-encoded sorted set (over 128 members; Redis 6.2 in a small one "
      "too): ZADD key -0 m, ZSCORE answers \"-0\". On a conveyor key with an offset the proxy answers \"0\" "
@@ -1609,9 +1617,13 @@ class ConveyorModelTest(unittest.TestCase):
         """Seeded random sequences: every reply as Redis's on plain keys."""
         if os.environ.get("VP_TEST_SEED"):
             seeds = [int(os.environ["VP_TEST_SEED"])]
-        else:
+        elif vt.env_on("VP_TEST_RANDOM_SEEDS"):
             base = random.SystemRandom().randrange(1, 10 ** 6)
             seeds = [base + i for i in range(SEEDS)]
+        else:
+            # The same seeds on every run (a suite's verdict must not depend
+            # on luck); VP_TEST_RANDOM_SEEDS=1 looks further.
+            seeds = [FIXED_SEED_BASE + i for i in range(SEEDS)]
         ops = OPS + extra_ops()
         print("\nconveyor model (%s): seeds %s, %d steps each, ops: %s%s"
               % (self.env.variant(), ",".join(map(str, seeds)), STEPS, ",".join(o[0] for o in ops),
