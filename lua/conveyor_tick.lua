@@ -6,10 +6,11 @@
 -- them). KEYS and ARGV as lib/conveyor.lua says: ARGV[3] is 'ZTICK',
 -- ARGV[4] the key, then delta, threshold and WITHSCORES.
 --
--- The offset is folded into the stored scores (every member rescored,
--- O(N), the offset key dropped) when the new offset would not be finite
--- (an infinite delta) or would pass REBASE_AT in magnitude, where
--- positions with fractions would lose precision against it.
+-- The offset is folded into the stored scores (a rebase: every member
+-- rescored, O(N), the offset 0 and the rebase noted in the offset key)
+-- when the new offset would not be finite (an infinite delta) or would
+-- pass REBASE_AT in magnitude, where positions with fractions would lose
+-- precision against it.
 
 --#include lib/err.lua
 --#include lib/float.lua
