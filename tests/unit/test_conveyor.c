@@ -60,7 +60,11 @@ static void random_text(vt_rng *g, const char *alphabet, char *out, size_t max, 
 }
 
 /* Redis's KEYS pattern over a database holding `keys`: which of them match. */
-Test(conveyor, glob_matches_what_redis_keys_matches, .init = setup_plain)
+/* (a suite of its own: a Test's .init runs after its suite's, not
+ * instead of it) */
+TestSuite(conveyor_glob, .init = setup_plain, .fini = teardown, .timeout = 120);
+
+Test(conveyor_glob, glob_matches_what_redis_keys_matches)
 {
     enum { NKEYS = 300, NPATTERNS = 1500 };
     static char keys[NKEYS][12];
