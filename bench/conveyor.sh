@@ -136,8 +136,11 @@ if [ "${BENCH_SKIP_TICK:-0}" != 1 ]; then
                 [ "$size" -le 100000 ] && fill cv:line "$size"
                 top=$(vcli ZRANGE cv:line -1 -1 WITHSCORES | tail -n 1)
                 # (each sample starts from the line as it is: positions top-size+1..top)
-                us=$(tick_sample conveyor cv:line "$((top + 1))" "$e" "$TICKS")
-                echo "$r,conveyor,$size,$e,$TICKS,$us" >>"$TICK_RAW"
+                # (as many ticks as the line has members to leave)
+                count=$TICKS
+                [ "$e" -gt 0 ] && [ $((size / e - 1)) -lt "$count" ] && count=$((size / e - 1))
+                us=$(tick_sample conveyor cv:line "$((top + 1))" "$e" "$count")
+                echo "$r,conveyor,$size,$e,$count,$us" >>"$TICK_RAW"
             done
         done
         log "conveyor $size: $(sel "$TICK_RAW" us_per_tick kind=conveyor size="$size" | tr '\n' ' ')"
@@ -151,8 +154,10 @@ if [ "${BENCH_SKIP_TICK:-0}" != 1 ]; then
         for r in $(seq 1 "$ROUNDS"); do
             for e in $EXITS; do
                 fill plain:line "$size"
-                us=$(tick_sample plain plain:line "$size" "$e" "$count")
-                echo "$r,plain,$size,$e,$count,$us" >>"$TICK_RAW"
+                n=$count
+                [ "$e" -gt 0 ] && [ $((size / e - 1)) -lt "$n" ] && n=$((size / e - 1))
+                us=$(tick_sample plain plain:line "$size" "$e" "$n")
+                echo "$r,plain,$size,$e,$n,$us" >>"$TICK_RAW"
             done
         done
         rcli DEL plain:line >/dev/null
