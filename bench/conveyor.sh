@@ -112,6 +112,14 @@ TICK_RAW="$OUT_DIR/conveyor-tick.csv"
 echo "round,kind,size,exits,ticks,us_per_tick" >"$TICK_RAW"
 # tick_sample KIND KEY SIZE EXITS COUNT: COUNT ticks of KEY (positions
 # 0..SIZE-1 when it starts), each leaving EXITS members; the server time.
+# ticks_for SIZE EXITS MAX: at most MAX ticks, and no more than a line of
+# SIZE members has members to leave at EXITS a tick.
+ticks_for() {
+    local n=$3
+    [ "$2" -gt 0 ] && [ $(($1 / $2 - 1)) -lt "$n" ] && n=$(($1 / $2 - 1))
+    echo "$n"
+}
+
 tick_sample() {
     local kind=$1 key=$2 size=$3 exits=$4 count=$5 got
     # One connection for every tick (a process per tick would measure a
@@ -136,9 +144,7 @@ if [ "${BENCH_SKIP_TICK:-0}" != 1 ]; then
                 [ "$size" -le 100000 ] && fill cv:line "$size"
                 top=$(vcli ZRANGE cv:line -1 -1 WITHSCORES | tail -n 1)
                 # (each sample starts from the line as it is: positions top-size+1..top)
-                # (as many ticks as the line has members to leave)
-                count=$TICKS
-                [ "$e" -gt 0 ] && [ $((size / e - 1)) -lt "$count" ] && count=$((size / e - 1))
+                count=$(ticks_for "$size" "$e" "$TICKS")
                 us=$(tick_sample conveyor cv:line "$((top + 1))" "$e" "$count")
                 echo "$r,conveyor,$size,$e,$count,$us" >>"$TICK_RAW"
             done
@@ -154,8 +160,7 @@ if [ "${BENCH_SKIP_TICK:-0}" != 1 ]; then
         for r in $(seq 1 "$ROUNDS"); do
             for e in $EXITS; do
                 fill plain:line "$size"
-                n=$count
-                [ "$e" -gt 0 ] && [ $((size / e - 1)) -lt "$n" ] && n=$((size / e - 1))
+                n=$(ticks_for "$size" "$e" "$count")
                 us=$(tick_sample plain plain:line "$size" "$e" "$n")
                 echo "$r,plain,$size,$e,$n,$us" >>"$TICK_RAW"
             done

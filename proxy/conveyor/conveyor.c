@@ -244,10 +244,6 @@ int conveyor_plan(const vp_config *conf, const verb_table *t, unsigned server_ve
     for (int k = 0; k < nkeys && !any; k++)
         any = conveyor_key_is(conf, argv[s->keypos[k]].ptr, argv[s->keypos[k]].len);
     if (!any) return 0;
-    if (cc->script == VERB_TR_NONE) {
-        *v = NULL;
-        return CONVEYOR_REFUSED;
-    }
     const verb_def *entry = verbs_translation(t, cc->script);
     if (!entry) return 0;
 

@@ -64,10 +64,7 @@ int conveyor_may_translate(const struct vp_config *conf, const resp_arg *name);
  * server_version (conveyor_version; a form the server lacks is left to
  * it): 1 with *v (a
  * translation entry of t), *call and the arguments to send in
- * *out_argv / *out_argc (the scratch's); CONVEYOR_REFUSED for a command
- * not translated yet that names a conveyor key (BZPOPMIN, BZPOPMAX,
- * BZMPOP: answered with an error, never sent); else 0. */
-#define CONVEYOR_REFUSED 2
+ * *out_argv / *out_argc (the scratch's), else 0. */
 /* A verb other than ZTICK (its checked call) that names a conveyor key:
  * refused, for now (docs/conveyor.md#not-yet). */
 int conveyor_verb_refused(const struct vp_config *conf, const verb_call *call, const resp_arg *argv);

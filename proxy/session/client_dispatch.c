@@ -192,14 +192,6 @@ int client_call_conveyor(client_session *c, int argc, const resp_arg *argv, cons
         conveyor_plan(&srv->conf, &srv->verbs, conveyor_version(c->up ? c->up->server_version : NULL), argc,
                       argv, client_conveyor_scratch(srv), &v, &call, &xargv, &xargc);
     if (!planned) return 0;
-    if (planned == CONVEYOR_REFUSED) {
-        snprintf(err, sizeof(err), "ERR verbproxy: %.*s on a conveyor key is not supported yet",
-                 (int)(argv[0].len > 32 ? 32 : argv[0].len), argv[0].ptr);
-        for (char *p = err + 15; *p && *p != ' '; p++)
-            if (*p >= 'a' && *p <= 'z') *p = (char)(*p - 32);
-        client_verb_error(c, err, 0);
-        return 1;
-    }
     if (verb) {
         verb_call checked;
         int rc = verbs_check(verb, argc, argv, &checked, err, sizeof(err));
