@@ -17,6 +17,7 @@
 --#include lib/order.lua
 --#include lib/zrescore.lua
 --#include lib/conveyor.lua
+--#include lib/conveyor_command.lua
 
 local key, okey = KEYS[1], KEYS[2]
 local sub = string.lower(ARGV[5])

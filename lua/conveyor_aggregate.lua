@@ -15,6 +15,7 @@
 --#include lib/zaggregate.lua
 --#include lib/zcommand.lua
 --#include lib/conveyor.lua
+--#include lib/conveyor_command.lua
 
 local store = conveyor_name == 'zunionstore' or conveyor_name == 'zinterstore'
 local first = store and 2 or 1 -- the first source among the keys

@@ -13,6 +13,7 @@
 --#include lib/order.lua
 --#include lib/zrescore.lua
 --#include lib/conveyor.lua
+--#include lib/conveyor_command.lua
 
 -- Keys per DEL: unpack() puts every value on Lua's C stack.
 local KEYS_PER_CALL = 3000

@@ -12,6 +12,8 @@
 --#include lib/float.lua
 --#include lib/order.lua
 --#include lib/conveyor.lua
+--#include lib/conveyor_command.lua
+--#include lib/conveyor_bound.lua
 --#include lib/conveyor_range.lua
 --#include lib/dformat.lua
 

@@ -12,6 +12,8 @@
 --#include lib/order.lua
 --#include lib/zrescore.lua
 --#include lib/conveyor.lua
+--#include lib/conveyor_command.lua
+--#include lib/conveyor_bound.lua
 --#include lib/conveyor_range.lua
 
 local dest, src = KEYS[1], KEYS[3]

@@ -18,6 +18,8 @@
 --#include lib/zrescore.lua
 --#include lib/ztick.lua
 --#include lib/conveyor.lua
+--#include lib/conveyor_command.lua
+--#include lib/conveyor_bound.lua
 --#include lib/conveyor_range.lua
 
 local REBASE_AT = 2 ^ 32

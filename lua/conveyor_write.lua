@@ -13,6 +13,8 @@
 --#include lib/float.lua
 --#include lib/order.lua
 --#include lib/conveyor.lua
+--#include lib/conveyor_command.lua
+--#include lib/conveyor_bound.lua
 --#include lib/conveyor_range.lua
 
 -- ZADD members per call: unpack() puts every value on Lua's C stack

@@ -74,7 +74,14 @@ static const conveyor_command conveyor_commands[] = {
     {"move", VERB_TR_KEY, WHEN_ALWAYS, 0},
     {"restore", VERB_TR_KEY, WHEN_ALWAYS, 0},
     {"dump", VERB_TR_KEY, WHEN_ALWAYS, 0},
+    /* The built-in verbs whose keys are sorted sets (QACK only removes). */
     {"ztick", VERB_TR_TICK, WHEN_ALWAYS, 0},
+    {"qpop", VERB_TR_QPOP, WHEN_ALWAYS, 0},
+    {"qreclaim", VERB_TR_QRECLAIM, WHEN_ALWAYS, 0},
+    {"qextend", VERB_TR_QEXTEND, WHEN_ALWAYS, 0},
+    {"zwindow", VERB_TR_ZWINDOW, WHEN_ALWAYS, 0},
+    {"zpage", VERB_TR_ZPAGE, WHEN_ALWAYS, 0},
+    {"zsnapshot", VERB_TR_ZSNAPSHOT, WHEN_ALWAYS, 0},
     {"verbproxy", VERB_TR_ADMIN, WHEN_ALWAYS, 0},
     /* Blocking: one try each (the session waits: client_block.c). */
     {"bzpopmin", VERB_TR_WRITE, WHEN_ALWAYS, 0},
@@ -183,12 +190,23 @@ static void conveyor_grow(conveyor_scratch *s, int argc, int need)
 
 /* The command's keys into s->keypos, in Redis's order: their count (0:
  * none, or arguments Redis refuses, a wrong arity above all). */
-static int conveyor_keys(const conveyor_command *cc, int argc, const resp_arg *argv, conveyor_scratch *s)
+static int conveyor_keys(const verb_table *t, const conveyor_command *cc, int argc, const resp_arg *argv,
+                         conveyor_scratch *s)
 {
     conveyor_grow(s, argc, 0);
-    if (cc->script == VERB_TR_TICK) {
-        s->keypos[0] = 1; /* the verb's one key (its arity is checked by verbs_check) */
-        return argc >= 2 ? 1 : 0;
+    if (cc->script == VERB_TR_TICK || cc->script >= VERB_TR_QPOP) {
+        /* A verb's keys as the verb finds them (none when it refuses its
+         * arguments: then the verb itself answers, in its words). */
+        const verb_def *verb = verbs_find(t, argv[0].ptr, argv[0].len);
+        verb_call vc;
+        char err[VERB_ERR_MAX];
+        if (!verb || verbs_check(verb, argc, argv, &vc, err, sizeof(err)) < 0) return 0;
+        int n = 0;
+        for (int i = 0; i < vc.nkeys; i++)
+            s->keypos[n++] = vc.keys[i];
+        for (int i = vc.range_first; i < vc.range_first + vc.range_count; i++)
+            s->keypos[n++] = i;
+        return n;
     }
     if (cc->script == VERB_TR_ADMIN) {
         /* VERBPROXY CONVEYOR INFO|REBASE key: the rest of VERBPROXY is the
@@ -204,15 +222,6 @@ static int conveyor_keys(const conveyor_command *cc, int argc, const resp_arg *a
     if (!cmd || !cmd_arity_ok(cmd, argc)) return 0;
     int n = rkeys_find(cmd, argc, s->argp, s->lens, s->keypos, s->argcap);
     return n <= s->argcap ? n : 0;
-}
-
-int conveyor_verb_refused(const vp_config *conf, const verb_call *call, const resp_arg *argv)
-{
-    for (int i = 0; i < call->nkeys; i++)
-        if (conveyor_key_is(conf, argv[call->keys[i]].ptr, argv[call->keys[i]].len)) return 1;
-    for (int i = call->range_first; i < call->range_first + call->range_count; i++)
-        if (conveyor_key_is(conf, argv[i].ptr, argv[i].len)) return 1;
-    return 0;
 }
 
 /* Does a server of this version have the command in this form? */
@@ -238,7 +247,7 @@ int conveyor_plan(const vp_config *conf, const verb_table *t, unsigned server_ve
     const conveyor_command *cc = conveyor_command_of(&argv[0]);
     if (!cc || !conveyor_wanted(cc, argc, argv) || !conveyor_server_has(cc, argc, server_version)) return 0;
     if (conf->nconveyor_patterns == 0 && cc->script != VERB_TR_ADMIN) return 0;
-    int nkeys = conveyor_keys(cc, argc, argv, s);
+    int nkeys = conveyor_keys(t, cc, argc, argv, s);
     if (nkeys == 0) return 0;
     int any = cc->script == VERB_TR_ADMIN; /* (a key that no longer matches may still have an offset) */
     for (int k = 0; k < nkeys && !any; k++)

@@ -62,13 +62,10 @@ int conveyor_may_translate(const struct vp_config *conf, const resp_arg *name);
 
 /* The translation of this command, if it is one, for a server of
  * server_version (conveyor_version; a form the server lacks is left to
- * it): 1 with *v (a
- * translation entry of t), *call and the arguments to send in
- * *out_argv / *out_argc (the scratch's), else 0. */
-/* A verb other than ZTICK (its checked call) that names a conveyor key:
- * refused, for now (docs/conveyor.md#not-yet). */
-int conveyor_verb_refused(const struct vp_config *conf, const verb_call *call, const resp_arg *argv);
-
+ * it): 1 with *v (a translation entry of t), *call and the arguments to
+ * send in *out_argv / *out_argc (the scratch's), else 0. A built-in verb
+ * whose keys are sorted sets has its keys found by the verb (verbs_check),
+ * and is not translated when the verb refuses its arguments. */
 int conveyor_plan(const struct vp_config *conf, const verb_table *t, unsigned server_version, int argc,
                   const resp_arg *argv, conveyor_scratch *s, const verb_def **v, verb_call *call,
                   const resp_arg **out_argv, int *out_argc);

@@ -166,25 +166,15 @@ int client_split_part(vp_server *srv, int argc, const resp_arg *argv, vp_buf *ou
 
 /* A command on a conveyor key (proxy/conveyor/conveyor.h) runs as its
  * translation script. 1 when it was (or was answered), 0 to go on as any
- * command. ZTICK is checked as the verb is first: its errors are the
- * verb's. The other verbs take a conveyor key as any sorted set. */
+ * command. A built-in verb whose keys are sorted sets (ZTICK, QPOP, ...)
+ * is checked as the verb first: its errors are the verb's. */
 int client_call_conveyor(client_session *c, int argc, const resp_arg *argv, const char *p, size_t n)
 {
     vp_server *srv = c->srv;
     const verb_def *verb = cmdid_verb(&srv->metrics.ids, c->cur_cmd);
     char err[VERB_ERR_MAX];
     verb_call call;
-    if (verb && verb->owned) return 0;
-    if (verb && strcmp(verb->name, "ztick") != 0) {
-        if (verbs_check(verb, argc, argv, &call, err, sizeof(err)) < 0 ||
-            !conveyor_verb_refused(&srv->conf, &call, argv))
-            return 0;
-        snprintf(err, sizeof(err), "ERR verbproxy: %s on a conveyor key is not supported yet", verb->name);
-        for (char *p = err + 15; *p && *p != ' '; p++)
-            if (*p >= 'a' && *p <= 'z') *p = (char)(*p - 32);
-        client_verb_error(c, err, 0);
-        return 1;
-    }
+    if (verb && verb->owned) return 0; /* (a custom verb sees stored scores: docs/conveyor.md) */
     const verb_def *v;
     const resp_arg *xargv;
     int xargc;

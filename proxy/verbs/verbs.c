@@ -456,6 +456,12 @@ static verb_def translations[] = {
     TRANSLATION(VERB_TR_AGGREGATE, "conveyor-aggregate", "conveyor_aggregate", 0),
     TRANSLATION(VERB_TR_STORE, "conveyor-store", "conveyor_store", 0),
     TRANSLATION(VERB_TR_ADMIN, "conveyor-admin", "conveyor_admin", 0),
+    TRANSLATION(VERB_TR_QPOP, "conveyor-qpop", "conveyor_qpop", 0),
+    TRANSLATION(VERB_TR_QRECLAIM, "conveyor-qreclaim", "conveyor_qreclaim", 0),
+    TRANSLATION(VERB_TR_QEXTEND, "conveyor-qextend", "conveyor_qextend", 0),
+    TRANSLATION(VERB_TR_ZWINDOW, "conveyor-zwindow", "conveyor_zwindow", 0),
+    TRANSLATION(VERB_TR_ZPAGE, "conveyor-zpage", "conveyor_zpage", 1),
+    TRANSLATION(VERB_TR_ZSNAPSHOT, "conveyor-zsnapshot", "conveyor_zsnapshot", 0),
 };
 #undef TRANSLATION
 #define NTRANSLATIONS ((int)(sizeof(translations) / sizeof(translations[0])))

@@ -56,6 +56,14 @@ typedef enum verb_translation {
     VERB_TR_AGGREGATE, /* ZUNION, ZINTER and their STORE forms */
     VERB_TR_STORE,     /* ZDIFFSTORE, ZRANGESTORE */
     VERB_TR_ADMIN,     /* VERBPROXY CONVEYOR INFO|REBASE key */
+    /* The verbs whose keys are sorted sets: each its own body with scores
+     * as positions (lua/conveyor_<verb>.lua). */
+    VERB_TR_QPOP,
+    VERB_TR_QRECLAIM,
+    VERB_TR_QEXTEND,
+    VERB_TR_ZWINDOW,
+    VERB_TR_ZPAGE,
+    VERB_TR_ZSNAPSHOT,
     VERB_TRANSLATIONS
 } verb_translation;
 

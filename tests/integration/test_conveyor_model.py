@@ -767,7 +767,7 @@ def script_used(cmd):
 
 # Ops never put in a batch: random or timed replies, batches themselves, specials.
 BATCH_EXCLUDE = {"zrandmember", "ttl", "pexpire_wait", "multi", "pipeline", "script_flush", "dump_restore", "watch",
-                 "move", "hello_switch", "zadd_big"}
+                 "move", "hello_switch", "zadd_big", "qpop", "qreclaim", "zpage", "zsnapshot"}
 
 
 def op_batch(g, kind):
@@ -859,6 +859,75 @@ def op_zscan(g):
     return Cmd("zscan", args)
 
 
+# The verbs: run on the direct side through the proxy (plain keys there:
+# the plain verb's script), as they have no Redis command of their own.
+VERB_NAMES = ("QPOP", "QRECLAIM", "ZPAGE", "ZSNAPSHOT")
+
+
+def op_qpop(g):
+    """QPOP with COUNT and MAXSCORE (LEASE writes server time: a story's)."""
+    r = g.r
+    key = g.key(("line", "line", "line2", "empty", "str", "aux"))
+    role = key.role if key.role != "str" else "line"
+    args = ["QPOP", key]
+    if r.random() < 0.6:
+        args += [g.word("COUNT"), r.choice([g.count(), g.count(), "-1", "x"])]
+    if r.random() < 0.7:
+        args += [g.word("MAXSCORE"), r.choice([fmt(g.near(role))] * 8 + ["abc", "+inf", "-inf"])]
+    return Cmd("qpop", args, writes=True)
+
+
+def op_qreclaim(g):
+    """QRECLAIM from a lease set whose deadlines are all past (positions are
+    small numbers, server time is not) into a queue at a position."""
+    r = g.r
+    roles = ("line", "line", "line2", "empty", "str", "aux")
+    lease, key = g.key(roles), g.key(roles)
+    role = key.role if key.role != "str" else "line"
+    args = ["QRECLAIM", lease, key, r.choice([fmt(g.near(role))] * 10 + ["abc", "inf"])]
+    if r.random() < 0.5:
+        args += [g.word("COUNT"), g.count()]
+    return Cmd("qreclaim", args, writes=True)
+
+
+def op_zpage(g):
+    """A walk of ZPAGE pages, each from the cursor the last one gave (the
+    first from 0, or from a cursor made here: a position and a member)."""
+    r = g.r
+    key = g.key(("line", "line", "line2", "empty", "str", "aux"))
+    role = key.role if key.role != "str" else "line"
+    opts = [g.word(w) for w in ("REV", "WITHSCORES") if r.random() < 0.5]
+    r.shuffle(opts)
+    count = str(r.choice([1, 2, 3, 5, 100]))
+    rev = any(o.upper() == "REV" for o in opts)
+    start = "0"
+    if r.random() < 0.3:
+        start = "%s%s:%s" % ("r" if rev else "a", fmt(g.near(role)), g.member().encode().hex())
+    elif r.random() < 0.03:
+        start = r.choice(["x", "a1:6", "r1:61" if not rev else "a1:61"])
+
+    def text(tag):
+        return "ZPAGE %s %s %s %s, then each next cursor" % (key_name("proxy", key.role, tag), start, count,
+                                                             " ".join(opts))
+    cmd = Cmd("zpage", [], text=text, special=lambda m, i, st: m.zpage_walk(i, st, key.role, start, count, opts))
+    cmd.special_keys = [key.role]
+    return cmd
+
+
+def op_zsnapshot(g):
+    """ZSNAPSHOT into a key that may be there already (its remaining time to
+    live is not compared)."""
+    r = g.r
+    dest = g.key(("line2", "empty", "empty", "aux"))
+    sources = [g.key(("line", "line", "line2", "empty", "aux")) for _ in range(r.choice([1, 1, 2]))]
+    args = ["ZSNAPSHOT", dest, "100000", str(len(sources))] + sources
+    if r.random() < 0.3:
+        args += [g.word("WEIGHTS")] + [r.choice(["1", "2", "-1", "0.5"]) for _ in sources]
+    if r.random() < 0.3:
+        args += [g.word("AGGREGATE"), g.word(r.choice(["SUM", "MIN", "MAX", "COUNT"]))]
+    return Cmd("zsnapshot", args, writes=True, compare="snapshot")
+
+
 # (name, weight, generator)
 OPS = [
     ("zadd", 18, op_zadd),
@@ -905,6 +974,10 @@ OPS = [
     ("zrangestore", 2, op_zrangestore),
     ("zsetop", 3, op_zsetop),
     ("zscan", 1, op_zscan),
+    ("qpop", 2, op_qpop),
+    ("qreclaim", 1.5, op_qreclaim),
+    ("zpage", 1.5, op_zpage),
+    ("zsnapshot", 1, op_zsnapshot),
 ]
 
 # The commands issue 25 translates that the proxy does not yet: move an
@@ -1001,6 +1074,11 @@ def normalize(cmd, compare, raw):
     if compare == "length":
         node = vt.parse_reply(raw)
         return raw if node.type != "*" else b"*%d" % len(node.children or [])
+    if compare == "snapshot":  # [0, remaining ttl]: any remaining ttl
+        node = vt.parse_reply(raw)
+        if node.type == "*" and node.children and node.children[0].raw == b":0\r\n":
+            return b"*2\r\n:0\r\n:<left>\r\n"
+        return raw
     if compare == "ttl":
         if raw.startswith(b":") and int(raw[1:-2]) > 0:
             return b":<positive>\r\n"
@@ -1284,6 +1362,30 @@ class Model:
         if not self.same(rp, rd):
             raise Mismatch(index, step, pargs, dargs, rp, rd, 2, self.tag)
 
+    def zpage_walk(self, index, step, role, start, count, opts):
+        """ZPAGE from start, then from each cursor given, on both sides
+        (both through the proxy: plain keys on the direct side)."""
+        for resp in step.resps:
+            walks = []
+            for side in ("proxy", "direct"):
+                key, cursor, walk = key_name(side, role, self.tag), start, []
+                for _ in range(12):
+                    args = ["ZPAGE", key, cursor, count] + opts
+                    raw = self.proxy[resp].call(args)
+                    walk.append((args, raw))
+                    node = vt.parse_reply(raw)
+                    if node.type != "*" or not node.children or node.children[0].value in (None, b"0"):
+                        break
+                    cursor = node.children[0].value.decode("latin-1")
+                walks.append(walk)
+            step.replies[resp] = tuple(b"".join(raw for _, raw in w) for w in walks)
+            for (pa, rp), (da, rd) in zip(*walks):
+                if not self.same(rp, rd):
+                    raise Mismatch(index, step, pa, da, rp, rd, resp, self.tag)
+            if len(walks[0]) != len(walks[1]):
+                raise Mismatch(index, step, walks[0][-1][0], walks[1][-1][0], b"(%d pages)" % len(walks[0]),
+                               b"(%d pages)" % len(walks[1]), resp, self.tag)
+
     def watch(self, index, step, role, watcher, other, read):
         res = {}
         for side, conns in (("proxy", self.proxy), ("direct", self.direct)):
@@ -1334,9 +1436,10 @@ class Model:
                     compare = "length"
             except ValueError:
                 pass
+        direct = self.proxy if cmd.name() in VERB_NAMES else self.direct
         for resp in step.resps:
             rp = self.proxy[resp].call(pargs)
-            rd = self.direct_call(self.direct[resp], dargs)
+            rd = self.direct_call(direct[resp], dargs)
             step.replies[resp] = (rp, rd)
             same = self.same(rp, rd)
             if not same and compare != "exact":

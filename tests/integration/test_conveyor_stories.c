@@ -13,6 +13,8 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "tests/support/checks.h"
@@ -278,6 +280,79 @@ Test(conveyor, multi_exec_sees_positions)
     vt_assert_int(r->element[1], 1);
     cr_expect_str_eq(flat(r->element[2]), "d 0 a 11 b 12");
     cr_expect_str_eq(flat(r->element[3]), "a b");
+    freeReplyObject(r);
+}
+
+/* The server's clock in ms (what QPOP ... LEASE and ZWINDOW write). */
+static long long server_ms(void)
+{
+    redisReply *t = run(direct, "TIME");
+    cr_assert(t->type == REDIS_REPLY_ARRAY && t->elements == 2, "%s", VT_DESCRIBE(t));
+    long long ms = atoll(t->element[0]->str) * 1000 + atoll(t->element[1]->str) / 1000;
+    freeReplyObject(t);
+    return ms;
+}
+
+/* A score within [lo, hi] (positions near the server's clock). */
+static void expect_score_between(const char *key, const char *member, long long lo, long long hi)
+{
+    redisReply *r = run(c, "ZSCORE %s %s", key, member);
+    cr_assert(r->type == REDIS_REPLY_STRING, "ZSCORE %s %s: %s", key, member, VT_DESCRIBE(r));
+    double x = atof(r->str);
+    cr_expect(x >= (double)lo && x <= (double)hi, "ZSCORE %s %s = %s, not in [%lld, %lld]", key, member,
+              r->str, lo, hi);
+    freeReplyObject(r);
+}
+
+Test(conveyor, the_queue_verbs_see_positions_in_the_queue_and_in_its_lease_set)
+{
+    expect_int(c, 3, "ZADD cv:{v}:q 1 a 2 b 3 c");
+    freeReplyObject(run(c, "ZTICK cv:{v}:q 100 1000"));
+    /* MAXSCORE is a position; the popped members go into a lease set that
+     * is a conveyor key too, with deadlines as positions. */
+    long long t0 = server_ms();
+    expect_flat(c, "a 101", "QPOP cv:{v}:q COUNT 5 MAXSCORE 101.5 LEASE cv:{v}:lease 60000");
+    expect_score_between("cv:{v}:lease", "a", t0 + 60000, server_ms() + 60000);
+    expect_flat(c, "b 102", "QPOP cv:{v}:q LEASE cv:{v}:lease 60000");
+    /* The lease set's line moves back 1000 s: both leases are past due. */
+    freeReplyObject(run(c, "ZTICK cv:{v}:lease -1000000 1e300"));
+    t0 = server_ms();
+    expect_int(c, 1, "QEXTEND cv:{v}:lease b 5000");
+    expect_score_between("cv:{v}:lease", "b", t0 + 5000, server_ms() + 5000);
+    /* a alone is due; it goes back into the queue at the position given. */
+    expect_flat(c, "a", "QRECLAIM cv:{v}:lease cv:{v}:q 150");
+    expect_flat(c, "c 103 a 150", "ZRANGE cv:{v}:q 0 -1 WITHSCORES");
+    expect_flat(at("cv:{v}:q"), "c 3 a 50", "ZRANGE cv:{v}:q 0 -1 WITHSCORES"); /* (stored) */
+}
+
+Test(conveyor, a_window_on_a_conveyor_key_keeps_its_entries_as_positions_and_its_ttl)
+{
+    long long t0 = server_ms();
+    expect_flat(c, "1 1", "ZWINDOW cv:{w}:win 60000 m1");
+    /* The line moves back 30 s: m1 is still in the window; then 40 s more:
+     * it is out, m2 (added between) is in. */
+    freeReplyObject(run(c, "ZTICK cv:{w}:win -30000 1e300"));
+    expect_score_between("cv:{w}:win", "m1", t0 - 30000, server_ms() - 30000);
+    expect_flat(c, "1 2", "ZWINDOW cv:{w}:win 60000 m2");
+    freeReplyObject(run(c, "ZTICK cv:{w}:win -40000 1e300"));
+    t0 = server_ms();
+    expect_flat(c, "1 2", "ZWINDOW cv:{w}:win 60000 m3 LIMIT 5");
+    expect_flat(c, "m2 m3", "ZRANGE cv:{w}:win 0 -1");
+    expect_score_between("cv:{w}:win", "m3", t0, server_ms());
+    char okey[128];
+    snprintf(okey, sizeof(okey), "%s", info_field("cv:{w}:win", "offset-key"));
+    redisReply *t = run(at(okey), "PTTL %s", okey);
+    cr_expect(t->type == REDIS_REPLY_INTEGER && t->integer > 55000 && t->integer <= 60000, "%s",
+              VT_DESCRIBE(t));
+    freeReplyObject(t);
+    /* Inside MULTI, as EVAL: the same. */
+    expect_status(c, "OK", "MULTI");
+    expect_status(c, "QUEUED", "ZWINDOW cv:{w}:win 60000 m4 LIMIT 1");
+    expect_status(c, "QUEUED", "QPOP cv:{w}:win MAXSCORE +inf");
+    redisReply *r = run(c, "EXEC");
+    vt_assert_array(r, 2);
+    cr_expect_str_eq(flat(r->element[0]), "0 2");
+    cr_expect(strncmp(flat(r->element[1]), "m2 ", 3) == 0, "%s", flat(r->element[1]));
     freeReplyObject(r);
 }
 

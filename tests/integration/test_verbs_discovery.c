@@ -93,6 +93,16 @@ static const polyfill_row conveyors[] = {
      "write"},
     {"conveyor-store", "conveyor_store", "conveyor-store (a command on a conveyor key)", -2, 0, "write"},
     {"conveyor-admin", "conveyor_admin", "conveyor-admin (a command on a conveyor key)", -2, 0, "write"},
+    {"conveyor-qpop", "conveyor_qpop", "conveyor-qpop (a command on a conveyor key)", -2, 0, "write"},
+    {"conveyor-qreclaim", "conveyor_qreclaim", "conveyor-qreclaim (a command on a conveyor key)", -2, 0,
+     "write"},
+    {"conveyor-qextend", "conveyor_qextend", "conveyor-qextend (a command on a conveyor key)", -2, 0,
+     "write"},
+    {"conveyor-zwindow", "conveyor_zwindow", "conveyor-zwindow (a command on a conveyor key)", -2, 0,
+     "write"},
+    {"conveyor-zpage", "conveyor_zpage", "conveyor-zpage (a command on a conveyor key)", -2, 0, "readonly"},
+    {"conveyor-zsnapshot", "conveyor_zsnapshot", "conveyor-zsnapshot (a command on a conveyor key)", -2, 0,
+     "write"},
 };
 /* (counted with the polyfills below: the entries after the verbs) */
 #define POLYFILLS (sizeof(polyfills) / sizeof(polyfills[0]) + sizeof(conveyors) / sizeof(conveyors[0]))

@@ -1,0 +1,15 @@
+#!lua flags=no-writes
+-- ZPAGE on conveyor keys (docs/conveyor.md): the verb's own body
+-- (lib/zpage.lua), its scores positions (lib/conveyor_line.lua). KEYS and
+-- ARGV as lib/conveyor.lua says.
+
+--#include lib/err.lua
+--#include lib/int.lua
+--#include lib/float.lua
+--#include lib/order.lua
+--#include lib/dformat.lua
+--#include lib/conveyor.lua
+--#include lib/conveyor_bound.lua
+--#include lib/conveyor_scores.lua
+--#include lib/conveyor_line.lua
+--#include lib/zpage.lua

@@ -1,0 +1,15 @@
+#!lua
+-- ZSNAPSHOT on conveyor keys (docs/conveyor.md): the verb's own body
+-- (lib/zsnapshot.lua), its scores positions (lib/conveyor_line.lua). KEYS and
+-- ARGV as lib/conveyor.lua says.
+
+--#include lib/err.lua
+--#include lib/int.lua
+--#include lib/float.lua
+--#include lib/time.lua
+--#include lib/order.lua
+--#include lib/zset.lua
+--#include lib/zaggregate.lua
+--#include lib/conveyor.lua
+--#include lib/conveyor_line.lua
+--#include lib/zsnapshot.lua
