@@ -10,7 +10,10 @@
 #      that many leave. Server time is cmdstat_evalsha's usec per call in
 #      INFO commandstats after a CONFIG RESETSTAT, over BENCH_TICKS ticks
 #      per sample (the plain 1M line: 1 tick). Target: <= 50 us per ZTICK
-#      at every size of conveyor key.
+#      at every size of conveyor key. The floor: Redis's own
+#      ZREMRANGEBYSCORE of as many top members, straight to Redis (no
+#      script), on the same line after each conveyor sample: what removing
+#      a tick's exits costs Redis at all.
 #   2. ZTICK latency at 1M members, end to end: redis-benchmark -c 1 -n
 #      BENCH_LAT_N of `ZTICK cv:lat 1 1e300` (nothing leaves) through the
 #      proxy: p50 and p99.
@@ -132,6 +135,19 @@ tick_sample() {
     [ "$got" = $((exits * count)) ] || die "$count ZTICKs of $key: $got members left, not $((exits * count))"
     evalsha_us
 }
+# floor_sample KEY EXITS COUNT: COUNT calls of ZREMRANGEBYSCORE straight to
+# Redis, each removing the top EXITS members of KEY (by its stored scores,
+# consecutive integers); cmdstat_zremrangebyscore's usec per call.
+floor_sample() {
+    local key=$1 exits=$2 count=$3 top got
+    top=$(rcli ZRANGE "$key" -1 -1 WITHSCORES | tail -n 1)
+    awk -v key="$key" -v top="$top" -v e="$exits" -v n="$count" 'BEGIN {
+        for (i = 0; i < n; i++) { printf "ZREMRANGEBYSCORE %s (%d +inf\n", key, top - e; top -= e } }' >"$TMP/floor"
+    rcli CONFIG RESETSTAT >/dev/null
+    got=$(rcli <"$TMP/floor" | awk '{ s += $1 } END { print s + 0 }')
+    [ "$got" = $((exits * count)) ] || die "$count ZREMRANGEBYSCOREs of $key: $got members removed, not $((exits * count))"
+    cmdstat zremrangebyscore | awk '{ if ($1 > 0) printf "%.2f", $2 / $1 }'
+}
 if [ "${BENCH_SKIP_TICK:-0}" != 1 ]; then
     START_DATE=$(date -u '+%Y-%m-%d %H:%M:%S UTC')
     LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
@@ -147,6 +163,11 @@ if [ "${BENCH_SKIP_TICK:-0}" != 1 ]; then
                 count=$(ticks_for "$size" "$e" "$TICKS")
                 us=$(tick_sample conveyor cv:line "$((top + 1))" "$e" "$count")
                 echo "$r,conveyor,$size,$e,$count,$us" >>"$TICK_RAW"
+                if [ "$e" -gt 0 ]; then
+                    [ "$size" -le 100000 ] && fill cv:line "$size"
+                    us=$(floor_sample cv:line "$e" "$count")
+                    echo "$r,floor,$size,$e,$count,$us" >>"$TICK_RAW"
+                fi
             done
         done
         log "conveyor $size: $(sel "$TICK_RAW" us_per_tick kind=conveyor size="$size" | tr '\n' ' ')"
@@ -241,9 +262,13 @@ VER_VP=$(cd "$ROOT" && git rev-parse --short HEAD 2>/dev/null || echo "?")
     if [ -s "$TICK_RAW" ] && [ "$(wc -l <"$TICK_RAW")" -gt 1 ]; then
         echo "### ZTICK server time (cmdstat_evalsha usec per call)"
         echo
-        echo "| key | members | exits per tick | ticks per sample | median us per ZTICK | min-max | target | verdict |"
+        echo "Rows \`floor\`: Redis's own ZREMRANGEBYSCORE of as many top members of the"
+        echo "same line, straight to Redis (cmdstat_zremrangebyscore usec per call): the"
+        echo "cost of removing a tick's exits with no script at all."
+        echo
+        echo "| key | members | exits per tick | calls per sample | median us per call | min-max | target | verdict |"
         echo "|-----|--------:|---------------:|-----------------:|--------------------:|--------:|-------:|---------|"
-        for kind in conveyor plain; do
+        for kind in conveyor floor plain; do
             sizes=$SIZES
             [ "$kind" = plain ] && sizes=$PLAIN_SIZES
             for size in $sizes; do for e in $EXITS; do
@@ -253,6 +278,8 @@ VER_VP=$(cd "$ROOT" && git rev-parse --short HEAD 2>/dev/null || echo "?")
                 cnt=$(sel "$TICK_RAW" ticks kind="$kind" size="$size" exits="$e" | head -n 1)
                 if [ "$kind" = conveyor ]; then
                     tgt="<= $TARGET_TICK_US"; v=$(verdict "$med" "<=" "$TARGET_TICK_US")
+                elif [ "$kind" = floor ]; then
+                    tgt="-"; v="(ZREMRANGEBYSCORE alone)"
                 else
                     tgt="-"; v="(today's way)"
                 fi
