@@ -194,13 +194,14 @@ static int conveyor_keys(const verb_table *t, const conveyor_command *cc, int ar
                          conveyor_scratch *s)
 {
     conveyor_grow(s, argc, 0);
-    if (cc->script == VERB_TR_TICK || cc->script >= VERB_TR_QPOP) {
-        /* A verb's keys as the verb finds them (none when it refuses its
-         * arguments: then the verb itself answers, in its words). */
-        const verb_def *verb = verbs_find(t, argv[0].ptr, argv[0].len);
+    const verb_def *verb = verbs_find(t, argv[0].ptr, argv[0].len);
+    if (verb) {
+        /* A built-in verb (ZTICK, QPOP, ...): its keys as the verb finds
+         * them (none when it refuses its arguments: then the verb itself
+         * answers, in its words). */
         verb_call vc;
         char err[VERB_ERR_MAX];
-        if (!verb || verbs_check(verb, argc, argv, &vc, err, sizeof(err)) < 0) return 0;
+        if (verbs_check(verb, argc, argv, &vc, err, sizeof(err)) < 0) return 0;
         int n = 0;
         for (int i = 0; i < vc.nkeys; i++)
             s->keypos[n++] = vc.keys[i];
