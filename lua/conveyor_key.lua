@@ -14,6 +14,7 @@
 --#include lib/zrescore.lua
 --#include lib/conveyor.lua
 --#include lib/conveyor_command.lua
+--#include lib/conveyor_ttl.lua
 
 -- Keys per DEL: unpack() puts every value on Lua's C stack.
 local KEYS_PER_CALL = 3000
@@ -57,23 +58,6 @@ local function folded_copy(k)
   redis.call('COPY', key, copy, 'REPLACE')
   zrescore_first(copy, offset, redis.call('ZCARD', copy))
   return copy
-end
-
--- The k-th key's time to live, given to its offset key too (or the
--- offset key deleted with a key that is gone).
-local function follow_ttl(k)
-  local okey = KEYS[2 * k]
-  if redis.call('EXISTS', okey) == 0 then
-    return
-  end
-  local ttl = redis.call('PTTL', KEYS[2 * k - 1])
-  if ttl == -2 then
-    redis.call('DEL', okey)
-  elseif ttl == -1 then
-    redis.call('PERSIST', okey)
-  else
-    redis.call('PEXPIRE', okey, ttl)
-  end
 end
 
 -- The source's offset key given to the destination `dest_okey` in
@@ -129,7 +113,7 @@ if name == 'del' or name == 'unlink' then
 elseif name == 'expire' or name == 'pexpire' or name == 'expireat' or name == 'pexpireat'
     or name == 'persist' then
   local r = conveyor_as_is()
-  follow_ttl(1)
+  conveyor_follow_ttl(1)
   return r
 elseif name == 'dump' then
   local copy = folded_copy(1)

@@ -7,5 +7,6 @@
 --#include lib/int.lua
 --#include lib/time.lua
 --#include lib/conveyor.lua
+--#include lib/conveyor_ttl.lua
 --#include lib/conveyor_line.lua
 --#include lib/qextend.lua

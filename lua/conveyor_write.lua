@@ -95,9 +95,7 @@ if conveyor_name == 'zmpop' or blocking then
           r[2][i][2] = conveyor_position(r[2][i][2], offset)
         end
       end
-      if redis.call('EXISTS', r[1]) == 0 then
-        redis.call('DEL', KEYS[2 * k])
-      end
+      conveyor_drop_if_gone(k)
       break
     end
   end
@@ -118,13 +116,6 @@ if offset == nil then
 end
 if offset == 0 then
   return conveyor_as_is()
-end
-
--- After a write: a sorted set emptied is gone, and its offset with it.
-local function drop_offset_if_gone()
-  if redis.call('EXISTS', key) == 0 then
-    redis.call('DEL', KEYS[2])
-  end
 end
 
 local name = conveyor_name
@@ -209,14 +200,14 @@ elseif name == 'zremrangebyscore' then
   end
   local removed = redis.call('ZREMRANGEBYSCORE', key, conveyor_bound(key, min, min_ex, true, offset),
     conveyor_bound(key, max, max_ex, false, offset))
-  drop_offset_if_gone()
+  conveyor_drop_if_gone(1)
   return removed
 elseif name == 'zpopmin' or name == 'zpopmax' then
   local r = conveyor_call_as_sent()
   if type(r) ~= 'table' or r.err then
     return r
   end
-  drop_offset_if_gone()
+  conveyor_drop_if_gone(1)
   if conveyor_argc == 2 then
     -- One member without COUNT: [member, score] in both protocols.
     if #r == 0 then

@@ -11,5 +11,6 @@
 --#include lib/conveyor.lua
 --#include lib/conveyor_bound.lua
 --#include lib/conveyor_scores.lua
+--#include lib/conveyor_ttl.lua
 --#include lib/conveyor_line.lua
 --#include lib/zpage.lua

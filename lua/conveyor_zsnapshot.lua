@@ -11,5 +11,6 @@
 --#include lib/zset.lua
 --#include lib/zaggregate.lua
 --#include lib/conveyor.lua
+--#include lib/conveyor_ttl.lua
 --#include lib/conveyor_line.lua
 --#include lib/zsnapshot.lua

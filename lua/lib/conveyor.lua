@@ -60,3 +60,13 @@ local function conveyor_bad_offset(k)
   return err("ERR verbproxy: the offset key '" .. KEYS[2 * k] .. "' of conveyor key '" .. KEYS[2 * k - 1]
     .. "' holds no offset")
 end
+
+-- After a write that may have emptied the k-th key: a sorted set emptied
+-- is gone, and its offset with it. Whether the key is gone.
+local function conveyor_drop_if_gone(k)
+  if redis.call('EXISTS', KEYS[2 * k - 1]) == 0 then
+    redis.call('DEL', KEYS[2 * k])
+    return true
+  end
+  return false
+end

@@ -2,17 +2,16 @@
 -- for a verb (QPOP, QRECLAIM, QEXTEND, ZWINDOW, ZPAGE, ZSNAPSHOT) whose
 -- keys may be conveyor keys: a score written is a position, stored as
 -- position - offset (docs/conveyor.md); lib/conveyor_scores.lua has the
--- hooks that read. Needs lib/conveyor.lua before it. KEYS and ARGV come
--- as lib/conveyor.lua says; at its end the verb's own KEYS and ARGV
--- replace them, for the verb's body that follows.
+-- hooks that read. Needs lib/conveyor.lua and lib/conveyor_ttl.lua before
+-- it. KEYS and ARGV come as lib/conveyor.lua says; at its end the verb's
+-- own KEYS and ARGV replace them, for the verb's body that follows.
 
 -- A key that does not exist starts at offset 0: its stale offset key goes.
 local function zline_stored(k, score)
   if not conveyor_is(k) then
     return score
   end
-  if redis.call('EXISTS', KEYS[2 * k - 1]) == 0 then
-    redis.call('DEL', KEYS[2 * k])
+  if conveyor_drop_if_gone(k) then
     return score
   end
   local offset = (conveyor_offset(k) or 0)
@@ -23,20 +22,14 @@ local function zline_stored(k, score)
 end
 
 local function zline_emptied(k)
-  if conveyor_is(k) and redis.call('EXISTS', KEYS[2 * k - 1]) == 0 then
-    redis.call('DEL', KEYS[2 * k])
+  if conveyor_is(k) then
+    conveyor_drop_if_gone(k)
   end
 end
 
--- The offset key's time to live is its key's.
 local function zline_expired(k)
-  if conveyor_is(k) and redis.call('EXISTS', KEYS[2 * k]) == 1 then
-    local ttl = redis.call('PTTL', KEYS[2 * k - 1])
-    if ttl > 0 then
-      redis.call('PEXPIRE', KEYS[2 * k], ttl)
-    else
-      redis.call('PERSIST', KEYS[2 * k])
-    end
+  if conveyor_is(k) then
+    conveyor_follow_ttl(k)
   end
 end
 

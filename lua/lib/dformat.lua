@@ -50,16 +50,23 @@ local function dformat_shortest(x)
   return (neg and '-' or '') .. out
 end
 
--- d2string: what a listpack holds for the score x.
-local function dformat_d2string(x)
-  if x == math.huge or x == -math.huge then
+-- A score in a RESP2 reply (addReplyDouble: fpconv_dtoa from Redis 7.2
+-- on, %.17g before), as a script gets it from its own redis.call.
+local function dformat_reply(x)
+  if not dformat_fpconv or x ~= x or x == math.huge or x == -math.huge then
     return format_score(x)
   elseif x == 0 then
     return (1 / x < 0) and '-0' or '0'
   end
+  return dformat_shortest(x)
+end
+
+-- d2string: what a listpack holds for the score x: an integral value
+-- (but 0) as an integer, else as a reply prints it.
+local function dformat_d2string(x)
   local limit = dformat_fpconv and 4611686018427387903 or 4503599627370496
-  if x == math.floor(x) and x >= -limit and x <= limit then
+  if x ~= 0 and x == math.floor(x) and x >= -limit and x <= limit then
     return string.format('%.0f', x)
   end
-  return dformat_fpconv and dformat_shortest(x) or format_score(x)
+  return dformat_reply(x)
 end
