@@ -5,6 +5,7 @@
 
 --#include lib/err.lua
 --#include lib/int.lua
+--#include lib/count.lua
 --#include lib/float.lua
 --#include lib/time.lua
 --#include lib/zset.lua

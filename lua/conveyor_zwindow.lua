@@ -5,6 +5,7 @@
 
 --#include lib/err.lua
 --#include lib/int.lua
+--#include lib/count.lua
 --#include lib/time.lua
 --#include lib/order.lua
 --#include lib/dformat.lua

@@ -17,6 +17,7 @@
 
 --#include lib/err.lua
 --#include lib/int.lua
+--#include lib/count.lua
 --#include lib/float.lua
 --#include lib/order.lua
 --#include lib/zrescore.lua
@@ -26,12 +27,9 @@ if #KEYS ~= 1 or #ARGV < 3 then
   return err("ERR wrong number of arguments for 'ztick' command")
 end
 local key = KEYS[1]
-local max_members = parse_int(ARGV[1])
+local max_members, failure = parse_count(ARGV[1])
 if max_members == nil then
-  return err('ERR value is not an integer or out of range')
-end
-if max_members < 0 then
-  return err('ERR value is out of range, must be positive')
+  return failure
 end
 local delta, threshold, withscores = ztick_args(ARGV, 2)
 if delta == nil then

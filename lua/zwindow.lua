@@ -17,6 +17,7 @@
 
 --#include lib/err.lua
 --#include lib/int.lua
+--#include lib/count.lua
 --#include lib/time.lua
 --#include lib/zline.lua
 --#include lib/zwindow.lua

@@ -15,12 +15,10 @@ local i = 1
 while i <= #ARGV do
   local option = string.lower(ARGV[i])
   if option == 'count' and i + 1 <= #ARGV then
-    count = parse_int(ARGV[i + 1])
+    local failure
+    count, failure = parse_count(ARGV[i + 1])
     if count == nil then
-      return err('ERR value is not an integer or out of range')
-    end
-    if count < 0 then
-      return err('ERR value is out of range, must be positive')
+      return failure
     end
     count_arg = ARGV[i + 1]
     i = i + 2

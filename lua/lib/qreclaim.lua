@@ -20,12 +20,10 @@ local count_arg   -- COUNT's digits, passed on verbatim (exact for any int64)
 local i = 2
 while i <= #ARGV do
   if string.lower(ARGV[i]) == 'count' and i + 1 <= #ARGV then
-    count = parse_int(ARGV[i + 1])
+    local failure
+    count, failure = parse_count(ARGV[i + 1])
     if count == nil then
-      return err('ERR value is not an integer or out of range')
-    end
-    if count < 0 then
-      return err('ERR value is out of range, must be positive')
+      return failure
     end
     count_arg = ARGV[i + 1]
     i = i + 2

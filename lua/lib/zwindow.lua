@@ -23,12 +23,10 @@ local limit -- nil without LIMIT
 local i = 3
 while i <= #ARGV do
   if string.lower(ARGV[i]) == 'limit' and i + 1 <= #ARGV then
-    limit = parse_int(ARGV[i + 1])
+    local failure
+    limit, failure = parse_count(ARGV[i + 1])
     if limit == nil then
-      return err('ERR value is not an integer or out of range')
-    end
-    if limit < 0 then
-      return err('ERR value is out of range, must be positive')
+      return failure
     end
     i = i + 2
   else
