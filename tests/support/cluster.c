@@ -450,20 +450,44 @@ bool vt_cluster_fragment(vt_cluster *c, int nslots, int *to_out)
         snprintf(num[k], sizeof(num[k]), "%d", 1 + 2 * k);
         argv[2 + k] = num[k];
     }
-    bool ok = true;
-    const char *steps[] = {"DELSLOTS", "ADDSLOTS"};
-    for (int s = 0; s < 2 && ok; s++) {
-        argv[1] = steps[s];
-        redisContext *ctx = vt_connect(c->node[to]->port);
-        ok = ctx && node_ok(c, to, steps[s], vt_cmd_argv(ctx, argc, argv, NULL));
-        if (ctx) redisFree(ctx);
+    /* One transaction: between a DELSLOTS and an ADDSLOTS sent apart, the
+     * owner's gossip can hand the slots straight back (ADDSLOTS then says
+     * "already busy"), and between ADDSLOTS and BUMPEPOCH an owner with the
+     * higher epoch can take them back. The highest epoch makes the claim win
+     * on every node, the owner's too. */
+    redisContext *ctx = vt_connect(c->node[to]->port);
+    bool ok = ctx != NULL;
+    if (ok) {
+        redisAppendCommand(ctx, "MULTI");
+        argv[1] = "DELSLOTS";
+        redisAppendCommandArgv(ctx, argc, argv, NULL);
+        argv[1] = "ADDSLOTS";
+        redisAppendCommandArgv(ctx, argc, argv, NULL);
+        redisAppendCommand(ctx, "CLUSTER BUMPEPOCH");
+        redisAppendCommand(ctx, "EXEC");
+        for (int k = 0; k < 5 && ok; k++) {
+            redisReply *r = NULL;
+            ok = redisGetReply(ctx, (void **)&r) == REDIS_OK && r;
+            if (ok && k == 4) {
+                ok = r->type == REDIS_REPLY_ARRAY && r->elements == 3;
+                for (size_t e = 0; ok && e < 3; e++)
+                    ok = r->element[e]->type == REDIS_REPLY_STATUS;
+                if (ok) ok = strcmp(r->element[0]->str, "OK") == 0 && strcmp(r->element[1]->str, "OK") == 0;
+            } else if (ok) {
+                ok = r->type == REDIS_REPLY_STATUS;
+            }
+            if (!ok)
+                fprintf(stderr, "vt cluster: node %d (port %d): fragmenting: reply %d: %s\n", to,
+                        c->node[to]->port, k,
+                        r && r->str                         ? r->str
+                        : r && r->type == REDIS_REPLY_ARRAY ? "(an EXEC with an error)"
+                                                            : "no reply");
+            if (r) freeReplyObject(r);
+        }
+        redisFree(ctx);
     }
     free(num);
     free(argv);
-    /* the highest epoch: its claim wins on every node (the owner too) */
-    redisReply *r = ok ? vt_cluster_node_cmd(c, to, "CLUSTER BUMPEPOCH") : NULL;
-    ok = ok && r && r->type == REDIS_REPLY_STATUS;
-    if (r) freeReplyObject(r);
     if (!ok) return false;
     owner_wait w = {c, 1 + 2 * (nslots - 1), to};
     if (!vt_wait_until(sees_owner, &w, VT_CLUSTER_DEADLINE_MS) ||
