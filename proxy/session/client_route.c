@@ -12,12 +12,13 @@
 #include "proxy/upstream/upstream_node.h"
 #include "proxy/session/client_internal.h"
 
-/* Cluster mode: a MULTI from a client on a shared connection is answered
- * +OK by the proxy and held back (multi_deferred): the transaction belongs
- * on the node of its keys, known from the command after it, which a client
- * may send only once it has the +OK. That command then moves the client to
- * a connection of its own on that node, where the MULTI goes first (its +OK
- * dropped). An empty transaction never reaches Redis. Returns 0 when the
+/* Cluster mode: a MULTI from a client on a shared connection, or on one of
+ * its own that nothing holds to its node, is answered +OK by the proxy and
+ * held back (multi_deferred): the transaction belongs on the node of its
+ * keys, known from the command after it, which a client may send only once
+ * it has the +OK. That command then moves the client to a connection of its
+ * own on that node (client_route_move_own first, from another node), where
+ * the MULTI goes first (its +OK dropped). An empty transaction never reaches Redis. Returns 0 when the
  * command was answered here, 1 to route it (the MULTI sent first), -1 to
  * hold it until the client is on its own connection. */
 static int client_route_deferred_multi(client_session *c, int argc, const resp_arg *argv,
@@ -78,6 +79,40 @@ static void client_note_own_state(client_session *c, int argc, const resp_arg *a
     case CNODES_NONE:
         break;
     }
+}
+
+/* Cluster mode: a client on a connection of its own where nothing of the
+ * session lives (it moved for a transaction now over, a blocking command,
+ * or its output; or it holds only state that follows it, HELLO, AUTH, ...)
+ * and whose command is for another node: once what it is owed is in, it
+ * leaves that connection and goes on as a new client would, on the
+ * command's node (moved to its own connection again if it still needs
+ * one). The command (argv; NULL: a MULTI held back goes first) is noted
+ * as sent there. 1: on that node, ready; 0: answered; -1: held (routed
+ * again). */
+static int client_route_move_own(client_session *c, upstream_node *node, int argc, const resp_arg *argv)
+{
+    if (c->pending_len) {
+        c->settling = 1;
+        return -1;
+    }
+    if (cnodes_has_state(c)) {
+        /* Its protocol, user, tracking go along: its own connection
+         * to that node, with them sent first. */
+        if (!cnodes_switch(c, node)) {
+            client_refuse_no_descriptor(c);
+            return 0;
+        }
+        if (!upstream_is_ready(c->up)) return -1; /* routed again once it is */
+        if (argv) client_note_own_state(c, argc, argv);
+        return 1;
+    }
+    c->route_node = node;
+    upstream_close(c->up);
+    c->up = NULL;
+    c->own_upstream = 0;
+    c->up = client_connect(c);
+    return c->up && upstream_is_ready(c->up) ? 1 : -1;
 }
 
 /* Cluster mode: a command split by hash slot or fanned out over every primary
@@ -175,9 +210,19 @@ int client_route(client_session *c, int argc, const resp_arg *argv)
         return -1;
     }
     if (c->multi_deferred && c->up) {
+        if (!c->up->shared && d.kind == CLUSTER_GO && d.node && d.node != c->up->node) {
+            /* On its own connection, on another node than its keys': it
+             * moves there first, then the MULTI goes. */
+            int rc = client_route_move_own(c, d.node, 0, NULL);
+            if (rc <= 0) return rc;
+        }
         int rc = client_route_deferred_multi(c, argc, argv, &d);
         if (rc <= 0) return rc;
-    } else if (c->up && c->up->shared && cmd_classify(argc, argv) == CMD_MULTI) {
+    } else if (c->up && (c->up->shared || (!c->own_tx && !c->own_state)) &&
+               cmd_classify(argc, argv) == CMD_MULTI) {
+        /* (on a connection of its own too, unless something of the session
+         * holds it to its node: a WATCH, subscriptions, ... Its HELLO or
+         * AUTH follows it to the node of the transaction's keys.) */
         metrics_count(&srv->metrics, c->cur_cmd);
         client_queue_local(c, "+OK\r\n", 5);
         c->multi_deferred = 1;
@@ -207,32 +252,7 @@ int client_route(client_session *c, int argc, const resp_arg *argv)
         return 1;
     }
     if (own && !c->own_state && !c->own_tx) {
-        /* Nothing of the session lives on its node (it moved for a
-         * transaction now over, a blocking command, or its output): once
-         * what it is owed is in, it leaves that connection and goes on as
-         * a new client would, on the command's node (moved to its own
-         * connection again if it still needs one). */
-        if (c->pending_len) {
-            c->settling = 1;
-            return -1;
-        }
-        if (cnodes_has_state(c)) {
-            /* Its protocol, user, tracking go along: its own connection
-             * to that node, with them sent first. */
-            if (!cnodes_switch(c, node)) {
-                client_refuse_no_descriptor(c);
-                return 0;
-            }
-            if (!upstream_is_ready(c->up)) return -1; /* routed again once it is */
-            client_note_own_state(c, argc, argv);
-            return 1;
-        }
-        c->route_node = node;
-        upstream_close(c->up);
-        c->up = NULL;
-        c->own_upstream = 0;
-        c->up = client_connect(c);
-        return c->up && upstream_is_ready(c->up) ? 1 : -1;
+        return client_route_move_own(c, node, argc, argv);
     }
     if (own) {
         /* Its connection's state (a transaction, WATCH, subscriptions,

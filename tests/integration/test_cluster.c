@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "tests/support/checks.h"
 #include "tests/support/cluster.h"
@@ -209,6 +210,83 @@ Test(cluster, a_transaction_runs_on_its_keys_node_and_the_client_goes_on_everywh
     cr_assert(r && r->type == REDIS_REPLY_ARRAY && r->elements == 0, "EXEC: %s", VT_DESCRIBE(r));
     freeReplyObject(r);
     redisFree(c);
+}
+
+/* Two hash tags served by different primaries. */
+static void tags_on_two_nodes(char a[16], char b[16])
+{
+    int owner_a = -1;
+    for (int i = 0; i < 1000; i++) {
+        char tag[16];
+        snprintf(tag, sizeof(tag), "{t%d}", i);
+        int owner = vt_cluster_slot_owner(cl, 0, vt_cluster_keyslot(cl, tag));
+        if (owner_a < 0) {
+            owner_a = owner;
+            memcpy(a, tag, sizeof(tag));
+        } else if (owner >= 0 && owner != owner_a) {
+            memcpy(b, tag, sizeof(tag));
+            return;
+        }
+    }
+    cr_assert_fail("no two tags on two nodes");
+}
+
+/* MULTI, SET tag:x 1, INCR tag:n, EXEC on fd: run, n now n_after. */
+static void expect_tx_runs(int fd, const char *tag, int n_after)
+{
+    char x[32], n[32], want[160];
+    snprintf(x, sizeof(x), "%s:x", tag);
+    snprintf(n, sizeof(n), "%s:n", tag);
+    vt_buf req = {0}, got = {0};
+    vt_buf_cmd(&req, "MULTI", NULL);
+    vt_buf_cmd(&req, "SET", x, "1", NULL);
+    vt_buf_cmd(&req, "INCR", n, NULL);
+    vt_buf_cmd(&req, "EXEC", NULL);
+    /* (the same bytes in RESP2 and RESP3) */
+    snprintf(want, sizeof(want), "+OK\r\n+QUEUED\r\n+QUEUED\r\n*2\r\n+OK\r\n:%d\r\n", n_after);
+    cr_assert(vt_sock_send_buf(fd, &req));
+    cr_assert(vt_sock_read_replies(fd, &got, 4, VT_READ_DEADLINE_MS), "transaction on %s: \"%s\"", tag,
+              vt_buf_escaped(&got));
+    cr_assert(got.len == strlen(want) && memcmp(got.data, want, got.len) == 0, "transaction on %s: \"%s\"",
+              tag, vt_buf_escaped(&got));
+    vt_buf_free(&req);
+    vt_buf_free(&got);
+}
+
+/* A client that said HELLO (2 or 3) is on a connection of its own, on
+ * whichever node it was; its transaction still goes to its keys' node,
+ * with its protocol taken along (the model test found every command of
+ * such a transaction answered -CROSSSLOT, and EXEC -EXECABORT). So does
+ * one whose last command went to another node. */
+Test(cluster, a_transaction_after_hello_runs_on_its_keys_node)
+{
+    char a[16], b[16];
+    tags_on_two_nodes(a, b);
+    for (int proto = 2; proto <= 3; proto++) {
+        char ta[24], tb[24];
+        snprintf(ta, sizeof(ta), "%s%d", a, proto);
+        snprintf(tb, sizeof(tb), "%s%d", b, proto);
+        int fd = vt_sock_tcp(proxy->port);
+        cr_assert_geq(fd, 0);
+        vt_buf req = {0}, got = {0};
+        char ps[4];
+        snprintf(ps, sizeof(ps), "%d", proto);
+        vt_buf_cmd(&req, "HELLO", ps, NULL);
+        cr_assert(vt_sock_send_buf(fd, &req));
+        cr_assert(vt_sock_read_replies(fd, &got, 1, VT_READ_DEADLINE_MS), "HELLO %d", proto);
+        cr_assert(vt_buf_contains(&got, "proto"), "HELLO %d: \"%s\"", proto, vt_buf_escaped(&got));
+        vt_buf_free(&got);
+        vt_buf_free(&req);
+        expect_tx_runs(fd, ta, 1);
+        expect_tx_runs(fd, tb, 1);
+        expect_tx_runs(fd, ta, 2);
+        /* still in its protocol: a missing key is RESP3's null */
+        cr_assert(vt_sock_send_str(fd, "*2\r\n$3\r\nGET\r\n$7\r\nmissing\r\n"));
+        cr_assert(vt_sock_read_replies(fd, &got, 1, VT_READ_DEADLINE_MS));
+        vt_assert_bytes(&got, proto == 3 ? "_\r\n" : "$-1\r\n");
+        vt_buf_free(&got);
+        close(fd);
+    }
 }
 
 /* ---- a slot moved under pipelines ---- */

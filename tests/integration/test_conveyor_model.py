@@ -217,7 +217,6 @@ class Gen:
         self.ops = list(ops)
         self.in_batch = False  # generating the commands of a batch: its kind (multi, pipeline, watch, hello)
         self.stale = set()  # the proxy's scripts not run since a SCRIPT FLUSH behind its back
-        self.fresh = {2: False, 3: True}  # a connection with no keyed command since its HELLO
         self._positions = {}
         self._lex_ok = None
 
@@ -1038,12 +1037,6 @@ KNOWN = [
      "(docs/verbs.md allows this for verbs; here it reaches ordinary sorted-set commands, and writes)",
      lambda cmd, g: cmd.batch == "pipeline" and bool(g.stale),
      (2, 3)),
-    ("cluster-multi-after-hello",
-     "Cluster mode, any key: on a connection whose last keyed command came before a HELLO (2 or 3), or that "
-     "has none, every command queued in MULTI is answered -CROSSSLOT and EXEC -EXECABORT (HELLO 3; MULTI; "
-     "SET {c}x 1; EXEC); after a GET {c}y the same MULTI works",
-     lambda cmd, g: cmd.batch == "multi" and bool(g.model.env.cluster),
-     lambda g: tuple(r for r in (2, 3) if g.fresh[r])),
 ]
 
 
@@ -1517,11 +1510,6 @@ def generate(g, ops):
             g.stale.discard(script_used(cmd))
         if cmd.writes:
             resps = [pick if pick in resps else resps[0]]
-        if not g.in_batch and cmd.keys():
-            for r in resps:
-                g.fresh[r] = cmd.kind == "hello_switch"  # (it ends with a HELLO)
-            if cmd.kind == "watch":
-                g.fresh[2] = g.fresh[3] = False
         return Step(cmd, resps)
     raise RuntimeError("no op could be generated")
 
