@@ -25,6 +25,12 @@
 #      by the requests) and requests per second, redis-benchmark -c 50 at
 #      -P 1 and -P 16. Target: conveyor / plain <= 1.5 in Redis CPU per
 #      call, >= 1 / 1.5 in throughput.
+#   4. The floors of translation (bench/translation_floor.py): the same three
+#      commands straight to Redis on the plain key, on one connection, 1 and
+#      16 at a time, alone, inside MULTI with an HGET of an offset (a read
+#      atomic with the offset, no script), and as EVALSHA of a script that
+#      only runs the command: Redis CPU per call. What any translation by a
+#      script, or by MULTI, costs at the least.
 #
 # Rounds alternate the order of the sides; medians over BENCH_ROUNDS.
 #
@@ -38,7 +44,9 @@
 #   BENCH_TICKS=200                 ticks per sample (part 1)
 #   BENCH_LAT_N=20000               ZTICKs of part 2
 #   BENCH_N=100000                  requests per run of part 3 (x4 at -P 16)
-#   BENCH_SKIP_TICK=1, BENCH_SKIP_LATENCY=1, BENCH_SKIP_TRANSLATION=1
+#   BENCH_FLOOR_N=32000             units of part 4 at 16 at a time (/8 at 1)
+#   BENCH_SKIP_TICK=1, BENCH_SKIP_LATENCY=1, BENCH_SKIP_TRANSLATION=1,
+#   BENCH_SKIP_FLOOR=1
 #   VERBPROXY_BIN, BENCH_BUILD_DIR=build-bench, BENCH_NO_BUILD, BENCH_NO_INSTALL,
 #   BENCH_TASKSET_SERVER, BENCH_TASKSET_CLIENT   as in bench/run.sh
 #   BENCH_RESULTS=path              where to write the section (default: the
@@ -204,6 +212,14 @@ if [ "${BENCH_SKIP_LATENCY:-0}" != 1 ]; then
 fi
 
 # ================================================================ part 3
+# words TEST KEY (parts 3 and 4) -> the command's words
+words() {
+    case $1 in
+    zrange) echo "ZRANGE $2 0 99 WITHSCORES" ;;
+    zrangebyscore) echo "ZRANGEBYSCORE $2 -inf +inf LIMIT 0 100" ;;
+    zadd) echo "ZADD $2 __rand_int__ m__rand_int__" ;;
+    esac
+}
 TR_RAW="$OUT_DIR/conveyor-translation.csv"
 echo "round,test,P,key,n,rps,redis_us_per_req" >"$TR_RAW"
 if [ "${BENCH_SKIP_TRANSLATION:-0}" != 1 ]; then
@@ -211,14 +227,6 @@ if [ "${BENCH_SKIP_TRANSLATION:-0}" != 1 ]; then
     fill plain:tr 1000
     # An offset that is not 0: one tick that moves the line by 1, nothing leaves.
     vcli ZTICK cv:tr 1 1e300 >/dev/null
-    # words TEST KEY -> the command's words
-    words() {
-        case $1 in
-        zrange) echo "ZRANGE $2 0 99 WITHSCORES" ;;
-        zrangebyscore) echo "ZRANGEBYSCORE $2 -inf +inf LIMIT 0 100" ;;
-        zadd) echo "ZADD $2 __rand_int__ m__rand_int__" ;;
-        esac
-    }
     for r in $(seq 1 "$ROUNDS"); do
         for P in 1 16; do
             n=$NREQ
@@ -242,6 +250,19 @@ if [ "${BENCH_SKIP_TRANSLATION:-0}" != 1 ]; then
             done
         done
         log "translation round $r done"
+    done
+fi
+
+# ================================================================ part 4
+FLOOR_RAW="$OUT_DIR/conveyor-floor.csv"
+echo "round,test,shape,P,units,us_per_unit" >"$FLOOR_RAW"
+if [ "${BENCH_SKIP_FLOOR:-0}" != 1 ]; then
+    fill plain:tr 1000
+    floor_n=${BENCH_FLOOR_N:-32000}
+    for r in $(seq 1 "$ROUNDS"); do
+        "${TS_CLIENT[@]}" /usr/bin/python3 "$SCRIPT_DIR/translation_floor.py" "$RPORT" plain:tr "$floor_n" \
+            $((floor_n / 8)) | tail -n +2 | sed "s/^/$r,/" >>"$FLOOR_RAW"
+        log "floor round $r done"
     done
 fi
 
@@ -309,6 +330,26 @@ VER_VP=$(cd "$ROOT" && git rev-parse --short HEAD 2>/dev/null || echo "?")
             rr=$(ratio "$prps" "$crps"); cr=$(ratio "$cus" "$pus")
             v1=$(verdict "$rr" "<=" "$TARGET_RATIO"); v2=$(verdict "$cr" "<=" "$TARGET_RATIO")
             echo "| $P | $(words "$t" KEY | cut -d' ' -f1) | $(fmt "$prps" %.0f) | $(fmt "$crps" %.0f) | $(fmt "$rr" %.2f)x slower | $(fmt "$pus" %.2f) | $(fmt "$cus" %.2f) | $(fmt "$cr" %.2f) | <= $TARGET_RATIO | rps $v1, CPU $v2 |"
+        done; done
+        echo
+    fi
+    if [ "$(wc -l <"$FLOOR_RAW")" -gt 1 ]; then
+        echo "### The floors of translation (straight to Redis, bench/translation_floor.py)"
+        echo
+        echo "Redis CPU per call (us), one connection, P calls at a time, on the plain"
+        echo "key: the command alone; in MULTI with an HGET of an offset hash (an"
+        echo "offset read atomically with the command, no script); as EVALSHA of a"
+        echo "script that runs only the command (no offset). A translation costs at"
+        echo "least the second (reads whose scores the proxy would rewrite) or the"
+        echo "third (anything a script does)."
+        echo
+        echo "| P | command | alone | MULTI+HGET | ratio | bare EVALSHA | ratio |"
+        echo "|--:|---------|------:|-----------:|------:|-------------:|------:|"
+        for P in 1 16; do for t in zrange zrangebyscore zadd; do
+            a=$(sel "$FLOOR_RAW" us_per_unit test="$t" shape=plain P="$P" | median)
+            m=$(sel "$FLOOR_RAW" us_per_unit test="$t" shape=multi P="$P" | median)
+            e=$(sel "$FLOOR_RAW" us_per_unit test="$t" shape=evalsha P="$P" | median)
+            echo "| $P | $(words "$t" KEY | cut -d' ' -f1) | $(fmt "$a" %.2f) | $(fmt "$m" %.2f) | $(fmt "$(ratio "$m" "$a")" %.2f) | $(fmt "$e" %.2f) | $(fmt "$(ratio "$e" "$a")" %.2f) |"
         done; done
         echo
     fi
