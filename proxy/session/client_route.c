@@ -18,9 +18,10 @@
  * keys, known from the command after it, which a client may send only once
  * it has the +OK. That command then moves the client to a connection of its
  * own on that node (client_route_move_own first, from another node), where
- * the MULTI goes first (its +OK dropped). An empty transaction never reaches Redis. Returns 0 when the
- * command was answered here, 1 to route it (the MULTI sent first), -1 to
- * hold it until the client is on its own connection. */
+ * the MULTI goes first (its +OK dropped). An empty transaction never
+ * reaches Redis. Returns 0 when the command was answered here, 1 to route
+ * it (the MULTI sent first), -1 to hold it until the client is on its own
+ * connection. */
 static int client_route_deferred_multi(client_session *c, int argc, const resp_arg *argv,
                                        const cluster_decision *d)
 {

@@ -101,6 +101,11 @@ class Key:
     def __repr__(self):
         return "<%s>" % self.role
 
+    def score_role(self):
+        """The role whose positions its scores are drawn near (a string
+        key's: a line's, for Redis's WRONGTYPE with likely arguments)."""
+        return self.role if self.role != "str" else "line"
+
 
 ROLES = ("line", "line2", "empty", "str", "aux")
 
@@ -364,7 +369,7 @@ def op_zadd(g):
     incr = "INCR" in flags
     npairs = 1 if incr and r.random() < 0.85 else r.choice([1, 1, 2, 3, 4, 6])
     args = ["ZADD", key] + [g.word(f) for f in flags]
-    role = key.role if key.role != "str" else "line"
+    role = key.score_role()
     for _ in range(npairs):
         args += [g.score(role), g.member()]
     x = r.random()
@@ -529,7 +534,7 @@ def op_ztick(g):
     r = g.r
     key = g.key(("line", "line", "line", "line2", "empty", "str", "aux"))
     delta = g.delta()
-    role = key.role if key.role != "str" else "line"
+    role = key.score_role()
     args = ["ZTICK", key, delta, g.threshold(role, delta)]
     if r.random() < 0.5:
         args.append(g.word("WITHSCORES"))
@@ -867,7 +872,7 @@ def op_qpop(g):
     """QPOP with COUNT and MAXSCORE (LEASE writes server time: a story's)."""
     r = g.r
     key = g.key(("line", "line", "line2", "empty", "str", "aux"))
-    role = key.role if key.role != "str" else "line"
+    role = key.score_role()
     args = ["QPOP", key]
     if r.random() < 0.6:
         args += [g.word("COUNT"), r.choice([g.count(), g.count(), "-1", "x"])]
@@ -882,7 +887,7 @@ def op_qreclaim(g):
     r = g.r
     roles = ("line", "line", "line2", "empty", "str", "aux")
     lease, key = g.key(roles), g.key(roles)
-    role = key.role if key.role != "str" else "line"
+    role = key.score_role()
     args = ["QRECLAIM", lease, key, r.choice([fmt(g.near(role))] * 10 + ["abc", "inf"])]
     if r.random() < 0.5:
         args += [g.word("COUNT"), g.count()]
@@ -894,7 +899,7 @@ def op_zpage(g):
     first from 0, or from a cursor made here: a position and a member)."""
     r = g.r
     key = g.key(("line", "line", "line2", "empty", "str", "aux"))
-    role = key.role if key.role != "str" else "line"
+    role = key.score_role()
     opts = [g.word(w) for w in ("REV", "WITHSCORES") if r.random() < 0.5]
     r.shuffle(opts)
     count = str(r.choice([1, 2, 3, 5, 100]))
