@@ -7,7 +7,9 @@
  *     subcommands refused, SELECT, PING, CROSSSLOT for multi-key commands
  *     and verbs over several slots, as Redis's own texts;
  *   - a transaction goes to its keys' node (the MULTI waits for the command
- *     after it), and after EXEC the client reaches every node again;
+ *     after it), also from a connection of the client's own on another
+ *     node (after HELLO 2 or 3), and after EXEC the client reaches every
+ *     node again;
  *   - a slot moved under pipelines (MIGRATING/IMPORTING, MIGRATE, SETSLOT
  *     NODE): -ASK and -MOVED are followed by the proxy, never shown, and
  *     every reply is right.
