@@ -996,7 +996,7 @@ OPS_NOT_YET = []
 # found. Remove an entry once its bug is fixed.
 # (id, what is wrong, predicate(cmd, gen) -> True for a command it covers
 # (gen.model.oracle_* read the plain keys' state before the step), the RESP
-# versions it shows in (or a function of gen giving them))
+# versions it shows in)
 
 def _is(cmd, *names):
     return cmd.name() in names
@@ -1054,11 +1054,8 @@ def known_resps(cmd, g):
         return resps, ids
     for kid, _, pred, affected in KNOWN:
         if pred(cmd, g):
-            if callable(affected):
-                affected = affected(g)
-            if affected:
-                resps = [x for x in resps if x not in affected]
-                ids.append(kid)
+            resps = [x for x in resps if x not in affected]
+            ids.append(kid)
     return resps, ids
 
 
