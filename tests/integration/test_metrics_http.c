@@ -336,36 +336,18 @@ static int run_healthcheck(const char *path, char *out, size_t outlen)
  * no connect waits on a full accept queue: wait_accepted first). */
 #define BURST_CONNS (ADMIN_MAX_CONNS + 16)
 
-/* The connections waiting in the admin port's accept queue (the listening
- * socket's rx_queue in /proc/net/tcp), or -1 if it is not found. */
-static int accept_queue_len(void)
-{
-    FILE *f = fopen("/proc/net/tcp", "r");
-    if (!f) return -1;
-    char line[512];
-    int len = -1;
-    while (len < 0 && fgets(line, sizeof(line), f)) {
-        unsigned lport, st, txq, rxq;
-        if (sscanf(line, " %*d: %*x:%x %*x:%*x %x %x:%x", &lport, &st, &txq, &rxq) == 4 &&
-            (int)lport == mport && st == 0x0A /* LISTEN */)
-            len = (int)rxq;
-    }
-    fclose(f);
-    return len;
-}
-
 static bool nothing_waits_accept(void *arg)
 {
     (void)arg;
-    return accept_queue_len() == 0;
+    return vt_tcp_accept_queue(mport) == 0;
 }
 
 /* With the flood held, until the proxy has accepted every connection the
  * flood opened: the accept queue has room for the probe and the burst. */
 static void wait_accepted(void)
 {
-    cr_assert(vt_wait_until(nothing_waits_accept, NULL, 10000), "the admin port's accept queue holds %d",
-              accept_queue_len());
+    cr_assert(vt_wait_until(nothing_waits_accept, NULL, 10000), "the admin port's accept queue holds %ld",
+              vt_tcp_accept_queue(mport));
 }
 
 /* GET path and expect 200 with body_has. With burst, the proxy is stopped

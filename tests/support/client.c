@@ -69,7 +69,8 @@ redisReply *vt_cmd(redisContext *c, const char *fmt, ...)
     redisReply *r = redisvCommand(c, fmt, ap);
     va_end(ap);
     if (!r) fprintf(stderr, "vt: \"%s\": %s\n", fmt, c->errstr);
-    if (r && r->type == REDIS_REPLY_ERROR && vt_cluster_mode()) { /* a look at a cluster node: cluster_env.h */
+    if (r && r->type == REDIS_REPLY_ERROR &&
+        vt_cluster_mode()) { /* a look at a cluster node: cluster_env.h */
         char *cmd;
         int len = redisvFormatCommand(&cmd, fmt, again);
         if (len > 0) {
@@ -85,7 +86,8 @@ redisReply *vt_cmd_argv(redisContext *c, int argc, const char **argv, const size
 {
     redisReply *r = redisCommandArgv(c, argc, argv, lens);
     if (!r) fprintf(stderr, "vt: %s...: %s\n", argv[0], c->errstr);
-    if (r && r->type == REDIS_REPLY_ERROR && vt_cluster_mode()) { /* a look at a cluster node: cluster_env.h */
+    if (r && r->type == REDIS_REPLY_ERROR &&
+        vt_cluster_mode()) { /* a look at a cluster node: cluster_env.h */
         char *cmd;
         int len = redisFormatCommandArgv(&cmd, argc, argv, lens);
         if (len > 0) {
@@ -439,7 +441,9 @@ void vt_buf_big_preauth_eval(vt_buf *b, const char *script)
 }
 
 /* The receive queue of the socket whose local end is `local` and remote
- * end `remote` (IPv4, as /proc/net/tcp writes them); -1 if none. */
+ * end `remote` (IPv4, as /proc/net/tcp writes them); with no remote, of the
+ * socket listening on local's port (its accept queue: connections not
+ * accepted yet). -1 if none. */
 static long tcp_rx_queue(const struct sockaddr_in *local, const struct sockaddr_in *remote)
 {
     FILE *f = fopen("/proc/net/tcp", "r");
@@ -447,24 +451,33 @@ static long tcp_rx_queue(const struct sockaddr_in *local, const struct sockaddr_
     char line[512];
     long rx = -1;
     while (rx < 0 && fgets(line, sizeof(line), f)) {
-        unsigned laddr, lport, raddr, rport;
+        unsigned laddr, lport, raddr, rport, st;
         unsigned long rxq;
         /* sl local rem st tx:rx ... (addresses in network byte order, as hex) */
-        if (sscanf(line, " %*d: %x:%x %x:%x %*x %*x:%lx", &laddr, &lport, &raddr, &rport, &rxq) == 5 &&
-            laddr == local->sin_addr.s_addr && lport == ntohs(local->sin_port) &&
-            raddr == remote->sin_addr.s_addr && rport == ntohs(remote->sin_port))
+        if (sscanf(line, " %*d: %x:%x %x:%x %x %*x:%lx", &laddr, &lport, &raddr, &rport, &st, &rxq) != 6 ||
+            lport != ntohs(local->sin_port))
+            continue;
+        if (remote ? laddr == local->sin_addr.s_addr && raddr == remote->sin_addr.s_addr &&
+                         rport == ntohs(remote->sin_port)
+                   : st == 0x0A /* LISTEN */)
             rx = (long)rxq;
     }
     fclose(f);
     return rx;
 }
 
+long vt_tcp_accept_queue(int port)
+{
+    struct sockaddr_in local = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    return tcp_rx_queue(&local, NULL);
+}
+
 bool vt_sock_wait_taken(int fd, int timeout_ms)
 {
     struct sockaddr_in me, peer;
     socklen_t ml = sizeof(me), pl = sizeof(peer);
-    if (getsockname(fd, (struct sockaddr *)&me, &ml) != 0 || getpeername(fd, (struct sockaddr *)&peer, &pl) != 0 ||
-        me.sin_family != AF_INET)
+    if (getsockname(fd, (struct sockaddr *)&me, &ml) != 0 ||
+        getpeername(fd, (struct sockaddr *)&peer, &pl) != 0 || me.sin_family != AF_INET)
         return false;
     long long deadline = vt_now_ms() + timeout_ms;
     for (;;) {

@@ -95,6 +95,9 @@ void vt_buf_big_preauth_eval(vt_buf *b, const char *script);
  * see a request in two reads, the first one taken before the rest is sent.
  * False at the deadline. */
 bool vt_sock_wait_taken(int fd, int timeout_ms);
+/* The connections waiting in the accept queue of the IPv4 socket listening
+ * on port (/proc/net/tcp), -1 if there is none. */
+long vt_tcp_accept_queue(int port);
 
 /* Read into b until b->len >= n, the peer closes, or timeout. True if reached. */
 bool vt_sock_read_len(int fd, vt_buf *b, size_t n, int timeout_ms);
