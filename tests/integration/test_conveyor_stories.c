@@ -420,7 +420,7 @@ Test(conveyor, rebase_folds_the_offset_and_info_says_so)
 
 /* ---- a tick racing readers ---- */
 
-enum { RACE_MEMBERS = 200, RACE_READERS = 2, RACE_TICKS = 400 };
+enum { RACE_MEMBERS = 200, RACE_READERS = 2, RACE_TICKS = 400, RACE_MIN_READS = 20 };
 
 typedef struct race_reader {
     int port;
@@ -458,10 +458,18 @@ static void *race_read(void *arg)
             }
         }
         freeReplyObject(r);
-        rr->reads++;
+        __atomic_add_fetch(&rr->reads, 1, __ATOMIC_RELAXED);
     }
     redisFree(ctx);
     return NULL;
+}
+
+/* Has every reader read at least RACE_MIN_READS times? */
+static bool race_all_read(race_reader *readers)
+{
+    for (int i = 0; i < RACE_READERS; i++)
+        if (__atomic_load_n(&readers[i].reads, __ATOMIC_RELAXED) < RACE_MIN_READS) return false;
+    return true;
 }
 
 Test(conveyor, no_reader_ever_sees_half_a_tick)
@@ -479,7 +487,14 @@ Test(conveyor, no_reader_ever_sees_half_a_tick)
         readers[i] = (race_reader){.port = env.proxy->port, .stop = &stop};
         cr_assert_eq(pthread_create(&threads[i], NULL, race_read, &readers[i]), 0);
     }
-    for (int t = 0; t < RACE_TICKS; t++) {
+    /* At least RACE_TICKS ticks, and on until every reader has read a few
+     * times among them (on a busy machine the readers can start late). */
+    long long deadline = vt_now_ms() + 20000;
+    int ticks = 0;
+    for (; ticks < RACE_TICKS || !race_all_read(readers); ticks++) {
+        cr_assert(vt_now_ms() < deadline, "the readers read only %lld and %lld times in %d ticks",
+                  __atomic_load_n(&readers[0].reads, __ATOMIC_RELAXED),
+                  __atomic_load_n(&readers[1].reads, __ATOMIC_RELAXED), ticks);
         r = run(c, "ZTICK cv:race 1 1e300");
         cr_assert_eq(r->type, REDIS_REPLY_ARRAY, "%s", VT_DESCRIBE(r));
         freeReplyObject(r);
@@ -488,9 +503,11 @@ Test(conveyor, no_reader_ever_sees_half_a_tick)
     for (int i = 0; i < RACE_READERS; i++) {
         pthread_join(threads[i], NULL);
         cr_expect_eq(readers[i].torn, 0, "reader %d: %s", i, readers[i].why);
-        cr_expect_gt(readers[i].reads, 0, "reader %d read nothing", i);
+        cr_expect_geq(readers[i].reads, RACE_MIN_READS, "reader %d read %lld times", i, readers[i].reads);
     }
-    cr_expect_str_eq(info_field("cv:race", "offset"), "400");
+    char want[16];
+    snprintf(want, sizeof(want), "%d", ticks);
+    cr_expect_str_eq(info_field("cv:race", "offset"), want);
 }
 
 /* ---- blocking pops ---- */
