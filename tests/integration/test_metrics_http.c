@@ -286,16 +286,16 @@ static void flood_stop(void)
  * request in the kernel before the burst of re-opens that the release
  * lets go. Two passes that saw hold: the second began after this call
  * (the first may have read hold before an earlier release). */
+static bool flood_held_since(void *arg)
+{
+    return atomic_load(&flood.held) >= *(long long *)arg + 2;
+}
+
 static void flood_hold(void)
 {
     long long held0 = atomic_load(&flood.held);
     atomic_store(&flood.hold, 1);
-    long long deadline = vt_now_ms() + 10000;
-    while (atomic_load(&flood.held) < held0 + 2) {
-        cr_assert(vt_now_ms() < deadline, "the flood thread never paused");
-        struct timespec ts = {0, 1000 * 1000};
-        nanosleep(&ts, NULL); /* polling a counter, with a deadline */
-    }
+    cr_assert(vt_wait_until(flood_held_since, &held0, 10000), "the flood thread never paused");
 }
 
 static bool flood_holds_the_port(void *arg)

@@ -69,8 +69,7 @@ redisReply *vt_cmd(redisContext *c, const char *fmt, ...)
     redisReply *r = redisvCommand(c, fmt, ap);
     va_end(ap);
     if (!r) fprintf(stderr, "vt: \"%s\": %s\n", fmt, c->errstr);
-    if (r && r->type == REDIS_REPLY_ERROR &&
-        vt_cluster_mode()) { /* a look at a cluster node: cluster_env.h */
+    if (r && r->type == REDIS_REPLY_ERROR && vt_cluster_mode()) { /* a look at a cluster node: cluster_env.h */
         char *cmd;
         int len = redisvFormatCommand(&cmd, fmt, again);
         if (len > 0) {
@@ -86,8 +85,7 @@ redisReply *vt_cmd_argv(redisContext *c, int argc, const char **argv, const size
 {
     redisReply *r = redisCommandArgv(c, argc, argv, lens);
     if (!r) fprintf(stderr, "vt: %s...: %s\n", argv[0], c->errstr);
-    if (r && r->type == REDIS_REPLY_ERROR &&
-        vt_cluster_mode()) { /* a look at a cluster node: cluster_env.h */
+    if (r && r->type == REDIS_REPLY_ERROR && vt_cluster_mode()) { /* a look at a cluster node: cluster_env.h */
         char *cmd;
         int len = redisFormatCommandArgv(&cmd, argc, argv, lens);
         if (len > 0) {
@@ -476,8 +474,8 @@ bool vt_sock_wait_taken(int fd, int timeout_ms)
 {
     struct sockaddr_in me, peer;
     socklen_t ml = sizeof(me), pl = sizeof(peer);
-    if (getsockname(fd, (struct sockaddr *)&me, &ml) != 0 ||
-        getpeername(fd, (struct sockaddr *)&peer, &pl) != 0 || me.sin_family != AF_INET)
+    if (getsockname(fd, (struct sockaddr *)&me, &ml) != 0 || getpeername(fd, (struct sockaddr *)&peer, &pl) != 0 ||
+        me.sin_family != AF_INET)
         return false;
     long long deadline = vt_now_ms() + timeout_ms;
     for (;;) {

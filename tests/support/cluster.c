@@ -435,6 +435,15 @@ bool vt_cluster_failover(vt_cluster *c, int replica)
 
 /* ---- a fragmented slot map ---- */
 
+/* EXEC's reply to DELSLOTS, ADDSLOTS, BUMPEPOCH: OK, OK, a status. */
+static bool fragment_exec_ok(const redisReply *r)
+{
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 3) return false;
+    for (size_t e = 0; e < 3; e++)
+        if (r->element[e]->type != REDIS_REPLY_STATUS) return false;
+    return strcmp(r->element[0]->str, "OK") == 0 && strcmp(r->element[1]->str, "OK") == 0;
+}
+
 bool vt_cluster_fragment(vt_cluster *c, int nslots, int *to_out)
 {
     int from = vt_cluster_slot_owner(c, 0, 1), to = -1;
@@ -465,23 +474,18 @@ bool vt_cluster_fragment(vt_cluster *c, int nslots, int *to_out)
         redisAppendCommandArgv(ctx, argc, argv, NULL);
         redisAppendCommand(ctx, "CLUSTER BUMPEPOCH");
         redisAppendCommand(ctx, "EXEC");
+        /* +OK, three +QUEUED, then EXEC's [OK, OK, BUMPED or STILL] */
         for (int k = 0; k < 5 && ok; k++) {
             redisReply *r = NULL;
             ok = redisGetReply(ctx, (void **)&r) == REDIS_OK && r;
-            if (ok && k == 4) {
-                ok = r->type == REDIS_REPLY_ARRAY && r->elements == 3;
-                for (size_t e = 0; ok && e < 3; e++)
-                    ok = r->element[e]->type == REDIS_REPLY_STATUS;
-                if (ok) ok = strcmp(r->element[0]->str, "OK") == 0 && strcmp(r->element[1]->str, "OK") == 0;
-            } else if (ok) {
-                ok = r->type == REDIS_REPLY_STATUS;
-            }
+            if (ok && k < 4) ok = r->type == REDIS_REPLY_STATUS;
+            if (ok && k == 4) ok = fragment_exec_ok(r);
             if (!ok)
                 fprintf(stderr, "vt cluster: node %d (port %d): fragmenting: reply %d: %s\n", to,
                         c->node[to]->port, k,
-                        r && r->str                         ? r->str
-                        : r && r->type == REDIS_REPLY_ARRAY ? "(an EXEC with an error)"
-                                                            : "no reply");
+                        r && r->str ? r->str
+                        : r         ? "(not as expected)"
+                                    : "no reply");
             if (r) freeReplyObject(r);
         }
         redisFree(ctx);
