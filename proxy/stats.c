@@ -25,6 +25,7 @@
     X(verb_argument_errors)                                                                                  \
     X(polyfill_calls)                                                                                        \
     X(conveyor_calls)                                                                                        \
+    X(conveyor_wrapped)                                                                                      \
     X(script_loads)                                                                                          \
     X(noscript_recoveries)                                                                                   \
     X(noscript_reordered)                                                                                    \

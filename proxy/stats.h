@@ -27,7 +27,8 @@ typedef struct vp_stats {
     unsigned long long clients_pinned;       /* clients moved to their own connection */
     unsigned long long verb_calls;           /* verbs sent upstream */
     unsigned long long verb_argument_errors; /* verbs refused by the proxy's checks */
-    unsigned long long conveyor_calls;       /* commands on conveyor keys run as a translation script */
+    unsigned long long conveyor_calls;       /* commands on conveyor keys translated (a script or a wrap) */
+    unsigned long long conveyor_wrapped;     /* of those, reads sent in a transaction with the offset */
     unsigned long long polyfill_calls;       /* Redis commands run as the proxy's script (AGGREGATE COUNT) */
     unsigned long long script_loads;         /* SCRIPT LOADs sent (one per script a connection first calls) */
     unsigned long long noscript_recoveries;  /* verbs answered NOSCRIPT, reloaded and retried */

@@ -28,7 +28,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:?usage: test_matrix.sh BUILD_DIR [NAME...]}
 shift
 build=$(cd "$build" && pwd)
-LEG=${VP_MATRIX_LEG:-'^((integration|integration-own|clients)/|unit/(test_route_keys|command_table_covers_redis|command_table_matches_redis)$)'}
+LEG=${VP_MATRIX_LEG:-'^((integration|integration-own|clients)/|unit/(test_route_keys|test_conveyor_wrap|command_table_covers_redis|command_table_matches_redis)$)'}
 jobs_per_leg=${VP_MATRIX_JOBS:-2}
 
 if ! names=$("$root/scripts/upstreams.sh" list 2>/dev/null); then

@@ -2,6 +2,7 @@
  * kinds and classes it gives a name, and what depends on the arguments. */
 #include "proxy/cmd/command.h"
 
+#include <limits.h>
 #include <string.h>
 
 int cmd_arg_is(const resp_arg *a, const char *lower)
@@ -12,6 +13,35 @@ int cmd_arg_is(const resp_arg *a, const char *lower)
         char c = a->ptr[i];
         if (c >= 'A' && c <= 'Z') c = (char)(c + 32);
         if (c != lower[i]) return 0;
+    }
+    return 1;
+}
+
+int cmd_arg_ll(const resp_arg *a, long long *out)
+{
+    const char *p = a->ptr;
+    size_t n = a->len;
+    if (n == 0 || n > 20) return 0;
+    if (n == 1 && p[0] == '0') {
+        *out = 0;
+        return 1;
+    }
+    int neg = p[0] == '-';
+    size_t i = neg;
+    if (i >= n || p[i] < '1' || p[i] > '9') return 0;
+    unsigned long long v = 0;
+    for (; i < n; i++) {
+        if (p[i] < '0' || p[i] > '9') return 0;
+        unsigned long long d = (unsigned long long)(p[i] - '0');
+        if (v > (ULLONG_MAX - d) / 10) return 0;
+        v = v * 10 + d;
+    }
+    if (neg) {
+        if (v > (unsigned long long)LLONG_MAX + 1) return 0;
+        *out = v == (unsigned long long)LLONG_MAX + 1 ? LLONG_MIN : -(long long)v;
+    } else {
+        if (v > (unsigned long long)LLONG_MAX) return 0;
+        *out = (long long)v;
     }
     return 1;
 }

@@ -86,5 +86,8 @@ int cmd_may_authenticate(int argc, const resp_arg *argv);
 
 /* Case-insensitive comparison of an argument with a lower-case literal. */
 int cmd_arg_is(const resp_arg *a, const char *lower);
+/* An argument as Redis's string2ll reads an integer: optional '-', no '+',
+ * no leading zeros, no spaces, in range. */
+int cmd_arg_ll(const resp_arg *a, long long *out);
 
 #endif

@@ -16,10 +16,11 @@
 /* When a command is translated, beyond having a conveyor key. */
 typedef enum conveyor_when {
     WHEN_ALWAYS,
-    WHEN_WITHSCORE,      /* ZRANK, ZREVRANK: only with WITHSCORE (Redis 7.2) */
-    WHEN_WITHSCORES,     /* ZREVRANGE, ZRANDMEMBER: only with WITHSCORES */
-    WHEN_SCORE_OPTION,   /* ZRANGE: with BYSCORE or WITHSCORES */
-    WHEN_WITHSCORES_LAST /* ZDIFF: WITHSCORES, its only option, last */
+    WHEN_WITHSCORE,       /* ZRANK, ZREVRANK: only with WITHSCORE (Redis 7.2) */
+    WHEN_WITHSCORES,      /* ZREVRANGE, ZRANDMEMBER: only with WITHSCORES */
+    WHEN_SCORE_OPTION,    /* ZRANGE: with WITHSCORES, or BYSCORE and a finite bound */
+    WHEN_WITHSCORES_LAST, /* ZDIFF: WITHSCORES, its only option, last */
+    WHEN_FINITE_OR_SCORES /* ZRANGEBYSCORE, ZCOUNT: a finite bound, or WITHSCORES */
 } conveyor_when;
 
 typedef struct conveyor_command {
@@ -43,9 +44,9 @@ static const conveyor_command conveyor_commands[] = {
     {"zrevrank", VERB_TR_READ, WHEN_WITHSCORE, 70200},
     {"zrange", VERB_TR_READ, WHEN_SCORE_OPTION, 0},
     {"zrevrange", VERB_TR_READ, WHEN_WITHSCORES, 0},
-    {"zrangebyscore", VERB_TR_READ, WHEN_ALWAYS, 0},
-    {"zrevrangebyscore", VERB_TR_READ, WHEN_ALWAYS, 0},
-    {"zcount", VERB_TR_READ, WHEN_ALWAYS, 0},
+    {"zrangebyscore", VERB_TR_READ, WHEN_FINITE_OR_SCORES, 0},
+    {"zrevrangebyscore", VERB_TR_READ, WHEN_FINITE_OR_SCORES, 0},
+    {"zcount", VERB_TR_READ, WHEN_FINITE_OR_SCORES, 0},
     {"zrandmember", VERB_TR_READ, WHEN_WITHSCORES, 0},
     {"zunion", VERB_TR_AGGREGATE, WHEN_ALWAYS, 0},
     {"zinter", VERB_TR_AGGREGATE, WHEN_ALWAYS, 0},
@@ -106,6 +107,7 @@ void conveyor_scratch_free(conveyor_scratch *s)
     free(s->argp);
     free(s->lens);
     vp_buf_free(&s->names);
+    vp_buf_free(&s->wrap);
     memset(s, 0, sizeof(*s));
 }
 
@@ -157,6 +159,27 @@ static int conveyor_has_option(int argc, const resp_arg *argv, int from, const c
     return 0;
 }
 
+int conveyor_bound_infinite(const resp_arg *a)
+{
+    resp_arg v = *a;
+    if (v.len > 0 && v.ptr[0] == '(') {
+        v.ptr++;
+        v.len--;
+    }
+    if (v.len > 0 && (v.ptr[0] == '+' || v.ptr[0] == '-')) {
+        v.ptr++;
+        v.len--;
+    }
+    return cmd_arg_is(&v, "inf") || cmd_arg_is(&v, "infinity");
+}
+
+/* Both ends of the score range (argv[2], argv[3]) infinite: the same in
+ * positions and in stored scores, whatever the offset. */
+static int conveyor_range_infinite(int argc, const resp_arg *argv)
+{
+    return argc >= 4 && conveyor_bound_infinite(&argv[2]) && conveyor_bound_infinite(&argv[3]);
+}
+
 static int conveyor_wanted(const conveyor_command *cc, int argc, const resp_arg *argv)
 {
     switch (cc->when) {
@@ -167,9 +190,12 @@ static int conveyor_wanted(const conveyor_command *cc, int argc, const resp_arg 
     case WHEN_WITHSCORES:
         return conveyor_has_option(argc, argv, 3, "withscores", NULL);
     case WHEN_SCORE_OPTION:
-        return conveyor_has_option(argc, argv, 4, "withscores", "byscore");
+        return conveyor_has_option(argc, argv, 4, "withscores", NULL) ||
+               (conveyor_has_option(argc, argv, 4, "byscore", NULL) && !conveyor_range_infinite(argc, argv));
     case WHEN_WITHSCORES_LAST:
         return cmd_arg_is(&argv[argc - 1], "withscores");
+    case WHEN_FINITE_OR_SCORES:
+        return !conveyor_range_infinite(argc, argv) || conveyor_has_option(argc, argv, 4, "withscores", NULL);
     }
     return 1;
 }

@@ -16,7 +16,8 @@
  * A command with a wrong number of arguments is never translated: Redis
  * answers it, and changes nothing. Nor is one whose keys are all plain, or
  * one that reads no score (ZCARD, ZREM, ZRANGE by rank without WITHSCORES,
- * ...): those go to Redis as they are.
+ * a score range whose ends are both infinite without WITHSCORES, ...):
+ * those go to Redis as they are.
  *
  * Pure: no libuv, no I/O. The call's arguments are built in a scratch the
  * caller keeps (one per event loop: conveyor_scratch), valid until the
@@ -40,12 +41,20 @@ typedef struct conveyor_scratch {
     size_t *lens;
     int argcap;
     vp_buf names; /* the offset keys' names, back to back */
+    vp_buf wrap;  /* a wrapped read's transaction, then its client's reply (conveyor_wrap.h) */
 } conveyor_scratch;
 
 void conveyor_scratch_free(conveyor_scratch *s);
 
 /* Is `key` a conveyor key: does it match a `conveyor` pattern? */
 int conveyor_key_is(const struct vp_config *conf, const char *key, size_t len);
+
+/* Is this score range end ("-inf", "(+inf", "inf", ...) infinite, as
+ * Redis's zslParseRange reads it? Such an end selects the same members in
+ * positions as in stored scores: a read whose ends are both infinite
+ * needs no offset (ZRANGEBYSCORE key -inf +inf LIMIT 0 10 without
+ * WITHSCORES goes to Redis as it is). */
+int conveyor_bound_infinite(const resp_arg *a);
 
 /* Is it a blocking pop (BZPOPMIN, BZPOPMAX, BZMPOP)? Its translation
  * pops or says "wait" (the session waits and tries again). */

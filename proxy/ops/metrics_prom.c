@@ -164,8 +164,12 @@ void metrics_prom_write(const vp_server *srv, vp_buf *b)
     counter(b, "verbproxy_verb_calls_total", "Verbs sent upstream as EVALSHA.", s->verb_calls);
     counter(b, "verbproxy_verb_argument_errors_total", "Verbs refused by the proxy's argument checks.",
             s->verb_argument_errors);
-    counter(b, "verbproxy_conveyor_calls_total", "Commands on conveyor keys run as a translation script.",
+    counter(b, "verbproxy_conveyor_calls_total",
+            "Commands on conveyor keys translated: a script, or a read wrapped with its offset.",
             s->conveyor_calls);
+    counter(b, "verbproxy_conveyor_wrapped_total",
+            "Reads on conveyor keys sent in a transaction with the offset, without a script.",
+            s->conveyor_wrapped);
     counter(b, "verbproxy_polyfill_calls_total", "AGGREGATE COUNT calls run as the proxy's script.",
             s->polyfill_calls);
     counter(b, "verbproxy_script_loads_total", "SCRIPT LOADs sent for the verbs.", s->script_loads);

@@ -11,6 +11,7 @@
 #include <openssl/crypto.h>
 
 #include "proxy/conveyor/conveyor.h"
+#include "proxy/conveyor/conveyor_wrap.h"
 #include "proxy/session/introspect.h"
 #include "proxy/session/auth.h"
 #include "proxy/log.h"
@@ -164,6 +165,44 @@ int client_split_part(vp_server *srv, int argc, const resp_arg *argv, vp_buf *ou
     return 1;
 }
 
+/* A read on a conveyor key that needs only its offset added to the scores
+ * of its reply goes in a transaction with the read of the offset
+ * (conveyor_wrap.h), where a connection may carry one and its server's
+ * double format is known: 1 when it was sent. */
+static int client_call_wrapped(client_session *c, unsigned version, int argc, const resp_arg *argv)
+{
+    vp_server *srv = c->srv;
+    if (!upstream_can_wrap(c->up)) return 0;
+    conveyor_wrap_shape shape = version ? conveyor_wrap_shape_of(&srv->conf, argc, argv) : CONVEYOR_WRAP_NONE;
+    if (shape == CONVEYOR_WRAP_NONE) return 0;
+    vp_buf *req = &client_conveyor_scratch(srv)->wrap;
+    conveyor_wrap_request(argc, argv, req);
+    upstream_forward_transaction(c->up, c, req->data, req->len, CONVEYOR_WRAP_QUEUED);
+    client_pending *s = pending_push(c, PENDING_WAITING);
+    s->wrap = shape;
+    s->wrap_fpconv = version >= 70200; /* (Redis 7.2 and Valkey: fpconv) */
+    s->wrap_key = (unsigned)argv[1].len;
+    pending_append(s, argv[1].ptr, argv[1].len);
+    srv->stats.conveyor_wrapped++;
+    return 1;
+}
+
+void client_conveyor_unwrap(client_session *c, client_pending *s)
+{
+    vp_buf *out = &client_conveyor_scratch(c->srv)->wrap;
+    const char *reply = s->data + s->wrap_key;
+    size_t n = s->len - s->wrap_key;
+    if (conveyor_wrap_reply((conveyor_wrap_shape)s->wrap, s->wrap_fpconv, s->data, s->wrap_key, reply, n,
+                            out)) {
+        s->len = 0;
+        pending_append(s, out->data, out->len);
+    } else {
+        memmove(s->data, reply, n);
+        s->len = n;
+    }
+    s->wrap = CONVEYOR_WRAP_NONE;
+}
+
 /* A command on a conveyor key (proxy/conveyor/conveyor.h) runs as its
  * translation script. 1 when it was (or was answered), 0 to go on as any
  * command. A built-in verb whose keys are sorted sets (ZTICK, QPOP, ...)
@@ -179,9 +218,9 @@ int client_call_conveyor(client_session *c, int argc, const resp_arg *argv, cons
     const verb_def *v;
     const resp_arg *xargv;
     int xargc;
-    int planned =
-        conveyor_plan(&srv->conf, &srv->verbs, conveyor_version(c->up ? c->up->server_version : NULL), argc,
-                      argv, client_conveyor_scratch(srv), &v, &call, &xargv, &xargc);
+    unsigned version = conveyor_version(c->up ? c->up->server_version : NULL);
+    int planned = conveyor_plan(&srv->conf, &srv->verbs, version, argc, argv, client_conveyor_scratch(srv),
+                                &v, &call, &xargv, &xargc);
     if (!planned) return 0; /* (a verb that refuses its arguments too: it answers itself) */
     if (srv->verbs.broken[v->id]) {
         snprintf(err, sizeof(err),
@@ -199,6 +238,7 @@ int client_call_conveyor(client_session *c, int argc, const resp_arg *argv, cons
     }
     if (c->up->shared) c->used_shared = 1;
     srv->stats.conveyor_calls++;
+    if (client_call_wrapped(c, version, argc, argv)) return 1;
     /* (a blocking pop blocks outside MULTI only, where the script may say
      * "wait": up_call_tail) */
     int may_block = conveyor_blocks(argc, argv) && upstream_local_mode(c->up) == UP_LOCAL_IN_ORDER;

@@ -81,6 +81,10 @@ void client_on_written(outq *q, int status);
 void client_queue_local(client_session *c, const char *p, size_t n);
 void client_release_ready(client_session *c);
 void pending_append(client_pending *s, const char *p, size_t n);
+/* A wrapped read's reply is in (client_pending's wrap): the command's
+ * reply, its scores made positions, replaces the key and EXEC's reply
+ * (client_dispatch.c). */
+void client_conveyor_unwrap(client_session *c, client_pending *s);
 client_pending *pending_at(client_session *c, size_t i);
 void pending_pop(client_session *c);
 client_pending *pending_push(client_session *c, client_pending_kind kind);

@@ -400,7 +400,7 @@ void client_reply(client_session *c, unsigned long long seq, const char *p, size
     if (c->up && c->up->shared) client_count_reply(c, n, done);
     if (s->replace) {
         if (done) s->kind = PENDING_READY;
-    } else if (idx == 0 && !s->patch && !s->pop_wait && s->len == 0) {
+    } else if (idx == 0 && !s->patch && !s->pop_wait && !s->wrap && s->len == 0) {
         /* The common case: the front pending reply is answered and goes straight out. (Not
          * once part of it was held: in cluster mode another node's reply
          * can start arriving while the pending reply is not yet at the front.) */
@@ -419,6 +419,7 @@ void client_reply(client_session *c, unsigned long long seq, const char *p, size
         if (p) pending_append(s, p, n);
         if (done) {
             if (s->patch) client_patch_reply(c, s);
+            if (s->wrap) client_conveyor_unwrap(c, s);
             if (s->pop_wait && client_block_answered(c, s)) return;
             s->kind = PENDING_READY;
         }

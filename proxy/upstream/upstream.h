@@ -64,7 +64,9 @@ typedef enum up_entry_kind {
     UP_RAW_START,     /* from here on replies are not counted (no reply of its own) */
     UP_OPAQUE_START,  /* from here on the stream is not RESP (SYNC/PSYNC) */
     UP_SERVER_PROBE,  /* our HELLO (no arguments): read, never shown (upstream_server.c) */
-    UP_HELLO          /* the client's HELLO: its reply is the client's, and says the protocol */
+    UP_HELLO,         /* the client's HELLO: its reply is the client's, and says the protocol */
+    UP_WRAP           /* MULTI or a queued command of a transaction the proxy wrapped around a client's
+                         command (upstream_forward_transaction): +OK / +QUEUED dropped */
 } up_entry_kind;
 
 struct upstream_conn;
@@ -523,6 +525,22 @@ void upstream_resend(upstream_conn *up, const up_entry *e, const char *req, size
  * bits (CLIENT_PART_SEQ). */
 int upstream_forward_part(upstream_conn *up, struct client_session *c, unsigned long long seq,
                           const char *req, size_t n);
+/* A transaction the proxy wraps around one client's command, so that
+ * what it reads with the command (a conveyor key's offset) is of the same
+ * moment: req (copied) is MULTI, `queued` commands, EXEC. The MULTI's +OK
+ * and each +QUEUED are dropped; EXEC's reply is the client's, for the
+ * pending reply it queues next. Any other answer to the MULTI or a queued
+ * command (-BUSY while a script runs past its threshold, -LOADING, an
+ * arity error) is the client's instead, and the rest is dropped. No
+ * transaction outlives its EXEC: Redis (6.2 on) answers an EXEC it refuses
+ * -EXECABORT and discards the transaction (rejectCommand). Only where
+ * upstream_can_wrap says. */
+int upstream_forward_transaction(upstream_conn *up, struct client_session *c, const char *req, size_t n,
+                                 int queued);
+/* May a transaction be wrapped here: a shared connection (no transaction
+ * or WATCH of a client's on it, RESP2) outside cluster mode (a redirect
+ * resends one request, never a transaction), counting its replies? */
+int upstream_can_wrap(const upstream_conn *up);
 /* Send one request (bytes stay the caller's until upstream_flush()). Returns 1
  * if a reply will come back for it, so the client queues a pending reply
  * (whose sequence number the entry records: client_next_seq()). */

@@ -113,6 +113,25 @@ static up_route up_decide_error(upstream_conn *up, const up_entry *e, const char
     return w->error_reply(up, e, p, n) ? ROUTE_REDIRECT : ROUTE_REPLY;
 }
 
+/* A part of a wrapped transaction (upstream_forward_transaction): its
+ * +OK or +QUEUED is dropped; anything else is the client's answer, and the
+ * rest of the transaction, through its EXEC, is dropped. */
+static up_route up_decide_wrap(upstream_conn *up, up_entry *e, const char *p, size_t n, int whole)
+{
+    if (!e->client || (whole && (bytes_are(p, n, "+OK\r\n") || bytes_are(p, n, "+QUEUED\r\n")))) {
+        e->client = NULL; /* dropped */
+        return ROUTE_REPLY;
+    }
+    for (size_t i = 1; i < up->fifo_len; i++) {
+        up_entry *later = up_fifo_at(up, i);
+        if (later->client != e->client || later->seq != e->seq) break;
+        later->client = NULL;
+        if (later->kind != UP_WRAP) break; /* (the EXEC) */
+    }
+    e->kind = UP_REPLY;
+    return up_decide_error(up, e, p, n, whole);
+}
+
 /* Where does the reply starting at p go? `whole` says p..p+n is all of it. */
 up_route up_decide(upstream_conn *up, const char *p, size_t n, int whole)
 {
@@ -125,6 +144,7 @@ up_route up_decide(upstream_conn *up, const char *p, size_t n, int whole)
     }
     if (!up->raw_rx) {
         if (e && e->kind == UP_REPLY) return up_decide_error(up, e, p, n, whole);
+        if (e && e->kind == UP_WRAP) return up_decide_wrap(up, e, p, n, whole);
         if (e && e->kind == UP_ASK) return whole ? ROUTE_ASK : ROUTE_REPLY; /* (dropped: too big) */
         if (e && e->kind == UP_SERVER_PROBE) return whole ? ROUTE_SERVER : ROUTE_REPLY; /* (dropped) */
         if (e && e->kind == UP_HELLO) {
@@ -243,6 +263,25 @@ int upstream_forward_part(upstream_conn *up, struct client_session *c, unsigned 
     up_entry *e = up_fifo_push(up, c, UP_REPLY);
     e->seq = seq;
     e->keep = (unsigned)n;
+    return 1;
+}
+
+int upstream_can_wrap(const upstream_conn *up)
+{
+    const upstream_watch *w = up->srv->upstream_watch;
+    return up->shared && !up->raw_tx && !up->in_multi && !(w && w->redirect);
+}
+
+int upstream_forward_transaction(upstream_conn *up, struct client_session *c, const char *req, size_t n,
+                                 int queued)
+{
+    up->srv->stats.commands_forwarded++;
+    up->srv->stats.shared_commands++;
+    up_hold_note(up, c);
+    outq_add_copy(&up->out, req, n);
+    for (int i = 0; i <= queued; i++) /* (the MULTI and each queued command) */
+        up_fifo_push(up, c, UP_WRAP);
+    up_fifo_push(up, c, UP_REPLY); /* the EXEC */
     return 1;
 }
 

@@ -15,40 +15,10 @@
 #include "proxy/verbs/script_file.h"
 #include "proxy/verbs/script_text.h"
 #include "proxy/verbs/verb_scripts.h"
+#include "proxy/cmd/command.h"
 #include "proxy/cmd/command_table.h"
 
-/* ---- Redis's number parsing ---- */
-
-/* Redis's string2ll: optional '-', no '+', no leading zeros, no spaces, in
- * range. */
-static int parse_ll(const resp_arg *a, long long *out)
-{
-    const char *p = a->ptr;
-    size_t n = a->len;
-    if (n == 0 || n > 20) return 0;
-    if (n == 1 && p[0] == '0') {
-        *out = 0;
-        return 1;
-    }
-    int neg = p[0] == '-';
-    size_t i = neg;
-    if (i >= n || p[i] < '1' || p[i] > '9') return 0;
-    unsigned long long v = 0;
-    for (; i < n; i++) {
-        if (p[i] < '0' || p[i] > '9') return 0;
-        unsigned long long d = (unsigned long long)(p[i] - '0');
-        if (v > (ULLONG_MAX - d) / 10) return 0;
-        v = v * 10 + d;
-    }
-    if (neg) {
-        if (v > (unsigned long long)LLONG_MAX + 1) return 0;
-        *out = v == (unsigned long long)LLONG_MAX + 1 ? LLONG_MIN : -(long long)v;
-    } else {
-        if (v > (unsigned long long)LLONG_MAX) return 0;
-        *out = (long long)v;
-    }
-    return 1;
-}
+/* ---- Redis's number parsing (integers: cmd_arg_ll) ---- */
 
 /* Redis's string2d (getDoubleFromObject): strtod over the whole argument,
  * no leading space, not NaN, no overflow to infinity (written "inf" is
@@ -123,7 +93,7 @@ static int check_float_or_now(const resp_arg *a, char *err, size_t errlen)
 static int check_count(const resp_arg *a, char *err, size_t errlen)
 {
     long long v;
-    if (!parse_ll(a, &v)) return fail(err, errlen, ERR_INT);
+    if (!cmd_arg_ll(a, &v)) return fail(err, errlen, ERR_INT);
     return v < 0 ? fail(err, errlen, ERR_POSITIVE) : 0;
 }
 
@@ -131,7 +101,7 @@ static int check_count(const resp_arg *a, char *err, size_t errlen)
 static int check_ms(const verb_def *v, const resp_arg *a, char *err, size_t errlen)
 {
     long long ms;
-    if (!parse_ll(a, &ms)) return fail(err, errlen, ERR_INT);
+    if (!cmd_arg_ll(a, &ms)) return fail(err, errlen, ERR_INT);
     return ms <= 0 ? fail(err, errlen, "ERR invalid expire time in '%s' command", v->name) : 0;
 }
 
@@ -207,7 +177,7 @@ static int check_hsetver(const verb_def *v, int argc, const resp_arg *argv, verb
     long long ver;
     if ((argc - 3) % 2 != 0)
         return fail(err, errlen, "ERR wrong number of arguments for '%s' command", v->name);
-    return parse_ll(&argv[2], &ver) ? 0 : fail(err, errlen, ERR_INT);
+    return cmd_arg_ll(&argv[2], &ver) ? 0 : fail(err, errlen, ERR_INT);
 }
 
 static int check_zwindow(const verb_def *v, int argc, const resp_arg *argv, verb_call *call, char *err,
@@ -258,7 +228,7 @@ static int check_zpage(const verb_def *v, int argc, const resp_arg *argv, verb_c
             return fail(err, errlen, ERR_SYNTAX);
     }
     long long count;
-    if (!parse_ll(&argv[3], &count)) return fail(err, errlen, ERR_INT);
+    if (!cmd_arg_ll(&argv[3], &count)) return fail(err, errlen, ERR_INT);
     if (count <= 0) return fail(err, errlen, ERR_POSITIVE);
     return cursor_ok(&argv[2], rev) ? 0 : fail(err, errlen, "ERR invalid cursor");
 }
@@ -271,7 +241,7 @@ static int check_zsnapshot(const verb_def *v, int argc, const resp_arg *argv, ve
 {
     if (check_ms(v, &argv[2], err, errlen)) return -1;
     long long numkeys;
-    if (!parse_ll(&argv[3], &numkeys)) return fail(err, errlen, ERR_INT);
+    if (!cmd_arg_ll(&argv[3], &numkeys)) return fail(err, errlen, ERR_INT);
     if (numkeys < 1) return fail(err, errlen, "ERR at least 1 input key is needed for '%s' command", v->name);
     if (numkeys > argc - 4) return fail(err, errlen, ERR_SYNTAX);
     call->range_first = 4;
@@ -849,7 +819,8 @@ const verb_def *verbs_find_polyfill(const verb_table *t, int argc, const resp_ar
     /* zunionInterDiffGenericCommand's reading of the arguments. */
     int store = v->numkeys == 1, numkeys_at = store ? 2 : 1;
     long long setnum;
-    if (!parse_ll(&argv[numkeys_at], &setnum) || setnum < 1 || setnum > argc - (numkeys_at + 1)) return NULL;
+    if (!cmd_arg_ll(&argv[numkeys_at], &setnum) || setnum < 1 || setnum > argc - (numkeys_at + 1))
+        return NULL;
     int count = 0;
     for (int j = numkeys_at + 1 + (int)setnum; j < argc;) {
         int remaining = argc - j;

@@ -81,13 +81,7 @@ static const char *killed_reply(void)
 static bool redis_is_busy(void *arg)
 {
     (void)arg;
-    redisContext *c = vt_connect(env.redis->port);
-    if (!c) return false;
-    redisReply *r = vt_cmd(c, "PING");
-    bool busy = r && r->type == REDIS_REPLY_ERROR && strncmp(r->str, "BUSY", 4) == 0;
-    freeReplyObject(r);
-    redisFree(c);
-    return busy;
+    return vt_redis_busy(env.redis->port);
 }
 
 static void wait_busy(void)

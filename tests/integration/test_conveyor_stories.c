@@ -589,3 +589,120 @@ Test(conveyor, a_blocking_pop_times_out_with_redis_nil_array_and_errors_as_redis
     vt_buf_free(&got);
     close(fd);
 }
+
+/* ---- reads sent without a script (proxy/conveyor/conveyor_wrap.h) ---- */
+
+/* A read whose arguments hold no score goes, on a shared connection, as
+ * MULTI, HGET of the offset, the command, EXEC: Redis runs no script for
+ * it. (On a connection of the client's own, as the script.) */
+Test(conveyor, a_read_by_rank_runs_no_script_on_a_shared_connection)
+{
+    expect_int(c, 3, "ZADD cv:w 1 a 2 b 3.5 c");
+    freeReplyObject(run(c, "ZTICK cv:w 0.25 100"));
+    long long wrapped = vt_proxy_stat(env.proxy->port, "conveyor_wrapped");
+    freeReplyObject(run(at("cv:w"), "CONFIG RESETSTAT"));
+    expect_flat(c, "a 1.25 b 2.25 c 3.75", "ZRANGE cv:w 0 9 WITHSCORES");
+    expect_flat(c, "c 3.75 b 2.25", "ZREVRANGE cv:w 0 1 WITHSCORES");
+    redisReply *score = run(c, "ZSCORE cv:w c");
+    cr_expect(score->type == REDIS_REPLY_STRING && strcmp(score->str, "3.75") == 0, "%s", VT_DESCRIBE(score));
+    freeReplyObject(score);
+    expect_flat(c, "1.25 nil 3.75", "ZMSCORE cv:w a x c");
+    redisReply *r = run(at("cv:w"), "INFO commandstats");
+    int scripts = strstr(r->str, "cmdstat_evalsha") != NULL;
+    int execs = strstr(r->str, "cmdstat_exec:calls=4,") != NULL;
+    freeReplyObject(r);
+    long long now = vt_proxy_stat(env.proxy->port, "conveyor_wrapped");
+    if (vt_proxy_shared_upstreams(env.proxy) > 0 && !vt_cluster_mode()) {
+        cr_expect(!scripts && execs, "Redis ran a script, or not 4 EXECs");
+        cr_expect_eq(now, wrapped + 4);
+    } else {
+        cr_expect(scripts && !execs, "Redis ran no script");
+        cr_expect_eq(now, wrapped);
+    }
+}
+
+/* An offset key that holds no number (written straight into Redis) gets
+ * the same error on a read sent without a script as on one with. */
+Test(conveyor, a_bad_offset_is_refused_alike_with_a_script_or_without)
+{
+    expect_int(c, 2, "ZADD cv:bad 1 a 2 b");
+    freeReplyObject(run(c, "ZTICK cv:bad 1 100"));
+    char okey[64];
+    snprintf(okey, sizeof(okey), "%s", info_field("cv:bad", "offset-key"));
+    freeReplyObject(run(at("cv:bad"), "HSET %s offset nope", okey));
+    char want[160];
+    snprintf(want, sizeof(want),
+             "ERR verbproxy: the offset key '%s' of conveyor key 'cv:bad' holds no offset", okey);
+    static const char *const reads[] = {"ZSCORE cv:bad a", "ZRANGE cv:bad 0 9 WITHSCORES",
+                                        "ZRANGE cv:bad 0 -1 WITHSCORES", "ZRANGEBYSCORE cv:bad 0 9"};
+    for (size_t i = 0; i < sizeof(reads) / sizeof(reads[0]); i++) {
+        redisReply *r = run(c, reads[i]);
+        vt_assert_error(r, want);
+        freeReplyObject(r);
+    }
+}
+
+/* A script running past busy-reply-threshold on another connection: Redis
+ * answers a read sent in a transaction +OK to its MULTI, -BUSY to its HGET
+ * (the client's reply, as Redis would answer the command or a script) and
+ * to the command, and -EXECABORT to its EXEC, which ends the transaction.
+ * Once the script is killed the shared connection serves every bystander,
+ * and the reader reads positions again. */
+static void busy_setup(void)
+{
+    VT_SKIP_IF_DIRECT();
+    /* (busy-reply-threshold's old name: Redis 6.2 knows only that one) */
+    static const char *const redis_args[] = {"--lua-time-limit", "100", NULL};
+    static const char *const proxy_args[] = {"--conveyor", "cv:*", "--shared-upstreams", "1", NULL};
+    vt_env_start(&env, &(vt_redis_opts){.extra_args = redis_args},
+                 &(vt_proxy_opts){.extra_args = proxy_args});
+    c = vt_must_connect(env.proxy->port);
+    direct = vt_must_connect(env.redis->port);
+}
+
+TestSuite(conveyor_busy, .init = busy_setup, .fini = teardown, .timeout = VT_TEST_TIMEOUT_S);
+
+static bool redis_is_busy(void *arg)
+{
+    (void)arg;
+    return vt_redis_busy(env.redis->port);
+}
+
+static bool redis_is_free(void *arg)
+{
+    return !redis_is_busy(arg);
+}
+
+Test(conveyor_busy, a_read_that_meets_a_busy_script_leaves_no_transaction_open)
+{
+    expect_int(c, 2, "ZADD cv:line 1 a 2 b");
+    freeReplyObject(run(c, "ZTICK cv:line 1 100"));
+    int script = vt_must_sock(env.redis->port);
+    vt_buf req = {0};
+    vt_buf_cmd(&req, "EVAL", "while true do end", "0", NULL);
+    cr_assert(vt_sock_send_buf(script, &req));
+    cr_assert(vt_wait_until(redis_is_busy, NULL, VT_READ_DEADLINE_MS), "Redis never became busy");
+
+    int reader = vt_must_sock(env.proxy->port);
+    req.len = 0;
+    vt_buf_cmd(&req, "ZRANGE", "cv:line", "0", "9", "WITHSCORES", NULL);
+    char busy[160];
+    snprintf(busy, sizeof(busy),
+             "-BUSY %s is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.\r\n",
+             vt_server_says());
+    vt_exchange(reader, &req, busy);
+
+    redisReply *r = run(direct, "SCRIPT KILL");
+    vt_assert_status(r, "OK");
+    freeReplyObject(r);
+    close(script);
+    cr_assert(vt_wait_until(redis_is_free, NULL, VT_READ_DEADLINE_MS), "the script did not stop");
+    vt_bystanders *b = vt_bystanders_start(env.proxy->port, 4);
+    cr_assert(b, "bystanders did not start");
+    cr_assert(vt_bystanders_wait(b, 50, VT_READ_DEADLINE_MS), "bystanders were not served after the script");
+    vt_assert_bystanders_ok(b);
+    vt_buf_cmd(&req, "ZRANGE", "cv:line", "0", "9", "WITHSCORES", NULL);
+    vt_exchange(reader, &req, "*4\r\n$1\r\na\r\n$1\r\n2\r\n$1\r\nb\r\n$1\r\n3\r\n");
+    vt_buf_free(&req);
+    close(reader);
+}

@@ -240,6 +240,19 @@ static inline void vt_expect_error_then_close(int port, const char *req, size_t 
     close(fd);
 }
 
+/* Does the Redis on `port` answer a new connection -BUSY: a script or a
+ * function has run past busy-reply-threshold? */
+static inline bool vt_redis_busy(int port)
+{
+    redisContext *c = vt_connect(port);
+    if (!c) return false;
+    redisReply *r = vt_cmd(c, "PING");
+    bool busy = r && r->type == REDIS_REPLY_ERROR && strncmp(r->str, "BUSY", 4) == 0;
+    freeReplyObject(r);
+    redisFree(c);
+    return busy;
+}
+
 /* A counter of the proxy's `VERBPROXY STATS` (a bulk string of name:value
  * lines), asked on a new connection. */
 static inline long long vt_proxy_stat_auth(int port, const char *password, const char *name);

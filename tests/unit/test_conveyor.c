@@ -242,6 +242,18 @@ Test(conveyor_plan, what_goes_to_redis_as_it_is, .init = plan_setup, .fini = pla
     cr_expect_eq(plan("ZRANGE line:1 0 -1 REV", out, sizeof(out)), 0);
     cr_expect_eq(plan("ZRANGE line:1 0 -1 withscores", out, sizeof(out)), VERB_TR_READ);
     cr_expect_eq(plan("ZRANGE line:1 (1 5 BYSCORE", out, sizeof(out)), VERB_TR_READ);
+    cr_expect_eq(plan("ZRANGE line:1 -inf +inf BYSCORE LIMIT 0 5", out, sizeof(out)), 0, "infinite ends");
+    cr_expect_eq(plan("ZRANGE line:1 (+INF -inf BYSCORE REV", out, sizeof(out)), 0);
+    cr_expect_eq(plan("ZRANGE line:1 -inf 5 BYSCORE", out, sizeof(out)), VERB_TR_READ, "one end finite");
+    cr_expect_eq(plan("ZRANGE line:1 -inf +inf BYSCORE WITHSCORES", out, sizeof(out)), VERB_TR_READ);
+    cr_expect_eq(plan("ZRANGEBYSCORE line:1 -inf +inf LIMIT 0 100", out, sizeof(out)), 0);
+    cr_expect_eq(plan("ZREVRANGEBYSCORE line:1 +infinity (-inf", out, sizeof(out)), 0);
+    cr_expect_eq(plan("ZRANGEBYSCORE line:1 -inf +inf WITHSCORES", out, sizeof(out)), VERB_TR_READ);
+    cr_expect_eq(plan("ZRANGEBYSCORE line:1 -inf 0x10", out, sizeof(out)), VERB_TR_READ);
+    cr_expect_eq(plan("ZRANGEBYSCORE line:1 -inff +inf", out, sizeof(out)), VERB_TR_READ,
+                 "Redis's error: the script's");
+    cr_expect_eq(plan("ZCOUNT line:1 -inf +inf", out, sizeof(out)), 0);
+    cr_expect_eq(plan("ZCOUNT line:1 -inf 3", out, sizeof(out)), VERB_TR_READ);
     cr_expect_eq(plan("ZRANK line:1 a", out, sizeof(out)), 0);
     cr_expect_eq(plan("ZRANK line:1 a WITHSCORE", out, sizeof(out)), VERB_TR_READ);
     cr_expect_eq(plan("ZRANDMEMBER line:1 3", out, sizeof(out)), 0);

@@ -4,8 +4,10 @@
  * (test_transactions, test_pubsub, test_monitor, test_protocol_errors);
  * here each rule is pinned on its own: MULTI ... EXEC counts every queued
  * reply, SUBSCRIBE and CLIENT REPLY OFF stop counting, RESET starts it
- * again, and a reply the proxy makes on an uncounted connection needs a
- * closing barrier. Nothing is written: the requests stay in the output
+ * again, a reply the proxy makes on an uncounted connection needs a
+ * closing barrier, and a transaction the proxy wraps around a client's
+ * read gives the client EXEC's reply alone, or the first refusal. Nothing
+ * is written: the requests stay in the output
  * queue, which is freed unsent. */
 #include <criterion/criterion.h>
 #include <string.h>
@@ -143,4 +145,81 @@ Test(upstream_count, multi_on_a_connection_whose_server_is_unknown_asks_it_first
     cr_assert_eq(send_kind(CMD_EXEC), 1);
     cr_assert_eq(send_kind(CMD_MULTI), 1);
     cr_assert_eq(upstream_owed(&up), 4, "asked once");
+}
+
+/* ---- a transaction the proxy wraps around a client's read ---- */
+
+/* A stand-in for a client: the session's ops as far as the FIFO uses them. */
+static struct client_session *const fake_client = (struct client_session *)&fake_client;
+static upstream_hold_mark fake_mark;
+static unsigned long long fake_next_seq(const struct client_session *c)
+{
+    (void)c;
+    return 7;
+}
+static upstream_hold_mark *fake_hold_mark(struct client_session *c)
+{
+    (void)c;
+    return &fake_mark;
+}
+static const upstream_client_ops fake_ops = {.next_seq = fake_next_seq, .hold_mark = fake_hold_mark};
+
+static void wrap_setup(void)
+{
+    setup();
+    srv.loop = uv_default_loop();
+    upstream_set_session(&fake_ops, NULL);
+    static const char wrapped[] =
+        "*1\r\n$5\r\nMULTI\r\n*1\r\n$4\r\nPING\r\n*1\r\n$4\r\nPING\r\n*1\r\n$4\r\nEXEC\r\n";
+    cr_assert_eq(upstream_forward_transaction(&up, fake_client, wrapped, sizeof(wrapped) - 1, 2), 1);
+}
+
+/* The head entry meets reply `r`: where it goes, and to whom (NULL:
+ * dropped); then it is done. */
+static up_route answer(const char *r, struct client_session **to)
+{
+    up_route route = up_decide(&up, r, strlen(r), 1);
+    *to = up_fifo_head(&up)->client;
+    up_fifo_pop(&up);
+    return route;
+}
+
+Test(upstream_count, a_wrapped_transaction_gives_its_client_exec_alone, .init = wrap_setup, .fini = teardown)
+{
+    cr_assert_eq(upstream_owed(&up), 4);
+    cr_assert(owed_kind(0) == UP_WRAP && owed_kind(1) == UP_WRAP && owed_kind(2) == UP_WRAP);
+    cr_assert_eq(owed_kind(3), UP_REPLY);
+    struct client_session *to;
+    cr_assert(answer("+OK\r\n", &to) == ROUTE_REPLY && to == NULL, "MULTI's +OK is dropped");
+    cr_assert(answer("+QUEUED\r\n", &to) == ROUTE_REPLY && to == NULL);
+    cr_assert(answer("+QUEUED\r\n", &to) == ROUTE_REPLY && to == NULL);
+    cr_assert(answer("*2\r\n$-1\r\n$4\r\nPONG\r\n", &to) == ROUTE_REPLY && to == fake_client,
+              "EXEC's is the client's");
+    cr_assert_eq(upstream_owed(&up), 0);
+}
+
+/* -BUSY in place of a +QUEUED (a script of someone else's past its
+ * threshold) is the client's answer; the rest, EXEC's -EXECABORT among it,
+ * is dropped. */
+Test(upstream_count, a_refusal_inside_a_wrapped_transaction_is_the_clients_answer, .init = wrap_setup,
+     .fini = teardown)
+{
+    struct client_session *to;
+    cr_assert(answer("+OK\r\n", &to) == ROUTE_REPLY && to == NULL);
+    cr_assert(answer("-BUSY Redis is busy\r\n", &to) == ROUTE_REPLY && to == fake_client);
+    cr_assert(answer("-BUSY Redis is busy\r\n", &to) == ROUTE_REPLY && to == NULL);
+    cr_assert(answer("-EXECABORT Transaction discarded\r\n", &to) == ROUTE_REPLY && to == NULL);
+}
+
+/* A refused MULTI: the commands behind it run outside any transaction, and
+ * their replies are dropped. */
+Test(upstream_count, a_refused_multi_is_the_clients_answer, .init = wrap_setup, .fini = teardown)
+{
+    struct client_session *to;
+    cr_assert(answer("-NOPERM this user has no permissions to run the 'multi' command\r\n", &to) ==
+                  ROUTE_REPLY &&
+              to == fake_client);
+    cr_assert(answer("$-1\r\n", &to) == ROUTE_REPLY && to == NULL);
+    cr_assert(answer("+PONG\r\n", &to) == ROUTE_REPLY && to == NULL);
+    cr_assert(answer("-ERR EXEC without MULTI\r\n", &to) == ROUTE_REPLY && to == NULL);
 }

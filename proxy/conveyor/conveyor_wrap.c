@@ -1,0 +1,286 @@
+/* conveyor_wrap.c - the reads on a conveyor key sent in a transaction
+ * with their offset, and their replies rewritten (conveyor_wrap.h). */
+#include "proxy/conveyor/conveyor_wrap.h"
+
+#include <ctype.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "protocol/resp_double.h"
+#include "protocol/resp_write.h"
+#include "proxy/cmd/command.h"
+#include "proxy/config.h"
+#include "proxy/conveyor/conveyor.h"
+#include "proxy/conveyor/offset_key.h"
+
+/* Does ZRANGE start stop ask for at most CONVEYOR_WRAP_MAX elements
+ * whatever the set's length? Both ends counted from the same side. */
+static int wrap_range_bounded(const resp_arg *start, const resp_arg *stop)
+{
+    long long a, b;
+    if (!cmd_arg_ll(start, &a) || !cmd_arg_ll(stop, &b)) return 0; /* (Redis's error: the script's path) */
+    if ((a < 0) != (b < 0)) return 0;
+    return b < a || b - a < CONVEYOR_WRAP_MAX;
+}
+
+/* The options of ZRANGE and ZRANGEBYSCORE after the range (argv[4..]). */
+typedef struct wrap_range {
+    int withscores, rev, byscore, limit;
+    long long count; /* LIMIT's */
+} wrap_range;
+
+/* 0 for an option that is none of these (BYLEX, a typo: Redis's error,
+ * which the script's path gives). */
+static int wrap_range_read(int argc, const resp_arg *argv, wrap_range *r)
+{
+    memset(r, 0, sizeof(*r));
+    for (int i = 4; i < argc; i++) {
+        long long offset;
+        if (cmd_arg_is(&argv[i], "withscores")) {
+            r->withscores = 1;
+        } else if (cmd_arg_is(&argv[i], "rev")) {
+            r->rev = 1;
+        } else if (cmd_arg_is(&argv[i], "byscore")) {
+            r->byscore = 1;
+        } else if (cmd_arg_is(&argv[i], "limit") && i + 2 < argc && cmd_arg_ll(&argv[i + 1], &offset) &&
+                   cmd_arg_ll(&argv[i + 2], &r->count)) {
+            r->limit = 1;
+            i += 2;
+        } else {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* A score range both of whose ends are infinite (the same in positions as
+ * stored), for at most CONVEYOR_WRAP_MAX members with their scores. */
+static int wrap_score_range(const resp_arg *argv, const wrap_range *r)
+{
+    return conveyor_bound_infinite(&argv[2]) && conveyor_bound_infinite(&argv[3]) && r->withscores &&
+           r->limit && r->count >= 0 && r->count <= CONVEYOR_WRAP_MAX;
+}
+
+conveyor_wrap_shape conveyor_wrap_shape_of(const vp_config *conf, int argc, const resp_arg *argv)
+{
+    if (argc < 3 || !conveyor_key_is(conf, argv[1].ptr, argv[1].len)) return CONVEYOR_WRAP_NONE;
+    const resp_arg *name = &argv[0];
+    if (cmd_arg_is(name, "zscore")) return argc == 3 ? CONVEYOR_WRAP_SCALAR : CONVEYOR_WRAP_NONE;
+    if (cmd_arg_is(name, "zmscore"))
+        return argc <= 2 + CONVEYOR_WRAP_MAX ? CONVEYOR_WRAP_ALL : CONVEYOR_WRAP_NONE;
+    if (cmd_arg_is(name, "zrank") || cmd_arg_is(name, "zrevrank"))
+        return argc == 4 && cmd_arg_is(&argv[3], "withscore") ? CONVEYOR_WRAP_ODD : CONVEYOR_WRAP_NONE;
+    if (cmd_arg_is(name, "zrevrange"))
+        return argc == 5 && cmd_arg_is(&argv[4], "withscores") && wrap_range_bounded(&argv[2], &argv[3])
+                   ? CONVEYOR_WRAP_ODD
+                   : CONVEYOR_WRAP_NONE;
+    wrap_range range;
+    if (cmd_arg_is(name, "zrangebyscore") || cmd_arg_is(name, "zrevrangebyscore"))
+        return argc >= 4 && wrap_range_read(argc, argv, &range) && !range.rev && !range.byscore &&
+                       wrap_score_range(argv, &range)
+                   ? CONVEYOR_WRAP_ODD
+                   : CONVEYOR_WRAP_NONE;
+    if (cmd_arg_is(name, "zrange")) {
+        /* By rank, or by score between infinite ends (a finite end would
+         * need the offset before the command could be written). */
+        if (argc < 4 || !wrap_range_read(argc, argv, &range)) return CONVEYOR_WRAP_NONE;
+        int ok = range.byscore ? wrap_score_range(argv, &range)
+                               : range.withscores && !range.limit && wrap_range_bounded(&argv[2], &argv[3]);
+        return ok ? CONVEYOR_WRAP_ODD : CONVEYOR_WRAP_NONE;
+    }
+    if (cmd_arg_is(name, "zrandmember")) {
+        long long count;
+        if (argc != 4 || !cmd_arg_is(&argv[3], "withscores") || !cmd_arg_ll(&argv[2], &count))
+            return CONVEYOR_WRAP_NONE;
+        return count >= -CONVEYOR_WRAP_MAX && count <= CONVEYOR_WRAP_MAX ? CONVEYOR_WRAP_ODD
+                                                                         : CONVEYOR_WRAP_NONE;
+    }
+    return CONVEYOR_WRAP_NONE;
+}
+
+void conveyor_wrap_request(int argc, const resp_arg *argv, vp_buf *out)
+{
+    const resp_arg *key = &argv[1];
+    static const char multi[] = RESP_LIT_ARRAY(1) RESP_LIT_BULK(5, "MULTI");
+    static const char exec[] = RESP_LIT_ARRAY(1) RESP_LIT_BULK(4, "EXEC");
+    char head[OFFSET_KEY_EXTRA];
+    size_t hl = offset_key_head(key->ptr, key->len, head);
+    out->len = 0;
+    vp_buf_append(out, multi, sizeof(multi) - 1);
+    vp_buf_resp_array(out, 3);
+    vp_buf_resp_bulk(out, "HGET", 4);
+    vp_buf_resp_header(out, RESP_BULK, (long long)(hl + key->len));
+    vp_buf_append(out, head, hl);
+    vp_buf_append(out, key->ptr, key->len);
+    vp_buf_append(out, "\r\n", 2);
+    vp_buf_resp_bulk(out, "offset", 6);
+    vp_buf_resp_command(out, argc, argv); /* (as RESP, whether the client sent it so or inline) */
+    vp_buf_append(out, exec, sizeof(exec) - 1);
+}
+
+/* ---- the reply ---- */
+
+/* The length of the RESP2 element at p: a bulk string (or nil), an
+ * integer, a status or an error; 0 for anything else (an array). The
+ * reply was framed whole already: it is well formed. */
+static size_t wrap_elem(const char *p, size_t n)
+{
+    const char *nl = n > 0 ? memchr(p, '\n', n) : NULL;
+    if (!nl) return 0;
+    size_t line = (size_t)(nl - p) + 1;
+    switch (p[0]) {
+    case ':':
+    case '+':
+    case '-':
+        return line;
+    case '$': {
+        if (p[1] == '-') return line; /* nil */
+        size_t len = 0;
+        for (const char *d = p + 1; *d >= '0' && *d <= '9'; d++)
+            len = len * 10 + (size_t)(*d - '0');
+        size_t all = line + len + 2;
+        return all <= n ? all : 0;
+    }
+    default:
+        return 0;
+    }
+}
+
+/* A bulk string element's payload (its header skipped); NULL for nil or
+ * another type. */
+static const char *wrap_bulk(const char *p, size_t elem, size_t *len)
+{
+    if (p[0] != '$' || p[1] == '-') return NULL;
+    const char *nl = memchr(p, '\n', elem);
+    *len = elem - (size_t)(nl + 1 - p) - 2;
+    return nl + 1;
+}
+
+/* The offset in HGET's reply, as the scripts read it (lib/conveyor.lua's
+ * conveyor_read_offset, Lua's tonumber): none is 0; anything but a finite
+ * number is refused (0). */
+static int wrap_offset(const char *p, size_t elem, double *out)
+{
+    *out = 0;
+    if (elem == 5 && memcmp(p, "$-1\r\n", 5) == 0) return 1;
+    size_t len;
+    const char *text = wrap_bulk(p, elem, &len);
+    char buf[128];
+    if (!text || len == 0 || len >= sizeof(buf)) return 0;
+    memcpy(buf, text, len);
+    buf[len] = '\0';
+    char *end;
+    double d = strtod(buf, &end);
+    if (end == buf) return 0;
+    if (*end == 'x' || *end == 'X') d = (double)strtoul(buf, &end, 16); /* (Lua 5.1's luaO_str2d) */
+    while (isspace((unsigned char)*end))
+        end++;
+    if (*end != '\0' || !isfinite(d)) return 0;
+    *out = d;
+    return 1;
+}
+
+/* A score Redis wrote as an integer of up to 15 digits (exact in a
+ * double): its value without strtod. */
+static int wrap_integer(const char *text, size_t len, double *out)
+{
+    size_t i = text[0] == '-';
+    if (len <= i || len - i > 15) return 0;
+    long long v = 0;
+    for (; i < len; i++) {
+        if (text[i] < '0' || text[i] > '9') return 0;
+        v = v * 10 + (text[i] - '0');
+    }
+    *out = text[0] == '-' ? -(double)v : (double)v;
+    return 1;
+}
+
+/* The score element at p (elem bytes), as a position. */
+static void wrap_score(const char *p, size_t elem, double offset, int fpconv, vp_buf *out)
+{
+    size_t len;
+    const char *text = wrap_bulk(p, elem, &len);
+    char buf[RESP_DOUBLE_MAX + 8];
+    if (!text || len >= sizeof(buf)) {
+        vp_buf_append(out, p, elem); /* (not a score Redis wrote) */
+        return;
+    }
+    double x;
+    if (!wrap_integer(text, len, &x)) {
+        memcpy(buf, text, len);
+        buf[len] = '\0';
+        x = strtod(buf, NULL);
+    }
+    x += offset;
+    char digits[RESP_DOUBLE_MAX];
+    vp_buf_resp_bulk(out, digits, resp_double_format(digits, x, fpconv));
+}
+
+static void wrap_bad_offset(const char *key, size_t klen, vp_buf *out)
+{
+    char head[OFFSET_KEY_EXTRA];
+    size_t hl = offset_key_head(key, klen, head);
+    vp_buf text = {0};
+    static const char a[] = "ERR verbproxy: the offset key '", b[] = "' of conveyor key '",
+                      c[] = "' holds no offset";
+    vp_buf_append(&text, a, sizeof(a) - 1);
+    vp_buf_append(&text, head, hl);
+    vp_buf_append(&text, key, klen);
+    vp_buf_append(&text, b, sizeof(b) - 1);
+    vp_buf_append(&text, key, klen);
+    vp_buf_append(&text, c, sizeof(c) - 1);
+    vp_buf_resp_error(out, text.data, text.len);
+    vp_buf_free(&text);
+}
+
+int conveyor_wrap_reply(conveyor_wrap_shape shape, int fpconv, const char *key, size_t klen, const char *p,
+                        size_t n, vp_buf *out)
+{
+    /* EXEC's reply: HGET's, then the command's. Anything else (an error in
+     * its place: -BUSY, -EXECABORT) is the client's as it is. */
+    if (n < 4 || memcmp(p, "*2\r\n", 4) != 0) return 0;
+    const char *end = p + n, *q = p + 4;
+    size_t hl = wrap_elem(q, (size_t)(end - q));
+    if (!hl) return 0;
+    double offset;
+    int ok = wrap_offset(q, hl, &offset);
+    const char *r = q + hl;
+    size_t rn = (size_t)(end - r);
+    out->len = 0;
+    if (!ok) {
+        wrap_bad_offset(key, klen, out);
+        return 1;
+    }
+    if (offset == 0 || rn == 0) {
+        vp_buf_append(out, r, rn); /* (no offset: Redis's own reply) */
+        return 1;
+    }
+    if (shape == CONVEYOR_WRAP_SCALAR || r[0] != '*') {
+        size_t elem = wrap_elem(r, rn);
+        if (shape == CONVEYOR_WRAP_SCALAR && elem == rn && r[0] == '$' && r[1] != '-')
+            wrap_score(r, elem, offset, fpconv, out);
+        else
+            vp_buf_append(out, r, rn); /* an error, a nil */
+        return 1;
+    }
+    /* An array of scores, or of pairs (or nil: *-1). */
+    size_t line = (size_t)((const char *)memchr(r, '\n', rn) + 1 - r);
+    long long count = strtoll(r + 1, NULL, 10);
+    vp_buf_append(out, r, line);
+    const char *e = r + line;
+    for (long long i = 0; i < count && e < end; i++) {
+        size_t elem = wrap_elem(e, (size_t)(end - e));
+        if (!elem) { /* (not flat: cannot be a reply of these commands) */
+            vp_buf_append(out, e, (size_t)(end - e));
+            return 1;
+        }
+        if (shape == CONVEYOR_WRAP_ALL || (i & 1))
+            wrap_score(e, elem, offset, fpconv, out);
+        else
+            vp_buf_append(out, e, elem);
+        e += elem;
+    }
+    vp_buf_append(out, e, (size_t)(end - e));
+    return 1;
+}

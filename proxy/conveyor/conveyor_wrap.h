@@ -1,0 +1,56 @@
+/* conveyor_wrap.h - the reads on a conveyor key answered without a
+ * script (docs/conveyor.md, "How reads are sent").
+ *
+ * A read whose arguments hold no score but whose reply does (ZSCORE,
+ * ZMSCORE, ZRANK and ZREVRANK WITHSCORE, ZRANGE by rank and ZREVRANGE
+ * WITHSCORES, ZRANDMEMBER WITHSCORES) needs only the key's offset added to
+ * each score of the reply. So instead of a script it is sent as it is, in
+ * a transaction with the read of its offset:
+ *
+ *     MULTI, HGET <offset key> offset, <the command>, EXEC
+ *
+ * (upstream_forward_transaction) and the proxy adds the offset to the scores of EXEC's reply, formatting each
+ * as the server formats a double (protocol/resp_double.h). Redis spends on that about what it spends on the
+ * command alone; a script costs it two to five times as much (bench/RESULTS.md).
+ *
+ * Only for a reply of bounded length (at most CONVEYOR_WRAP_MAX elements
+ * asked), read whole before it is rewritten. Pure: no I/O. */
+#ifndef VP_CONVEYOR_WRAP_H
+#define VP_CONVEYOR_WRAP_H
+
+#include <stddef.h>
+
+#include "protocol/resp_request.h"
+#include "proxy/buffer.h"
+
+struct vp_config;
+
+/* Which elements of the reply are scores. */
+typedef enum conveyor_wrap_shape {
+    CONVEYOR_WRAP_NONE,   /* not a read sent this way */
+    CONVEYOR_WRAP_SCALAR, /* the reply itself (ZSCORE) */
+    CONVEYOR_WRAP_ALL,    /* every element (ZMSCORE) */
+    CONVEYOR_WRAP_ODD     /* every second one: member, score pairs; rank, score */
+} conveyor_wrap_shape;
+
+/* The most elements a wrapped read may ask for (ZRANGE 0 999, ZRANDMEMBER
+ * 1000): a longer one goes as a script, whose reply is streamed. */
+#define CONVEYOR_WRAP_MAX 1000
+
+/* May this command (one conveyor_plan translates) be wrapped: its shape,
+ * or NONE. The key is argv[1]. The connection is the caller's to judge. */
+conveyor_wrap_shape conveyor_wrap_shape_of(const struct vp_config *conf, int argc, const resp_arg *argv);
+
+/* The transaction for the command (its key argv[1]), into out (cleared
+ * first). */
+void conveyor_wrap_request(int argc, const resp_arg *argv, vp_buf *out);
+#define CONVEYOR_WRAP_QUEUED 2 /* commands it queues (upstream_forward_transaction) */
+
+/* The client's reply from p..p+n, EXEC's reply or what came instead (an
+ * error): 1 with it in out (cleared first), 0 when it is p..p+n as it is.
+ * key: the conveyor key's name, for the error a bad offset gets; fpconv:
+ * the server's double format (resp_double_format). */
+int conveyor_wrap_reply(conveyor_wrap_shape shape, int fpconv, const char *key, size_t klen, const char *p,
+                        size_t n, vp_buf *out);
+
+#endif
