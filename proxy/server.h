@@ -57,6 +57,9 @@ typedef struct vp_server {
      * at an older value loads them again before its next verb
      * (upstream_verbs.c). */
     unsigned scripts_epoch;
+    /* MULTI or EXEC is unknown to the upstream (rename-command): the proxy wraps
+     * no read in a transaction (upstream_forward_transaction) until it restarts. */
+    int wrap_disabled;
     /* Descriptors for clients and their own upstream connections (limits.h),
      * and how many of those connections are open (not yet freed). */
     long long client_fds;

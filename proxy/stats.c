@@ -26,6 +26,7 @@
     X(polyfill_calls)                                                                                        \
     X(conveyor_calls)                                                                                        \
     X(conveyor_wrapped)                                                                                      \
+    X(conveyor_retried)                                                                                      \
     X(script_loads)                                                                                          \
     X(noscript_recoveries)                                                                                   \
     X(noscript_reordered)                                                                                    \

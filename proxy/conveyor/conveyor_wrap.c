@@ -99,7 +99,7 @@ conveyor_wrap_shape conveyor_wrap_shape_of(const vp_config *conf, int argc, cons
     return CONVEYOR_WRAP_NONE;
 }
 
-void conveyor_wrap_request(int argc, const resp_arg *argv, vp_buf *out)
+void conveyor_wrap_request(int argc, const resp_arg *argv, vp_buf *out, size_t *cmd_at, size_t *cmd_len)
 {
     const resp_arg *key = &argv[1];
     static const char multi[] = RESP_LIT_ARRAY(1) RESP_LIT_BULK(5, "MULTI");
@@ -115,8 +115,36 @@ void conveyor_wrap_request(int argc, const resp_arg *argv, vp_buf *out)
     vp_buf_append(out, key->ptr, key->len);
     vp_buf_append(out, "\r\n", 2);
     vp_buf_resp_bulk(out, "offset", 6);
+    *cmd_at = out->len;
     vp_buf_resp_command(out, argc, argv); /* (as RESP, whether the client sent it so or inline) */
+    *cmd_len = out->len - *cmd_at;
     vp_buf_append(out, exec, sizeof(exec) - 1);
+}
+
+/* The decimal number at *q up to CR, *q moved past its CRLF. */
+static size_t wrap_number(const char **q, const char *end)
+{
+    size_t v = 0;
+    while (*q < end && **q >= '0' && **q <= '9')
+        v = v * 10 + (size_t)(*(*q)++ - '0');
+    *q += 2;
+    return v;
+}
+
+int conveyor_wrap_args(const char *p, size_t n, resp_arg *argv, int max)
+{
+    const char *q = p + 1, *end = p + n;
+    if (n < 4 || p[0] != '*') return -1;
+    size_t argc = wrap_number(&q, end);
+    for (size_t i = 0; i < argc; i++) {
+        if (q >= end || *q != '$') return -1;
+        q++;
+        size_t len = wrap_number(&q, end);
+        if (q > end || (size_t)(end - q) < len + 2) return -1;
+        if (i < (size_t)max) argv[i] = (resp_arg){q, len};
+        q += len + 2;
+    }
+    return (int)argc;
 }
 
 /* ---- the reply ---- */
@@ -166,19 +194,21 @@ static int wrap_offset(const char *p, size_t elem, double *out)
     if (elem == 5 && memcmp(p, "$-1\r\n", 5) == 0) return 1;
     size_t len;
     const char *text = wrap_bulk(p, elem, &len);
-    char buf[128];
-    if (!text || len == 0 || len >= sizeof(buf)) return 0;
+    if (!text || len == 0) return 0;
+    char small[128];
+    char *buf = len < sizeof(small) ? small : vp_malloc(len + 1); /* (only an offset written by hand) */
     memcpy(buf, text, len);
     buf[len] = '\0';
     char *end;
     double d = strtod(buf, &end);
-    if (end == buf) return 0;
-    if (*end == 'x' || *end == 'X') d = (double)strtoul(buf, &end, 16); /* (Lua 5.1's luaO_str2d) */
-    while (isspace((unsigned char)*end))
+    int ok = end != buf;
+    if (ok && (*end == 'x' || *end == 'X')) d = (double)strtoul(buf, &end, 16); /* (Lua 5.1's luaO_str2d) */
+    while (ok && isspace((unsigned char)*end))
         end++;
-    if (*end != '\0' || !isfinite(d)) return 0;
-    *out = d;
-    return 1;
+    ok = ok && *end == '\0' && isfinite(d);
+    if (buf != small) free(buf);
+    if (ok) *out = d;
+    return ok;
 }
 
 /* A score Redis wrote as an integer of up to 15 digits (exact in a
@@ -230,7 +260,8 @@ static void wrap_bad_offset(const char *key, size_t klen, vp_buf *out)
     vp_buf_append(&text, b, sizeof(b) - 1);
     vp_buf_append(&text, key, klen);
     vp_buf_append(&text, c, sizeof(c) - 1);
-    vp_buf_resp_error(out, text.data, text.len);
+    /* (Redis writes a script's error as a C string: up to a NUL in a name) */
+    vp_buf_resp_error(out, text.data, strnlen(text.data, text.len));
     vp_buf_free(&text);
 }
 
@@ -238,7 +269,18 @@ int conveyor_wrap_reply(conveyor_wrap_shape shape, int fpconv, const char *key, 
                         size_t n, vp_buf *out)
 {
     /* EXEC's reply: HGET's, then the command's. Anything else (an error in
-     * its place: -BUSY, -EXECABORT) is the client's as it is. */
+     * its place) is the client's as it is, but for an EXEC Redis refused
+     * itself (-BUSY: a script of someone else's began between the command
+     * and the EXEC), which Redis words "-EXECABORT Transaction discarded
+     * because of: <the refusal>": the refusal, as the command would have
+     * met it. */
+    static const char abort[] = "-EXECABORT Transaction discarded because of: ";
+    if (n > sizeof(abort) - 1 && memcmp(p, abort, sizeof(abort) - 1) == 0) {
+        out->len = 0;
+        vp_buf_append(out, "-", 1);
+        vp_buf_append(out, p + sizeof(abort) - 1, n - (sizeof(abort) - 1));
+        return 1;
+    }
     if (n < 4 || memcmp(p, "*2\r\n", 4) != 0) return 0;
     const char *end = p + n, *q = p + 4;
     size_t hl = wrap_elem(q, (size_t)(end - q));

@@ -42,8 +42,12 @@ typedef enum conveyor_wrap_shape {
 conveyor_wrap_shape conveyor_wrap_shape_of(const struct vp_config *conf, int argc, const resp_arg *argv);
 
 /* The transaction for the command (its key argv[1]), into out (cleared
- * first). */
-void conveyor_wrap_request(int argc, const resp_arg *argv, vp_buf *out);
+ * first); where in it the command is, as RESP: *cmd_at, *cmd_len. */
+void conveyor_wrap_request(int argc, const resp_arg *argv, vp_buf *out, size_t *cmd_at, size_t *cmd_len);
+/* The arguments of a command conveyor_wrap_request wrote (p..p+n): the
+ * first `max` into argv (pointing into p), and how many there are; -1 if
+ * p is not such a command. */
+int conveyor_wrap_args(const char *p, size_t n, resp_arg *argv, int max);
 #define CONVEYOR_WRAP_QUEUED 2 /* commands it queues (upstream_forward_transaction) */
 
 /* The client's reply from p..p+n, EXEC's reply or what came instead (an

@@ -170,6 +170,10 @@ void metrics_prom_write(const vp_server *srv, vp_buf *b)
     counter(b, "verbproxy_conveyor_wrapped_total",
             "Reads on conveyor keys sent in a transaction with the offset, without a script.",
             s->conveyor_wrapped);
+    counter(b, "verbproxy_conveyor_retried_total",
+            "Reads on conveyor keys sent again as the script: Redis refused their transaction (out of "
+            "memory, ...).",
+            s->conveyor_retried);
     counter(b, "verbproxy_polyfill_calls_total", "AGGREGATE COUNT calls run as the proxy's script.",
             s->polyfill_calls);
     counter(b, "verbproxy_script_loads_total", "SCRIPT LOADs sent for the verbs.", s->script_loads);

@@ -52,11 +52,11 @@ typedef struct client_pending {
     unsigned pop_wait : 1;    /* a blocking pop on a conveyor key: held whole, the wait marker retried
                                  (client_block.c) */
     unsigned wrap : 2;        /* conveyor_wrap_shape: a read on a conveyor key in a transaction with its
-                                 offset; data starts with the key's name (wrap_key bytes), the reply
-                                 is held behind it and rewritten (client_conveyor_unwrap) */
+                                 offset; data starts with the command (wrap_cmd bytes, RESP), the
+                                 reply is held behind it and rewritten (client_conveyor_unwrap) */
     unsigned wrap_fpconv : 1; /* its server's double format (resp_double_format) */
     unsigned cmd : 16;        /* the command's id (cmdid.h; CMDID_NONE: answers none) */
-    unsigned wrap_key;        /* wrap: the length of the key's name at the start of data */
+    unsigned wrap_cmd;        /* wrap: the length of the command at the start of data */
     uint64_t t0;              /* when its bytes were read (metrics_read_clock; 0: not timed) */
     size_t len, cap;
     char *data;    /* owned */

@@ -168,7 +168,8 @@ int client_split_part(vp_server *srv, int argc, const resp_arg *argv, vp_buf *ou
 /* A read on a conveyor key that needs only its offset added to the scores
  * of its reply goes in a transaction with the read of the offset
  * (conveyor_wrap.h), where a connection may carry one and its server's
- * double format is known: 1 when it was sent. */
+ * double format is known: 1 when it was sent. The pending reply keeps the
+ * command, for the key's name in an error and for a refused transaction. */
 static int client_call_wrapped(client_session *c, unsigned version, int argc, const resp_arg *argv)
 {
     vp_server *srv = c->srv;
@@ -176,13 +177,14 @@ static int client_call_wrapped(client_session *c, unsigned version, int argc, co
     conveyor_wrap_shape shape = version ? conveyor_wrap_shape_of(&srv->conf, argc, argv) : CONVEYOR_WRAP_NONE;
     if (shape == CONVEYOR_WRAP_NONE) return 0;
     vp_buf *req = &client_conveyor_scratch(srv)->wrap;
-    conveyor_wrap_request(argc, argv, req);
+    size_t at, len;
+    conveyor_wrap_request(argc, argv, req, &at, &len);
     upstream_forward_transaction(c->up, c, req->data, req->len, CONVEYOR_WRAP_QUEUED);
     client_pending *s = pending_push(c, PENDING_WAITING);
     s->wrap = shape;
     s->wrap_fpconv = version >= 70200; /* (Redis 7.2 and Valkey: fpconv) */
-    s->wrap_key = (unsigned)argv[1].len;
-    pending_append(s, argv[1].ptr, argv[1].len);
+    s->wrap_cmd = (unsigned)len;
+    pending_append(s, req->data + at, len);
     srv->stats.conveyor_wrapped++;
     return 1;
 }
@@ -190,9 +192,11 @@ static int client_call_wrapped(client_session *c, unsigned version, int argc, co
 void client_conveyor_unwrap(client_session *c, client_pending *s)
 {
     vp_buf *out = &client_conveyor_scratch(c->srv)->wrap;
-    const char *reply = s->data + s->wrap_key;
-    size_t n = s->len - s->wrap_key;
-    if (conveyor_wrap_reply((conveyor_wrap_shape)s->wrap, s->wrap_fpconv, s->data, s->wrap_key, reply, n,
+    const char *reply = s->data + s->wrap_cmd;
+    size_t n = s->len - s->wrap_cmd;
+    resp_arg key[2] = {{"", 0}, {"", 0}};
+    conveyor_wrap_args(s->data, s->wrap_cmd, key, 2);
+    if (conveyor_wrap_reply((conveyor_wrap_shape)s->wrap, s->wrap_fpconv, key[1].ptr, key[1].len, reply, n,
                             out)) {
         s->len = 0;
         pending_append(s, out->data, out->len);
@@ -201,6 +205,39 @@ void client_conveyor_unwrap(client_session *c, client_pending *s)
         s->len = n;
     }
     s->wrap = CONVEYOR_WRAP_NONE;
+    out->len = 0;
+    vp_buf_shrink(out, CLIENT_WRAP_SCRATCH_KEEP); /* (after a long reply) */
+}
+
+void client_conveyor_wrap_refused(client_session *c, unsigned long long seq, upstream_conn *up, const char *p,
+                                  size_t n)
+{
+    vp_server *srv = c->srv;
+    unsigned long long idx = seq - c->pending_seq;
+    if (c->closing || seq < c->pending_seq || idx >= c->pending_len) return;
+    client_pending *s = pending_at(c, idx);
+    if (s->kind != PENDING_WAITING || !s->wrap) return;
+    /* The command again, as its script: behind whatever the client
+     * pipelined after it (counted, as a NOSCRIPT retry is). */
+    int argc = conveyor_wrap_args(s->data, s->wrap_cmd, NULL, 0);
+    resp_arg *argv = argc > 0 ? vp_malloc((size_t)argc * sizeof(*argv)) : NULL;
+    const verb_def *v;
+    verb_call call;
+    const resp_arg *xargv;
+    int xargc;
+    int planned = argv && conveyor_wrap_args(s->data, s->wrap_cmd, argv, argc) == argc &&
+                  conveyor_plan(&srv->conf, &srv->verbs, conveyor_version(up->server_version), argc, argv,
+                                client_conveyor_scratch(srv), &v, &call, &xargv, &xargc) &&
+                  !srv->verbs.broken[v->id];
+    if (planned && upstream_forward_verb(up, c, v, &call, xargc, xargv)) {
+        upstream_answer_as(up, seq);
+        s->wrap = CONVEYOR_WRAP_NONE;
+        s->len = 0;
+        srv->stats.conveyor_retried++;
+    } else {
+        client_reply(c, seq, p, n, 1); /* (the refusal, as it is) */
+    }
+    free(argv);
 }
 
 /* A command on a conveyor key (proxy/conveyor/conveyor.h) runs as its

@@ -85,6 +85,14 @@ void pending_append(client_pending *s, const char *p, size_t n);
  * reply, its scores made positions, replaces the key and EXEC's reply
  * (client_dispatch.c). */
 void client_conveyor_unwrap(client_session *c, client_pending *s);
+/* Redis refused the transaction of a wrapped read (upstream_client_ops'
+ * wrap_refused): the read goes again as its script, for the same pending
+ * reply (client_dispatch.c). */
+void client_conveyor_wrap_refused(client_session *c, unsigned long long seq, upstream_conn *up, const char *p,
+                                  size_t n);
+/* What the scratch a wrapped read's reply is rewritten in keeps between
+ * replies. */
+#define CLIENT_WRAP_SCRATCH_KEEP (64 * 1024)
 client_pending *pending_at(client_session *c, size_t i);
 void pending_pop(client_session *c);
 client_pending *pending_push(client_session *c, client_pending_kind kind);

@@ -575,7 +575,8 @@ static const upstream_client_ops client_upstream_ops = {.next_seq = client_next_
                                                         .become_pipe = client_become_pipe,
                                                         .lost = client_upstream_lost,
                                                         .hold_mark = client_hold_mark,
-                                                        .id = client_id_of};
+                                                        .id = client_id_of,
+                                                        .wrap_refused = client_conveyor_wrap_refused};
 
 static const route_session_ops client_route_ops = {.flush_touched = client_flush_touched,
                                                    .flush_deferred = client_flush_deferred,

@@ -172,6 +172,18 @@ static void up_deliver(upstream_conn *up, const char *p, size_t n, int done)
         if (c) up_clients->reply(c, seq, p, n, done);
         return;
     }
+    case ROUTE_WRAP_REFUSED: {
+        unsigned long long seq = e->seq;
+        up_fifo_pop(up);
+        if (c) up_clients->wrap_refused(c, seq, up, p, n); /* (may send on this connection) */
+        return;
+    }
+    case ROUTE_WRAP_OPEN:
+        up->route = ROUTE_REPLY;
+        up_deliver(up, p, n, done);
+        up_lost(up,
+                "EXEC is unknown to the server (rename-command): a transaction of the proxy's was left open");
+        return;
     case ROUTE_SWALLOW_KEEP:
         return;
     case ROUTE_SWALLOW: {

@@ -65,8 +65,9 @@ typedef enum up_entry_kind {
     UP_OPAQUE_START,  /* from here on the stream is not RESP (SYNC/PSYNC) */
     UP_SERVER_PROBE,  /* our HELLO (no arguments): read, never shown (upstream_server.c) */
     UP_HELLO,         /* the client's HELLO: its reply is the client's, and says the protocol */
-    UP_WRAP           /* MULTI or a queued command of a transaction the proxy wrapped around a client's
+    UP_WRAP,          /* MULTI or a queued command of a transaction the proxy wrapped around a client's
                          command (upstream_forward_transaction): +OK / +QUEUED dropped */
+    UP_WRAP_EXEC      /* that transaction's EXEC: its reply is the client's */
 } up_entry_kind;
 
 struct upstream_conn;
@@ -145,6 +146,12 @@ typedef struct upstream_client_ops {
     upstream_hold_mark *(*hold_mark)(struct client_session *c);
     /* Its id (which shared connection of a node it takes). */
     unsigned long long (*id)(const struct client_session *c);
+    /* Redis refused a transaction wrapped around its command for a reason
+     * the command alone would not meet (-OOM, -NOPERM, an unknown MULTI):
+     * send the command again for pending reply `seq` on `up` some other way,
+     * or answer it with p..p+n. */
+    void (*wrap_refused)(struct client_session *c, unsigned long long seq, struct upstream_conn *up,
+                         const char *p, size_t n);
 } upstream_client_ops;
 
 /* What the modules above (Sentinel, Cluster) watch on every connection
@@ -246,6 +253,9 @@ typedef struct upstream_conn {
      * a RESET makes it a connection Redis keeps in if a password is set
      * again, as one made now would be (up_reauth_after_read). */
     unsigned reauth_pending : 1;
+    /* Wrap no transaction here before this time (uv_now; UINT64_MAX: never):
+     * Redis refused one out of memory, or to this connection's user. */
+    uint64_t wrap_paused_until;
 
     union {
         uv_handle_t handle;
@@ -531,12 +541,22 @@ int upstream_forward_part(upstream_conn *up, struct client_session *c, unsigned 
  * and each +QUEUED are dropped; EXEC's reply is the client's, for the
  * pending reply it queues next. Any other answer to the MULTI or a queued
  * command (-BUSY while a script runs past its threshold, -LOADING, an
- * arity error) is the client's instead, and the rest is dropped. No
- * transaction outlives its EXEC: Redis (6.2 on) answers an EXEC it refuses
- * -EXECABORT and discards the transaction (rejectCommand). Only where
+ * arity error) is the client's instead, and the rest is dropped; but a
+ * refusal the command alone would not meet (-OOM: Redis refuses every
+ * command queued in MULTI out of memory, reads too; -NOPERM; MULTI
+ * unknown) goes to the session's wrap_refused, which sends the command
+ * again another way, and this connection wraps nothing for a while (-OOM:
+ * a second) or ever again (-NOPERM; an unknown MULTI or EXEC: no
+ * connection does). No transaction outlives its EXEC: Redis (6.2 on)
+ * answers an EXEC it refuses -EXECABORT and discards the transaction
+ * (rejectCommand); only an EXEC it does not know (rename-command) leaves
+ * it open, and the connection is then closed as lost. Only where
  * upstream_can_wrap says. */
 int upstream_forward_transaction(upstream_conn *up, struct client_session *c, const char *req, size_t n,
                                  int queued);
+/* The request just sent (the newest entry) answers pending reply `seq`
+ * instead of the next one: a command sent again (wrap_refused). */
+void upstream_answer_as(upstream_conn *up, unsigned long long seq);
 /* May a transaction be wrapped here: a shared connection (no transaction
  * or WATCH of a client's on it, RESP2) outside cluster mode (a redirect
  * resends one request, never a transaction), counting its replies? */

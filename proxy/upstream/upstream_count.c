@@ -113,9 +113,35 @@ static up_route up_decide_error(upstream_conn *up, const up_entry *e, const char
     return w->error_reply(up, e, p, n) ? ROUTE_REDIRECT : ROUTE_REPLY;
 }
 
+static int starts_with(const char *p, size_t n, const char *lit)
+{
+    size_t l = strlen(lit);
+    return n >= l && memcmp(p, lit, l) == 0;
+}
+
+/* Redis does not know the command (rename-command): "-ERR unknown
+ * command 'MULTI', ..." (6.2 quotes it with backquotes). */
+static int up_unknown_command(const char *p, size_t n)
+{
+    return starts_with(p, n, "-ERR unknown command");
+}
+
+/* MULTI or EXEC unknown: no connection wraps again (logged once). */
+static void up_wrap_disable(upstream_conn *up, const char *p, size_t n)
+{
+    if (up->srv->wrap_disabled) return;
+    up->srv->wrap_disabled = 1;
+    vp_log(VP_LOG_WARNING,
+           "upstream %s: %.*s; reads on conveyor keys go as scripts from now on (docs/conveyor.md, How reads "
+           "are "
+           "sent)",
+           up_addr(up), (int)(n > 2 ? n - 3 : 0), p + 1);
+}
+
 /* A part of a wrapped transaction (upstream_forward_transaction): its
- * +OK or +QUEUED is dropped; anything else is the client's answer, and the
- * rest of the transaction, through its EXEC, is dropped. */
+ * +OK or +QUEUED is dropped; anything else is the client's answer, or the
+ * session's to send again another way (ROUTE_WRAP_REFUSED), and the rest
+ * of the transaction, through its EXEC, is dropped. */
 static up_route up_decide_wrap(upstream_conn *up, up_entry *e, const char *p, size_t n, int whole)
 {
     if (!e->client || (whole && (bytes_are(p, n, "+OK\r\n") || bytes_are(p, n, "+QUEUED\r\n")))) {
@@ -126,9 +152,36 @@ static up_route up_decide_wrap(upstream_conn *up, up_entry *e, const char *p, si
         up_entry *later = up_fifo_at(up, i);
         if (later->client != e->client || later->seq != e->seq) break;
         later->client = NULL;
-        if (later->kind != UP_WRAP) break; /* (the EXEC) */
+        if (later->kind == UP_WRAP_EXEC) break;
     }
     e->kind = UP_REPLY;
+    if (!whole) return ROUTE_REPLY;
+    /* Refusals the command alone would not meet: out of memory Redis
+     * refuses every command queued in MULTI, reads included. */
+    if (starts_with(p, n, "-OOM ")) {
+        up->wrap_paused_until = uv_now(up->srv->loop) + UP_WRAP_OOM_PAUSE_MS;
+        return ROUTE_WRAP_REFUSED;
+    }
+    if (starts_with(p, n, "-NOPERM ")) {
+        up->wrap_paused_until = UINT64_MAX; /* (its user lacks MULTI, HGET or EXEC) */
+        return ROUTE_WRAP_REFUSED;
+    }
+    if (up_unknown_command(p, n)) {
+        up_wrap_disable(up, p, n);
+        return ROUTE_WRAP_REFUSED;
+    }
+    return up_decide_error(up, e, p, n, whole);
+}
+
+/* The EXEC of a wrapped transaction: its reply is the client's. One Redis
+ * does not know (rename-command) leaves the transaction open, where the
+ * next client's commands would be queued: the connection goes. */
+static up_route up_decide_wrap_exec(upstream_conn *up, up_entry *e, const char *p, size_t n, int whole)
+{
+    if (whole && up_unknown_command(p, n)) {
+        up_wrap_disable(up, p, n);
+        return ROUTE_WRAP_OPEN;
+    }
     return up_decide_error(up, e, p, n, whole);
 }
 
@@ -145,6 +198,7 @@ up_route up_decide(upstream_conn *up, const char *p, size_t n, int whole)
     if (!up->raw_rx) {
         if (e && e->kind == UP_REPLY) return up_decide_error(up, e, p, n, whole);
         if (e && e->kind == UP_WRAP) return up_decide_wrap(up, e, p, n, whole);
+        if (e && e->kind == UP_WRAP_EXEC) return up_decide_wrap_exec(up, e, p, n, whole);
         if (e && e->kind == UP_ASK) return whole ? ROUTE_ASK : ROUTE_REPLY; /* (dropped: too big) */
         if (e && e->kind == UP_SERVER_PROBE) return whole ? ROUTE_SERVER : ROUTE_REPLY; /* (dropped) */
         if (e && e->kind == UP_HELLO) {
@@ -269,7 +323,8 @@ int upstream_forward_part(upstream_conn *up, struct client_session *c, unsigned 
 int upstream_can_wrap(const upstream_conn *up)
 {
     const upstream_watch *w = up->srv->upstream_watch;
-    return up->shared && !up->raw_tx && !up->in_multi && !(w && w->redirect);
+    return up->shared && !up->raw_tx && !up->in_multi && !(w && w->redirect) && !up->srv->wrap_disabled &&
+           (up->wrap_paused_until == 0 || uv_now(up->srv->loop) >= up->wrap_paused_until);
 }
 
 int upstream_forward_transaction(upstream_conn *up, struct client_session *c, const char *req, size_t n,
@@ -281,7 +336,7 @@ int upstream_forward_transaction(upstream_conn *up, struct client_session *c, co
     outq_add_copy(&up->out, req, n);
     for (int i = 0; i <= queued; i++) /* (the MULTI and each queued command) */
         up_fifo_push(up, c, UP_WRAP);
-    up_fifo_push(up, c, UP_REPLY); /* the EXEC */
+    up_fifo_push(up, c, UP_WRAP_EXEC);
     return 1;
 }
 

@@ -105,3 +105,8 @@ void upstream_detach_client(upstream_conn *up, struct client_session *c)
         if (e->client == c) e->client = NULL;
     }
 }
+
+void upstream_answer_as(upstream_conn *up, unsigned long long seq)
+{
+    if (up->fifo_len) up_fifo_last(up)->seq = seq;
+}

@@ -74,6 +74,10 @@ void up_script_flush_answered(upstream_conn *up, unsigned epoch);
  * its client ops are upstream_clients(). */
 const upstream_owner *up_shared_owner_of(void);
 
+/* After Redis refused a wrapped transaction out of memory, the connection
+ * wraps none for this long (upstream_forward_transaction). */
+#define UP_WRAP_OOM_PAUSE_MS 1000
+
 typedef enum up_route {
     ROUTE_REPLY,        /* the client's oldest pending reply */
     ROUTE_PUSH,         /* straight to the client, out of band / uncounted */
@@ -83,7 +87,9 @@ typedef enum up_route {
     ROUTE_ASK,          /* the answer to an ask of the proxy's own: to its callback */
     ROUTE_NOSCRIPT,     /* a verb's NOSCRIPT: reload and send it again */
     ROUTE_SERVER,       /* our HELLO's answer: read, dropped */
-    ROUTE_REDIRECT      /* taken back by the watch (a cluster redirect): sent again */
+    ROUTE_REDIRECT,     /* taken back by the watch (a cluster redirect): sent again */
+    ROUTE_WRAP_REFUSED, /* a wrapped transaction refused: its client's command goes again (wrap_refused) */
+    ROUTE_WRAP_OPEN /* a wrapped EXEC Redis does not know: its transaction stays open, the connection goes */
 } up_route;
 
 /* ---- shared between upstream's own files ---- */

@@ -237,6 +237,31 @@ Test(conveyor_wrap, what_is_not_an_exec_reply_goes_as_it_is)
 {
     cr_expect_str_eq(unwrap(CONVEYOR_WRAP_ODD, 1, "-BUSY Redis is busy running a script.\r\n"), "(as it is)");
     cr_expect_str_eq(unwrap(CONVEYOR_WRAP_ODD, 1, "-EXECABORT Transaction discarded\r\n"), "(as it is)");
+    /* an EXEC Redis refused itself: the refusal, as the command would have met it */
+    cr_expect_str_eq(
+        unwrap(CONVEYOR_WRAP_ODD, 1,
+               "-EXECABORT Transaction discarded because of: BUSY Redis is busy running a script.\r\n"),
+        "-BUSY Redis is busy running a script.\r\n");
+}
+
+Test(conveyor_wrap, the_transaction_holds_the_command_and_reads_back)
+{
+    vp_buf out = {0};
+    resp_arg argv[5] = {{"ZRANGE", 6}, {"cv:a", 4}, {"0", 1}, {"9", 1}, {"WITHSCORES", 10}};
+    size_t at, len;
+    conveyor_wrap_request(5, argv, &out, &at, &len);
+    static const char want[] =
+        "*1\r\n$5\r\nMULTI\r\n*3\r\n$4\r\nHGET\r\n$26\r\nverbproxy-offset:{zI}:cv:a\r\n"
+        "$6\r\noffset\r\n*5\r\n$6\r\nZRANGE\r\n$4\r\ncv:a\r\n$1\r\n0\r\n$1\r\n9\r\n"
+        "$10\r\nWITHSCORES\r\n*1\r\n$4\r\nEXEC\r\n";
+    cr_assert_eq(out.len, sizeof(want) - 1);
+    cr_assert(memcmp(out.data, want, out.len) == 0, "%.*s", (int)out.len, out.data);
+    resp_arg back[5];
+    cr_assert_eq(conveyor_wrap_args(out.data + at, len, back, 5), 5);
+    for (int i = 0; i < 5; i++)
+        cr_expect(back[i].len == argv[i].len && memcmp(back[i].ptr, argv[i].ptr, argv[i].len) == 0);
+    cr_expect_eq(conveyor_wrap_args(out.data + at, len, back, 2), 5, "the count, whatever max");
+    vp_buf_free(&out);
 }
 
 Test(conveyor_wrap, an_offset_that_is_no_number_gets_the_scripts_error)

@@ -188,7 +188,7 @@ Test(upstream_count, a_wrapped_transaction_gives_its_client_exec_alone, .init = 
 {
     cr_assert_eq(upstream_owed(&up), 4);
     cr_assert(owed_kind(0) == UP_WRAP && owed_kind(1) == UP_WRAP && owed_kind(2) == UP_WRAP);
-    cr_assert_eq(owed_kind(3), UP_REPLY);
+    cr_assert_eq(owed_kind(3), UP_WRAP_EXEC);
     struct client_session *to;
     cr_assert(answer("+OK\r\n", &to) == ROUTE_REPLY && to == NULL, "MULTI's +OK is dropped");
     cr_assert(answer("+QUEUED\r\n", &to) == ROUTE_REPLY && to == NULL);
@@ -212,14 +212,49 @@ Test(upstream_count, a_refusal_inside_a_wrapped_transaction_is_the_clients_answe
 }
 
 /* A refused MULTI: the commands behind it run outside any transaction, and
- * their replies are dropped. */
-Test(upstream_count, a_refused_multi_is_the_clients_answer, .init = wrap_setup, .fini = teardown)
+ * their replies are dropped. -NOPERM (the user lacks MULTI) is not what the
+ * command alone would meet: it goes to the session to send again, and the
+ * connection wraps nothing more. */
+Test(upstream_count, a_refused_multi_goes_to_the_session_to_send_again, .init = wrap_setup, .fini = teardown)
 {
     struct client_session *to;
     cr_assert(answer("-NOPERM this user has no permissions to run the 'multi' command\r\n", &to) ==
-                  ROUTE_REPLY &&
+                  ROUTE_WRAP_REFUSED &&
               to == fake_client);
     cr_assert(answer("$-1\r\n", &to) == ROUTE_REPLY && to == NULL);
     cr_assert(answer("+PONG\r\n", &to) == ROUTE_REPLY && to == NULL);
     cr_assert(answer("-ERR EXEC without MULTI\r\n", &to) == ROUTE_REPLY && to == NULL);
+    cr_assert_not(upstream_can_wrap(&up), "wraps again");
+}
+
+/* Out of memory Redis refuses every command queued in MULTI, reads too: the
+ * read goes again another way, and the connection waits a while. */
+Test(upstream_count, out_of_memory_a_read_goes_again_and_wrapping_pauses, .init = wrap_setup,
+     .fini = teardown)
+{
+    struct client_session *to;
+    up.shared = 1;
+    cr_assert(answer("+OK\r\n", &to) == ROUTE_REPLY && to == NULL);
+    cr_assert(answer("-OOM command not allowed when used memory > 'maxmemory'.\r\n", &to) ==
+                  ROUTE_WRAP_REFUSED &&
+              to == fake_client);
+    cr_assert(answer("-OOM command not allowed when used memory > 'maxmemory'.\r\n", &to) == ROUTE_REPLY &&
+              to == NULL);
+    cr_assert(answer("-EXECABORT Transaction discarded because of previous errors.\r\n", &to) ==
+                  ROUTE_REPLY &&
+              to == NULL);
+    cr_assert_not(upstream_can_wrap(&up));
+    up.wrap_paused_until = uv_now(srv.loop); /* (a second later) */
+    cr_assert(upstream_can_wrap(&up));
+}
+
+/* An EXEC Redis does not know (rename-command) leaves the transaction open:
+ * the connection goes, and no connection wraps again. */
+Test(upstream_count, an_unknown_exec_closes_the_connection, .init = wrap_setup, .fini = teardown)
+{
+    struct client_session *to;
+    for (int i = 0; i < 3; i++)
+        answer(i ? "+QUEUED\r\n" : "+OK\r\n", &to);
+    cr_assert_eq(answer("-ERR unknown command 'EXEC', with args beginning with: \r\n", &to), ROUTE_WRAP_OPEN);
+    cr_assert(srv.wrap_disabled);
 }
