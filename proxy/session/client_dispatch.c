@@ -216,7 +216,12 @@ void client_conveyor_wrap_refused(client_session *c, unsigned long long seq, ups
     unsigned long long idx = seq - c->pending_seq;
     if (c->closing || seq < c->pending_seq || idx >= c->pending_len) return;
     client_pending *s = pending_at(c, idx);
-    if (s->kind != PENDING_WAITING || !s->wrap) return;
+    if (s->kind != PENDING_WAITING || !s->wrap || upstream_verbs(up) != &srv->verbs) {
+        /* (a connection still on the verb table a reload replaced cannot be
+         * sent a script of the new one: the refusal, as it is) */
+        client_reply(c, seq, p, n, 1);
+        return;
+    }
     /* The command again, as its script: behind whatever the client
      * pipelined after it (counted, as a NOSCRIPT retry is). */
     int argc = conveyor_wrap_args(s->data, s->wrap_cmd, NULL, 0);

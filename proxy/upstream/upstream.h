@@ -88,6 +88,7 @@ typedef struct up_entry {
     unsigned char redirects; /* cluster mode: times sent again after a -MOVED or -ASK */
     unsigned char tries;     /* cluster mode: times sent again after a -TRYAGAIN (tryagain.h) */
     unsigned char asked;     /* cluster mode: sent after ASKING (a -TRYAGAIN's retry is too) */
+    unsigned char multi;     /* UP_WRAP: its transaction's MULTI (refused: none was opened) */
     unsigned later_ran : 1;  /* UP_VERB, retried: a later command of its client ran before the retry */
     unsigned
         flush_epoch : 31;    /* a SCRIPT FLUSH (or an EXEC running one): srv->scripts_epoch it set; else 0 */

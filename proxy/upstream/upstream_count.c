@@ -144,16 +144,23 @@ static void up_wrap_disable(upstream_conn *up, const char *p, size_t n)
  * of the transaction, through its EXEC, is dropped. */
 static up_route up_decide_wrap(upstream_conn *up, up_entry *e, const char *p, size_t n, int whole)
 {
-    if (!e->client || (whole && (bytes_are(p, n, "+OK\r\n") || bytes_are(p, n, "+QUEUED\r\n")))) {
+    if (whole && (bytes_are(p, n, "+OK\r\n") || bytes_are(p, n, "+QUEUED\r\n"))) {
         e->client = NULL; /* dropped */
         return ROUTE_REPLY;
     }
+    /* The rest of the transaction (its entries follow this one, through its
+     * EXEC) is dropped; a refused MULTI opened none, so its EXEC's error
+     * ("without MULTI", or unknown too) says nothing. */
     for (size_t i = 1; i < up->fifo_len; i++) {
         up_entry *later = up_fifo_at(up, i);
-        if (later->client != e->client || later->seq != e->seq) break;
+        if (later->kind != UP_WRAP && later->kind != UP_WRAP_EXEC) break;
         later->client = NULL;
-        if (later->kind == UP_WRAP_EXEC) break;
+        if (later->kind == UP_WRAP_EXEC) {
+            if (e->multi) later->kind = UP_REPLY;
+            break;
+        }
     }
+    if (!e->client) return ROUTE_REPLY; /* (its client left) */
     e->kind = UP_REPLY;
     if (!whole) return ROUTE_REPLY;
     /* Refusals the command alone would not meet: out of memory Redis
@@ -181,6 +188,13 @@ static up_route up_decide_wrap_exec(upstream_conn *up, up_entry *e, const char *
     if (whole && up_unknown_command(p, n)) {
         up_wrap_disable(up, p, n);
         return ROUTE_WRAP_OPEN;
+    }
+    /* EXEC itself refused (and the transaction discarded) for a reason the
+     * command alone would not meet: its user may not run EXEC. */
+    static const char noperm[] = "-EXECABORT Transaction discarded because of: NOPERM ";
+    if (whole && starts_with(p, n, noperm)) {
+        up->wrap_paused_until = UINT64_MAX;
+        return e->client ? ROUTE_WRAP_REFUSED : ROUTE_REPLY;
     }
     return up_decide_error(up, e, p, n, whole);
 }
@@ -334,7 +348,8 @@ int upstream_forward_transaction(upstream_conn *up, struct client_session *c, co
     up->srv->stats.shared_commands++;
     up_hold_note(up, c);
     outq_add_copy(&up->out, req, n);
-    for (int i = 0; i <= queued; i++) /* (the MULTI and each queued command) */
+    up_fifo_push(up, c, UP_WRAP)->multi = 1;
+    for (int i = 0; i < queued; i++)
         up_fifo_push(up, c, UP_WRAP);
     up_fifo_push(up, c, UP_WRAP_EXEC);
     return 1;

@@ -731,3 +731,37 @@ Test(conveyor_busy, a_read_that_meets_a_busy_script_leaves_no_transaction_open)
     vt_buf_free(&req);
     close(reader);
 }
+
+/* An operator who renamed MULTI and EXEC away (rename-command): the first
+ * read sent in a transaction meets an unknown MULTI and goes again as its
+ * script; the proxy wraps nothing from then on, loses no connection, and
+ * the bystanders on the shared connection see nothing of it. */
+static void renamed_setup(void)
+{
+    VT_SKIP_IF_DIRECT();
+    static const char *const redis_args[] = {
+        "--rename-command", "MULTI", "vt-multi", "--rename-command", "EXEC", "vt-exec", NULL};
+    static const char *const proxy_args[] = {"--conveyor", "cv:*", "--shared-upstreams", "1", NULL};
+    vt_env_start(&env, &(vt_redis_opts){.extra_args = redis_args},
+                 &(vt_proxy_opts){.extra_args = proxy_args});
+    c = vt_must_connect(env.proxy->port);
+    direct = vt_must_connect(env.redis->port);
+}
+
+TestSuite(conveyor_renamed, .init = renamed_setup, .fini = teardown, .timeout = VT_TEST_TIMEOUT_S);
+
+Test(conveyor_renamed, reads_go_as_scripts_when_multi_and_exec_are_renamed)
+{
+    expect_int(c, 2, "ZADD cv:line 1 a 2 b");
+    freeReplyObject(run(c, "ZTICK cv:line 1 100"));
+    vt_bystanders *b = vt_bystanders_start(env.proxy->port, 4);
+    cr_assert(b, "bystanders did not start");
+    long long lost = vt_proxy_stat(env.proxy->port, "upstream_lost");
+    for (int i = 0; i < 3; i++)
+        expect_flat(c, "a 2 b 3", "ZRANGE cv:line 0 9 WITHSCORES");
+    cr_assert(vt_bystanders_wait(b, 50, VT_READ_DEADLINE_MS), "bystanders were not served");
+    vt_assert_bystanders_ok(b);
+    cr_expect_eq(vt_proxy_stat(env.proxy->port, "upstream_lost"), lost, "a connection was lost");
+    if (vt_proxy_shared_upstreams(env.proxy) > 0)
+        cr_expect_eq(vt_proxy_stat(env.proxy->port, "conveyor_retried"), 1);
+}

@@ -258,3 +258,35 @@ Test(upstream_count, an_unknown_exec_closes_the_connection, .init = wrap_setup, 
     cr_assert_eq(answer("-ERR unknown command 'EXEC', with args beginning with: \r\n", &to), ROUTE_WRAP_OPEN);
     cr_assert(srv.wrap_disabled);
 }
+
+/* MULTI and EXEC both renamed away: the refused MULTI opened no
+ * transaction, so EXEC's unknown-command error closes nothing (the read
+ * goes again as its script, and nothing wraps again). */
+Test(upstream_count, with_multi_and_exec_renamed_nothing_is_lost, .init = wrap_setup, .fini = teardown)
+{
+    struct client_session *to;
+    cr_assert_eq(answer("-ERR unknown command 'MULTI', with args beginning with: \r\n", &to),
+                 ROUTE_WRAP_REFUSED);
+    cr_assert(to == fake_client);
+    cr_assert(srv.wrap_disabled);
+    cr_assert(answer("$-1\r\n", &to) == ROUTE_REPLY && to == NULL);
+    cr_assert(answer("$1\r\n1\r\n", &to) == ROUTE_REPLY && to == NULL);
+    cr_assert(answer("-ERR unknown command 'EXEC', with args beginning with: \r\n", &to) == ROUTE_REPLY &&
+              to == NULL);
+}
+
+/* A user that may not run EXEC: Redis discards the transaction and says
+ * why; the read goes again, and this connection wraps nothing more. */
+Test(upstream_count, an_exec_the_user_may_not_run_sends_the_read_again, .init = wrap_setup, .fini = teardown)
+{
+    struct client_session *to;
+    for (int i = 0; i < 3; i++)
+        answer(i ? "+QUEUED\r\n" : "+OK\r\n", &to);
+    cr_assert_eq(
+        answer("-EXECABORT Transaction discarded because of: NOPERM User u has no permissions to run the "
+               "'exec' command\r\n",
+               &to),
+        ROUTE_WRAP_REFUSED);
+    cr_assert(to == fake_client);
+    cr_assert_eq(up.wrap_paused_until, UINT64_MAX);
+}
