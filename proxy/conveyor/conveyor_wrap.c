@@ -274,11 +274,11 @@ int conveyor_wrap_reply(conveyor_wrap_shape shape, int fpconv, const char *key, 
      * and the EXEC), which Redis words "-EXECABORT Transaction discarded
      * because of: <the refusal>": the refusal, as the command would have
      * met it. */
-    static const char abort[] = "-EXECABORT Transaction discarded because of: ";
-    if (n > sizeof(abort) - 1 && memcmp(p, abort, sizeof(abort) - 1) == 0) {
+    static const char refused[] = "-EXECABORT Transaction discarded because of: ";
+    if (n > sizeof(refused) - 1 && memcmp(p, refused, sizeof(refused) - 1) == 0) {
         out->len = 0;
         vp_buf_append(out, "-", 1);
-        vp_buf_append(out, p + sizeof(abort) - 1, n - (sizeof(abort) - 1));
+        vp_buf_append(out, p + sizeof(refused) - 1, n - (sizeof(refused) - 1));
         return 1;
     }
     if (n < 4 || memcmp(p, "*2\r\n", 4) != 0) return 0;

@@ -132,9 +132,7 @@ static void up_wrap_disable(upstream_conn *up, const char *p, size_t n)
     if (up->srv->wrap_disabled) return;
     up->srv->wrap_disabled = 1;
     vp_log(VP_LOG_WARNING,
-           "upstream %s: %.*s; reads on conveyor keys go as scripts from now on (docs/conveyor.md, How reads "
-           "are "
-           "sent)",
+           "upstream %s: %.*s; reads on conveyor keys go as scripts from now on (docs/conveyor.md)",
            up_addr(up), (int)(n > 2 ? n - 3 : 0), p + 1);
 }
 
