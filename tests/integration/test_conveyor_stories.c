@@ -28,11 +28,18 @@ static char dir[64], conf_path[128];
 
 static const char *const conveyor_args[] = {"--conveyor", "cv:*", NULL};
 
-static void start_with(const char *const *args)
+/* A Redis with redis_args (NULL: none) behind a proxy with proxy_args. */
+static void start_redis_with(const char *const *redis_args, const char *const *proxy_args)
 {
-    vt_env_start(&env, NULL, &(vt_proxy_opts){.extra_args = args});
+    vt_env_start(&env, redis_args ? &(vt_redis_opts){.extra_args = redis_args} : NULL,
+                 &(vt_proxy_opts){.extra_args = proxy_args});
     c = vt_must_connect(env.proxy->port);
     direct = vt_must_connect(env.redis->port);
+}
+
+static void start_with(const char *const *args)
+{
+    start_redis_with(NULL, args);
 }
 
 static void setup(void)
@@ -691,10 +698,7 @@ static void busy_setup(void)
     /* (busy-reply-threshold's old name: Redis 6.2 knows only that one) */
     static const char *const redis_args[] = {"--lua-time-limit", "100", NULL};
     static const char *const proxy_args[] = {"--conveyor", "cv:*", "--shared-upstreams", "1", NULL};
-    vt_env_start(&env, &(vt_redis_opts){.extra_args = redis_args},
-                 &(vt_proxy_opts){.extra_args = proxy_args});
-    c = vt_must_connect(env.proxy->port);
-    direct = vt_must_connect(env.redis->port);
+    start_redis_with(redis_args, proxy_args);
 }
 
 TestSuite(conveyor_busy, .init = busy_setup, .fini = teardown, .timeout = VT_TEST_TIMEOUT_S);
@@ -754,10 +758,7 @@ static void renamed_setup(void)
     static const char *const redis_args[] = {
         "--rename-command", "MULTI", "vt-multi", "--rename-command", "EXEC", "vt-exec", NULL};
     static const char *const proxy_args[] = {"--conveyor", "cv:*", "--shared-upstreams", "1", NULL};
-    vt_env_start(&env, &(vt_redis_opts){.extra_args = redis_args},
-                 &(vt_proxy_opts){.extra_args = proxy_args});
-    c = vt_must_connect(env.proxy->port);
-    direct = vt_must_connect(env.redis->port);
+    start_redis_with(redis_args, proxy_args);
 }
 
 TestSuite(conveyor_renamed, .init = renamed_setup, .fini = teardown, .timeout = VT_TEST_TIMEOUT_S);
