@@ -199,7 +199,7 @@ elseif name == 'zremrangebyscore' then
     return conveyor_as_is()
   end
   local removed = redis.call('ZREMRANGEBYSCORE', key, conveyor_bound(key, min, min_ex, true, offset),
-    conveyor_bound(key, max, max_ex, false, offset))
+    (conveyor_bound(key, max, max_ex, false, offset))) -- (the bound alone)
   conveyor_drop_if_gone(1)
   return removed
 elseif name == 'zpopmin' or name == 'zpopmax' then

@@ -15,7 +15,8 @@ end
 -- those members are all the stored scores from (or up to) one value on;
 -- position - offset finds it but for rounding, so the few distinct stored
 -- scores within some ulps of it are checked one by one (one ZRANGE ...
--- LIMIT 0 1 each, usually just one).
+-- LIMIT 0 1 each, usually just one). A second value, true, when the
+-- bound was found past every member: the range holds none.
 local function conveyor_bound(key, position, exclusive, lower, offset)
   if position == math.huge or position == -math.huge or offset == 0 then
     return (exclusive and '(' or '') .. format_score(position)
@@ -41,7 +42,7 @@ local function conveyor_bound(key, position, exclusive, lower, offset)
       r = redis.call('ZRANGE', key, from, to, 'BYSCORE', 'LIMIT', 0, 1, 'WITHSCORES')
     end
     if #r == 0 then
-      return from -- no member there: any bound beyond them all
+      return from, true -- no member there: any bound beyond them all
     end
     if inside(tonumber(r[2])) then
       return r[2]

@@ -14,7 +14,7 @@ local function zline_bound(k, bound, lower)
   if type(bound) ~= 'number' then
     value, exclusive = conveyor_parse_bound(bound)
   end
-  return conveyor_bound(KEYS[2 * k - 1], value, exclusive, lower, offset)
+  return (conveyor_bound(KEYS[2 * k - 1], value, exclusive, lower, offset)) -- (the bound alone)
 end
 
 local function zline_score(k, text)
