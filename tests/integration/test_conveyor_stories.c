@@ -667,14 +667,12 @@ Test(conveyor, out_of_memory_a_read_still_answers)
     freeReplyObject(r);
     /* Does this server refuse a read queued in MULTI out of memory? (Redis
      * 6.2 to 7.2 and Valkey 7.2 do; Redis 7.4 and Valkey 8 refuse only
-     * what may grow memory.) Asked straight, on a connection of its own. */
-    redisContext *probe = vt_must_connect(vt_cluster_env_key_port("cv:{o}:oom", env.redis->port));
-    freeReplyObject(run(probe, "MULTI"));
-    r = run(probe, "ZSCORE cv:{o}:oom b");
+     * what may grow memory.) Asked straight, on the key's node. */
+    freeReplyObject(run(owner, "MULTI"));
+    r = run(owner, "ZSCORE cv:{o}:oom b");
     int refuses = r->type == REDIS_REPLY_ERROR && strncmp(r->str, "OOM ", 4) == 0;
     freeReplyObject(r);
-    freeReplyObject(run(probe, "DISCARD"));
-    redisFree(probe);
+    freeReplyObject(run(owner, "DISCARD"));
     r = run(c, "ZSCORE cv:{o}:oom b");
     cr_expect(r->type == REDIS_REPLY_STRING && strcmp(r->str, "3") == 0, "%s", VT_DESCRIBE(r));
     freeReplyObject(r);
