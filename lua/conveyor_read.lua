@@ -8,6 +8,22 @@
 -- they select. Anything Redis refuses goes to Redis as it is, for its own
 -- error.
 
+-- A score range read the proxy also sent as the command itself, its bounds
+-- written with the offset it expected (docs/conveyor.md, "How reads are
+-- sent"), in a transaction before this call. ARGV then starts with 'expect'
+-- and that offset's text (or 'expect-none' and ''): when the offset key
+-- still holds it, the command's own reply stands and this one is false, at
+-- the cost of one HGET (checked before any helper below is made); else this
+-- reply is the client's, and the rest of ARGV is as lib/conveyor.lua says.
+if ARGV[1] == 'expect' or ARGV[1] == 'expect-none' then
+  local stored = redis.pcall('HGET', KEYS[2], 'offset')
+  if stored == (ARGV[1] == 'expect' and ARGV[2]) then
+    return false
+  end
+  table.remove(ARGV, 1)
+  table.remove(ARGV, 1)
+end
+
 --#include lib/err.lua
 --#include lib/float.lua
 --#include lib/order.lua

@@ -27,6 +27,8 @@
     X(conveyor_calls)                                                                                        \
     X(conveyor_wrapped)                                                                                      \
     X(conveyor_retried)                                                                                      \
+    X(conveyor_checked)                                                                                      \
+    X(conveyor_checked_stale)                                                                                \
     X(script_loads)                                                                                          \
     X(noscript_recoveries)                                                                                   \
     X(noscript_reordered)                                                                                    \

@@ -30,6 +30,8 @@ typedef struct vp_stats {
     unsigned long long conveyor_calls;       /* commands on conveyor keys translated (a script or a wrap) */
     unsigned long long conveyor_wrapped;     /* of those, reads sent in a transaction with the offset */
     unsigned long long conveyor_retried;     /* of those, sent again as the script (refused) */
+    unsigned long long conveyor_checked; /* of the wrapped, score ranges written with the offset expected */
+    unsigned long long conveyor_checked_stale; /* ... answered by their script: the offset had moved */
     unsigned long long polyfill_calls;       /* Redis commands run as the proxy's script (AGGREGATE COUNT) */
     unsigned long long script_loads;         /* SCRIPT LOADs sent (one per script a connection first calls) */
     unsigned long long noscript_recoveries;  /* verbs answered NOSCRIPT, reloaded and retried */

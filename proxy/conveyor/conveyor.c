@@ -108,6 +108,7 @@ void conveyor_scratch_free(conveyor_scratch *s)
     free(s->lens);
     vp_buf_free(&s->names);
     vp_buf_free(&s->wrap);
+    offset_cache_free(&s->offsets);
     memset(s, 0, sizeof(*s));
 }
 

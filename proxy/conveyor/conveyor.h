@@ -29,6 +29,7 @@
 
 #include "protocol/resp_request.h"
 #include "proxy/buffer.h"
+#include "proxy/conveyor/offset_cache.h"
 #include "proxy/verbs/verbs.h"
 
 struct vp_config;
@@ -40,8 +41,9 @@ typedef struct conveyor_scratch {
     const char **argp; /* for route_keys */
     size_t *lens;
     int argcap;
-    vp_buf names; /* the offset keys' names, back to back */
-    vp_buf wrap;  /* a wrapped read's transaction, then its client's reply (conveyor_wrap.h) */
+    vp_buf names;         /* the offset keys' names, back to back */
+    vp_buf wrap;          /* a wrapped read's transaction, then its client's reply (conveyor_wrap.h) */
+    offset_cache offsets; /* not scratch: the offsets last seen, kept across commands */
 } conveyor_scratch;
 
 void conveyor_scratch_free(conveyor_scratch *s);

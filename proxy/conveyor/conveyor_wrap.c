@@ -13,6 +13,7 @@
 #include "proxy/config.h"
 #include "proxy/conveyor/conveyor.h"
 #include "proxy/conveyor/offset_key.h"
+#include "proxy/conveyor/position_bound.h"
 
 /* Does ZRANGE start stop ask for at most CONVEYOR_WRAP_MAX elements
  * whatever the set's length? Both ends counted from the same side. */
@@ -99,11 +100,46 @@ conveyor_wrap_shape conveyor_wrap_shape_of(const vp_config *conf, int argc, cons
     return CONVEYOR_WRAP_NONE;
 }
 
-void conveyor_wrap_request(int argc, const resp_arg *argv, vp_buf *out, size_t *cmd_at, size_t *cmd_len)
+int conveyor_wrap_checked_of(const vp_config *conf, int argc, const resp_arg *argv, conveyor_checked *ck)
 {
-    const resp_arg *key = &argv[1];
+    if (argc < 4 || !conveyor_key_is(conf, argv[1].ptr, argv[1].len)) return 0;
+    const resp_arg *name = &argv[0];
+    int rev, zcount = 0;
+    wrap_range range;
+    if (cmd_arg_is(name, "zcount")) {
+        if (argc != 4) return 0;
+        rev = 0;
+        zcount = 1;
+        memset(&range, 0, sizeof(range));
+    } else if (cmd_arg_is(name, "zrangebyscore") || cmd_arg_is(name, "zrevrangebyscore")) {
+        if (!wrap_range_read(argc, argv, &range) || range.rev || range.byscore) return 0;
+        rev = cmd_arg_is(name, "zrevrangebyscore");
+    } else if (cmd_arg_is(name, "zrange")) {
+        if (!wrap_range_read(argc, argv, &range) || !range.byscore) return 0;
+        rev = range.rev;
+    } else {
+        return 0;
+    }
+    /* A range's reply is held whole: a bounded one only. */
+    if (!zcount && !(range.limit && range.count >= 0 && range.count <= CONVEYOR_WRAP_MAX)) return 0;
+    /* Each end finite and plainly written, or infinite (as it is). */
+    int finite = 0;
+    for (int i = 0; i < 2; i++) {
+        const resp_arg *a = &argv[2 + i];
+        ck->lower[i] = rev ? i == 1 : i == 0;
+        ck->finite[i] = position_bound_parse(a, &ck->value[i], &ck->exclusive[i]);
+        if (!ck->finite[i] && !conveyor_bound_infinite(a)) return 0;
+        finite += ck->finite[i];
+    }
+    if (!finite) return 0; /* (both infinite: conveyor_wrap_shape_of's, or none at all) */
+    ck->shape = range.withscores ? CONVEYOR_WRAP_ODD : CONVEYOR_WRAP_ASIS;
+    return 1;
+}
+
+/* MULTI and HGET of the key's offset into out (cleared first). */
+static void wrap_head(const resp_arg *key, vp_buf *out)
+{
     static const char multi[] = RESP_LIT_ARRAY(1) RESP_LIT_BULK(5, "MULTI");
-    static const char exec[] = RESP_LIT_ARRAY(1) RESP_LIT_BULK(4, "EXEC");
     char head[OFFSET_KEY_EXTRA];
     size_t hl = offset_key_head(key->ptr, key->len, head);
     out->len = 0;
@@ -115,6 +151,31 @@ void conveyor_wrap_request(int argc, const resp_arg *argv, vp_buf *out, size_t *
     vp_buf_append(out, key->ptr, key->len);
     vp_buf_append(out, "\r\n", 2);
     vp_buf_resp_bulk(out, "offset", 6);
+}
+
+void conveyor_wrap_checked_request(int argc, const resp_arg *argv, const conveyor_checked *ck, double offset,
+                                   vp_buf *out)
+{
+    wrap_head(&argv[1], out);
+    vp_buf_resp_array(out, argc);
+    for (int i = 0; i < argc; i++) {
+        if (i == 2 || i == 3) {
+            int b = i - 2;
+            if (ck->finite[b]) {
+                char text[POSITION_BOUND_MAX];
+                double st = position_bound_stored(ck->value[b], ck->exclusive[b], ck->lower[b], offset);
+                vp_buf_resp_bulk(out, text, position_bound_format(text, st));
+                continue;
+            }
+        }
+        vp_buf_resp_bulk(out, argv[i].ptr, argv[i].len);
+    }
+}
+
+void conveyor_wrap_request(int argc, const resp_arg *argv, vp_buf *out, size_t *cmd_at, size_t *cmd_len)
+{
+    static const char exec[] = RESP_LIT_ARRAY(1) RESP_LIT_BULK(4, "EXEC");
+    wrap_head(&argv[1], out);
     *cmd_at = out->len;
     vp_buf_resp_command(out, argc, argv); /* (as RESP, whether the client sent it so or inline) */
     *cmd_len = out->len - *cmd_at;
@@ -185,16 +246,10 @@ static const char *wrap_bulk(const char *p, size_t elem, size_t *len)
     return nl + 1;
 }
 
-/* The offset in HGET's reply, as the scripts read it (lib/conveyor.lua's
- * conveyor_read_offset, Lua's tonumber): none is 0; anything but a finite
- * number is refused (0). */
-static int wrap_offset(const char *p, size_t elem, double *out)
+int conveyor_wrap_offset_text(const char *text, size_t len, double *out)
 {
     *out = 0;
-    if (elem == 5 && memcmp(p, "$-1\r\n", 5) == 0) return 1;
-    size_t len;
-    const char *text = wrap_bulk(p, elem, &len);
-    if (!text || len == 0) return 0;
+    if (len == 0) return 0;
     char small[128];
     char *buf = len < sizeof(small) ? small : vp_malloc(len + 1); /* (only an offset written by hand) */
     memcpy(buf, text, len);
@@ -209,6 +264,25 @@ static int wrap_offset(const char *p, size_t elem, double *out)
     if (buf != small) free(buf);
     if (ok) *out = d;
     return ok;
+}
+
+/* The offset in HGET's reply, as the scripts read it (lib/conveyor.lua's
+ * conveyor_read_offset, Lua's tonumber): none is 0; anything but a finite
+ * number is refused (0). What it held goes to *seen. */
+static int wrap_offset(const char *p, size_t elem, double *out, conveyor_wrap_seen *seen)
+{
+    *out = 0;
+    if (elem == 5 && memcmp(p, "$-1\r\n", 5) == 0) {
+        seen->state = CONVEYOR_SEEN_NONE;
+        return 1;
+    }
+    size_t len;
+    const char *text = wrap_bulk(p, elem, &len);
+    if (!text) return 0;
+    seen->state = CONVEYOR_SEEN_TEXT;
+    seen->text = text;
+    seen->len = len;
+    return conveyor_wrap_offset_text(text, len, out);
 }
 
 /* A score Redis wrote as an integer of up to 15 digits (exact in a
@@ -265,38 +339,31 @@ static void wrap_bad_offset(const char *key, size_t klen, vp_buf *out)
     vp_buf_free(&text);
 }
 
-int conveyor_wrap_reply(conveyor_wrap_shape shape, int fpconv, const char *key, size_t klen, const char *p,
-                        size_t n, vp_buf *out)
+/* The length of the reply at p: an element wrap_elem takes, or an array
+ * of them (*-1 too); 0 for anything else. */
+static size_t wrap_skip(const char *p, size_t n)
 {
-    /* EXEC's reply: HGET's, then the command's. Anything else (an error in
-     * its place) is the client's as it is, but for an EXEC Redis refused
-     * itself (-BUSY: a script of someone else's began between the command
-     * and the EXEC), which Redis words "-EXECABORT Transaction discarded
-     * because of: <the refusal>": the refusal, as the command would have
-     * met it. */
-    static const char refused[] = "-EXECABORT Transaction discarded because of: ";
-    if (n > sizeof(refused) - 1 && memcmp(p, refused, sizeof(refused) - 1) == 0) {
-        out->len = 0;
-        vp_buf_append(out, "-", 1);
-        vp_buf_append(out, p + sizeof(refused) - 1, n - (sizeof(refused) - 1));
-        return 1;
+    if (n == 0 || p[0] != '*') return wrap_elem(p, n);
+    const char *nl = memchr(p, '\n', n);
+    if (!nl) return 0;
+    size_t at = (size_t)(nl - p) + 1;
+    long long count = strtoll(p + 1, NULL, 10);
+    for (long long i = 0; i < count; i++) {
+        size_t elem = wrap_elem(p + at, n - at);
+        if (!elem) return 0;
+        at += elem;
     }
-    if (n < 4 || memcmp(p, "*2\r\n", 4) != 0) return 0;
-    const char *end = p + n, *q = p + 4;
-    size_t hl = wrap_elem(q, (size_t)(end - q));
-    if (!hl) return 0;
-    double offset;
-    int ok = wrap_offset(q, hl, &offset);
-    const char *r = q + hl;
-    size_t rn = (size_t)(end - r);
-    out->len = 0;
-    if (!ok) {
-        wrap_bad_offset(key, klen, out);
-        return 1;
-    }
-    if (offset == 0 || rn == 0) {
-        vp_buf_append(out, r, rn); /* (no offset: Redis's own reply) */
-        return 1;
+    return at;
+}
+
+/* The command's reply r..r+rn as the client's, its scores made positions. */
+static void wrap_positions(conveyor_wrap_shape shape, int fpconv, double offset, const char *r, size_t rn,
+                           vp_buf *out)
+{
+    const char *end = r + rn;
+    if (offset == 0 || rn == 0 || shape == CONVEYOR_WRAP_ASIS) {
+        vp_buf_append(out, r, rn); /* (no offset, no score: Redis's own reply) */
+        return;
     }
     if (shape == CONVEYOR_WRAP_SCALAR || r[0] != '*') {
         size_t elem = wrap_elem(r, rn);
@@ -304,7 +371,7 @@ int conveyor_wrap_reply(conveyor_wrap_shape shape, int fpconv, const char *key, 
             wrap_score(r, elem, offset, fpconv, out);
         else
             vp_buf_append(out, r, rn); /* an error, a nil */
-        return 1;
+        return;
     }
     /* An array of scores, or of pairs (or nil: *-1). */
     size_t line = (size_t)((const char *)memchr(r, '\n', rn) + 1 - r);
@@ -315,7 +382,7 @@ int conveyor_wrap_reply(conveyor_wrap_shape shape, int fpconv, const char *key, 
         size_t elem = wrap_elem(e, (size_t)(end - e));
         if (!elem) { /* (not flat: cannot be a reply of these commands) */
             vp_buf_append(out, e, (size_t)(end - e));
-            return 1;
+            return;
         }
         if (shape == CONVEYOR_WRAP_ALL || (i & 1))
             wrap_score(e, elem, offset, fpconv, out);
@@ -324,5 +391,56 @@ int conveyor_wrap_reply(conveyor_wrap_shape shape, int fpconv, const char *key, 
         e += elem;
     }
     vp_buf_append(out, e, (size_t)(end - e));
+}
+
+int conveyor_wrap_reply(conveyor_wrap_shape shape, int checked, int fpconv, const char *key, size_t klen,
+                        const char *p, size_t n, vp_buf *out, conveyor_wrap_seen *seen)
+{
+    seen->state = CONVEYOR_SEEN_NOTHING;
+    seen->stale = 0;
+    /* EXEC's reply: HGET's, then the command's (then, checked, the
+     * script's). Anything else (an error in its place) is the client's as
+     * it is, but for an EXEC Redis refused itself (-BUSY: a script of
+     * someone else's began between the command and the EXEC), which Redis
+     * words "-EXECABORT Transaction discarded because of: <the refusal>":
+     * the refusal, as the command would have met it. */
+    static const char refused[] = "-EXECABORT Transaction discarded because of: ";
+    if (n > sizeof(refused) - 1 && memcmp(p, refused, sizeof(refused) - 1) == 0) {
+        out->len = 0;
+        vp_buf_append(out, "-", 1);
+        vp_buf_append(out, p + sizeof(refused) - 1, n - (sizeof(refused) - 1));
+        return 1;
+    }
+    if (n < 4 || memcmp(p, checked ? "*3\r\n" : "*2\r\n", 4) != 0) return 0;
+    const char *end = p + n, *q = p + 4;
+    size_t hl = wrap_elem(q, (size_t)(end - q));
+    if (!hl) return 0;
+    double offset;
+    int ok = wrap_offset(q, hl, &offset, seen);
+    const char *r = q + hl;
+    size_t rn = (size_t)(end - r);
+    out->len = 0;
+    if (checked) {
+        /* The script's reply: false when the offset was the one the
+         * command was written with, else the client's. */
+        size_t cl = wrap_skip(r, rn);
+        if (!cl) return 0;
+        const char *t = r + cl;
+        size_t tn = (size_t)(end - t);
+        if (tn != 5 || memcmp(t, "$-1\r\n", 5) != 0) {
+            static const char noscript[] = "-NOSCRIPT";
+            if (tn >= sizeof(noscript) - 1 && memcmp(t, noscript, sizeof(noscript) - 1) == 0)
+                return -1; /* (the server lost the script: the command goes again) */
+            vp_buf_append(out, t, tn);
+            seen->stale = 1;
+            return 1;
+        }
+        rn = cl;
+    }
+    if (!ok) {
+        wrap_bad_offset(key, klen, out);
+        return 1;
+    }
+    wrap_positions(shape, fpconv, offset, r, rn, out);
     return 1;
 }

@@ -174,6 +174,13 @@ void metrics_prom_write(const vp_server *srv, vp_buf *b)
             "Reads on conveyor keys sent again as the script: Redis refused their transaction (out of "
             "memory, ...).",
             s->conveyor_retried);
+    counter(
+        b, "verbproxy_conveyor_checked_total",
+        "Of the wrapped reads, score ranges with a finite end written with the offset the proxy expected.",
+        s->conveyor_checked);
+    counter(b, "verbproxy_conveyor_checked_stale_total",
+            "Of those, reads the offset had moved under: answered by their script in the same transaction.",
+            s->conveyor_checked_stale);
     counter(b, "verbproxy_polyfill_calls_total", "AGGREGATE COUNT calls run as the proxy's script.",
             s->polyfill_calls);
     counter(b, "verbproxy_script_loads_total", "SCRIPT LOADs sent for the verbs.", s->script_loads);

@@ -45,19 +45,20 @@ typedef enum client_pending_kind {
  * the pending reply until the ones before it are answered. */
 typedef struct client_pending {
     client_pending_kind kind;
-    unsigned replace : 1;     /* data is the proxy's answer; the upstream's is dropped */
-    unsigned patch : 3;       /* introspect_patch_kind: fill the verbs into a COMMAND reply */
-    unsigned err : 1;         /* the reply going out is an error (metrics) */
-    unsigned pooled : 1;      /* data is a block of the small held replies' pool */
-    unsigned pop_wait : 1;    /* a blocking pop on a conveyor key: held whole, the wait marker retried
-                                 (client_block.c) */
-    unsigned wrap : 2;        /* conveyor_wrap_shape: a read on a conveyor key in a transaction with its
-                                 offset; data starts with the command (wrap_cmd bytes, RESP), the
-                                 reply is held behind it and rewritten (client_conveyor_unwrap) */
-    unsigned wrap_fpconv : 1; /* its server's double format (resp_double_format) */
-    unsigned cmd : 16;        /* the command's id (cmdid.h; CMDID_NONE: answers none) */
-    unsigned wrap_cmd;        /* wrap: the length of the command at the start of data */
-    uint64_t t0;              /* when its bytes were read (metrics_read_clock; 0: not timed) */
+    unsigned replace : 1;      /* data is the proxy's answer; the upstream's is dropped */
+    unsigned patch : 3;        /* introspect_patch_kind: fill the verbs into a COMMAND reply */
+    unsigned err : 1;          /* the reply going out is an error (metrics) */
+    unsigned pooled : 1;       /* data is a block of the small held replies' pool */
+    unsigned pop_wait : 1;     /* a blocking pop on a conveyor key: held whole, the wait marker retried
+                                  (client_block.c) */
+    unsigned wrap : 3;         /* conveyor_wrap_shape: a read on a conveyor key in a transaction with its
+                                  offset; data starts with the command (wrap_cmd bytes, RESP), the
+                                  reply is held behind it and rewritten (client_conveyor_unwrap) */
+    unsigned wrap_checked : 1; /* that read is a checked one (conveyor_wrap.h): its script's reply last */
+    unsigned wrap_fpconv : 1;  /* its server's double format (resp_double_format) */
+    unsigned cmd : 16;         /* the command's id (cmdid.h; CMDID_NONE: answers none) */
+    unsigned wrap_cmd;         /* wrap: the length of the command at the start of data */
+    uint64_t t0;               /* when its bytes were read (metrics_read_clock; 0: not timed) */
     size_t len, cap;
     char *data;    /* owned */
     int *verb_ids; /* patch: owned */

@@ -12,6 +12,7 @@
 
 #include "proxy/conveyor/conveyor.h"
 #include "proxy/conveyor/conveyor_wrap.h"
+#include "proxy/conveyor/offset_cache.h"
 #include "proxy/session/introspect.h"
 #include "proxy/session/auth.h"
 #include "proxy/log.h"
@@ -165,65 +166,90 @@ int client_split_part(vp_server *srv, int argc, const resp_arg *argv, vp_buf *ou
     return 1;
 }
 
+/* A score range read with a finite end, checked (conveyor_wrap.h): sent
+ * with the offset last seen for its key (none when none is known) and the
+ * translation script (xargv: the script's arguments as conveyor_plan made
+ * them), which answers in the same transaction if that offset is stale. 1
+ * when it was sent. */
+static int client_send_checked(client_session *c, int argc, const resp_arg *argv, const conveyor_checked *ck,
+                               int xargc, const resp_arg *xargv)
+{
+    vp_server *srv = c->srv;
+    conveyor_scratch *cs = client_conveyor_scratch(srv);
+    const verb_def *v = verbs_translation(&srv->verbs, VERB_TR_READ);
+    resp_arg sargv[24];
+    if (!v || srv->verbs.broken[v->id] || upstream_verbs(c->up) != &srv->verbs ||
+        xargc + 3 > (int)(sizeof(sargv) / sizeof(sargv[0])))
+        return 0;
+    const char *text = NULL;
+    size_t tl = 0;
+    double offset = 0;
+    if (!offset_cache_get(&cs->offsets, argv[1].ptr, argv[1].len, &text, &tl) ||
+        (text && !conveyor_wrap_offset_text(text, tl, &offset))) {
+        text = NULL; /* (unknown, or no number: expect none, and learn) */
+        offset = 0;
+    }
+    conveyor_wrap_checked_request(argc, argv, ck, offset, &cs->wrap);
+    /* The keys (the key, its offset key), 'expect' and the offset, the
+     * protocol, then the mask and the command (lua/conveyor_read.lua). */
+    sargv[0] = xargv[0];
+    sargv[1] = xargv[1];
+    sargv[2] = text ? (resp_arg){"expect", 6} : (resp_arg){"expect-none", 11};
+    sargv[3] = text ? (resp_arg){text, tl} : (resp_arg){"", 0};
+    sargv[4] = (resp_arg){"2", 1}; /* (a shared connection: RESP2) */
+    memcpy(sargv + 5, xargv + 2, (size_t)(xargc - 2) * sizeof(*xargv));
+    upstream_forward_transaction_script(c->up, c, cs->wrap.data, cs->wrap.len, CONVEYOR_CHECKED_QUEUED - 1, v,
+                                        2, xargc + 3, sargv);
+    return 1;
+}
+
 /* A read on a conveyor key that needs only its offset added to the scores
  * of its reply goes in a transaction with the read of the offset
  * (conveyor_wrap.h), where a connection may carry one and its server's
- * double format is known: 1 when it was sent. The pending reply keeps the
- * command, for the key's name in an error and for a refused transaction. */
-static int client_call_wrapped(client_session *c, unsigned version, int argc, const resp_arg *argv)
+ * double format is known; so does a score range read with a finite end,
+ * checked. 1 when it was sent. The pending reply keeps the command, for
+ * the key's name in an error and for a refused transaction. */
+static int client_call_wrapped(client_session *c, unsigned version, int argc, const resp_arg *argv, int xargc,
+                               const resp_arg *xargv)
 {
     vp_server *srv = c->srv;
-    if (!upstream_can_wrap(c->up)) return 0;
-    conveyor_wrap_shape shape = version ? conveyor_wrap_shape_of(&srv->conf, argc, argv) : CONVEYOR_WRAP_NONE;
-    if (shape == CONVEYOR_WRAP_NONE) return 0;
+    if (!version || !upstream_can_wrap(c->up)) return 0;
+    conveyor_wrap_shape shape = conveyor_wrap_shape_of(&srv->conf, argc, argv);
     vp_buf *req = &client_conveyor_scratch(srv)->wrap;
-    size_t at, len;
-    conveyor_wrap_request(argc, argv, req, &at, &len);
-    upstream_forward_transaction(c->up, c, req->data, req->len, CONVEYOR_WRAP_QUEUED);
+    conveyor_checked ck;
+    int checked = 0;
+    if (shape != CONVEYOR_WRAP_NONE) {
+        size_t at, len;
+        conveyor_wrap_request(argc, argv, req, &at, &len);
+        upstream_forward_transaction(c->up, c, req->data, req->len, CONVEYOR_WRAP_QUEUED);
+    } else if (conveyor_wrap_checked_of(&srv->conf, argc, argv, &ck) &&
+               client_send_checked(c, argc, argv, &ck, xargc, xargv)) {
+        shape = ck.shape;
+        checked = 1;
+        srv->stats.conveyor_checked++;
+    } else {
+        return 0;
+    }
+    req->len = 0;
+    vp_buf_resp_command(req, argc, argv); /* (as RESP, whether the client sent it so or inline) */
     client_pending *s = pending_push(c, PENDING_WAITING);
     s->wrap = shape;
+    s->wrap_checked = checked;
     s->wrap_fpconv = version >= 70200; /* (Redis 7.2 and Valkey: fpconv) */
-    s->wrap_cmd = (unsigned)len;
-    pending_append(s, req->data + at, len);
+    s->wrap_cmd = (unsigned)req->len;
+    pending_append(s, req->data, req->len);
     srv->stats.conveyor_wrapped++;
     return 1;
 }
 
-void client_conveyor_unwrap(client_session *c, client_pending *s)
-{
-    vp_buf *out = &client_conveyor_scratch(c->srv)->wrap;
-    const char *reply = s->data + s->wrap_cmd;
-    size_t n = s->len - s->wrap_cmd;
-    resp_arg key[2] = {{"", 0}, {"", 0}};
-    conveyor_wrap_args(s->data, s->wrap_cmd, key, 2);
-    if (conveyor_wrap_reply((conveyor_wrap_shape)s->wrap, s->wrap_fpconv, key[1].ptr, key[1].len, reply, n,
-                            out)) {
-        s->len = 0;
-        pending_append(s, out->data, out->len);
-    } else {
-        memmove(s->data, reply, n);
-        s->len = n;
-    }
-    s->wrap = CONVEYOR_WRAP_NONE;
-    out->len = 0;
-    vp_buf_shrink(out, CLIENT_WRAP_SCRATCH_KEEP); /* (after a long reply) */
-}
-
-void client_conveyor_wrap_refused(client_session *c, unsigned long long seq, upstream_conn *up, const char *p,
-                                  size_t n)
+/* Send a wrapped read (s, its pending reply seq) again, as its script: 1
+ * when it was. */
+static int client_wrap_resend(client_session *c, unsigned long long seq, upstream_conn *up, client_pending *s)
 {
     vp_server *srv = c->srv;
-    unsigned long long idx = seq - c->pending_seq;
-    if (c->closing || seq < c->pending_seq || idx >= c->pending_len) return;
-    client_pending *s = pending_at(c, idx);
-    if (s->kind != PENDING_WAITING || !s->wrap || upstream_verbs(up) != &srv->verbs) {
-        /* (a connection still on the verb table a reload replaced cannot be
-         * sent a script of the new one: the refusal, as it is) */
-        client_reply(c, seq, p, n, 1);
-        return;
-    }
-    /* The command again, as its script: behind whatever the client
-     * pipelined after it (counted, as a NOSCRIPT retry is). */
+    if (upstream_verbs(up) != &srv->verbs)
+        return 0; /* (a connection still on the verb table a reload
+                     replaced cannot be sent a script of the new one) */
     int argc = conveyor_wrap_args(s->data, s->wrap_cmd, NULL, 0);
     resp_arg *argv = argc > 0 ? vp_malloc((size_t)argc * sizeof(*argv)) : NULL;
     const verb_def *v;
@@ -234,15 +260,61 @@ void client_conveyor_wrap_refused(client_session *c, unsigned long long seq, ups
                   conveyor_plan(&srv->conf, &srv->verbs, conveyor_version(up->server_version), argc, argv,
                                 client_conveyor_scratch(srv), &v, &call, &xargv, &xargc) &&
                   !srv->verbs.broken[v->id];
-    if (planned && upstream_forward_verb(up, c, v, &call, xargc, xargv)) {
+    int sent = planned && upstream_forward_verb(up, c, v, &call, xargc, xargv);
+    if (sent) {
         upstream_answer_as(up, seq);
         s->wrap = CONVEYOR_WRAP_NONE;
+        s->wrap_checked = 0;
         s->len = 0;
         srv->stats.conveyor_retried++;
-    } else {
-        client_reply(c, seq, p, n, 1); /* (the refusal, as it is) */
     }
     free(argv);
+    return sent;
+}
+
+int client_conveyor_unwrap(client_session *c, unsigned long long seq, client_pending *s)
+{
+    conveyor_scratch *cs = client_conveyor_scratch(c->srv);
+    vp_buf *out = &cs->wrap;
+    const char *reply = s->data + s->wrap_cmd;
+    size_t n = s->len - s->wrap_cmd;
+    resp_arg key[2] = {{"", 0}, {"", 0}};
+    conveyor_wrap_args(s->data, s->wrap_cmd, key, 2);
+    conveyor_wrap_seen seen;
+    int r = conveyor_wrap_reply((conveyor_wrap_shape)s->wrap, s->wrap_checked, s->wrap_fpconv, key[1].ptr,
+                                key[1].len, reply, n, out, &seen);
+    if (seen.state != CONVEYOR_SEEN_NOTHING)
+        offset_cache_put(&cs->offsets, key[1].ptr, key[1].len,
+                         seen.state == CONVEYOR_SEEN_TEXT ? seen.text : NULL, seen.len);
+    if (seen.stale) c->srv->stats.conveyor_checked_stale++;
+    if (r < 0 && c->up && !c->closing && client_wrap_resend(c, seq, c->up, s)) {
+        out->len = 0;
+        return 1; /* (the server lost the script since it was loaded: a NOSCRIPT retry) */
+    }
+    if (r != 0) {
+        s->len = 0;
+        pending_append(s, out->data, out->len);
+    } else {
+        memmove(s->data, reply, n);
+        s->len = n;
+    }
+    s->wrap = CONVEYOR_WRAP_NONE;
+    s->wrap_checked = 0;
+    out->len = 0;
+    vp_buf_shrink(out, CLIENT_WRAP_SCRATCH_KEEP); /* (after a long reply) */
+    return 0;
+}
+
+void client_conveyor_wrap_refused(client_session *c, unsigned long long seq, upstream_conn *up, const char *p,
+                                  size_t n)
+{
+    unsigned long long idx = seq - c->pending_seq;
+    if (c->closing || seq < c->pending_seq || idx >= c->pending_len) return;
+    client_pending *s = pending_at(c, idx);
+    /* The command again, as its script: behind whatever the client
+     * pipelined after it (counted, as a NOSCRIPT retry is). */
+    if (s->kind != PENDING_WAITING || !s->wrap || !client_wrap_resend(c, seq, up, s))
+        client_reply(c, seq, p, n, 1); /* (the refusal, as it is) */
 }
 
 /* A command on a conveyor key (proxy/conveyor/conveyor.h) runs as its
@@ -280,7 +352,7 @@ int client_call_conveyor(client_session *c, int argc, const resp_arg *argv, cons
     }
     if (c->up->shared) c->used_shared = 1;
     srv->stats.conveyor_calls++;
-    if (client_call_wrapped(c, version, argc, argv)) return 1;
+    if (client_call_wrapped(c, version, argc, argv, xargc, xargv)) return 1;
     /* (a blocking pop blocks outside MULTI only, where the script may say
      * "wait": up_call_tail) */
     int may_block = conveyor_blocks(argc, argv) && upstream_local_mode(c->up) == UP_LOCAL_IN_ORDER;

@@ -81,10 +81,11 @@ void client_on_written(outq *q, int status);
 void client_queue_local(client_session *c, const char *p, size_t n);
 void client_release_ready(client_session *c);
 void pending_append(client_pending *s, const char *p, size_t n);
-/* A wrapped read's reply is in (client_pending's wrap): the command's
- * reply, its scores made positions, replaces the key and EXEC's reply
- * (client_dispatch.c). */
-void client_conveyor_unwrap(client_session *c, client_pending *s);
+/* A wrapped read's reply is in (client_pending's wrap; seq names it): the
+ * command's reply, its scores made positions, replaces the key and EXEC's
+ * reply (client_dispatch.c). 1 when the read went again instead (a
+ * checked read whose script the server lacked): it is still waited for. */
+int client_conveyor_unwrap(client_session *c, unsigned long long seq, client_pending *s);
 /* Redis refused the transaction of a wrapped read (upstream_client_ops'
  * wrap_refused): the read goes again as its script, for the same pending
  * reply (client_dispatch.c). */

@@ -419,7 +419,7 @@ void client_reply(client_session *c, unsigned long long seq, const char *p, size
         if (p) pending_append(s, p, n);
         if (done) {
             if (s->patch) client_patch_reply(c, s);
-            if (s->wrap) client_conveyor_unwrap(c, s);
+            if (s->wrap && client_conveyor_unwrap(c, seq, s)) return;
             if (s->pop_wait && client_block_answered(c, s)) return;
             s->kind = PENDING_READY;
         }

@@ -555,6 +555,14 @@ int upstream_forward_part(upstream_conn *up, struct client_session *c, unsigned 
  * upstream_can_wrap says. */
 int upstream_forward_transaction(upstream_conn *up, struct client_session *c, const char *req, size_t n,
                                  int queued);
+/* The same with a verb's script queued last: req is MULTI and `queued`
+ * commands; then EVALSHA of v (loaded first where this connection has not
+ * loaded it) with nkeys and argv (its keys, then its arguments), and EXEC.
+ * A NOSCRIPT is not retried here: it is the script's place in EXEC's
+ * reply (conveyor_wrap.h's checked reads send the command again). */
+int upstream_forward_transaction_script(upstream_conn *up, struct client_session *c, const char *req,
+                                        size_t n, int queued, const struct verb_def *v, int nkeys, int argc,
+                                        const resp_arg *argv);
 /* The request just sent (the newest entry) answers pending reply `seq`
  * instead of the next one: a command sent again (wrap_refused). */
 void upstream_answer_as(upstream_conn *up, unsigned long long seq);

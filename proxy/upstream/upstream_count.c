@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "protocol/resp_write.h"
 #include "proxy/verbs/verbs.h"
 #include "proxy/log.h"
 #include "proxy/upstream/upstream_internal.h"
@@ -339,6 +340,15 @@ int upstream_can_wrap(const upstream_conn *up)
            (up->wrap_paused_until == 0 || uv_now(up->srv->loop) >= up->wrap_paused_until);
 }
 
+/* The entries of a wrapped transaction of `queued` commands. */
+static void up_push_transaction(upstream_conn *up, struct client_session *c, int queued)
+{
+    up_fifo_push(up, c, UP_WRAP)->multi = 1;
+    for (int i = 0; i < queued; i++)
+        up_fifo_push(up, c, UP_WRAP);
+    up_fifo_push(up, c, UP_WRAP_EXEC);
+}
+
 int upstream_forward_transaction(upstream_conn *up, struct client_session *c, const char *req, size_t n,
                                  int queued)
 {
@@ -346,10 +356,34 @@ int upstream_forward_transaction(upstream_conn *up, struct client_session *c, co
     up->srv->stats.shared_commands++;
     up_hold_note(up, c);
     outq_add_copy(&up->out, req, n);
-    up_fifo_push(up, c, UP_WRAP)->multi = 1;
-    for (int i = 0; i < queued; i++)
-        up_fifo_push(up, c, UP_WRAP);
-    up_fifo_push(up, c, UP_WRAP_EXEC);
+    up_push_transaction(up, c, queued);
+    return 1;
+}
+
+int upstream_forward_transaction_script(upstream_conn *up, struct client_session *c, const char *req,
+                                        size_t n, int queued, const verb_def *v, int nkeys, int argc,
+                                        const resp_arg *argv)
+{
+    static const char exec[] = RESP_LIT_ARRAY(1) RESP_LIT_BULK(4, "EXEC");
+    up->srv->stats.commands_forwarded++;
+    up->srv->stats.shared_commands++;
+    up_hold_note(up, c);
+    up_ensure_script(up, v); /* (SCRIPT LOAD goes before the MULTI) */
+    outq_add_copy(&up->out, req, n);
+    vp_buf *b = &up->scratch;
+    b->len = 0;
+    int ro = v->readonly && up->dialect == VERB_DIALECT_7;
+    vp_buf_resp_array(b, 3 + argc);
+    vp_buf_resp_bulk(b, ro ? "EVALSHA_RO" : "EVALSHA", ro ? 10 : 7);
+    vp_buf_resp_bulk(b, verbs_sha(v, up->dialect), 40);
+    char nk[RESP_HEADER_MAX];
+    size_t nkl = resp_write_integer(nk, nkeys);
+    vp_buf_resp_bulk(b, nk + 1, nkl - 3); /* the digits */
+    for (int i = 0; i < argc; i++)
+        vp_buf_resp_bulk(b, argv[i].ptr, argv[i].len);
+    vp_buf_append(b, exec, sizeof(exec) - 1);
+    outq_add_copy(&up->out, b->data, b->len);
+    up_push_transaction(up, c, queued + 1);
     return 1;
 }
 

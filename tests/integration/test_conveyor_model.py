@@ -1734,6 +1734,18 @@ class ConveyorModelTest(unittest.TestCase):
         print("  %d seeds in %.1f s" % (len(seeds), time.monotonic() - t0), file=sys.stderr)
         if failures:
             self.fail("%d of %d seeds mismatched:\n%s" % (len(failures), len(seeds), "\n\n".join(failures)))
+        if not self.env.cluster and self.env.shared != "0":
+            # Score ranges with a finite end went checked (docs/conveyor.md,
+            # "How reads are sent"), both ways: with the offset expected, and
+            # answered by the script after a tick moved it.
+            c = vt.RespConn(self.env.proxy.port, name="stats")
+            text = vt.parse_reply(c.call(["VERBPROXY", "STATS"])).value.decode()
+            c.close()
+            stats = dict(line.split(":", 1) for line in text.split("\r\n") if ":" in line)
+            checked, stale = int(stats["conveyor_checked"]), int(stats["conveyor_checked_stale"])
+            print("  checked reads: %d, %d of them answered by the script" % (checked, stale), file=sys.stderr)
+            self.assertGreater(stale, 0)
+            self.assertGreater(checked - stale, 0)
 
     def test_infinite_and_huge_deltas(self):
         """ZTICK with an infinite delta, huge values, and offsets past the

@@ -628,6 +628,85 @@ Test(conveyor, a_read_by_rank_runs_no_script_on_a_shared_connection)
     }
 }
 
+/* The proxy's reply to `cmd` (a score range, its key written as %s) on
+ * conveyor key cv and Redis's own to the same on plain key pl holding the
+ * same positions: equal, element for element. */
+static void expect_same_range(const char *cv, const char *pl, const char *cmd)
+{
+    char a[256], b[256];
+    snprintf(a, sizeof(a), cmd, cv);
+    snprintf(b, sizeof(b), cmd, pl);
+    redisReply *got = run(c, a), *want = run(c, b);
+    char want_flat[2048];
+    snprintf(want_flat, sizeof(want_flat), "%s", flat(want));
+    cr_expect_str_eq(flat(got), want_flat, "%s", a);
+    cr_expect_eq(got->type, want->type, "%s", a);
+    freeReplyObject(got);
+    freeReplyObject(want);
+}
+
+/* A score range with a finite end goes, on a shared connection, written
+ * with the offset the proxy expects (the one it last read for the key)
+ * and checked by the script in the same transaction, which answers
+ * itself when a tick moved the offset since. Either way the members are
+ * those whose positions the bounds take, fractions and exclusive ends
+ * too: compared with a plain key holding the positions. A script the
+ * server lost (SCRIPT FLUSH) sends the read again. */
+Test(conveyor, a_score_range_is_checked_against_the_offset_it_expected)
+{
+    /* Positions 0.1 apart, stored against an offset of 0.3 (fractions a
+     * double sum rounds), and a plain key holding the same positions. */
+    for (int i = 0; i < 60; i++)
+        freeReplyObject(run(c, "ZADD cv:{r}:k %.17g m%02d", i * 0.1, i));
+    freeReplyObject(run(c, "ZTICK cv:{r}:k 0.3 1000"));
+    redisReply *all = run(c, "ZRANGE cv:{r}:k 0 -1 WITHSCORES");
+    cr_assert(all->type == REDIS_REPLY_ARRAY && all->elements == 120, "%s", VT_DESCRIBE(all));
+    for (size_t i = 0; i < all->elements; i += 2)
+        freeReplyObject(run(c, "ZADD pl:{r}:k %s %s", all->element[i + 1]->str, all->element[i]->str));
+    freeReplyObject(all);
+    long long checked = vt_proxy_stat(env.proxy->port, "conveyor_checked");
+    long long stale = vt_proxy_stat(env.proxy->port, "conveyor_checked_stale");
+    static const char *const ranges[] = {
+        "ZRANGEBYSCORE %s 1.5 3.3 WITHSCORES LIMIT 0 100",
+        "ZRANGEBYSCORE %s (1.5 (3.3 LIMIT 0 100",
+        "ZRANGEBYSCORE %s 0.6000000000000001 +inf LIMIT 2 5 WITHSCORES",
+        "ZREVRANGEBYSCORE %s (5.2 -inf WITHSCORES LIMIT 0 7",
+        "ZRANGE %s 2 (4.4 BYSCORE LIMIT 1 4 WITHSCORES",
+        "ZRANGE %s (4.4 2 BYSCORE REV LIMIT 0 1000",
+        "ZCOUNT %s 0.9 (2.1",
+        "ZCOUNT %s -inf 0.5",
+    };
+    int n = (int)(sizeof(ranges) / sizeof(ranges[0]));
+    for (int i = 0; i < n; i++) /* the offset first read, then as expected */
+        expect_same_range("cv:{r}:k", "pl:{r}:k", ranges[i]);
+    /* A tick moves the offset: the next read is answered by its script,
+     * and teaches the proxy the new offset. */
+    freeReplyObject(run(c, "ZTICK cv:{r}:k 0.7 1000"));
+    redisReply *moved = run(c, "ZRANGE cv:{r}:k 0 -1 WITHSCORES");
+    freeReplyObject(run(c, "DEL pl:{r}:k"));
+    for (size_t i = 0; i < moved->elements; i += 2)
+        freeReplyObject(run(c, "ZADD pl:{r}:k %s %s", moved->element[i + 1]->str, moved->element[i]->str));
+    freeReplyObject(moved);
+    for (int i = 0; i < n; i++)
+        expect_same_range("cv:{r}:k", "pl:{r}:k", ranges[i]);
+    long long now_checked = vt_proxy_stat(env.proxy->port, "conveyor_checked");
+    long long now_stale = vt_proxy_stat(env.proxy->port, "conveyor_checked_stale");
+    int wraps = vt_proxy_shared_upstreams(env.proxy) > 0 && !vt_cluster_mode();
+    if (wraps) {
+        cr_expect_eq(now_checked, checked + 2 * n);
+        /* (the first read of all, with no offset known, and the first after
+         * the tick) */
+        cr_expect_eq(now_stale, stale + 2, "answered by the script: %lld", now_stale - stale);
+    } else {
+        cr_expect_eq(now_checked, checked);
+    }
+    /* The server lost the script: the read goes again, as the script. */
+    long long retried = vt_proxy_stat(env.proxy->port, "conveyor_retried");
+    freeReplyObject(run(at("cv:{r}:k"), "SCRIPT FLUSH"));
+    expect_same_range("cv:{r}:k", "pl:{r}:k", ranges[0]);
+    cr_expect_eq(vt_proxy_stat(env.proxy->port, "conveyor_retried"), retried + (wraps ? 1 : 0));
+}
+
 /* An offset key that holds no number (written straight into Redis) gets
  * the same error on a read sent without a script as on one with. */
 Test(conveyor, a_bad_offset_is_refused_alike_with_a_script_or_without)
