@@ -397,16 +397,10 @@ without_idle_block() { without_block "$1" "$IDLE_BEGIN" "$IDLE_END"; }
 # assemble_script file.lua: the text Redis runs for a verb's script, as the
 # build embeds it (proxy/verbs/script_text.h): each line `--#include lib/x.lua`
 # is replaced by that helper file's code (its comment-only lines left out),
-# from the script's directory.
+# from the script's directory, and the helpers' functions nothing names are
+# dropped (bench/assemble_script.py, the same rules as the build's C).
 assemble_script() {
-    awk -v dir="$(dirname "$1")" '
-        /^--#include lib\/[a-z0-9_]+\.lua$/ {
-            f = dir "/" $2
-            while ((getline line < f) > 0) if (line !~ /^[ \t]*--/) print line
-            close(f)
-            next
-        }
-        { print }' "$1"
+    python3 "$(dirname "${BASH_SOURCE[0]}")/assemble_script.py" "$1"
 }
 
 # ---------------------------------------------------------------- rounds

@@ -58,21 +58,122 @@ static int comment_line(const char *p, size_t n)
     return n - i >= 2 && p[i] == '-' && p[i + 1] == '-';
 }
 
+/* A helper's function, in the assembled text: from its line "local
+ * function NAME(" (at the line's start) through its line "end" (the
+ * helpers' style: a function's body is indented, so its first line that is
+ * "end" alone closes it). */
+typedef struct fn_span {
+    size_t start, end;     /* [start, end) of the text */
+    size_t name, name_len; /* its name's offset and length */
+    int dead;              /* named nowhere else: dropped */
+} fn_span;
+
+typedef struct fn_spans {
+    fn_span *v;
+    size_t n, cap;
+    int open; /* the last one's "end" not seen yet */
+} fn_spans;
+
+static int ident_char(char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
+}
+
+/* Note a helper's line at text offset `at` (its length n, newline apart). */
+static void fn_note_line(fn_spans *fs, const char *p, size_t n, size_t at)
+{
+    static const char head[] = "local function ";
+    size_t hl = sizeof(head) - 1;
+    if (!fs->open && n > hl && memcmp(p, head, hl) == 0) {
+        size_t k = hl;
+        while (k < n && ident_char(p[k]))
+            k++;
+        if (k == hl) return;
+        if (fs->n == fs->cap) {
+            fs->cap = fs->cap ? fs->cap * 2 : 32;
+            fs->v = realloc(fs->v, fs->cap * sizeof(*fs->v));
+            if (!fs->v) abort();
+        }
+        fs->v[fs->n++] = (fn_span){at, 0, at + hl, k - hl, 0};
+        fs->open = 1;
+    } else if (fs->open && ((n == 3 && memcmp(p, "end", 3) == 0) || (n == 4 && memcmp(p, "end\r", 4) == 0))) {
+        fs->open = 0;
+        fs->v[fs->n - 1].end = at + n + 1;
+    }
+}
+
 /* A helper's text without its comment-only lines: what explains it stays
  * in lua/lib/, and every script that includes it stays under Redis's
  * pre-auth limit for one argument (16 KiB; see the verb table's unit
  * test). A helper has no long strings (checked), so a line that starts
- * with "--" is a comment. */
-static void append_code(text_buf *out, const char *p, size_t n)
+ * with "--" is a comment. Its functions are noted in fs. */
+static void append_code(text_buf *out, const char *p, size_t n, fn_spans *fs)
 {
     size_t pos = 0;
     while (pos < n) {
         const char *nl = memchr(p + pos, '\n', n - pos);
         size_t line_len = nl ? (size_t)(nl - (p + pos)) : n - pos;
         size_t next = nl ? pos + line_len + 1 : n;
-        if (!comment_line(p + pos, line_len)) text_append(out, p + pos, next - pos);
+        if (!comment_line(p + pos, line_len)) {
+            fn_note_line(fs, p + pos, line_len, out->len);
+            text_append(out, p + pos, next - pos);
+        }
         pos = next;
     }
+}
+
+static int fn_in_dead(const fn_spans *fs, size_t at)
+{
+    for (size_t i = 0; i < fs->n; i++)
+        if (fs->v[i].dead && at >= fs->v[i].start && at < fs->v[i].end) return 1;
+    return 0;
+}
+
+/* Is f's name used anywhere but in f itself and in dropped functions (a
+ * call, a mention in a comment or a string: any whole word counts)? */
+static int fn_named(const text_buf *t, const fn_spans *fs, const fn_span *f)
+{
+    const char *name = t->data + f->name;
+    for (size_t at = 0; at + f->name_len <= t->len; at++) {
+        if (t->data[at] != name[0] || memcmp(t->data + at, name, f->name_len) != 0) continue;
+        if ((at > 0 && ident_char(t->data[at - 1])) ||
+            (at + f->name_len < t->len && ident_char(t->data[at + f->name_len])))
+            continue;
+        if ((at >= f->start && at < f->end) || fn_in_dead(fs, at)) continue;
+        return 1;
+    }
+    return 0;
+}
+
+/* The text without the helpers' functions that nothing else names (to a
+ * fixed point: a function only a dropped one called goes too). A script
+ * includes whole helper files; Redis would make a closure of each of
+ * their functions on every call, used or not. */
+static void drop_unnamed(text_buf *t, fn_spans *fs)
+{
+    int changed = 1;
+    while (changed) {
+        changed = 0;
+        for (size_t i = 0; i < fs->n; i++) {
+            fn_span *f = &fs->v[i];
+            if (f->dead || f->end == 0 || fn_named(t, fs, f)) continue;
+            f->dead = 1;
+            changed = 1;
+        }
+    }
+    size_t w = 0;
+    for (size_t r = 0; r < t->len;) {
+        size_t skip = 0;
+        for (size_t i = 0; i < fs->n && !skip; i++)
+            if (fs->v[i].dead && fs->v[i].start == r) skip = fs->v[i].end - r;
+        if (skip) {
+            r += skip;
+            continue;
+        }
+        t->data[w++] = t->data[r++];
+    }
+    t->len = w;
+    if (t->data) t->data[w] = '\0';
 }
 
 /* Is the line [p, p+n) an include line? Sets the named path. */
@@ -109,6 +210,7 @@ char *script_assemble(const char *path, size_t *len, char *err, size_t errlen)
         snprintf(dir, sizeof(dir), ".");
 
     text_buf out = {0};
+    fn_spans fs = {0};
     size_t pos = 0;
     while (pos < n) {
         const char *nl = memchr(src + pos, '\n', n - pos);
@@ -148,17 +250,22 @@ char *script_assemble(const char *path, size_t *len, char *err, size_t errlen)
             free(lib);
             goto fail;
         }
-        append_code(&out, lib, lib_len);
+        append_code(&out, lib, lib_len, &fs);
+        fs.open = 0; /* (a function left open at a file's end is kept) */
+        if (fs.n && fs.v[fs.n - 1].end == 0) fs.n--;
         free(lib);
         pos = next;
     }
     free(src);
+    drop_unnamed(&out, &fs);
+    free(fs.v);
     if (!out.data) text_append(&out, "", 0);
     *len = out.len;
     return out.data;
 fail:
     free(src);
     free(out.data);
+    free(fs.v);
     return NULL;
 }
 

@@ -9,7 +9,9 @@
  * and that line is replaced by the helper file's code: its text, verbatim,
  * but for its comment-only lines (the helper's comments stay in lua/lib/;
  * a helper may hold no long string or long comment, so such lines are
- * surely comments). Redis runs the assembled text, so EVALSHA needs
+ * surely comments). Then each helper function that nothing else in the
+ * text names is dropped (a closure Redis would make on every call for
+ * nothing), until none is. Redis runs the assembled text, so EVALSHA needs
  * nothing but the one script and its pinned SHA-1 covers every byte of
  * what runs. A helper file includes nothing itself (a script includes
  * helpers in the order they need each other).

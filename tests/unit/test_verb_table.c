@@ -129,17 +129,62 @@ Test(verbs, an_include_line_is_replaced_by_the_helper_text)
     free(helper);
 }
 
+/* A directory for a script s.lua (its path in p) and its helper
+ * lib/h.lua (in lp), both 256 bytes. */
+static void script_dir(char *dir, char *p, char *lp)
+{
+    cr_assert(mkdtemp(dir));
+    snprintf(p, 256, "%s/lib", dir);
+    cr_assert_eq(mkdir(p, 0700), 0);
+    snprintf(p, 256, "%s/s.lua", dir);
+    snprintf(lp, 256, "%s/lib/h.lua", dir);
+}
+
+static void script_dir_remove(const char *dir, char *p, const char *lp)
+{
+    unlink(lp);
+    unlink(p);
+    snprintf(p, 256, "%s/lib", dir);
+    rmdir(p);
+    rmdir(dir);
+}
+
+/* A helper function nothing else names is dropped, and so is one only a
+ * dropped one called; one named anywhere else (a call, a mention) stays,
+ * and so does the helper's other code. */
+Test(verbs, helper_functions_nothing_names_are_dropped)
+{
+    char dir[] = "/tmp/vp_script_text_XXXXXX", p[256], lp[256], err[256] = "";
+    script_dir(dir, p, lp);
+    FILE *f = fopen(p, "w");
+    fputs("#!lua\n--#include lib/h.lua\n-- (see keep_named)\nreturn used(1)\n", f);
+    fclose(f);
+    f = fopen(lp, "w");
+    fputs("-- lib/h.lua\nlocal function only_unused_calls()\n  return 1\nend\n"
+          "local function unused(x)\n  if x then\n    return only_unused_calls()\n  end\n  return "
+          "unused(x)\nend\n"
+          "local function inner()\n  return 2\nend\nlocal function used(x)\n  return x + inner()\nend\n"
+          "local function keep_named()\nend\nlocal y = 3\n",
+          f);
+    fclose(f);
+    size_t len;
+    char *text = script_assemble(p, &len, err, sizeof(err));
+    cr_assert(text, "%s", err);
+    cr_expect_str_eq(text,
+                     "#!lua\nlocal function inner()\n  return 2\nend\nlocal function used(x)\n  return x + "
+                     "inner()\nend\nlocal function keep_named()\nend\nlocal y = 3\n-- (see keep_named)\n"
+                     "return used(1)\n");
+    cr_expect_eq(len, strlen(text));
+    free(text);
+    script_dir_remove(dir, p, lp);
+}
+
 /* A helper that includes another, or an include of anything but
  * lib/<name>.lua, stops the build with the reason. */
 Test(verbs, bad_include_lines_are_refused)
 {
-    char dir[] = "/tmp/vp_script_text_XXXXXX";
-    cr_assert(mkdtemp(dir));
-    char p[256], lp[256], err[256] = "";
-    snprintf(p, sizeof(p), "%s/lib", dir);
-    cr_assert_eq(mkdir(p, 0700), 0);
-    snprintf(p, sizeof(p), "%s/s.lua", dir);
-    snprintf(lp, sizeof(lp), "%s/lib/h.lua", dir);
+    char dir[] = "/tmp/vp_script_text_XXXXXX", p[256], lp[256], err[256] = "";
+    script_dir(dir, p, lp);
     size_t len;
     FILE *f = fopen(p, "w");
     fputs("--#include ../etc/passwd\n", f);
@@ -161,11 +206,7 @@ Test(verbs, bad_include_lines_are_refused)
     cr_assert(text, "%s", err);
     cr_expect_str_eq(text, "local x = 1\nreturn 1\n");
     free(text);
-    unlink(lp);
-    unlink(p);
-    snprintf(p, sizeof(p), "%s/lib", dir);
-    rmdir(p);
-    rmdir(dir);
+    script_dir_remove(dir, p, lp);
 }
 
 Test(verbs, sha1_is_openssls)
