@@ -20,19 +20,22 @@
 #   3. The cost of translation: ZRANGE key 0 99 WITHSCORES,
 #      ZRANGEBYSCORE key -inf +inf LIMIT 0 100 (both sent as they are, the
 #      first in a transaction with the offset: docs/conveyor.md, "How reads
-#      are sent"), ZRANGEBYSCORE key 500 +inf LIMIT 0 100 (a finite end: a
-#      script) and ZADD key <score> <member> (a script) through verbproxy, on a conveyor key (its offset not 0) against the
+#      are sent"), ZRANGEBYSCORE key 500 +inf LIMIT 0 100 (a finite end:
+#      checked, the command with the offset expected and its script checking
+#      it in one transaction) and ZADD key <score> <member> (a script)
+#      through verbproxy, on a conveyor key (its offset not 0) against the
 #      same command on a plain key holding the same 1000 members. Redis CPU
 #      per call (redis-server's main thread user+sys over the run, divided
 #      by the requests) and requests per second, redis-benchmark -c 50 at
 #      -P 1 and -P 16. Target: conveyor / plain <= 1.5 in Redis CPU per
 #      call, >= 1 / 1.5 in throughput.
-#   4. The floors of translation (bench/translation_floor.py): the same three
+#   4. The floors of translation (bench/translation_floor.py): the same four
 #      commands straight to Redis on the plain key, on one connection, 1 and
 #      16 at a time, alone, inside MULTI with an HGET of an offset (a read
 #      atomic with the offset, no script), and as EVALSHA of a script that
 #      only runs the command: Redis CPU per call. What any translation by a
-#      script, or by MULTI, costs at the least.
+#      script, or by MULTI, costs at the least. And for the finite end,
+#      what the proxy sends for it (a checked read, its script only checking).
 #
 # Rounds alternate the order of the sides; medians over BENCH_ROUNDS.
 #
@@ -263,8 +266,9 @@ if [ "${BENCH_SKIP_FLOOR:-0}" != 1 ]; then
     fill plain:tr 1000
     floor_n=${BENCH_FLOOR_N:-32000}
     for r in $(seq 1 "$ROUNDS"); do
+        "$VP_BIN" --script conveyor_read >"$TMP/conveyor_read.lua"
         "${TS_CLIENT[@]}" /usr/bin/python3 "$SCRIPT_DIR/translation_floor.py" "$RPORT" plain:tr "$floor_n" \
-            $((floor_n / 8)) | tail -n +2 | sed "s/^/$r,/" >>"$FLOOR_RAW"
+            $((floor_n / 8)) "$TMP/conveyor_read.lua" | tail -n +2 | sed "s/^/$r,/" >>"$FLOOR_RAW"
         log "floor round $r done"
     done
 fi
@@ -344,15 +348,19 @@ VER_VP=$(cd "$ROOT" && git rev-parse --short HEAD 2>/dev/null || echo "?")
         echo "offset read atomically with the command, no script); as EVALSHA of a"
         echo "script that runs only the command (no offset). A translation costs at"
         echo "least the second (reads whose scores the proxy would rewrite) or the"
-        echo "third (anything a script does)."
+        echo "third (anything a script does). Checked: what the proxy sends for a"
+        echo "score range with a finite end (MULTI, HGET, the command, the read's"
+        echo "script checking the offset expected, EXEC); no transaction can check"
+        echo "the offset for less, as every command queued in MULTI runs."
         echo
-        echo "| P | command | alone | MULTI+HGET | ratio | bare EVALSHA | ratio |"
-        echo "|--:|---------|------:|-----------:|------:|-------------:|------:|"
-        for P in 1 16; do for t in zrange zrangebyscore zadd; do
+        echo "| P | command | alone | MULTI+HGET | ratio | bare EVALSHA | ratio | checked | ratio |"
+        echo "|--:|---------|------:|-----------:|------:|-------------:|------:|--------:|------:|"
+        for P in 1 16; do for t in zrange zrangebyscore zrangebyscore_from zadd; do
             a=$(sel "$FLOOR_RAW" us_per_unit test="$t" shape=plain P="$P" | median)
             m=$(sel "$FLOOR_RAW" us_per_unit test="$t" shape=multi P="$P" | median)
             e=$(sel "$FLOOR_RAW" us_per_unit test="$t" shape=evalsha P="$P" | median)
-            echo "| $P | $(words "$t" KEY | cut -d' ' -f1) | $(fmt "$a" %.2f) | $(fmt "$m" %.2f) | $(fmt "$(ratio "$m" "$a")" %.2f) | $(fmt "$e" %.2f) | $(fmt "$(ratio "$e" "$a")" %.2f) |"
+            k=$(sel "$FLOOR_RAW" us_per_unit test="$t" shape=checked P="$P" | median)
+            echo "| $P | \`$(words "$t" KEY)\` | $(fmt "$a" %.2f) | $(fmt "$m" %.2f) | $(fmt "$(ratio "$m" "$a")" %.2f) | $(fmt "$e" %.2f) | $(fmt "$(ratio "$e" "$a")" %.2f) | $(fmt "$k" %.2f) | $(fmt "$(ratio "$k" "$a")" %.2f) |"
         done; done
         echo
     fi

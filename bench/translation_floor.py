@@ -12,11 +12,16 @@ the same command on a plain sorted set:
            reads this way and add the offset to the scores itself)
   evalsha  EVALSHA of a script that only runs the command (no offset at all):
            the fixed cost of going through Lua
+  checked  (the score range with a finite end only, given the text of
+           `verbproxy --script conveyor_read`) what the proxy sends for it:
+           MULTI, HGET, the command, EVALSHA_RO of that script with the
+           offset expected (it is: the script only checks), EXEC
+           (docs/conveyor.md, "How reads are sent")
 
 The ratios multi/plain and evalsha/plain are what a translation costs at the
 least in each way. Prints CSV rows: test,shape,P,units,us_per_unit.
 
-Usage: translation_floor.py PORT KEY UNITS_P16 UNITS_P1
+Usage: translation_floor.py PORT KEY UNITS_P16 UNITS_P1 [CONVEYOR_READ_TEXT]
 KEY must hold a sorted set of 1000 members m0..m999 (bench/conveyor.sh's
 plain:tr); ZADD only updates those members, so it stays 1000.
 """
@@ -120,18 +125,26 @@ def main():
     commands = {
         "zrange": lambda: ["ZRANGE", key, 0, 99, "WITHSCORES"],
         "zrangebyscore": lambda: ["ZRANGEBYSCORE", key, "-inf", "+inf", "LIMIT", 0, 100],
+        "zrangebyscore_from": lambda: ["ZRANGEBYSCORE", key, 500, "+inf", "LIMIT", 0, 100],
         "zadd": lambda: ["ZADD", key, random.randrange(1000), "m%d" % random.randrange(1000)],
     }
     scripts = {
         "zrange": "return redis.call('ZRANGE', KEYS[1], 0, 99, 'WITHSCORES')",
         "zrangebyscore": "return redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', '+inf', 'LIMIT', 0, 100)",
+        "zrangebyscore_from": "return redis.call('ZRANGEBYSCORE', KEYS[1], 500, '+inf', 'LIMIT', 0, 100)",
         "zadd": "return redis.call('ZADD', KEYS[1], ARGV[1], ARGV[2])",
     }
     sha = {t: c.call("SCRIPT", "LOAD", s).split(b"\r\n")[1].decode() for t, s in scripts.items()}
+    check_sha = None
+    if len(sys.argv) > 5:
+        with open(sys.argv[5], "rb") as f:
+            check_sha = c.call("SCRIPT", "LOAD", f.read()).split(b"\r\n")[1].decode()
     random.seed(1)
     print("test,shape,P,units,us_per_unit")
     for test, words in commands.items():
-        for shape in ("plain", "multi", "evalsha"):
+        for shape in ("plain", "multi", "evalsha", "checked"):
+            if shape == "checked" and (test != "zrangebyscore_from" or not check_sha):
+                continue
             for P in (16, 1):
                 chunks = []
                 for _ in range(8 if test == "zadd" else 1):
@@ -142,10 +155,14 @@ def main():
                             parts.append(resp(*w))
                         elif shape == "multi":
                             parts.append(resp("MULTI") + resp("HGET", okey, "offset") + resp(*w) + resp("EXEC"))
+                        elif shape == "checked":
+                            parts.append(resp("MULTI") + resp("HGET", okey, "offset") + resp(*w)
+                                         + resp("EVALSHA_RO", check_sha, 2, key, okey, "expect", "1", "2", "1", *w)
+                                         + resp("EXEC"))
                         else:
                             parts.append(resp("EVALSHA", sha[test], 1, key, *(w[2:] if test == "zadd" else [])))
                     chunks.append(b"".join(parts))
-                per = 4 if shape == "multi" else 1
+                per = {"multi": 4, "checked": 5}.get(shape, 1)
                 us, n = measure(c, chunks, P * per, P, units_for[P])
                 print("%s,%s,%d,%d,%.3f" % (test, shape, P, n, us), flush=True)
     c.call("DEL", okey)
