@@ -15,7 +15,7 @@
 -- Lua's tonumber and Redis's strtod read alike), on a sorted set with a
 -- finite offset not 0. Anything else falls through to the general path
 -- below, which does the same for these.
-if #ARGV >= 6 and #ARGV <= 132 and #ARGV % 2 == 0 and string.lower(ARGV[3]) == 'zadd' then
+if #ARGV >= 6 and #ARGV <= 132 and #ARGV % 2 == 0 and ARGV[2] == '1' and string.lower(ARGV[3]) == 'zadd' then
   local scores = {}
   for j = 5, #ARGV, 2 do
     local text = ARGV[j]
