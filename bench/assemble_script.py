@@ -34,13 +34,21 @@ def assemble(path):
             body = lib_line.rstrip(b"\n")
             if body.lstrip(b" \t").startswith(b"--"):
                 continue
+            body = body[:-1] if body.endswith(b"\r") else body
+            if open_span is not None:
+                if body == b"end":
+                    open_span[1] = len(out) + len(lib_line)
+                    spans.append(open_span)
+                    open_span = None
+                    out += lib_line
+                    continue
+                if body == b"" or body[:1] in (b" ", b"\t"):
+                    out += lib_line
+                    continue
+                open_span = None  # not in the style: kept
             h = HEAD.match(body)
-            if open_span is None and h:
+            if h and not body.endswith(b" end"):  # (one line: kept)
                 open_span = [len(out), 0, h.group(1)]
-            elif open_span is not None and body in (b"end", b"end\r"):
-                open_span[1] = len(out) + len(lib_line)
-                spans.append(open_span)
-                open_span = None
             out += lib_line
     text = bytes(out)
     dead = set()

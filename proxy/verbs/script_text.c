@@ -79,27 +79,37 @@ static int ident_char(char c)
     return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
 }
 
-/* Note a helper's line at text offset `at` (its length n, newline apart). */
+/* Note a helper's line at text offset `at` (its length n, newline apart).
+ * Anything off the style leaves the function it is in kept, whole: a
+ * line at the line's start that is not its "end" (a body is indented), a
+ * function on one line ("local function f() return 1 end") included. */
 static void fn_note_line(fn_spans *fs, const char *p, size_t n, size_t at)
 {
     static const char head[] = "local function ";
     size_t hl = sizeof(head) - 1;
-    if (!fs->open && n > hl && memcmp(p, head, hl) == 0) {
-        size_t k = hl;
-        while (k < n && ident_char(p[k]))
-            k++;
-        if (k == hl) return;
-        if (fs->n == fs->cap) {
-            fs->cap = fs->cap ? fs->cap * 2 : 32;
-            fs->v = realloc(fs->v, fs->cap * sizeof(*fs->v));
-            if (!fs->v) abort();
+    if (n > 0 && p[n - 1] == '\r') n--;
+    if (fs->open) {
+        if (n == 3 && memcmp(p, "end", 3) == 0) {
+            fs->open = 0;
+            fs->v[fs->n - 1].end = at + n + 1 + (p[n] == '\r');
+            return;
         }
-        fs->v[fs->n++] = (fn_span){at, 0, at + hl, k - hl, 0};
-        fs->open = 1;
-    } else if (fs->open && ((n == 3 && memcmp(p, "end", 3) == 0) || (n == 4 && memcmp(p, "end\r", 4) == 0))) {
+        if (n == 0 || p[0] == ' ' || p[0] == '\t') return; /* (its body) */
         fs->open = 0;
-        fs->v[fs->n - 1].end = at + n + 1;
+        fs->n--; /* not in the style: kept */
     }
+    if (n <= hl || memcmp(p, head, hl) != 0) return;
+    size_t k = hl;
+    while (k < n && ident_char(p[k]))
+        k++;
+    if (k == hl || (n >= 4 && memcmp(p + n - 4, " end", 4) == 0)) return; /* (on one line: kept) */
+    if (fs->n == fs->cap) {
+        fs->cap = fs->cap ? fs->cap * 2 : 32;
+        fs->v = realloc(fs->v, fs->cap * sizeof(*fs->v));
+        if (!fs->v) abort();
+    }
+    fs->v[fs->n++] = (fn_span){at, 0, at + hl, k - hl, 0};
+    fs->open = 1;
 }
 
 /* A helper's text without its comment-only lines: what explains it stays

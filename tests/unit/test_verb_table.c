@@ -151,7 +151,8 @@ static void script_dir_remove(const char *dir, char *p, const char *lp)
 
 /* A helper function nothing else names is dropped, and so is one only a
  * dropped one called; one named anywhere else (a call, a mention) stays,
- * and so does the helper's other code. */
+ * and so does the helper's other code, and a function written off the
+ * style (on one line, a body not indented), which is kept whole. */
 Test(verbs, helper_functions_nothing_names_are_dropped)
 {
     char dir[] = "/tmp/vp_script_text_XXXXXX", p[256], lp[256], err[256] = "";
@@ -164,16 +165,18 @@ Test(verbs, helper_functions_nothing_names_are_dropped)
           "local function unused(x)\n  if x then\n    return only_unused_calls()\n  end\n  return "
           "unused(x)\nend\n"
           "local function inner()\n  return 2\nend\nlocal function used(x)\n  return x + inner()\nend\n"
-          "local function keep_named()\nend\nlocal y = 3\n",
+          "local function keep_named()\nend\nlocal function one_line() return 4 end\n"
+          "local function flat()\nreturn 5\nend\nlocal y = 3\n",
           f);
     fclose(f);
     size_t len;
     char *text = script_assemble(p, &len, err, sizeof(err));
     cr_assert(text, "%s", err);
-    cr_expect_str_eq(text,
-                     "#!lua\nlocal function inner()\n  return 2\nend\nlocal function used(x)\n  return x + "
-                     "inner()\nend\nlocal function keep_named()\nend\nlocal y = 3\n-- (see keep_named)\n"
-                     "return used(1)\n");
+    cr_expect_str_eq(
+        text, "#!lua\nlocal function inner()\n  return 2\nend\nlocal function used(x)\n  return x + "
+              "inner()\nend\nlocal function keep_named()\nend\nlocal function one_line() return 4 end\n"
+              "local function flat()\nreturn 5\nend\nlocal y = 3\n-- (see keep_named)\n"
+              "return used(1)\n");
     cr_expect_eq(len, strlen(text));
     free(text);
     script_dir_remove(dir, p, lp);
